@@ -1,0 +1,396 @@
+package runtimeguard
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// changedCheckout is a guard bound to an agent checkout that has since moved
+// one commit ahead, with a home directory and a separate venv install root.
+type changedCheckout struct {
+	root, home, venvRoot, module string
+	guard                          *Guard
+	loaded, now                    string
+}
+
+func newChangedCheckout(t *testing.T) *changedCheckout {
+	t.Helper()
+	tmp := t.TempDir()
+	c := &changedCheckout{
+		root:     filepath.Join(tmp, "agent"),
+		home:     filepath.Join(tmp, "home"),
+		venvRoot: filepath.Join(tmp, "separate-install"),
+	}
+	c.module, c.loaded = agentRepo(t, c.root)
+	require.NoError(t, os.MkdirAll(c.home, 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(c.venvRoot, "venv", "bin"), 0o755))
+	g, err := New(Options{
+		ModulePath: c.module,
+		HomeDir:    c.home,
+		Python:     filepath.Join(c.venvRoot, "venv", "bin", "python"),
+	})
+	require.NoError(t, err)
+	require.Equal(t, c.loaded, g.Identity().Revision)
+	require.NoError(t, g.EnsureCurrent())
+	c.guard = g
+	c.now = commit(t, c.root, "run_agent.py", "class AIAgent: revision = 'changed'\n")
+	return c
+}
+
+// exitedPID returns the ID of a process that has exited and been reaped.
+func exitedPID(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("git", "--version")
+	require.NoError(t, cmd.Run())
+	return cmd.Process.Pid
+}
+
+// The 17 marker situations of the reference suite, each behind a real stale
+// check on a real checkout, rendered as the HTTP answer.
+func TestStaleCheckReportsUpdateState(t *testing.T) {
+	marker := func(c *changedCheckout) string { return filepath.Join(c.home, MarkerName) }
+	cases := []struct {
+		name  string
+		setup func(t *testing.T, c *changedCheckout)
+		want  UpdateState
+	}{
+		{"absent", func(t *testing.T, c *changedCheckout) {}, UpdateUnverified},
+		{"failed-exit", func(t *testing.T, c *changedCheckout) {
+			writeMarker(t, marker(c), os.Getpid(), time.Now())
+			require.NoError(t, os.Remove(marker(c))) // the updater removes it when it fails
+		}, UpdateUnverified},
+		{"interrupted-exit", func(t *testing.T, c *changedCheckout) {
+			writeMarker(t, marker(c), os.Getpid(), time.Now().Add(-time.Minute))
+			require.NoError(t, os.Remove(marker(c)))
+		}, UpdateUnverified},
+		{"active", func(t *testing.T, c *changedCheckout) {
+			writeMarker(t, marker(c), os.Getpid(), time.Now())
+		}, UpdateActive},
+		{"dead", func(t *testing.T, c *changedCheckout) {
+			writeMarker(t, marker(c), exitedPID(t), time.Now())
+		}, UpdateStale},
+		{"over-age", func(t *testing.T, c *changedCheckout) {
+			writeMarker(t, marker(c), os.Getpid(), time.Now().Add(-24*time.Hour))
+		}, UpdateStale},
+		{"malformed", func(t *testing.T, c *changedCheckout) {
+			writeFile(t, marker(c), "not-a-pid\nnot-a-time\n")
+		}, UpdateUnknown},
+		{"invalid-encoding", func(t *testing.T, c *changedCheckout) {
+			writeFile(t, marker(c), "\xff\xfe")
+		}, UpdateUnknown},
+		{"future", func(t *testing.T, c *changedCheckout) {
+			writeMarker(t, marker(c), os.Getpid(), time.Now().Add(24*time.Hour))
+		}, UpdateUnknown},
+		{"nonfinite", func(t *testing.T, c *changedCheckout) {
+			writeFile(t, marker(c), fmt.Sprintf("%d\nnan\n", os.Getpid()))
+		}, UpdateUnknown},
+		{"oversized-pid", func(t *testing.T, c *changedCheckout) {
+			huge := new(big.Int).Lsh(big.NewInt(1), 100)
+			writeFile(t, marker(c), fmt.Sprintf("%s\n%d\n", huge, time.Now().Unix()))
+		}, UpdateUnknown},
+		{"dangling", func(t *testing.T, c *changedCheckout) {
+			require.NoError(t, os.Symlink(filepath.Join(c.home, "missing"), marker(c)))
+		}, UpdateUnknown},
+		{"unreadable", func(t *testing.T, c *changedCheckout) {
+			require.NoError(t, os.Mkdir(marker(c), 0o755))
+		}, UpdateUnknown},
+		{"update-incomplete", func(t *testing.T, c *changedCheckout) {
+			writeFile(t, filepath.Join(c.root, UpdateIncompleteName), "")
+		}, UpdateIncomplete},
+		{"lazy-refresh-incomplete", func(t *testing.T, c *changedCheckout) {
+			writeFile(t, filepath.Join(c.root, LazyRefreshIncompleteName), "")
+		}, UpdateIncomplete},
+		{"separate-venv-incomplete", func(t *testing.T, c *changedCheckout) {
+			writeFile(t, filepath.Join(c.venvRoot, UpdateIncompleteName), "")
+		}, UpdateIncomplete},
+		{"symlink-venv-incomplete", func(t *testing.T, c *changedCheckout) {
+			exe, err := exec.LookPath("git")
+			require.NoError(t, err)
+			require.NoError(t, os.Symlink(exe, filepath.Join(c.venvRoot, "venv", "bin", "python")))
+			writeFile(t, filepath.Join(c.venvRoot, UpdateIncompleteName), "")
+		}, UpdateIncomplete},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := newChangedCheckout(t)
+			tc.setup(t, c)
+
+			err := c.guard.EnsureCurrent()
+			var se *StaleError
+			require.ErrorAs(t, err, &se)
+			assert.Equal(t, tc.want, se.State, "StaleError.State")
+			assert.Equal(t, c.loaded, se.Captured)
+			assert.Equal(t, c.now, se.Current)
+
+			rec := httptest.NewRecorder()
+			require.True(t, WriteStale(rec, err))
+			assert.Equal(t, http.StatusConflict, rec.Code)
+			var payload map[string]any
+			require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &payload))
+			assert.Equal(t, PayloadType, payload["type"])
+			assert.Equal(t, true, payload["retryable"])
+			assert.Equal(t, false, payload["restart_scheduled"])
+			assert.Equal(t, string(tc.want), payload["agent_update_state"])
+			msg, _ := payload["error"].(string)
+			assert.Contains(t, msg, "Restart Hermes WebUI manually")
+			assert.NotContains(t, strings.ToLower(msg), "success")
+		})
+	}
+}
+
+// An updater may take its marker right after the check read the revision:
+// the answer is still a 409 and nothing is restarted or removed.
+func TestMarkerTakenAfterReadStillRefuses(t *testing.T) {
+	c := newChangedCheckout(t)
+	e := testEnv(nil)
+	stat := e.stat
+	marker := filepath.Join(c.home, MarkerName)
+	e.stat = func(p string) (stamp, error) {
+		if _, err := os.Lstat(marker); errors.Is(err, fs.ErrNotExist) {
+			writeMarker(t, marker, os.Getpid(), time.Now())
+		}
+		return stat(p)
+	}
+	c.guard.env = e
+	err := c.guard.EnsureCurrent()
+	var se *StaleError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, UpdateActive, se.State)
+	assert.False(t, se.Payload().RestartScheduled)
+	assert.FileExists(t, marker)
+}
+
+func TestCommitAfterBindingFailsWithBothRevisions(t *testing.T) {
+	c := newChangedCheckout(t)
+	err := c.guard.EnsureCurrent()
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, ErrStale))
+	assert.True(t, errors.Is(fmt.Errorf("handler: %w", err), ErrStale), "a wrapped StaleError matches ErrStale")
+	assert.Contains(t, err.Error(), c.loaded)
+	assert.Contains(t, err.Error(), c.now)
+	assert.Equal(t, http.StatusConflict, err.(*StaleError).StatusCode())
+
+	// Still stale on every later check, through the fast path too.
+	for i := 0; i < 3; i++ {
+		assert.ErrorIs(t, c.guard.EnsureCurrent(), ErrStale)
+	}
+	// Back at the loaded commit, the runtime is current again.
+	git(t, c.root, "reset", "-q", "--hard", c.loaded)
+	assert.NoError(t, c.guard.EnsureCurrent())
+}
+
+func TestNonGitInstallIsInert(t *testing.T) {
+	dir := t.TempDir()
+	module := filepath.Join(dir, "run_agent.py")
+	writeFile(t, module, "class AIAgent: pass\n")
+	g, err := New(Options{ModulePath: module, HomeDir: dir})
+	require.NoError(t, err)
+	assert.Equal(t, Identity{SourceDir: resolved(t, dir), ModulePath: resolved(t, module)}, g.Identity())
+	writeFile(t, module, "class AIAgent: changed = True\n")
+	assert.NoError(t, g.EnsureCurrent())
+}
+
+func TestUntrackedModuleInOuterRepoIsNonGit(t *testing.T) {
+	outer := filepath.Join(t.TempDir(), "outer-repo")
+	moduleDir := filepath.Join(outer, "installed", "hermes-agent")
+	module := filepath.Join(moduleDir, "run_agent.py")
+	writeFile(t, module, "class AIAgent: pass\n")
+	initRepo(t, outer, map[string]string{"tracked.txt": "unrelated\n"})
+
+	g, err := New(Options{ModulePath: module, HomeDir: outer})
+	require.NoError(t, err)
+	assert.Equal(t, resolved(t, moduleDir), g.Identity().SourceDir)
+	assert.Equal(t, resolved(t, module), g.Identity().ModulePath)
+	assert.Empty(t, g.Identity().Revision)
+
+	commit(t, outer, "tracked.txt", "unrelated change\n")
+	assert.NoError(t, g.EnsureCurrent())
+}
+
+func TestPathspecCharactersAreLiteral(t *testing.T) {
+	outer := filepath.Join(t.TempDir(), "outer-repo")
+	writeFile(t, filepath.Join(outer, "installed", "agent", "run_agent.py"), "class Other: pass\n")
+	module := filepath.Join(outer, "installed", "[a]gent", "run_agent.py")
+	writeFile(t, module, "class AIAgent: pass\n")
+	require.NoError(t, os.MkdirAll(outer, 0o755))
+	git(t, outer, "init", "-q")
+	git(t, outer, "add", "installed/agent/run_agent.py")
+	git(t, outer, "commit", "-q", "-m", "tracked lookalike")
+
+	rev, err := ReadRevision(filepath.Dir(module), module)
+	require.NoError(t, err)
+	assert.Empty(t, rev, "ReadRevision(%q) read a revision through a pathspec match", module)
+	g, err := New(Options{ModulePath: module, HomeDir: outer})
+	require.NoError(t, err)
+	assert.Equal(t, resolved(t, filepath.Dir(module)), g.Identity().SourceDir)
+	assert.Empty(t, g.Identity().Revision)
+
+	// The literal name is tracked once it is added.
+	git(t, outer, "add", "--", module)
+	rev, err = ReadRevision(filepath.Dir(module), module)
+	require.NoError(t, err)
+	assert.Equal(t, git(t, outer, "rev-parse", "HEAD"), rev)
+}
+
+func TestIdentityComesFromLoadedModule(t *testing.T) {
+	tmp := t.TempDir()
+	configured, loaded := filepath.Join(tmp, "configured-agent"), filepath.Join(tmp, "loaded-agent")
+	agentRepo(t, configured)
+	module, rev := agentRepo(t, loaded)
+
+	g, err := New(Options{ModulePath: module, HomeDir: tmp})
+	require.NoError(t, err)
+	assert.Equal(t, Identity{SourceDir: resolved(t, loaded), ModulePath: resolved(t, module), Revision: rev}, g.Identity())
+
+	commit(t, configured, "run_agent.py", "class AIAgent: configured = 2\n")
+	assert.NoError(t, g.EnsureCurrent(), "a commit in another checkout must not matter")
+	commit(t, loaded, "run_agent.py", "class AIAgent: loaded = 2\n")
+	assert.ErrorIs(t, g.EnsureCurrent(), ErrStale)
+}
+
+func TestKnownRevisionBecomingUnreadableFailsClosed(t *testing.T) {
+	dir := t.TempDir()
+	module, rev := agentRepo(t, filepath.Join(dir, "agent"))
+	g, err := New(Options{ModulePath: module, HomeDir: dir})
+	require.NoError(t, err)
+	require.NoError(t, os.Rename(filepath.Join(dir, "agent", ".git"), filepath.Join(dir, "moved-git")))
+
+	err = g.EnsureCurrent()
+	var se *StaleError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, rev, se.Captured)
+	assert.Empty(t, se.Current)
+}
+
+func TestRecaptureCannotDowngradeKnownRevision(t *testing.T) {
+	dir := t.TempDir()
+	agent := filepath.Join(dir, "agent")
+	module, rev := agentRepo(t, agent)
+	g, err := New(Options{ModulePath: module, HomeDir: dir})
+	require.NoError(t, err)
+	require.NoError(t, g.Capture(module), "binding again on an unchanged checkout verifies")
+
+	// The revision becomes unreadable while binding again.
+	require.NoError(t, os.Rename(filepath.Join(agent, ".git"), filepath.Join(dir, "moved-git")))
+	assert.ErrorIs(t, g.Capture(module), ErrStale)
+	assert.Equal(t, rev, g.Identity().Revision, "binding again erased the known revision")
+
+	// Binding again with another module while bound does not rebind either.
+	other, _ := agentRepo(t, filepath.Join(dir, "other"))
+	assert.ErrorIs(t, g.Capture(other), ErrStale)
+	assert.Equal(t, resolved(t, agent), g.Identity().SourceDir)
+
+	require.NoError(t, os.Rename(filepath.Join(dir, "moved-git"), filepath.Join(agent, ".git")))
+	assert.NoError(t, g.EnsureCurrent())
+}
+
+func TestUnboundGuardPassesUntilCaptured(t *testing.T) {
+	dir := t.TempDir()
+	g, err := New(Options{HomeDir: dir})
+	require.NoError(t, err)
+	assert.NoError(t, g.EnsureCurrent())
+	assert.Equal(t, Identity{}, g.Identity())
+
+	module, rev := agentRepo(t, filepath.Join(dir, "agent"))
+	require.NoError(t, g.Capture(module))
+	assert.Equal(t, rev, g.Identity().Revision)
+	commit(t, filepath.Join(dir, "agent"), "run_agent.py", "x = 1\n")
+	assert.ErrorIs(t, g.EnsureCurrent(), ErrStale)
+}
+
+func TestInertGuardBindsAgainOnCapture(t *testing.T) {
+	dir := t.TempDir()
+	module := filepath.Join(dir, "agent", "run_agent.py")
+	writeFile(t, module, "class AIAgent: pass\n")
+	g, err := New(Options{ModulePath: module, HomeDir: dir})
+	require.NoError(t, err)
+	require.Empty(t, g.Identity().Revision)
+
+	_, rev := agentRepo(t, filepath.Join(dir, "agent"))
+	require.NoError(t, g.Capture(module))
+	assert.Equal(t, rev, g.Identity().Revision, "an inert guard binds anew")
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	dir := t.TempDir()
+	_, err := New(Options{ModulePath: filepath.Join(dir, "missing.py")})
+	assert.ErrorIs(t, err, fs.ErrNotExist)
+	assert.Contains(t, err.Error(), "runtimeguard: ")
+
+	_, err = New(Options{ModulePath: dir})
+	assert.ErrorContains(t, err, "is a directory")
+
+	_, err = New(Options{MaxMarkerAge: -time.Second})
+	assert.ErrorContains(t, err, "negative")
+
+	for _, opts := range []Options{
+		{Message: "Update was a success; restart"},
+		{Message: "SUCCESS"},
+		{ServerName: "Successor"},
+	} {
+		_, err = New(opts)
+		assert.ErrorContains(t, err, "success", "New(%+v)", opts)
+	}
+}
+
+func TestMessageNamesProducts(t *testing.T) {
+	dir := t.TempDir()
+	module, _ := agentRepo(t, dir)
+	g, err := New(Options{ModulePath: module, HomeDir: dir, AgentName: "Plugin Pack", ServerName: "Gateway"})
+	require.NoError(t, err)
+	commit(t, dir, "run_agent.py", "x = 2\n")
+	var se *StaleError
+	require.ErrorAs(t, g.EnsureCurrent(), &se)
+	assert.Equal(t, "Plugin Pack changed on disk after Gateway loaded it. Restart Gateway manually to load the new code.", se.Message)
+
+	g, err = New(Options{ModulePath: module, HomeDir: dir, Message: "restart required"})
+	require.NoError(t, err)
+	commit(t, dir, "run_agent.py", "x = 3\n")
+	require.ErrorAs(t, g.EnsureCurrent(), &se)
+	assert.Equal(t, "restart required", se.Payload().Error)
+}
+
+func TestDefaultMessageContract(t *testing.T) {
+	assert.Contains(t, DefaultMessage, "Restart Hermes WebUI manually")
+	assert.Contains(t, DefaultMessage, "Hermes Agent")
+	assert.NotContains(t, strings.ToLower(DefaultMessage), "success")
+}
+
+func TestUpdateStateOfBoundGuard(t *testing.T) {
+	dir := t.TempDir()
+	home := filepath.Join(dir, "home")
+	module, _ := agentRepo(t, filepath.Join(dir, "agent"))
+	require.NoError(t, os.MkdirAll(home, 0o755))
+	g, err := New(Options{ModulePath: module, HomeDir: home})
+	require.NoError(t, err)
+	assert.Equal(t, UpdateUnverified, g.UpdateState())
+	writeMarker(t, filepath.Join(home, MarkerName), os.Getpid(), time.Now())
+	assert.Equal(t, UpdateActive, g.UpdateState())
+	writeFile(t, filepath.Join(dir, "agent", LazyRefreshIncompleteName), "incomplete\n")
+	assert.Equal(t, UpdateIncomplete, g.UpdateState())
+}
+
+func TestHomeDirDefaultsToHermesHome(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HERMES_HOME", home)
+	assert.Equal(t, home, DefaultHomeDir())
+	g, err := New(Options{})
+	require.NoError(t, err)
+	writeMarker(t, filepath.Join(home, MarkerName), os.Getpid(), time.Now())
+	assert.Equal(t, UpdateActive, g.UpdateState())
+}

@@ -1,0 +1,96 @@
+package runtimeguard
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// gitEnv keeps the user's and the system's Git configuration out of tests.
+var gitEnv = append(os.Environ(),
+	"GIT_CONFIG_NOSYSTEM=1",
+	"GIT_CONFIG_GLOBAL="+os.DevNull,
+	"GIT_AUTHOR_NAME=Test", "GIT_AUTHOR_EMAIL=test@example.invalid",
+	"GIT_COMMITTER_NAME=Test", "GIT_COMMITTER_EMAIL=test@example.invalid",
+	"GIT_TERMINAL_PROMPT=0",
+)
+
+// git runs git in dir and returns its trimmed standard output.
+func git(t testing.TB, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "init.defaultBranch=main", "-c", "protocol.file.allow=always"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = gitEnv
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "git %s in %s: %s", strings.Join(args, " "), dir, out)
+	return strings.TrimSpace(string(out))
+}
+
+// writeFile writes content to dir/name, making parent directories.
+func writeFile(t testing.TB, path, content string) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
+}
+
+// initRepo makes a repository in dir with one commit that tracks files
+// (name to content) and returns the commit's id.
+func initRepo(t testing.TB, dir string, files map[string]string, initArgs ...string) string {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	git(t, dir, append([]string{"init", "-q"}, initArgs...)...)
+	for name, content := range files {
+		writeFile(t, filepath.Join(dir, name), content)
+		git(t, dir, "add", "--", name)
+	}
+	git(t, dir, "commit", "-q", "--allow-empty", "-m", "initial")
+	return git(t, dir, "rev-parse", "HEAD")
+}
+
+// commit changes file in the repository at dir, commits it and returns the
+// new HEAD.
+func commit(t testing.TB, dir, file, content string) string {
+	t.Helper()
+	writeFile(t, filepath.Join(dir, file), content)
+	git(t, dir, "add", "--", file)
+	git(t, dir, "commit", "-q", "-m", "change "+file)
+	return git(t, dir, "rev-parse", "HEAD")
+}
+
+// agentRepo makes a checkout holding run_agent.py and returns the module
+// path and its revision.
+func agentRepo(t testing.TB, dir string) (module, rev string) {
+	t.Helper()
+	rev = initRepo(t, dir, map[string]string{"run_agent.py": "class AIAgent: pass\n"})
+	return filepath.Join(dir, "run_agent.py"), rev
+}
+
+// writeMarker writes an update marker for pid, started at the given time.
+func writeMarker(t testing.TB, path string, pid int, started time.Time) {
+	t.Helper()
+	writeFile(t, path, fmt.Sprintf("%d\n%.6f\n", pid, float64(started.UnixNano())/1e9))
+}
+
+// resolved returns p with symbolic links resolved (t.TempDir may be behind
+// one, as on macOS).
+func resolved(t testing.TB, p string) string {
+	t.Helper()
+	r, err := filepath.EvalSymlinks(p)
+	require.NoError(t, err)
+	return r
+}
+
+// testEnv is the system environment with a fixed process probe.
+func testEnv(probe func(int) procInfo) *env {
+	e := *systemEnv
+	if probe != nil {
+		e.probe = probe
+	}
+	return &e
+}

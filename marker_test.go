@@ -1,0 +1,197 @@
+package runtimeguard
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestReadUpdateMarker(t *testing.T) {
+	now := time.Now()
+	pid := os.Getpid()
+	cases := []struct {
+		name string
+		body string // "" with absent true: no file
+		want MarkerState
+	}{
+		{"live process", fmt.Sprintf("%d\n%d\n", pid, now.Unix()), MarkerActive},
+		{"fractional time", fmt.Sprintf("%d\n%.6f\n", pid, float64(now.UnixNano())/1e9), MarkerActive},
+		{"no final newline", fmt.Sprintf("%d\n%d", pid, now.Unix()), MarkerActive},
+		{"crlf lines", fmt.Sprintf("%d\r\n%d\r\n", pid, now.Unix()), MarkerActive},
+		{"extra lines ignored", fmt.Sprintf("%d\n%d\nupdater v2\n", pid, now.Unix()), MarkerActive},
+		{"padded values", fmt.Sprintf("  %d \n %d \n", pid, now.Unix()), MarkerActive},
+		{"over age", fmt.Sprintf("%d\n%d\n", pid, now.Add(-DefaultMaxMarkerAge-time.Minute).Unix()), MarkerStale},
+		{"over age beats liveness", fmt.Sprintf("1\n%d\n", now.Add(-48*time.Hour).Unix()), MarkerStale},
+		{"one line", fmt.Sprintf("%d\n", pid), MarkerUnknown},
+		{"empty", "", MarkerUnknown},
+		{"pid zero", fmt.Sprintf("0\n%d\n", now.Unix()), MarkerUnknown},
+		{"negative pid", fmt.Sprintf("-5\n%d\n", now.Unix()), MarkerUnknown},
+		{"pid past int32", fmt.Sprintf("%d\n%d\n", int64(1)<<31, now.Unix()), MarkerUnknown},
+		{"pid 2^100", fmt.Sprintf("1267650600228229401496703205376\n%d\n", now.Unix()), MarkerUnknown},
+		{"pid not a number", fmt.Sprintf("12a\n%d\n", now.Unix()), MarkerUnknown},
+		{"time not a number", fmt.Sprintf("%d\nyesterday\n", pid), MarkerUnknown},
+		{"infinite time", fmt.Sprintf("%d\ninf\n", pid), MarkerUnknown},
+		{"negative infinite time", fmt.Sprintf("%d\n-inf\n", pid), MarkerUnknown},
+		{"nan time", fmt.Sprintf("%d\nNaN\n", pid), MarkerUnknown},
+		{"future time", fmt.Sprintf("%d\n%d\n", pid, now.Add(time.Hour).Unix()), MarkerUnknown},
+		{"not utf-8", "\xff\xfe\n\x00\n", MarkerUnknown},
+		{"at the size cap", padTo(fmt.Sprintf("%d\n%d\n", pid, now.Unix()), MaxMarkerBytes), MarkerActive},
+		{"one byte over the cap", padTo(fmt.Sprintf("%d\n%d\n", pid, now.Unix()), MaxMarkerBytes+1), MarkerUnknown},
+		{"far over the cap", padTo(fmt.Sprintf("%d\n%d\n", pid, now.Unix()), MaxMarkerBytes+1024), MarkerUnknown},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), MarkerName)
+			writeFile(t, path, tc.body)
+			assert.Equal(t, tc.want, ReadUpdateMarker(path), "ReadUpdateMarker(%q)", tc.body[:min(len(tc.body), 40)])
+		})
+	}
+}
+
+// padTo pads a marker body with a third line so that it is n bytes long.
+func padTo(body string, n int) string {
+	return body + strings.Repeat("x", n-len(body))
+}
+
+func TestReadUpdateMarkerAbsent(t *testing.T) {
+	dir := t.TempDir()
+	assert.Equal(t, MarkerAbsent, ReadUpdateMarker(filepath.Join(dir, "absent")))
+	assert.Equal(t, MarkerAbsent, ReadUpdateMarker(filepath.Join(dir, "no-dir", "absent")))
+}
+
+func TestReadUpdateMarkerDirectory(t *testing.T) {
+	dir := t.TempDir()
+	assert.Equal(t, MarkerUnknown, ReadUpdateMarker(dir))
+}
+
+func TestMarkerLiveness(t *testing.T) {
+	started := time.Now().Add(-time.Minute)
+	cases := []struct {
+		name  string
+		probe procInfo
+		want  MarkerState
+	}{
+		{"alive, start unknown", procInfo{state: processAlive}, MarkerActive},
+		{"alive, started before the marker", procInfo{state: processAlive, start: started.Add(-time.Hour)}, MarkerActive},
+		{"alive, started within the slack", procInfo{state: processAlive, start: started.Add(time.Second)}, MarkerActive},
+		{"alive, started after the marker: reused pid", procInfo{state: processAlive, start: started.Add(10 * time.Second)}, MarkerStale},
+		{"gone", procInfo{state: processGone}, MarkerStale},
+		{"cannot tell", procInfo{}, MarkerUnknown},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), MarkerName)
+			writeMarker(t, path, 4242, started)
+			var asked int
+			e := testEnv(func(pid int) procInfo { asked = pid; return tc.probe })
+			assert.Equal(t, tc.want, e.readMarker(path, DefaultMaxMarkerAge))
+			assert.Equal(t, 4242, asked)
+		})
+	}
+}
+
+func TestMarkerAgeIsCheckedBeforeLiveness(t *testing.T) {
+	path := filepath.Join(t.TempDir(), MarkerName)
+	writeMarker(t, path, 4242, time.Now().Add(-DefaultMaxMarkerAge-time.Second))
+	e := testEnv(func(int) procInfo {
+		t.Error("liveness was asked for an over-age marker")
+		return procInfo{state: processAlive}
+	})
+	assert.Equal(t, MarkerStale, e.readMarker(path, DefaultMaxMarkerAge))
+	assert.Equal(t, MarkerActive, testEnv(func(int) procInfo { return procInfo{state: processAlive} }).readMarker(path, time.Hour))
+}
+
+// Without a safe open the marker is never opened: a missing marker is
+// absent, and any present one, valid or not, unknown.
+func TestNoSafeOpenNeverOpensMarker(t *testing.T) {
+	dir := t.TempDir()
+	present := filepath.Join(dir, "present-marker")
+	writeMarker(t, present, os.Getpid(), time.Now())
+	e := testEnv(func(int) procInfo {
+		t.Error("liveness was asked without reading the marker")
+		return procInfo{}
+	})
+	e.openMarker = nil
+	assert.Equal(t, MarkerUnknown, e.readMarker(present, DefaultMaxMarkerAge))
+	assert.Equal(t, MarkerAbsent, e.readMarker(filepath.Join(dir, "missing"), DefaultMaxMarkerAge))
+	assert.Equal(t, MarkerUnknown, e.readMarker(dir, DefaultMaxMarkerAge))
+}
+
+func TestInstallRoots(t *testing.T) {
+	root := filepath.Join(string(filepath.Separator), "srv")
+	src := filepath.Join(root, "agent")
+	cases := []struct {
+		python string
+		want   []string
+	}{
+		{"", []string{src}},
+		{filepath.Join(root, "venv", "bin", "python"), []string{src, root}},
+		{filepath.Join(root, ".venv", "bin", "python3"), []string{src, root}},
+		{filepath.Join(root, ".VENV", "Scripts", "python.exe"), []string{src, root}},
+		{filepath.Join(root, "venv", "BIN", "python"), []string{src, root}},
+		{filepath.Join(src, "venv", "bin", "python"), []string{src}}, // the venv's parent is the source dir: listed once
+		{filepath.Join(root, "env", "bin", "python"), []string{src}},
+		{filepath.Join(root, "venv", "lib", "python"), []string{src}},
+		{"/usr/bin/python3", []string{src}},
+	}
+	for _, tc := range cases {
+		assert.Equal(t, tc.want, installRoots(src, tc.python), "installRoots(%q, %q)", src, tc.python)
+	}
+}
+
+func TestRecoveryMarkerErrorIsUnknown(t *testing.T) {
+	dir := t.TempDir()
+	notDir := filepath.Join(dir, "file")
+	writeFile(t, notDir, "")
+	home := t.TempDir()
+	// A root that is a file: looking inside it fails with ENOTDIR, not
+	// "does not exist".
+	e := testEnv(nil)
+	assert.Equal(t, UpdateUnknown, e.updateState(filepath.Join(home, MarkerName), DefaultMaxMarkerAge, []string{dir, notDir}))
+	// Found before the error, still unknown.
+	writeFile(t, filepath.Join(dir, UpdateIncompleteName), "")
+	assert.Equal(t, UpdateUnknown, e.updateState(filepath.Join(home, MarkerName), DefaultMaxMarkerAge, []string{dir, notDir}))
+	assert.Equal(t, UpdateIncomplete, e.updateState(filepath.Join(home, MarkerName), DefaultMaxMarkerAge, []string{dir}))
+}
+
+func TestUpdateStateTable(t *testing.T) {
+	cases := []struct {
+		marker     MarkerState
+		incomplete bool
+		want       UpdateState
+	}{
+		{MarkerAbsent, false, UpdateUnverified},
+		{MarkerActive, false, UpdateActive},
+		{MarkerStale, false, UpdateStale},
+		{MarkerUnknown, false, UpdateUnknown},
+		{MarkerAbsent, true, UpdateIncomplete},
+		{MarkerActive, true, UpdateIncomplete},
+		{MarkerStale, true, UpdateIncomplete},
+		{MarkerUnknown, true, UpdateUnknown},
+	}
+	for _, tc := range cases {
+		home, root := t.TempDir(), t.TempDir()
+		marker := filepath.Join(home, MarkerName)
+		switch tc.marker {
+		case MarkerActive:
+			writeMarker(t, marker, 4242, time.Now())
+		case MarkerStale:
+			writeMarker(t, marker, 4242, time.Now().Add(-time.Hour))
+		case MarkerUnknown:
+			writeFile(t, marker, "garbage")
+		}
+		if tc.incomplete {
+			writeFile(t, filepath.Join(root, LazyRefreshIncompleteName), "")
+		}
+		e := testEnv(func(int) procInfo { return procInfo{state: processAlive} })
+		assert.Equal(t, tc.want, e.updateState(marker, DefaultMaxMarkerAge, []string{root}), "marker %s, incomplete %v", tc.marker, tc.incomplete)
+	}
+	require.Equal(t, UpdateUnknown, testEnv(nil).updateState("", DefaultMaxMarkerAge, nil), "no home directory")
+}

@@ -1,0 +1,115 @@
+//go:build unix
+
+package runtimeguard
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// mkfifo makes a FIFO at path.
+func mkfifo(t *testing.T, path string) {
+	t.Helper()
+	require.NoError(t, unix.Mkfifo(path, 0o644))
+}
+
+// readWithin classifies path in a goroutine and fails the test if that does
+// not return: a blocked read would otherwise hang the whole run.
+func readWithin(t *testing.T, path string) MarkerState {
+	t.Helper()
+	done := make(chan MarkerState, 1)
+	go func() { done <- ReadUpdateMarker(path) }()
+	select {
+	case s := <-done:
+		return s
+	case <-time.After(30 * time.Second):
+		t.Fatalf("ReadUpdateMarker(%q) blocked", path)
+		return ""
+	}
+}
+
+func TestFIFOMarkerIsUnknownWithoutBlocking(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), MarkerName)
+	mkfifo(t, fifo)
+	assert.Equal(t, MarkerUnknown, readWithin(t, fifo), "no writer")
+
+	// A writer holds it open, with data waiting.
+	w, err := unix.Open(fifo, unix.O_RDWR|unix.O_NONBLOCK, 0)
+	require.NoError(t, err)
+	defer unix.Close(w)
+	_, err = unix.Write(w, []byte("1\n1\n"))
+	require.NoError(t, err)
+	assert.Equal(t, MarkerUnknown, readWithin(t, fifo), "a writer holds it open")
+}
+
+// The descriptor check, reached when the path changes between the lstat and
+// the open: the open itself must not block on a FIFO.
+func TestSafeOpenRejectsFIFODescriptor(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	mkfifo(t, fifo)
+	fd, err := unix.Open(fifo, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	require.NoError(t, err, "a non-blocking open of a FIFO returns at once")
+	var st unix.Stat_t
+	require.NoError(t, unix.Fstat(fd, &st))
+	assert.NotEqual(t, uint32(unix.S_IFREG), uint32(st.Mode)&unix.S_IFMT)
+	unix.Close(fd)
+}
+
+func TestSymlinkMarkerIsNotFollowed(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "real-marker")
+	writeMarker(t, target, os.Getpid(), time.Now())
+	require.Equal(t, MarkerActive, ReadUpdateMarker(target))
+	link := filepath.Join(dir, MarkerName)
+	require.NoError(t, os.Symlink(target, link))
+	assert.Equal(t, MarkerUnknown, ReadUpdateMarker(link))
+	dangling := filepath.Join(dir, "dangling")
+	require.NoError(t, os.Symlink(filepath.Join(dir, "missing"), dangling))
+	assert.Equal(t, MarkerUnknown, ReadUpdateMarker(dangling))
+}
+
+func TestDeviceAndSocketMarkersAreUnknown(t *testing.T) {
+	assert.Equal(t, MarkerUnknown, ReadUpdateMarker(os.DevNull))
+	sock := filepath.Join(t.TempDir(), "s")
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	require.NoError(t, err)
+	defer unix.Close(fd)
+	require.NoError(t, unix.Bind(fd, &unix.SockaddrUnix{Name: sock}))
+	assert.Equal(t, MarkerUnknown, ReadUpdateMarker(sock))
+}
+
+func TestProbeProcess(t *testing.T) {
+	self := probeProcess(os.Getpid())
+	assert.Equal(t, processAlive, self.state)
+	cmd := exec.Command("git", "--version")
+	require.NoError(t, cmd.Run())
+	assert.Equal(t, processGone, probeProcess(cmd.Process.Pid).state)
+	// Values kill(2) would truncate are never asked about.
+	assert.Equal(t, livenessUnknown, probeProcess(1<<32+os.Getpid()).state)
+	assert.Equal(t, livenessUnknown, probeProcess(-1).state)
+}
+
+// A marker of a process ID that a newer process now holds is stale: the
+// child starts after the marker's time.
+func TestReusedPIDMarkerIsStale(t *testing.T) {
+	if start, _ := processStart(os.Getpid()); start.IsZero() {
+		t.Skip("this platform does not tell when a process started")
+	}
+	written := time.Now().Add(-10 * time.Second)
+	cmd := exec.Command("sleep", "30")
+	require.NoError(t, cmd.Start())
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+
+	path := filepath.Join(t.TempDir(), MarkerName)
+	writeMarker(t, path, cmd.Process.Pid, written)
+	assert.Equal(t, MarkerStale, ReadUpdateMarker(path), "a process started after the marker did not write it")
+	writeMarker(t, path, cmd.Process.Pid, time.Now())
+	assert.Equal(t, MarkerActive, ReadUpdateMarker(path))
+}

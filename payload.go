@@ -1,0 +1,238 @@
+package runtimeguard
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// PayloadType is the "type" of every stale payload.
+const PayloadType = "agent_runtime_stale"
+
+// ProblemType is the "type" URI of the RFC 9457 problem document for a
+// stale runtime.
+const ProblemType = "https://github.com/runtimeguard/runtimeguard#the-stale-payload"
+
+// Payload is the JSON body of the HTTP 409 a stale runtime answers with.
+// Its keys are frozen API:
+//
+//	{"error": "...", "type": "agent_runtime_stale", "retryable": true,
+//	 "restart_scheduled": false, "agent_update_state": "unverified"}
+//
+// agent_update_state is left out when there is none.
+type Payload struct {
+	Error            string      `json:"error"`
+	Type             string      `json:"type"`
+	Retryable        bool        `json:"retryable"`
+	RestartScheduled bool        `json:"restart_scheduled"`
+	AgentUpdateState UpdateState `json:"agent_update_state,omitempty"`
+}
+
+// NewPayload returns the stale payload for a message and an update state
+// (empty for none): retryable, with no restart scheduled.
+func NewPayload(message string, state UpdateState) Payload {
+	return Payload{Error: message, Type: PayloadType, Retryable: true, AgentUpdateState: state}
+}
+
+// StaleError is returned by [Guard.EnsureCurrent] when the bound checkout no
+// longer is at the revision the server loaded. errors.Is(err, [ErrStale])
+// is true for it and for any error that wraps it.
+type StaleError struct {
+	// Message is the operator-facing message, the payload's "error".
+	Message string
+	// State is what could be observed of the updater when the check failed.
+	State UpdateState
+	// Captured is the revision the guard bound to; Current the one read
+	// now, empty when none could be read.
+	Captured, Current string
+	// Err is why the current revision could not be read, or nil.
+	Err error
+}
+
+// Error returns the message with both revisions.
+func (e *StaleError) Error() string {
+	var b strings.Builder
+	b.WriteString("runtimeguard: ")
+	b.WriteString(e.Message)
+	b.WriteString(" (loaded revision ")
+	b.WriteString(e.Captured)
+	if e.Current != "" {
+		b.WriteString(", checkout now at ")
+		b.WriteString(e.Current)
+	} else {
+		b.WriteString(", checkout now has no readable revision")
+	}
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	if e.State != "" {
+		b.WriteString("; update state ")
+		b.WriteString(string(e.State))
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+// Unwrap returns the read failure, if there was one.
+func (e *StaleError) Unwrap() error { return e.Err }
+
+// Is reports whether target is [ErrStale].
+func (e *StaleError) Is(target error) bool { return target == ErrStale }
+
+// Payload returns the JSON body of the 409.
+func (e *StaleError) Payload() Payload { return NewPayload(e.Message, e.State) }
+
+// StatusCode returns [http.StatusConflict].
+func (e *StaleError) StatusCode() int { return http.StatusConflict }
+
+// LogValue implements [slog.LogValuer].
+func (e *StaleError) LogValue() slog.Value {
+	attrs := []slog.Attr{
+		slog.String("captured", e.Captured),
+		slog.String("current", e.Current),
+		slog.String("update_state", string(e.State)),
+	}
+	if e.Err != nil {
+		attrs = append(attrs, slog.String("read_error", e.Err.Error()))
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// Problem is the RFC 9457 problem document for a stale runtime; the
+// payload's fields ride along as extension members.
+type Problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail"`
+	// The legacy payload's members. Its "type" gives way to the problem's.
+	Error            string      `json:"error"`
+	StaleType        string      `json:"stale_type"`
+	Retryable        bool        `json:"retryable"`
+	RestartScheduled bool        `json:"restart_scheduled"`
+	AgentUpdateState UpdateState `json:"agent_update_state,omitempty"`
+}
+
+// Problem returns the RFC 9457 form of the error.
+func (e *StaleError) Problem() Problem {
+	return Problem{
+		Type:             ProblemType,
+		Title:            "Agent runtime is stale",
+		Status:           http.StatusConflict,
+		Detail:           e.Message,
+		Error:            e.Message,
+		StaleType:        PayloadType,
+		Retryable:        true,
+		AgentUpdateState: e.State,
+	}
+}
+
+// WriteStale writes the 409 JSON payload when err is or wraps a
+// *[StaleError], and reports whether it did. Like [http.Error], it sets the
+// headers (Content-Type, Cache-Control: no-store, X-Content-Type-Options:
+// nosniff) before the status.
+func WriteStale(w http.ResponseWriter, err error) bool {
+	var se *StaleError
+	if !errors.As(err, &se) {
+		return false
+	}
+	writeJSON(w, "application/json", se.Payload())
+	return true
+}
+
+// WriteStaleProblem is [WriteStale] with an RFC 9457 problem document
+// (application/problem+json) for a body.
+func WriteStaleProblem(w http.ResponseWriter, err error) bool {
+	var se *StaleError
+	if !errors.As(err, &se) {
+		return false
+	}
+	writeJSON(w, "application/problem+json", se.Problem())
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, contentType string, v any) {
+	body, err := json.Marshal(v)
+	if err != nil { // unreachable: strings, bools and an int
+		body = []byte(`{"error":"stale runtime","type":"` + PayloadType + `","retryable":true,"restart_scheduled":false}`)
+	}
+	h := w.Header()
+	h.Del("Content-Length")
+	h.Set("Content-Type", contentType)
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusConflict)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// Middleware runs [Guard.EnsureCurrent] before next and answers 409 without
+// calling next when the runtime is stale. With [Options.ProblemDetails], a
+// request that prefers application/problem+json gets the RFC 9457 form.
+func (g *Guard) Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := g.EnsureCurrent(); err != nil {
+			if g.problem && prefersProblem(r.Header.Values("Accept")) {
+				WriteStaleProblem(w, err)
+			} else {
+				WriteStale(w, err)
+			}
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// prefersProblem reports whether Accept rates application/problem+json
+// higher than application/json (RFC 9110 section 12.5.1: the most specific
+// matching range gives a type its quality).
+func prefersProblem(accept []string) bool {
+	problem := acceptQuality(accept, "application", "problem+json")
+	return problem > 0 && problem > acceptQuality(accept, "application", "json")
+}
+
+// acceptQuality is the quality the Accept header values give a media type:
+// that of the most specific range that matches it, 0 when none does.
+func acceptQuality(accept []string, typ, sub string) float64 {
+	best, bestRank := 0.0, -1
+	for _, header := range accept {
+		for _, part := range strings.Split(header, ",") {
+			mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+			if err != nil {
+				continue
+			}
+			t, s, ok := strings.Cut(mt, "/")
+			if !ok {
+				continue
+			}
+			rank := -1
+			switch {
+			case t == typ && s == sub:
+				rank = 2
+			case t == typ && s == "*":
+				rank = 1
+			case t == "*" && s == "*":
+				rank = 0
+			}
+			if rank < bestRank || rank < 0 {
+				continue
+			}
+			q := 1.0
+			if v, ok := params["q"]; ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil || f < 0 || f > 1 {
+					continue
+				}
+				q = f
+			}
+			if rank > bestRank || q > best {
+				best, bestRank = q, rank
+			}
+		}
+	}
+	return best
+}

@@ -1,0 +1,64 @@
+package runtimeguard
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"time"
+)
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat times: 100 on every
+// architecture Go supports on Linux.
+const clockTicks = 100
+
+// processStart reads field 22 of /proc/PID/stat (start time in clock ticks
+// since boot) and the boot time from /proc/stat. A process in state Z is a
+// zombie: it has exited and only waits to be reaped.
+func processStart(pid int) (start time.Time, zombie bool) {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return time.Time{}, false
+	}
+	// The command name (field 2) may hold spaces and parentheses: the
+	// fields that follow start after its last ')'.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return time.Time{}, false
+	}
+	fields := bytes.Fields(stat[i+1:])
+	if len(fields) < 20 {
+		return time.Time{}, false
+	}
+	if string(fields[0]) == "Z" || string(fields[0]) == "X" {
+		return time.Time{}, true
+	}
+	ticks, err := strconv.ParseUint(string(fields[19]), 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	boot, ok := bootTime()
+	if !ok {
+		return time.Time{}, false
+	}
+	sec := ticks / clockTicks
+	nsec := (ticks % clockTicks) * (uint64(time.Second) / clockTicks)
+	return boot.Add(time.Duration(sec)*time.Second + time.Duration(nsec)), false
+}
+
+// bootTime reads the btime line of /proc/stat.
+func bootTime() (time.Time, bool) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return time.Time{}, false
+	}
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		if rest, ok := bytes.CutPrefix(line, []byte("btime ")); ok {
+			sec, err := strconv.ParseInt(string(bytes.TrimSpace(rest)), 10, 64)
+			if err != nil {
+				return time.Time{}, false
+			}
+			return time.Unix(sec, 0), true
+		}
+	}
+	return time.Time{}, false
+}

@@ -23,8 +23,8 @@ import (
 // one commit ahead, with a home directory and a separate venv install root.
 type changedCheckout struct {
 	root, home, venvRoot, module string
-	guard                          *Guard
-	loaded, now                    string
+	guard                        *Guard
+	loaded, now                  string
 }
 
 func newChangedCheckout(t *testing.T) *changedCheckout {

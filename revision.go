@@ -146,16 +146,6 @@ type reader struct {
 	deps []dep
 }
 
-// absent stats a path that must stay empty for the answer to hold.
-func (r *reader) absent(path string) (bool, error) {
-	st, err := r.stat(path)
-	if err != nil {
-		return false, err
-	}
-	r.deps = append(r.deps, dep{path, st})
-	return !st.present, nil
-}
-
 // readFile reads a regular file of at most limit bytes. ok is false when
 // nothing, or a directory, is at path.
 func (r *reader) readFile(path string, limit int64) (data []byte, ok bool, err error) {

@@ -1,0 +1,138 @@
+package runtimeguard_test
+
+import (
+	"errors"
+	"fmt"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/runtimeguard/runtimeguard"
+)
+
+// run runs git in dir, for the examples' throwaway checkouts.
+func run(dir string, args ...string) {
+	cmd := exec.Command("git", append([]string{"-c", "user.name=Example", "-c", "user.email=example@example.invalid", "-c", "init.defaultBranch=main"}, args...)...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		log.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+}
+
+// checkout makes a Git checkout that tracks run_agent.py and returns the
+// module's path.
+func checkout() string {
+	dir, err := os.MkdirTemp("", "runtimeguard-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	module := filepath.Join(dir, "run_agent.py")
+	if err := os.WriteFile(module, []byte("class AIAgent: pass\n"), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	run(dir, "init", "-q")
+	run(dir, "add", "run_agent.py")
+	run(dir, "commit", "-q", "-m", "loaded")
+	return module
+}
+
+// A server binds to the module it loaded, checks before touching session
+// state, and answers 409 once the checkout moved.
+func Example() {
+	module := checkout()
+	defer os.RemoveAll(filepath.Dir(module))
+
+	guard, err := runtimeguard.New(runtimeguard.Options{
+		ModulePath: module,
+		HomeDir:    filepath.Dir(module), // where the updater keeps its marker
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("before the update:", guard.EnsureCurrent())
+
+	// An updater moves the checkout while the server runs.
+	if err := os.WriteFile(module, []byte("class AIAgent: revision = 2\n"), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	run(filepath.Dir(module), "commit", "-q", "-am", "update")
+
+	err = guard.EnsureCurrent()
+	fmt.Println("after the update, stale:", errors.Is(err, runtimeguard.ErrStale))
+
+	rec := httptest.NewRecorder()
+	runtimeguard.WriteStale(rec, err)
+	fmt.Println(rec.Code, rec.Header().Get("Content-Type"))
+	fmt.Print(rec.Body.String())
+	// Output:
+	// before the update: <nil>
+	// after the update, stale: true
+	// 409 application/json
+	// {"error":"Hermes Agent changed on disk after Hermes WebUI loaded it. Restart Hermes WebUI manually to load the new code.","type":"agent_runtime_stale","retryable":true,"restart_scheduled":false,"agent_update_state":"unverified"}
+}
+
+// The middleware answers 409 before the handler runs, so a stale runtime
+// never reaches session state.
+func ExampleGuard_Middleware() {
+	module := checkout()
+	defer os.RemoveAll(filepath.Dir(module))
+	guard, err := runtimeguard.New(runtimeguard.Options{ModulePath: module, HomeDir: filepath.Dir(module), Message: "restart required"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	sessions := 0
+	handler := guard.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sessions++
+		fmt.Fprintln(w, "session started")
+	}))
+
+	serve := func() {
+		rec := httptest.NewRecorder()
+		handler.ServeHTTP(rec, httptest.NewRequest("POST", "/api/chat/start", nil))
+		fmt.Print(rec.Code, " ", rec.Body.String())
+	}
+	serve()
+	run(filepath.Dir(module), "commit", "-q", "--allow-empty", "-m", "update")
+	serve()
+	fmt.Println("sessions started:", sessions)
+	// Output:
+	// 200 session started
+	// 409 {"error":"restart required","type":"agent_runtime_stale","retryable":true,"restart_scheduled":false,"agent_update_state":"unverified"}
+	// sessions started: 1
+}
+
+func ExampleReadUpdateMarker() {
+	home, err := os.MkdirTemp("", "runtimeguard-home-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(home)
+	marker := filepath.Join(home, runtimeguard.MarkerName)
+	fmt.Println(runtimeguard.ReadUpdateMarker(marker))
+
+	// The updater writes its process ID and the time it started.
+	body := fmt.Sprintf("%d\n%d\n", os.Getpid(), time.Now().Unix())
+	if err := os.WriteFile(marker, []byte(body), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(runtimeguard.ReadUpdateMarker(marker))
+	// Output:
+	// absent
+	// active
+}
+
+// A background job stores the payload and the status as its final state.
+func ExampleStaleError_Payload() {
+	err := error(&runtimeguard.StaleError{Message: "restart required", State: runtimeguard.UpdateIncomplete})
+	var stale *runtimeguard.StaleError
+	if errors.As(err, &stale) {
+		job := map[string]any{"status": "error", "error_status": stale.StatusCode(), "payload": stale.Payload()}
+		fmt.Printf("%d %s %v\n", job["error_status"], stale.Payload().AgentUpdateState, stale.Payload().RestartScheduled)
+	}
+	// Output:
+	// 409 incomplete false
+}

@@ -1,0 +1,239 @@
+package runtimeguard
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// assertReadsHead checks that ReadRevision of the module in dir agrees with
+// git rev-parse HEAD there, and that a guard bound to it is current.
+func assertReadsHead(t *testing.T, dir, module string) string {
+	t.Helper()
+	want := git(t, dir, "rev-parse", "HEAD")
+	got, err := ReadRevision(filepath.Dir(module), module)
+	require.NoError(t, err)
+	assert.Equal(t, want, got, "ReadRevision(%q)", module)
+	g, err := New(Options{ModulePath: module, HomeDir: t.TempDir()})
+	require.NoError(t, err)
+	assert.Equal(t, want, g.Identity().Revision)
+	assert.NoError(t, g.EnsureCurrent())
+	return got
+}
+
+func TestReadRevisionLayouts(t *testing.T) {
+	t.Run("plain", func(t *testing.T) {
+		dir := t.TempDir()
+		module, _ := agentRepo(t, dir)
+		assertReadsHead(t, dir, module)
+	})
+	t.Run("module in a subdirectory", func(t *testing.T) {
+		dir := t.TempDir()
+		initRepo(t, dir, map[string]string{"pkg/deep/run_agent.py": "x = 1\n"})
+		assertReadsHead(t, dir, filepath.Join(dir, "pkg", "deep", "run_agent.py"))
+	})
+	t.Run("packed refs", func(t *testing.T) {
+		dir := t.TempDir()
+		module, _ := agentRepo(t, dir)
+		git(t, dir, "pack-refs", "--all")
+		require.NoFileExists(t, filepath.Join(dir, ".git", "refs", "heads", "main"))
+		assertReadsHead(t, dir, module)
+	})
+	t.Run("detached HEAD", func(t *testing.T) {
+		dir := t.TempDir()
+		module, first := agentRepo(t, dir)
+		commit(t, dir, "run_agent.py", "x = 2\n")
+		git(t, dir, "checkout", "-q", "--detach", first)
+		assert.Equal(t, first, assertReadsHead(t, dir, module))
+	})
+	t.Run("linked worktree", func(t *testing.T) {
+		tmp := t.TempDir()
+		main := filepath.Join(tmp, "main")
+		agentRepo(t, main)
+		git(t, main, "branch", "feature")
+		wt := filepath.Join(tmp, "wt")
+		git(t, main, "worktree", "add", "-q", wt, "feature")
+		commit(t, wt, "run_agent.py", "class AIAgent: feature = 1\n")
+		got := assertReadsHead(t, wt, filepath.Join(wt, "run_agent.py"))
+		assert.NotEqual(t, git(t, main, "rev-parse", "HEAD"), got, "read the main worktree's HEAD")
+		c, err := Inspect(filepath.Join(wt, "run_agent.py"))
+		require.NoError(t, err)
+		assert.Equal(t, "refs/heads/feature", c.Head)
+		assert.Equal(t, resolved(t, filepath.Join(main, ".git")), c.CommonDir)
+	})
+	t.Run("linked worktree, packed refs", func(t *testing.T) {
+		tmp := t.TempDir()
+		main := filepath.Join(tmp, "main")
+		agentRepo(t, main)
+		wt := filepath.Join(tmp, "wt")
+		git(t, main, "worktree", "add", "-q", "-b", "feature", wt)
+		git(t, main, "pack-refs", "--all")
+		assertReadsHead(t, wt, filepath.Join(wt, "run_agent.py"))
+	})
+	t.Run("submodule", func(t *testing.T) {
+		tmp := t.TempDir()
+		sub := filepath.Join(tmp, "agent-src")
+		agentRepo(t, sub)
+		super := filepath.Join(tmp, "super")
+		initRepo(t, super, map[string]string{"README": "super\n"})
+		git(t, super, "submodule", "add", "-q", sub, "agent")
+		git(t, super, "commit", "-q", "-m", "add agent")
+		inside := filepath.Join(super, "agent")
+		require.FileExists(t, filepath.Join(inside, ".git"))
+		got := assertReadsHead(t, inside, filepath.Join(inside, "run_agent.py"))
+		assert.NotEqual(t, git(t, super, "rev-parse", "HEAD"), got)
+	})
+	t.Run("separate git dir", func(t *testing.T) {
+		tmp := t.TempDir()
+		dir := filepath.Join(tmp, "work")
+		initRepo(t, dir, map[string]string{"run_agent.py": "x\n"}, "--separate-git-dir", filepath.Join(tmp, "gitdir"))
+		assertReadsHead(t, dir, filepath.Join(dir, "run_agent.py"))
+	})
+	t.Run("index version 4", func(t *testing.T) {
+		dir := t.TempDir()
+		initRepo(t, dir, map[string]string{"a/one.py": "1\n", "a/two.py": "2\n", "run_agent.py": "x\n", "z/deep/name.py": "z\n"})
+		git(t, dir, "update-index", "--index-version", "4")
+		for _, m := range []string{"a/two.py", "run_agent.py", "z/deep/name.py"} {
+			assertReadsHead(t, dir, filepath.Join(dir, m))
+		}
+		rev, err := ReadRevision(dir, filepath.Join(dir, "a", "three.py"))
+		require.NoError(t, err)
+		assert.Empty(t, rev)
+	})
+	t.Run("long path name", func(t *testing.T) {
+		dir := t.TempDir()
+		name := strings.Repeat("d", 200) + "/" + strings.Repeat("e", 200) + "/" + strings.Repeat("f", 200) + "/" + strings.Repeat("g", 200) + "/" + strings.Repeat("h", 200) + "/" + strings.Repeat("m", 100) + ".py"
+		initRepo(t, dir, map[string]string{name: "x\n", "b.py": "y\n"})
+		assertReadsHead(t, dir, filepath.Join(dir, filepath.FromSlash(name)))
+	})
+	t.Run("sparse checkout with worktreeConfig", func(t *testing.T) {
+		dir := t.TempDir()
+		initRepo(t, dir, map[string]string{"run_agent.py": "x\n", "docs/big.txt": "y\n"})
+		git(t, dir, "sparse-checkout", "init", "--cone")
+		assert.Equal(t, "true", git(t, dir, "config", "extensions.worktreeConfig"))
+		assertReadsHead(t, dir, filepath.Join(dir, "run_agent.py"))
+	})
+	t.Run("sparse index", func(t *testing.T) {
+		dir := t.TempDir()
+		initRepo(t, dir, map[string]string{"run_agent.py": "x\n", "docs/big.txt": "y\n", "docs/more/deeper.txt": "z\n"})
+		git(t, dir, "sparse-checkout", "set", "--cone", "--sparse-index", "src")
+		module := filepath.Join(dir, "run_agent.py")
+		assertReadsHead(t, dir, module)
+		// A path inside a sparse directory entry is tracked too.
+		require.Contains(t, git(t, dir, "ls-files", "--sparse"), "docs/")
+		index, err := os.ReadFile(filepath.Join(dir, ".git", "index"))
+		require.NoError(t, err)
+		for path, want := range map[string]bool{"docs/more/deeper.txt": true, "docs/big.txt": true, "docsx/a": false, "doc": false} {
+			got, err := indexHasPath(index, path, 40)
+			require.NoError(t, err)
+			assert.Equal(t, want, got, "indexHasPath(%q) in a sparse index", path)
+		}
+	})
+	t.Run("sha256", func(t *testing.T) {
+		dir := t.TempDir()
+		module := filepath.Join(dir, "run_agent.py")
+		initRepo(t, dir, map[string]string{"run_agent.py": "x\n"}, "--object-format=sha256")
+		got := assertReadsHead(t, dir, module)
+		assert.Len(t, got, 64)
+		g, err := New(Options{ModulePath: module, HomeDir: dir})
+		require.NoError(t, err)
+		git(t, dir, "pack-refs", "--all")
+		assert.NoError(t, g.EnsureCurrent(), "sha256, packed")
+		commit(t, dir, "run_agent.py", "y\n")
+		assert.ErrorIs(t, g.EnsureCurrent(), ErrStale)
+	})
+}
+
+func TestReadRevisionEmptyCases(t *testing.T) {
+	t.Run("unborn branch", func(t *testing.T) {
+		dir := t.TempDir()
+		git(t, dir, "init", "-q")
+		module := filepath.Join(dir, "run_agent.py")
+		writeFile(t, module, "x\n")
+		git(t, dir, "add", "run_agent.py")
+		c, err := Inspect(module)
+		require.NoError(t, err)
+		assert.True(t, c.Tracked)
+		assert.Empty(t, c.Revision)
+		assert.Contains(t, c.Reason, "unborn")
+	})
+	t.Run("untracked", func(t *testing.T) {
+		dir := t.TempDir()
+		agentRepo(t, dir)
+		module := filepath.Join(dir, "other.py")
+		writeFile(t, module, "x\n")
+		c, err := Inspect(module)
+		require.NoError(t, err)
+		assert.False(t, c.Tracked)
+		assert.Empty(t, c.Revision)
+		assert.Contains(t, c.Reason, "not tracked")
+	})
+	t.Run("no worktree", func(t *testing.T) {
+		dir := t.TempDir()
+		module := filepath.Join(dir, "run_agent.py")
+		writeFile(t, module, "x\n")
+		c, err := Inspect(module)
+		require.NoError(t, err)
+		assert.Empty(t, c.TopLevel)
+		assert.Empty(t, c.Revision)
+	})
+	t.Run("module inside the git dir", func(t *testing.T) {
+		dir := t.TempDir()
+		agentRepo(t, dir)
+		module := filepath.Join(dir, ".git", "description")
+		rev, err := ReadRevision(filepath.Dir(module), module)
+		require.NoError(t, err)
+		assert.Empty(t, rev)
+	})
+	t.Run("deleted module still tracked", func(t *testing.T) {
+		dir := t.TempDir()
+		module, rev := agentRepo(t, dir)
+		require.NoError(t, os.Remove(module))
+		got, err := ReadRevision(dir, module)
+		require.NoError(t, err)
+		assert.Equal(t, rev, got)
+	})
+}
+
+func TestReadRevisionUnsupportedFormats(t *testing.T) {
+	t.Run("reftable", func(t *testing.T) {
+		dir := t.TempDir()
+		module, _ := agentRepo(t, dir)
+		git(t, dir, "config", "core.repositoryformatversion", "1")
+		git(t, dir, "config", "extensions.refStorage", "reftable")
+		_, err := ReadRevision(dir, module)
+		assert.ErrorContains(t, err, `ref storage "reftable" is not supported`)
+		_, err = New(Options{ModulePath: module, HomeDir: dir})
+		assert.ErrorContains(t, err, "reftable", "binding to an unreadable checkout is an error, not an inert guard")
+	})
+	t.Run("split index", func(t *testing.T) {
+		dir := t.TempDir()
+		module, _ := agentRepo(t, dir)
+		git(t, dir, "update-index", "--split-index")
+		_, err := ReadRevision(dir, module)
+		assert.ErrorContains(t, err, "split index")
+	})
+	t.Run("unknown extension", func(t *testing.T) {
+		dir := t.TempDir()
+		module, _ := agentRepo(t, dir)
+		git(t, dir, "config", "core.repositoryformatversion", "1")
+		git(t, dir, "config", "extensions.someFutureThing", "true")
+		_, err := ReadRevision(dir, module)
+		assert.ErrorContains(t, err, `extension "someFutureThing" is not supported`)
+	})
+}
+
+func TestHostileSymbolicRefIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	module, _ := agentRepo(t, dir)
+	writeFile(t, filepath.Join(dir, "outside"), strings.Repeat("a", 40)+"\n")
+	for _, target := range []string{"refs/../../../outside", "../outside", "/etc/passwd", "refs/heads/a b", "refs/heads/x.lock"} {
+		writeFile(t, filepath.Join(dir, ".git", "HEAD"), "ref: "+target+"\n")
+		_, err := ReadRevision(dir, module)
+		assert.ErrorContains(t, err, "not a valid ref name", "HEAD -> %q", target)
+	}
+}

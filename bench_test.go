@@ -1,0 +1,279 @@
+//go:build unix
+
+package runtimeguard
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	gogit "github.com/go-git/go-git/v5"
+	"golang.org/x/sys/unix"
+)
+
+// benchCheckout is a checkout of benchFiles tracked files and benchRefs
+// packed refs, made once per run, in two states: the branch packed, and the
+// branch loose (a copy whose branch was updated after packing).
+type benchCheckout struct {
+	root, packed, loose string
+}
+
+const (
+	benchFiles = 20000
+	benchRefs  = 5000
+)
+
+var (
+	benchOnce sync.Once
+	benchRepo benchCheckout
+	benchErr  error
+)
+
+// makeCheckout builds a repository whose index tracks files entries (all
+// naming one blob, so no file has to be written) plus run_agent.py, with
+// refs tags packed into packed-refs.
+func makeCheckout(tb testing.TB, dir string, files, refs int) {
+	tb.Helper()
+	module := filepath.Join(dir, "run_agent.py")
+	writeFile(tb, module, "class AIAgent: pass\n")
+	git(tb, dir, "init", "-q")
+	blob := git(tb, dir, "hash-object", "-w", "run_agent.py")
+	var in bytes.Buffer
+	for i := 0; i < files; i++ {
+		fmt.Fprintf(&in, "100644 %s 0\tsrc/pkg%03d/module_%05d.py\n", blob, i%500, i)
+	}
+	fmt.Fprintf(&in, "100644 %s 0\trun_agent.py\n", blob)
+	runGitStdin(tb, dir, &in, "update-index", "--index-info")
+	git(tb, dir, "commit", "-q", "-m", "many files")
+	head := git(tb, dir, "rev-parse", "HEAD")
+	in.Reset()
+	for i := 0; i < refs; i++ {
+		fmt.Fprintf(&in, "create refs/tags/t%05d %s\n", i, head)
+	}
+	runGitStdin(tb, dir, &in, "update-ref", "--stdin")
+	git(tb, dir, "pack-refs", "--all")
+}
+
+func runGitStdin(tb testing.TB, dir string, stdin *bytes.Buffer, args ...string) {
+	tb.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir, cmd.Env, cmd.Stdin = dir, gitEnv, stdin
+	if out, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+func benchSetup(b *testing.B) benchCheckout {
+	b.Helper()
+	benchOnce.Do(func() {
+		root, err := os.MkdirTemp("", "runtimeguard-bench-")
+		if err != nil {
+			benchErr = err
+			return
+		}
+		benchRepo = benchCheckout{root: root, packed: filepath.Join(root, "packed"), loose: filepath.Join(root, "loose")}
+		makeCheckout(b, benchRepo.packed, benchFiles, benchRefs)
+		if out, err := exec.Command("cp", "-a", benchRepo.packed, benchRepo.loose).CombinedOutput(); err != nil {
+			benchErr = fmt.Errorf("cp: %v: %s", err, out)
+			return
+		}
+		git(b, benchRepo.loose, "update-ref", "refs/heads/main", "HEAD")
+	})
+	if benchErr != nil {
+		b.Fatal(benchErr)
+	}
+	return benchRepo
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if benchRepo.root != "" {
+		os.RemoveAll(benchRepo.root)
+	}
+	os.Exit(code)
+}
+
+// benchLayouts runs fn for the checkout with a loose and with a packed
+// branch ref.
+func benchLayouts(b *testing.B, fn func(b *testing.B, dir string)) {
+	repo := benchSetup(b)
+	b.Run("loose", func(b *testing.B) { fn(b, repo.loose) })
+	b.Run("packed", func(b *testing.B) { fn(b, repo.packed) })
+}
+
+// settledGuard binds to dir and proves its snapshot is trusted: the bench
+// checkout was just written, so its clock runs an hour ahead.
+func settledGuard(b *testing.B, dir string) *Guard {
+	g, err := newGuard(Options{ModulePath: filepath.Join(dir, "run_agent.py"), HomeDir: dir}, settledEnv())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := g.EnsureCurrent(); err != nil {
+		b.Fatal(err)
+	}
+	if !trusted(g) {
+		b.Fatal("snapshot not trusted")
+	}
+	return g
+}
+
+// BenchmarkEnsureCurrent is a check of an unchanged checkout.
+func BenchmarkEnsureCurrent(b *testing.B) {
+	benchLayouts(b, func(b *testing.B, dir string) {
+		g := settledGuard(b, dir)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if err := g.EnsureCurrent(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkEnsureCurrentParallel is the same from GOMAXPROCS goroutines.
+func BenchmarkEnsureCurrentParallel(b *testing.B) {
+	benchLayouts(b, func(b *testing.B, dir string) {
+		g := settledGuard(b, dir)
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := g.EnsureCurrent(); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+}
+
+// BenchmarkStatFloor is one stat of each file the answer depends on: HEAD,
+// the branch's loose ref file (absent when packed), packed-refs when the
+// branch lives there, and the index. No correct check can pay less.
+func BenchmarkStatFloor(b *testing.B) {
+	benchLayouts(b, func(b *testing.B, dir string) {
+		gitDir := filepath.Join(dir, ".git")
+		paths := []string{filepath.Join(gitDir, "HEAD"), filepath.Join(gitDir, "refs", "heads", "main")}
+		if _, err := os.Stat(paths[1]); err != nil {
+			paths = append(paths, filepath.Join(gitDir, "packed-refs"))
+		}
+		paths = append(paths, filepath.Join(gitDir, "index"))
+		b.ReportAllocs()
+		b.ResetTimer()
+		var st unix.Stat_t
+		for i := 0; i < b.N; i++ {
+			for _, p := range paths {
+				_ = unix.Stat(p, &st)
+			}
+		}
+	})
+}
+
+// BenchmarkReferenceGitCLI is what the reference implementation does per
+// check: three git processes.
+func BenchmarkReferenceGitCLI(b *testing.B) {
+	benchLayouts(b, func(b *testing.B, dir string) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			for _, args := range [][]string{
+				{"rev-parse", "--show-toplevel"},
+				{"--literal-pathspecs", "ls-files", "--error-unmatch", "--", "run_agent.py"},
+				{"rev-parse", "--verify", "HEAD"},
+			} {
+				cmd := exec.Command("git", args...)
+				cmd.Dir = dir
+				if out, err := cmd.CombinedOutput(); err != nil {
+					b.Fatalf("git %v: %v: %s", args, err, out)
+				}
+			}
+		}
+	})
+}
+
+// BenchmarkGoGitOpenHead opens the repository with go-git and reads HEAD per
+// check, without proving the module is tracked.
+func BenchmarkGoGitOpenHead(b *testing.B) {
+	benchLayouts(b, func(b *testing.B, dir string) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			repo, err := gogit.PlainOpen(dir)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := repo.Head(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkFullRead is a check that has to read again: HEAD, the refs and
+// the whole index, as after every change.
+func BenchmarkFullRead(b *testing.B) {
+	benchLayouts(b, func(b *testing.B, dir string) {
+		module := filepath.Join(dir, "run_agent.py")
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if rev, err := ReadRevision(dir, module); err != nil || rev == "" {
+				b.Fatal(rev, err)
+			}
+		}
+	})
+}
+
+var (
+	bigOnce sync.Once
+	bigDir  string
+)
+
+// bigSetup makes a checkout of 100,000 tracked files, once per run.
+func bigSetup(b *testing.B) string {
+	b.Helper()
+	bigOnce.Do(func() {
+		root := benchSetup(b).root
+		bigDir = filepath.Join(root, "big")
+		makeCheckout(b, bigDir, 100000, 10)
+	})
+	return bigDir
+}
+
+// BenchmarkBind100k binds a guard to a checkout of 100,000 tracked files:
+// the full read a server pays once at startup and after every change.
+func BenchmarkBind100k(b *testing.B) {
+	dir := bigSetup(b)
+	module := filepath.Join(dir, "run_agent.py")
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		g, err := New(Options{ModulePath: module, HomeDir: dir})
+		if err != nil || g.Identity().Revision == "" {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkBindGitCLI100k is the same answer from git: ls-files
+// --error-unmatch and rev-parse on the same checkout.
+func BenchmarkBindGitCLI100k(b *testing.B) {
+	dir := bigSetup(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for _, args := range [][]string{
+			{"--literal-pathspecs", "ls-files", "--error-unmatch", "--", "run_agent.py"},
+			{"rev-parse", "--verify", "HEAD"},
+		} {
+			cmd := exec.Command("git", args...)
+			cmd.Dir = dir
+			if out, err := cmd.CombinedOutput(); err != nil {
+				b.Fatalf("git %v: %v: %s", args, err, out)
+			}
+		}
+	}
+}

@@ -1,0 +1,270 @@
+package runtimeguard
+
+import (
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// settledEnv is the system environment with a clock an hour ahead, so every
+// stamp is old enough to trust and the checks below exercise the fast path.
+func settledEnv() *env {
+	e := testEnv(nil)
+	e.now = func() time.Time { return time.Now().Add(time.Hour) }
+	return e
+}
+
+// bindFast binds a guard to module with env e and makes sure its snapshot
+// is trusted when e's clock says the files settled.
+func bindFast(t *testing.T, module string, e *env) *Guard {
+	t.Helper()
+	g, err := newGuard(Options{ModulePath: module, HomeDir: t.TempDir()}, e)
+	require.NoError(t, err)
+	require.NoError(t, g.EnsureCurrent())
+	return g
+}
+
+func trusted(g *Guard) bool {
+	s := g.bound.Load().snap.Load()
+	return s != nil && s.trusted
+}
+
+// Every change is seen by the next check, whether the check takes the fast
+// path (a settled clock) or reads again (the real clock, files too recent).
+func TestNextCheckTellsTheTruth(t *testing.T) {
+	cases := []struct {
+		name   string
+		change func(t *testing.T, dir, first string)
+		stale  bool
+	}{
+		{"commit", func(t *testing.T, dir, _ string) { commit(t, dir, "run_agent.py", "x = 2\n") }, true},
+		{"commit --amend", func(t *testing.T, dir, _ string) {
+			git(t, dir, "commit", "-q", "--amend", "-m", "amended")
+		}, true},
+		{"reset --hard to another commit", func(t *testing.T, dir, first string) {
+			git(t, dir, "reset", "-q", "--hard", first)
+		}, true},
+		{"checkout of another branch at another commit", func(t *testing.T, dir, first string) {
+			git(t, dir, "checkout", "-q", "-b", "older", first)
+		}, true},
+		{"checkout of another branch at the same commit", func(t *testing.T, dir, _ string) {
+			git(t, dir, "checkout", "-q", "-b", "same")
+		}, false},
+		{"detach at the same commit", func(t *testing.T, dir, _ string) {
+			git(t, dir, "checkout", "-q", "--detach")
+		}, false},
+		{"gc", func(t *testing.T, dir, _ string) { git(t, dir, "gc", "-q", "--prune=now") }, false},
+		{"pack-refs --all", func(t *testing.T, dir, _ string) { git(t, dir, "pack-refs", "--all") }, false},
+		{"creation of other refs", func(t *testing.T, dir, first string) {
+			git(t, dir, "branch", "topic", first)
+			git(t, dir, "tag", "v1")
+			git(t, dir, "update-ref", "refs/remotes/origin/main", first)
+		}, false},
+		{"fetch", func(t *testing.T, dir, _ string) {
+			other := filepath.Join(t.TempDir(), "other")
+			agentRepo(t, other)
+			commit(t, other, "run_agent.py", "upstream\n")
+			git(t, dir, "fetch", "-q", other, "main:refs/remotes/other/main")
+		}, false},
+		{"status rewrites the index", func(t *testing.T, dir, _ string) {
+			index := filepath.Join(dir, ".git", "index")
+			before, err := os.Stat(index)
+			require.NoError(t, err)
+			// An old timestamp on the module makes its cached stat data
+			// outdated, so status refreshes and rewrites the index.
+			old := time.Now().Add(-time.Hour)
+			require.NoError(t, os.Chtimes(filepath.Join(dir, "run_agent.py"), old, old))
+			git(t, dir, "status", "--porcelain")
+			after, err := os.Stat(index)
+			require.NoError(t, err)
+			require.False(t, os.SameFile(before, after) && before.ModTime().Equal(after.ModTime()), "status did not rewrite the index")
+		}, false},
+		{"rm --cached of the module", func(t *testing.T, dir, _ string) {
+			git(t, dir, "rm", "-q", "--cached", "run_agent.py")
+		}, true},
+		{"module file deleted", func(t *testing.T, dir, _ string) {
+			require.NoError(t, os.Remove(filepath.Join(dir, "run_agent.py")))
+		}, false},
+	}
+	for _, clock := range []string{"settled", "real"} {
+		for _, tc := range cases {
+			t.Run(clock+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				dir := t.TempDir()
+				first := initRepo(t, dir, map[string]string{"run_agent.py": "x = 1\n", "lib.py": "y\n"})
+				module := filepath.Join(dir, "run_agent.py")
+				commit(t, dir, "lib.py", "y = 2\n")
+				e := systemEnv
+				if clock == "settled" {
+					e = settledEnv()
+				}
+				g := bindFast(t, module, e)
+				if clock == "settled" {
+					require.True(t, trusted(g), "the snapshot of a settled checkout is trusted")
+					require.NoError(t, g.EnsureCurrent())
+				}
+
+				tc.change(t, dir, first)
+				err := g.EnsureCurrent()
+				if tc.stale {
+					assert.ErrorIs(t, err, ErrStale)
+				} else {
+					assert.NoError(t, err)
+				}
+				// And the check after that agrees.
+				assert.Equal(t, err == nil, g.EnsureCurrent() == nil)
+			})
+		}
+	}
+}
+
+// A ref rewritten in place, with the same length, in the same timestamp tick
+// as the read keeps every stamp the same. The racy rule must distrust it.
+func TestSameTickInPlaceRewriteIsSeen(t *testing.T) {
+	dir := t.TempDir()
+	module, _ := agentRepo(t, dir)
+	second := commit(t, dir, "run_agent.py", "x = 2\n")
+	third := commit(t, dir, "run_agent.py", "x = 3\n")
+	ref := filepath.Join(dir, ".git", "refs", "heads", "main")
+	writeFile(t, ref, second+"\n")
+
+	// The clock reads the moment the ref was written: the read happens in
+	// the same tick.
+	fi, err := os.Stat(ref)
+	require.NoError(t, err)
+	e := testEnv(nil)
+	e.now = fi.ModTime
+	// Stamps that cannot see an in-place rewrite within one tick.
+	frozen := map[string]stamp{}
+	var mu sync.Mutex
+	e.stat = func(p string) (stamp, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if st, ok := frozen[p]; ok {
+			return st, nil
+		}
+		st, err := statStamp(p)
+		frozen[p] = st
+		return st, err
+	}
+	g, err := newGuard(Options{ModulePath: module, HomeDir: t.TempDir()}, e)
+	require.NoError(t, err)
+	require.Equal(t, second, g.Identity().Revision)
+	require.False(t, trusted(g), "a ref written in the tick of its read is trusted")
+
+	f, err := os.OpenFile(ref, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte(third), 0)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	var se *StaleError
+	require.ErrorAs(t, g.EnsureCurrent(), &se)
+	assert.Equal(t, third, se.Current)
+}
+
+// A snapshot is trusted only once its files' timestamps are safely older
+// than the read, and the rule is Git's: whole-second timestamps need more.
+func TestStampSettled(t *testing.T) {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	fine := stamp{present: true, mtime: base + 123456789, ctime: base + 123456789}
+	assert.True(t, fine.settled(fine.mtime+int64(fineTimestampMargin)+1))
+	assert.False(t, fine.settled(fine.mtime+int64(fineTimestampMargin)))
+	assert.False(t, fine.settled(fine.mtime))
+	coarse := stamp{present: true, mtime: base, ctime: base}
+	assert.False(t, coarse.settled(base+int64(2*time.Second)))
+	assert.True(t, coarse.settled(base+int64(coarseTimestampMargin)+1))
+	changed := fine
+	changed.ctime = fine.mtime + int64(time.Hour)
+	assert.False(t, changed.settled(fine.mtime+int64(time.Minute)), "a recent ctime is not settled")
+	assert.True(t, stamp{}.settled(0), "an absent file is settled")
+}
+
+// A symbolic link in the configured module path swapped to another checkout
+// makes the runtime stale: the code the server would load next is there.
+func TestSwappedLinkToCheckoutIsStale(t *testing.T) {
+	tmp := t.TempDir()
+	v1, v2 := filepath.Join(tmp, "releases", "v1"), filepath.Join(tmp, "releases", "v2")
+	agentRepo(t, v1)
+	agentRepo(t, v2)
+	current := filepath.Join(tmp, "current")
+	require.NoError(t, os.Symlink(v1, current))
+	g := bindFast(t, filepath.Join(current, "run_agent.py"), settledEnv())
+	assert.Equal(t, resolved(t, v1), g.Identity().SourceDir)
+	require.NoError(t, g.EnsureCurrent())
+
+	next := filepath.Join(tmp, "next")
+	require.NoError(t, os.Symlink(v2, next))
+	require.NoError(t, os.Rename(next, current))
+	var se *StaleError
+	require.ErrorAs(t, g.EnsureCurrent(), &se)
+	assert.Empty(t, se.Current)
+	assert.ErrorContains(t, se, "no longer leads to")
+}
+
+// With AlwaysRead no snapshot is trusted: every check reads.
+func TestAlwaysReadNeverTrusts(t *testing.T) {
+	dir := t.TempDir()
+	module, _ := agentRepo(t, dir)
+	g, err := newGuard(Options{ModulePath: module, HomeDir: dir, AlwaysRead: true}, settledEnv())
+	require.NoError(t, err)
+	require.NoError(t, g.EnsureCurrent())
+	assert.False(t, trusted(g))
+}
+
+// One goroutine commits while eight check: every check that begins after a
+// commit returned fails, and no check fails before the first commit began.
+func TestChecksRaceCommits(t *testing.T) {
+	dir := t.TempDir()
+	module, _ := agentRepo(t, dir)
+	g, err := New(Options{ModulePath: module, HomeDir: dir})
+	require.NoError(t, err)
+
+	var commitsStarted, commitsDone atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var checks, failures atomic.Int64
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				done := commitsDone.Load()
+				err := g.EnsureCurrent()
+				started := commitsStarted.Load()
+				checks.Add(1)
+				if done > 0 && err == nil {
+					t.Errorf("a check that began after commit %d returned passed", done)
+					return
+				}
+				if err != nil {
+					failures.Add(1)
+					if started == 0 {
+						t.Errorf("a check failed before any commit began: %v", err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	for i := 0; i < 10; i++ {
+		commitsStarted.Add(1)
+		commit(t, dir, "run_agent.py", "x = "+string(rune('a'+i))+"\n")
+		commitsDone.Add(1)
+	}
+	close(stop)
+	wg.Wait()
+	assert.Positive(t, failures.Load())
+	t.Logf("%d checks, %d stale", checks.Load(), failures.Load())
+}

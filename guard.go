@@ -30,6 +30,11 @@ type Options struct {
 	// the run_agent.py a Python interpreter imported. Empty: the guard
 	// starts unbound, and [Guard.Capture] binds it later.
 	ModulePath string
+	// ExpectRevision is the revision the module was loaded at, when the
+	// host recorded it: the guard binds to it instead of reading HEAD, so a
+	// move between loading the code and calling New is caught. It must be
+	// a full hex object id. Empty: the revision HEAD has when New runs.
+	ExpectRevision string
 	// HomeDir holds the updater's in-progress marker ([MarkerName]).
 	// Empty: $HERMES_HOME, or ~/.hermes (see [DefaultHomeDir]).
 	HomeDir string
@@ -98,6 +103,7 @@ type Guard struct {
 	alwaysRead bool
 	logger     *slog.Logger
 	env        *env
+	expect     string // Options.ExpectRevision, for the first binding
 
 	bindMu     sync.Mutex // serializes Capture
 	bound      atomic.Pointer[binding]
@@ -149,6 +155,15 @@ func newGuard(opts Options, e *env) (*Guard, error) {
 	if strings.Contains(strings.ToLower(g.message), "success") {
 		return nil, fmt.Errorf("runtimeguard: stale message %q contains the word \"success\"", g.message)
 	}
+	if r := opts.ExpectRevision; r != "" {
+		if (len(r) != 40 && len(r) != 64) || !isObjectID(r, len(r)) {
+			return nil, fmt.Errorf("runtimeguard: ExpectRevision %q is not a full hex object id", r)
+		}
+		if opts.ModulePath == "" {
+			return nil, errors.New("runtimeguard: ExpectRevision needs a ModulePath")
+		}
+		g.expect = strings.ToLower(r)
+	}
 	if opts.ModulePath != "" {
 		if err := g.Capture(opts.ModulePath); err != nil {
 			return nil, err
@@ -181,6 +196,9 @@ func (g *Guard) Capture(modulePath string) error {
 		return fmt.Errorf("runtimeguard: bind %s: %w", module, err)
 	}
 	b.id.Revision = rev
+	if g.expect != "" {
+		b.id.Revision, g.expect = g.expect, ""
+	}
 	g.bound.Store(b)
 	return nil
 }
@@ -236,11 +254,42 @@ func (g *Guard) UpdateState() UpdateState {
 }
 
 func (g *Guard) updateState(b *binding) UpdateState {
+	return g.observe(b).State
+}
+
+// Observation is everything [Guard.Observe] looked at, for diagnostics.
+type Observation struct {
+	// MarkerPath is the update marker's path (empty when no home directory
+	// is known) and Marker its state.
+	MarkerPath string
+	Marker     MarkerState
+	// InstallRoots are the directories searched for recovery markers, and
+	// RecoveryMarkers the ones found there.
+	InstallRoots    []string
+	RecoveryMarkers []string
+	// State is the update state they add up to.
+	State UpdateState
+}
+
+// Observe reads the update marker and the recovery markers now and reports
+// all of it; its State is what [Guard.UpdateState] returns.
+func (g *Guard) Observe() Observation {
+	return g.observe(g.bound.Load())
+}
+
+func (g *Guard) observe(b *binding) Observation {
 	src := ""
 	if b != nil {
 		src = b.id.SourceDir
 	}
-	return g.env.updateState(g.markerPath, g.maxAge, installRoots(src, g.python))
+	o := Observation{MarkerPath: g.markerPath, Marker: MarkerUnknown, InstallRoots: installRoots(src, g.python)}
+	if o.MarkerPath != "" {
+		o.Marker = g.env.readMarker(o.MarkerPath, g.maxAge)
+	}
+	present, ok := recoveryMarkers(o.InstallRoots)
+	o.RecoveryMarkers = present
+	o.State = combineUpdateState(o.Marker, len(present) > 0, ok)
+	return o
 }
 
 func (g *Guard) logStale(se *StaleError) {

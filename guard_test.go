@@ -1,10 +1,12 @@
 package runtimeguard
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -393,4 +396,150 @@ func TestHomeDirDefaultsToHermesHome(t *testing.T) {
 	require.NoError(t, err)
 	writeMarker(t, filepath.Join(home, MarkerName), os.Getpid(), time.Now())
 	assert.Equal(t, UpdateActive, g.UpdateState())
+}
+
+func TestExpectRevisionCatchesMoveBeforeNew(t *testing.T) {
+	dir := t.TempDir()
+	module, loaded := agentRepo(t, dir)
+	moved := commit(t, dir, "run_agent.py", "moved before the guard was made\n")
+
+	g, err := New(Options{ModulePath: module, HomeDir: dir, ExpectRevision: strings.ToUpper(loaded)})
+	require.NoError(t, err)
+	assert.Equal(t, loaded, g.Identity().Revision)
+	var se *StaleError
+	require.ErrorAs(t, g.EnsureCurrent(), &se)
+	assert.Equal(t, loaded, se.Captured)
+	assert.Equal(t, moved, se.Current)
+
+	g, err = New(Options{ModulePath: module, HomeDir: dir, ExpectRevision: moved})
+	require.NoError(t, err)
+	assert.NoError(t, g.EnsureCurrent())
+
+	for _, bad := range []string{"abc", strings.Repeat("g", 40), loaded + "0"} {
+		_, err = New(Options{ModulePath: module, ExpectRevision: bad})
+		assert.ErrorContains(t, err, "not a full hex object id", "ExpectRevision %q", bad)
+	}
+	_, err = New(Options{ExpectRevision: loaded})
+	assert.ErrorContains(t, err, "needs a ModulePath")
+}
+
+func TestObserveReportsWhatItRead(t *testing.T) {
+	tmp := t.TempDir()
+	home, venv := filepath.Join(tmp, "home"), filepath.Join(tmp, "install")
+	module, _ := agentRepo(t, filepath.Join(tmp, "agent"))
+	require.NoError(t, os.MkdirAll(home, 0o755))
+	g, err := New(Options{ModulePath: module, HomeDir: home, Python: filepath.Join(venv, ".venv", "bin", "python")})
+	require.NoError(t, err)
+	writeFile(t, filepath.Join(venv, UpdateIncompleteName), "")
+	writeMarker(t, filepath.Join(home, MarkerName), os.Getpid(), time.Now())
+
+	o := g.Observe()
+	assert.Equal(t, filepath.Join(home, MarkerName), o.MarkerPath)
+	assert.Equal(t, MarkerActive, o.Marker)
+	assert.Equal(t, []string{resolved(t, filepath.Join(tmp, "agent")), venv}, o.InstallRoots)
+	assert.Equal(t, []string{filepath.Join(venv, UpdateIncompleteName)}, o.RecoveryMarkers)
+	assert.Equal(t, UpdateIncomplete, o.State)
+	assert.Equal(t, o.State, g.UpdateState())
+}
+
+// recordHandler keeps the records a logger hands it.
+type recordHandler struct {
+	mu      sync.Mutex
+	records []slog.Record
+}
+
+func (h *recordHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *recordHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.records = append(h.records, r)
+	return nil
+}
+func (h *recordHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *recordHandler) WithGroup(string) slog.Handler      { return h }
+
+func (h *recordHandler) levels() []slog.Level {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var ls []slog.Level
+	for _, r := range h.records {
+		ls = append(ls, r.Level)
+	}
+	return ls
+}
+
+func TestLoggerWarnsOnceThenDebugs(t *testing.T) {
+	dir := t.TempDir()
+	module, loaded := agentRepo(t, dir)
+	h := &recordHandler{}
+	g, err := New(Options{ModulePath: module, HomeDir: dir, Logger: slog.New(h)})
+	require.NoError(t, err)
+	require.NoError(t, g.EnsureCurrent())
+	assert.Empty(t, h.levels(), "a current check logs nothing")
+
+	moved := commit(t, dir, "run_agent.py", "x = 2\n")
+	for i := 0; i < 3; i++ {
+		require.Error(t, g.EnsureCurrent())
+	}
+	assert.Equal(t, []slog.Level{slog.LevelWarn, slog.LevelDebug, slog.LevelDebug}, h.levels())
+
+	h.mu.Lock()
+	var text strings.Builder
+	h.records[0].Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&text, "%s=%v ", a.Key, a.Value.Resolve())
+		return true
+	})
+	h.mu.Unlock()
+	assert.Contains(t, text.String(), loaded)
+	assert.Contains(t, text.String(), moved)
+	assert.Contains(t, text.String(), "update_state=unverified")
+
+	// Current again, then stale again: a new transition warns again.
+	git(t, dir, "reset", "-q", "--hard", loaded)
+	require.NoError(t, g.EnsureCurrent())
+	git(t, dir, "reset", "-q", "--hard", moved)
+	require.Error(t, g.EnsureCurrent())
+	assert.Equal(t, slog.LevelWarn, h.levels()[3])
+}
+
+func TestMiddlewareNegotiatesProblemDetails(t *testing.T) {
+	dir := t.TempDir()
+	module, _ := agentRepo(t, dir)
+	for _, problem := range []bool{false, true} {
+		g, err := New(Options{ModulePath: module, HomeDir: dir, ProblemDetails: problem})
+		require.NoError(t, err)
+		calls := 0
+		h := g.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { calls++ }))
+		serve := func(accept string) *httptest.ResponseRecorder {
+			rec := httptest.NewRecorder()
+			req := httptest.NewRequest("POST", "/api/chat/start", nil)
+			if accept != "" {
+				req.Header.Set("Accept", accept)
+			}
+			h.ServeHTTP(rec, req)
+			return rec
+		}
+		assert.Equal(t, 200, serve("").Code)
+		require.Equal(t, 1, calls)
+		commit(t, dir, "run_agent.py", fmt.Sprintf("x = %v\n", problem))
+
+		rec := serve("application/problem+json")
+		assert.Equal(t, 409, rec.Code)
+		var body map[string]any
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body))
+		if problem {
+			assert.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"))
+			assert.Equal(t, ProblemType, body["type"])
+			assert.Equal(t, float64(409), body["status"])
+			assert.Equal(t, PayloadType, body["stale_type"])
+			assert.Equal(t, true, body["retryable"])
+			assert.Equal(t, false, body["restart_scheduled"])
+		} else {
+			assert.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+			assert.Equal(t, PayloadType, body["type"])
+		}
+		rec = serve("application/json")
+		assert.Equal(t, "application/json", rec.Header().Get("Content-Type"), "the legacy body stays the default")
+		assert.Equal(t, 1, calls, "a stale runtime reached the handler")
+	}
 }

@@ -281,10 +281,17 @@ func (e *env) updateState(markerPath string, maxAge time.Duration, roots []strin
 		return UpdateUnknown
 	}
 	present, ok := recoveryMarkers(roots)
+	return combineUpdateState(marker, len(present) > 0, ok)
+}
+
+// combineUpdateState is the table of SPEC section 5: an unknown marker or an
+// unreadable root is unknown, a recovery marker incomplete, and otherwise
+// the marker's own state, absent reading as unverified.
+func combineUpdateState(marker MarkerState, incomplete, rootsRead bool) UpdateState {
 	switch {
-	case !ok:
+	case marker == MarkerUnknown || !rootsRead:
 		return UpdateUnknown
-	case len(present) > 0:
+	case incomplete:
 		return UpdateIncomplete
 	case marker == MarkerAbsent:
 		return UpdateUnverified

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	gogit "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/runtimeguard/runtimeguard"
+)
+
+// cmdDemo tells the whole story on a throwaway checkout, made with go-git so
+// that it needs no git binary.
+func cmdDemo(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("demo", "demo [--keep]", stderr)
+	keep := fs.Bool("keep", false, "keep the throwaway checkout and print where it is")
+	if err := parse(fs, args, 0); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "runtimeguard-demo-")
+	if err != nil {
+		return err
+	}
+	if !*keep {
+		defer os.RemoveAll(tmp)
+	}
+	agent, home := filepath.Join(tmp, "hermes-agent"), filepath.Join(tmp, "hermes-home")
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		return err
+	}
+	module := filepath.Join(agent, "run_agent.py")
+	say := func(format string, a ...any) { fmt.Fprintf(stdout, format+"\n", a...) }
+
+	repo, err := gogit.PlainInit(agent, false)
+	if err != nil {
+		return err
+	}
+	loaded, err := commitFile(repo, module, "class AIAgent:\n    revision = 'loaded'\n", "agent as loaded")
+	if err != nil {
+		return err
+	}
+	say("1. made a checkout with run_agent.py at commit %s", short(loaded))
+
+	g, err := runtimeguard.New(runtimeguard.Options{ModulePath: module, HomeDir: home})
+	if err != nil {
+		return err
+	}
+	say("2. the server loads run_agent.py and binds a guard to revision %s", short(g.Identity().Revision))
+	say("3. check before touching session state: %s", verdict(g.EnsureCurrent()))
+
+	moved, err := commitFile(repo, module, "class AIAgent:\n    revision = 'updated'\n", "agent update")
+	if err != nil {
+		return err
+	}
+	say("4. an updater commits while the server runs: HEAD is now %s", short(moved))
+
+	err = g.EnsureCurrent()
+	var se *runtimeguard.StaleError
+	if !errors.As(err, &se) {
+		return fmt.Errorf("the check after the update passed: %v", err)
+	}
+	say("5. check: %s; the server answers HTTP %d with:", verdict(err), se.StatusCode())
+	body, err := json.MarshalIndent(se.Payload(), "   ", "  ")
+	if err != nil {
+		return err
+	}
+	say("   %s", body)
+	say("6. update state: %s (no update marker in %s, no recovery marker)", g.UpdateState(), home)
+
+	if err := os.WriteFile(filepath.Join(agent, runtimeguard.UpdateIncompleteName), nil, 0o644); err != nil {
+		return err
+	}
+	say("7. the updater left %s behind: update state %s", runtimeguard.UpdateIncompleteName, g.UpdateState())
+	say("8. nothing was restarted: the operator restarts the server, which then binds to %s", short(moved))
+	if *keep {
+		say("the checkout is kept at %s", agent)
+	}
+	return nil
+}
+
+// commitFile writes content to path and commits it with go-git.
+func commitFile(repo *gogit.Repository, path, content, msg string) (string, error) {
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		return "", err
+	}
+	wt, err := repo.Worktree()
+	if err != nil {
+		return "", err
+	}
+	if _, err := wt.Add(filepath.Base(path)); err != nil {
+		return "", err
+	}
+	sig := &object.Signature{Name: "runtimeguard demo", Email: "demo@example.invalid", When: time.Now()}
+	h, err := wt.Commit(msg, &gogit.CommitOptions{Author: sig, Committer: sig})
+	if err != nil {
+		return "", err
+	}
+	return h.String(), nil
+}
+
+func verdict(err error) string {
+	switch {
+	case err == nil:
+		return "current"
+	case errors.Is(err, runtimeguard.ErrStale):
+		return "stale"
+	}
+	return "error: " + err.Error()
+}
+
+func short(rev string) string {
+	if len(rev) > 12 {
+		return rev[:12]
+	}
+	return rev
+}

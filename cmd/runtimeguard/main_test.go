@@ -1,0 +1,273 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// binary is the runtimeguard command built for these tests.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "runtimeguard-cmd-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "runtimeguard")
+	if runtime.GOOS == "windows" {
+		binary += ".exe"
+	}
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// result is what one run of the binary did.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// runCmd runs the built binary with args and HERMES_HOME set to home.
+func runCmd(t *testing.T, home string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), "HERMES_HOME="+home)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	return result{code, stdout.String(), stderr.String()}
+}
+
+var gitEnv = append(os.Environ(),
+	"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL="+os.DevNull,
+	"GIT_AUTHOR_NAME=Test", "GIT_AUTHOR_EMAIL=test@example.invalid",
+	"GIT_COMMITTER_NAME=Test", "GIT_COMMITTER_EMAIL=test@example.invalid")
+
+func git(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "init.defaultBranch=main"}, args...)...)
+	cmd.Dir, cmd.Env = dir, gitEnv
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "git %v: %s", args, out)
+	return strings.TrimSpace(string(out))
+}
+
+// checkout makes a Git checkout tracking run_agent.py and returns the module
+// path and HEAD.
+func checkout(t *testing.T) (module, rev string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "agent")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	module = filepath.Join(dir, "run_agent.py")
+	require.NoError(t, os.WriteFile(module, []byte("class AIAgent: pass\n"), 0o644))
+	git(t, dir, "init", "-q")
+	git(t, dir, "add", "run_agent.py")
+	git(t, dir, "commit", "-q", "-m", "loaded")
+	return module, git(t, dir, "rev-parse", "HEAD")
+}
+
+func commitChange(t *testing.T, module string) string {
+	t.Helper()
+	dir := filepath.Dir(module)
+	require.NoError(t, os.WriteFile(module, []byte("class AIAgent: changed = True\n"), 0o644))
+	git(t, dir, "commit", "-q", "-am", "change")
+	return git(t, dir, "rev-parse", "HEAD")
+}
+
+func TestDemo(t *testing.T) {
+	r := runCmd(t, t.TempDir(), "demo")
+	require.Equal(t, 0, r.code, r.stderr)
+	for _, want := range []string{
+		"check before touching session state: current",
+		"check: stale; the server answers HTTP 409",
+		`"type": "agent_runtime_stale"`,
+		`"restart_scheduled": false`,
+		"update state: unverified",
+		"update state incomplete",
+		"nothing was restarted",
+	} {
+		assert.Contains(t, r.stdout, want)
+	}
+}
+
+func TestCheck(t *testing.T) {
+	home := t.TempDir()
+	module, rev := checkout(t)
+	r := runCmd(t, home, "check", "--module", module, "--expect", rev)
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, rev+"\n", r.stdout)
+
+	moved := commitChange(t, module)
+	r = runCmd(t, home, "check", "--module", module, "--expect", rev)
+	assert.Equal(t, 3, r.code, r.stderr)
+	assert.Equal(t, `{"error":"Hermes Agent changed on disk after Hermes WebUI loaded it. Restart Hermes WebUI manually to load the new code.","type":"agent_runtime_stale","retryable":true,"restart_scheduled":false,"agent_update_state":"unverified"}`+"\n", r.stdout)
+
+	// The update state reflects the home given.
+	require.NoError(t, os.WriteFile(filepath.Join(home, ".hermes-update-in-progress"), []byte(fmt.Sprintf("%d\n%d\n", os.Getpid(), time.Now().Unix())), 0o644))
+	r = runCmd(t, t.TempDir(), "check", "--module", module, "--expect", rev, "--home", home)
+	assert.Equal(t, 3, r.code)
+	assert.Contains(t, r.stdout, `"agent_update_state":"active"`)
+
+	r = runCmd(t, home, "check", "--module", module, "--expect", moved, "--repeat", "1000")
+	assert.Equal(t, 0, r.code, r.stderr)
+}
+
+func TestCheckUsage(t *testing.T) {
+	module, rev := checkout(t)
+	for _, args := range [][]string{
+		{"check"},
+		{"check", "--module", module},
+		{"check", "--expect", rev},
+		{"check", "--module", module, "--expect", rev, "extra"},
+		{"check", "--bogus"},
+		{"check", "--module", module, "--expect", rev, "--repeat", "-1"},
+		{"frobnicate"},
+		{},
+	} {
+		r := runCmd(t, t.TempDir(), args...)
+		assert.Equal(t, 2, r.code, "runtimeguard %v", args)
+		assert.Contains(t, r.stderr, "runtimeguard", "runtimeguard %v", args)
+		assert.Contains(t, strings.ToLower(r.stderr), "usage", "runtimeguard %v: a hint", args)
+		assert.Empty(t, r.stdout)
+	}
+	r := runCmd(t, t.TempDir(), "check", "--module", module, "--expect", "xyz")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, "not a full hex object id")
+	r = runCmd(t, t.TempDir(), "check", "--module", filepath.Join(t.TempDir(), "missing.py"), "--expect", rev)
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, "no such file")
+}
+
+func TestHelp(t *testing.T) {
+	for _, cmd := range []string{"demo", "status", "check", "marker", "watch"} {
+		r := runCmd(t, t.TempDir(), cmd, "--help")
+		assert.Equal(t, 0, r.code, "%s --help", cmd)
+		assert.Contains(t, r.stderr, "Usage: runtimeguard "+cmd)
+	}
+	r := runCmd(t, t.TempDir(), "help")
+	assert.Equal(t, 0, r.code)
+	assert.Contains(t, r.stdout, "runtimeguard status --module FILE")
+}
+
+func TestMarker(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "marker")
+	r := runCmd(t, dir, "marker", path)
+	assert.Equal(t, result{0, "absent\n", ""}, r)
+	require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf("%d\n%d\n", os.Getpid(), time.Now().Unix())), 0o644))
+	assert.Equal(t, "active\n", runCmd(t, dir, "marker", path).stdout)
+	require.NoError(t, os.WriteFile(path, []byte("garbage"), 0o644))
+	assert.Equal(t, "unknown\n", runCmd(t, dir, "marker", path).stdout)
+	assert.Equal(t, 2, runCmd(t, dir, "marker").code)
+	assert.Equal(t, 2, runCmd(t, dir, "marker", "a", "b").code)
+}
+
+func TestStatusJSON(t *testing.T) {
+	home := t.TempDir()
+	module, rev := checkout(t)
+	r := runCmd(t, home, "status", "--module", module, "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var s map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &s))
+	dir, err := filepath.EvalSymlinks(filepath.Dir(module))
+	require.NoError(t, err)
+	assert.Equal(t, rev, s["revision"])
+	assert.Equal(t, true, s["tracked"])
+	assert.Equal(t, dir, s["source_dir"])
+	assert.Equal(t, dir, s["top_level"])
+	assert.Equal(t, "refs/heads/main", s["head_ref"])
+	assert.Equal(t, "sha1", s["object_format"])
+	assert.Equal(t, "absent", s["update_marker"])
+	assert.Equal(t, "unverified", s["update_state"])
+	assert.Equal(t, filepath.Join(home, ".hermes-update-in-progress"), s["marker_path"])
+	assert.Equal(t, []any{dir}, s["install_roots"])
+	assert.Equal(t, []any{}, s["recovery_markers"])
+	assert.NotContains(t, s, "reason")
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".lazy-refresh-incomplete"), nil, 0o644))
+	r = runCmd(t, home, "status", "--module", module, "--json")
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &s))
+	assert.Equal(t, "incomplete", s["update_state"])
+	assert.Equal(t, []any{filepath.Join(dir, ".lazy-refresh-incomplete")}, s["recovery_markers"])
+}
+
+func TestStatusExplainsEmptyRevision(t *testing.T) {
+	dir := t.TempDir()
+	module := filepath.Join(dir, "run_agent.py")
+	require.NoError(t, os.WriteFile(module, []byte("x\n"), 0o644))
+	r := runCmd(t, dir, "status", "--module", module)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "no Git worktree holds")
+	assert.Contains(t, r.stdout, "inert")
+
+	r = runCmd(t, dir, "status", "--module", module, "--json")
+	var s map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &s))
+	assert.Equal(t, "", s["revision"])
+	assert.Contains(t, s["reason"], "no Git worktree")
+
+	r = runCmd(t, dir, "status", "--module", filepath.Join(dir, "missing.py"))
+	assert.Equal(t, 1, r.code)
+	assert.Empty(t, r.stdout)
+}
+
+func TestWatchPrintsChangesAndStopsOnSignal(t *testing.T) {
+	module, rev := checkout(t)
+	cmd := exec.Command(binary, "watch", "--module", module, "--home", t.TempDir(), "--interval", "20ms")
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	next := func() string {
+		select {
+		case l, ok := <-lines:
+			require.True(t, ok, "watch ended early")
+			return l
+		case <-time.After(30 * time.Second):
+			t.Fatal("watch printed nothing")
+			return ""
+		}
+	}
+	assert.Contains(t, next(), "bound")
+	assert.Contains(t, next(), "current "+rev)
+	moved := commitChange(t, module)
+	assert.Contains(t, next(), "stale "+moved+" update_state=unverified")
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	assert.Contains(t, next(), "stopped")
+	require.NoError(t, cmd.Wait(), "watch exits 0 on SIGTERM")
+}

@@ -1,0 +1,264 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/runtimeguard/runtimeguard"
+)
+
+// Server is a small agent server that keeps its sessions in one JSON file
+// and follows the runtimeguard contract: it checks the guard before it looks
+// up, creates or changes a session for work it runs itself.
+type Server struct {
+	guard     *runtimeguard.Guard
+	statePath string
+	gateway   atomic.Bool   // chat turns are owned by a gateway process
+	ownerRead atomic.Uint64 // how often ownership was decided, for tests
+
+	mu   sync.Mutex // protects the session file and jobs
+	jobs map[string]*job
+	bg   sync.WaitGroup // running background jobs
+}
+
+// NewServer returns a server whose sessions live in statePath.
+func NewServer(guard *runtimeguard.Guard, statePath string, gateway bool) *Server {
+	s := &Server{guard: guard, statePath: statePath, jobs: map[string]*job{}}
+	s.gateway.Store(gateway)
+	return s
+}
+
+// SetGateway changes who owns chat turns from the next request on.
+func (s *Server) SetGateway(on bool) { s.gateway.Store(on) }
+
+// Wait waits for the background jobs that are running.
+func (s *Server) Wait() { s.bg.Wait() }
+
+// Handler routes the API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/chat/start", s.chatStart)
+	mux.HandleFunc("POST /api/chat/background", s.backgroundTurn)
+	mux.HandleFunc("POST /api/session/compress", s.compressStart)
+	mux.HandleFunc("GET /api/session/compress/status", s.compressStatus)
+	return mux
+}
+
+type message struct {
+	Role  string `json:"role"`
+	Text  string `json:"text"`
+	Owner string `json:"owner"`
+}
+
+type session struct {
+	ID       string    `json:"id"`
+	Messages []message `json:"messages"`
+}
+
+type turnRequest struct {
+	SessionID string `json:"session_id"`
+	Message   string `json:"message"`
+}
+
+// owner decides, once per request, which process runs the turn.
+func (s *Server) owner() string {
+	s.ownerRead.Add(1)
+	if s.gateway.Load() {
+		return "gateway"
+	}
+	return "local"
+}
+
+// chatStart starts a chat turn. A turn this process runs is refused with 409
+// before any session is read or created when the runtime is stale; a turn a
+// gateway owns does not depend on this process's code and skips the check.
+func (s *Server) chatStart(w http.ResponseWriter, r *http.Request) {
+	owner := s.owner()
+	if owner == "local" && s.refuseIfStale(w) {
+		return
+	}
+	s.turn(w, r, owner)
+}
+
+// backgroundTurn runs a hidden turn in this process: it is always checked,
+// whoever owns chat turns.
+func (s *Server) backgroundTurn(w http.ResponseWriter, r *http.Request) {
+	if s.refuseIfStale(w) {
+		return
+	}
+	s.turn(w, r, "local-background")
+}
+
+func (s *Server) refuseIfStale(w http.ResponseWriter) bool {
+	err := s.guard.EnsureCurrent()
+	if err == nil {
+		return false
+	}
+	if !runtimeguard.WriteStale(w, err) {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
+	return true
+}
+
+func (s *Server) turn(w http.ResponseWriter, r *http.Request, owner string) {
+	var req turnRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil || req.SessionID == "" {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "want {\"session_id\": ..., \"message\": ...}"})
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sessions, err := s.load()
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+		return
+	}
+	sess := sessions[req.SessionID]
+	if sess == nil {
+		sess = &session{ID: req.SessionID}
+		sessions[req.SessionID] = sess
+	}
+	sess.Messages = append(sess.Messages, message{Role: "user", Text: req.Message, Owner: owner})
+	if err := s.save(sessions); err != nil {
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"session_id": sess.ID, "owner": owner, "messages": len(sess.Messages)})
+}
+
+// job is a background compression. Its final state is kept and returned on
+// every status read.
+type job struct {
+	state map[string]any
+}
+
+// compressStart starts compressing a session in the background.
+func (s *Server) compressStart(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("session_id")
+	if id == "" {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "session_id is required"})
+		return
+	}
+	s.mu.Lock()
+	if j := s.jobs[id]; j != nil && j.state["status"] == "running" {
+		s.mu.Unlock()
+		writeJSON(w, http.StatusConflict, map[string]string{"error": "a compression is running"})
+		return
+	}
+	s.jobs[id] = &job{state: map[string]any{"session_id": id, "status": "running"}}
+	s.mu.Unlock()
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		final := s.compress(id)
+		s.mu.Lock()
+		s.jobs[id].state = final
+		s.mu.Unlock()
+	}()
+	writeJSON(w, http.StatusAccepted, map[string]string{"session_id": id, "status": "running"})
+}
+
+// compress is the job: it runs this process's code, so it checks the guard
+// before it reads the session. A stale runtime is its final state: the
+// payload with error_status 409.
+func (s *Server) compress(id string) map[string]any {
+	if err := s.guard.EnsureCurrent(); err != nil {
+		var se *runtimeguard.StaleError
+		if !errors.As(err, &se) {
+			return map[string]any{"session_id": id, "status": "error", "error_status": 500, "error": err.Error()}
+		}
+		state := map[string]any{"session_id": id, "status": "error", "error_status": se.StatusCode()}
+		p := se.Payload()
+		state["error"], state["type"], state["retryable"], state["restart_scheduled"] = p.Error, p.Type, p.Retryable, p.RestartScheduled
+		if p.AgentUpdateState != "" {
+			state["agent_update_state"] = p.AgentUpdateState
+		}
+		return state
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sessions, err := s.load()
+	if err != nil {
+		return map[string]any{"session_id": id, "status": "error", "error_status": 500, "error": err.Error()}
+	}
+	sess := sessions[id]
+	if sess == nil {
+		return map[string]any{"session_id": id, "status": "error", "error_status": 404, "error": "no such session"}
+	}
+	if n := len(sess.Messages); n > 2 {
+		summary := message{Role: "system", Text: fmt.Sprintf("%d earlier messages compressed", n-2), Owner: "local"}
+		sess.Messages = append([]message{summary}, sess.Messages[n-2:]...)
+	}
+	if err := s.save(sessions); err != nil {
+		return map[string]any{"session_id": id, "status": "error", "error_status": 500, "error": err.Error()}
+	}
+	return map[string]any{"session_id": id, "status": "done", "messages": len(sess.Messages)}
+}
+
+func (s *Server) compressStatus(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("session_id")
+	s.mu.Lock()
+	j := s.jobs[id]
+	var state map[string]any
+	if j != nil {
+		state = j.state
+	}
+	s.mu.Unlock()
+	if state == nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no compression for this session"})
+		return
+	}
+	writeJSON(w, http.StatusOK, state)
+}
+
+// load reads the session file; a missing file is no sessions.
+func (s *Server) load() (map[string]*session, error) {
+	sessions := map[string]*session{}
+	data, err := os.ReadFile(s.statePath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return sessions, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(data, &sessions); err != nil {
+		return nil, fmt.Errorf("%s: %w", s.statePath, err)
+	}
+	return sessions, nil
+}
+
+// save replaces the session file atomically.
+func (s *Server) save(sessions map[string]*session) error {
+	data, err := json.MarshalIndent(sessions, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(s.statePath), ".sessions-*")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return os.Rename(tmp.Name(), s.statePath)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -90,14 +90,6 @@ func benchSetup(b *testing.B) benchCheckout {
 	return benchRepo
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if benchRepo.root != "" {
-		os.RemoveAll(benchRepo.root)
-	}
-	os.Exit(code)
-}
-
 // benchLayouts runs fn for the checkout with a loose and with a packed
 // branch ref.
 func benchLayouts(b *testing.B, fn func(b *testing.B, dir string)) {

@@ -1,6 +1,7 @@
 package runtimeguard
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -235,5 +236,39 @@ func TestHostileSymbolicRefIsRefused(t *testing.T) {
 		writeFile(t, filepath.Join(dir, ".git", "HEAD"), "ref: "+target+"\n")
 		_, err := ReadRevision(dir, module)
 		assert.ErrorContains(t, err, "not a valid ref name", "HEAD -> %q", target)
+	}
+}
+
+func TestIndexFixtures(t *testing.T) {
+	for _, tc := range []struct {
+		file    string
+		hashLen int
+		tracked []string
+	}{
+		{"index-v2", 40, []string{"run_agent.py", "sub/deep/x.py", "sub/y.py"}},
+		{"index-v3", 40, []string{"run_agent.py", "sub/deep/x.py", "sub/y.py", "later.py"}},
+		{"index-v4", 40, []string{"run_agent.py", "sub/deep/x.py", "sub/y.py"}},
+		{"index-sha256", 64, []string{"run_agent.py"}},
+	} {
+		data, err := os.ReadFile(filepath.Join("testdata", tc.file))
+		require.NoError(t, err)
+		for _, p := range tc.tracked {
+			got, err := indexHasPath(data, p, tc.hashLen)
+			require.NoError(t, err, tc.file)
+			assert.True(t, got, "indexHasPath(%s, %q)", tc.file, p)
+		}
+		for _, p := range []string{"sub", "sub/", "RUN_AGENT.py", "run_agent.p", "run_agent.pyc", "", "sub/deep"} {
+			got, err := indexHasPath(data, p, tc.hashLen)
+			require.NoError(t, err)
+			assert.False(t, got, "indexHasPath(%s, %q)", tc.file, p)
+		}
+		corrupt := bytes.Clone(data)
+		corrupt[len(corrupt)/2] ^= 0x40
+		_, err = indexHasPath(corrupt, "run_agent.py", tc.hashLen)
+		assert.ErrorContains(t, err, "checksum", tc.file)
+		for n := 0; n < len(data); n += 7 {
+			_, err = indexHasPath(data[:n], "run_agent.py", tc.hashLen)
+			assert.Error(t, err, "%s truncated to %d bytes", tc.file, n)
+		}
 	}
 }

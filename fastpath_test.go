@@ -24,7 +24,7 @@ func settledEnv() *env {
 // is trusted when e's clock says the files settled.
 func bindFast(t *testing.T, module string, e *env) *Guard {
 	t.Helper()
-	g, err := newGuard(Options{ModulePath: module, HomeDir: t.TempDir()}, e)
+	g, err := newGuard(Options{ModulePath: module, HomeDir: tempDir(t)}, e)
 	require.NoError(t, err)
 	require.NoError(t, g.EnsureCurrent())
 	return g
@@ -67,7 +67,7 @@ func TestNextCheckTellsTheTruth(t *testing.T) {
 			git(t, dir, "update-ref", "refs/remotes/origin/main", first)
 		}, false},
 		{"fetch", func(t *testing.T, dir, _ string) {
-			other := filepath.Join(t.TempDir(), "other")
+			other := filepath.Join(tempDir(t), "other")
 			agentRepo(t, other)
 			commit(t, other, "run_agent.py", "upstream\n")
 			git(t, dir, "fetch", "-q", other, "main:refs/remotes/other/main")
@@ -96,7 +96,7 @@ func TestNextCheckTellsTheTruth(t *testing.T) {
 		for _, tc := range cases {
 			t.Run(clock+"/"+tc.name, func(t *testing.T) {
 				t.Parallel()
-				dir := t.TempDir()
+				dir := tempDir(t)
 				first := initRepo(t, dir, map[string]string{"run_agent.py": "x = 1\n", "lib.py": "y\n"})
 				module := filepath.Join(dir, "run_agent.py")
 				commit(t, dir, "lib.py", "y = 2\n")
@@ -127,7 +127,7 @@ func TestNextCheckTellsTheTruth(t *testing.T) {
 // A ref rewritten in place, with the same length, in the same timestamp tick
 // as the read keeps every stamp the same. The racy rule must distrust it.
 func TestSameTickInPlaceRewriteIsSeen(t *testing.T) {
-	dir := t.TempDir()
+	dir := tempDir(t)
 	module, _ := agentRepo(t, dir)
 	second := commit(t, dir, "run_agent.py", "x = 2\n")
 	third := commit(t, dir, "run_agent.py", "x = 3\n")
@@ -153,7 +153,7 @@ func TestSameTickInPlaceRewriteIsSeen(t *testing.T) {
 		frozen[p] = st
 		return st, err
 	}
-	g, err := newGuard(Options{ModulePath: module, HomeDir: t.TempDir()}, e)
+	g, err := newGuard(Options{ModulePath: module, HomeDir: tempDir(t)}, e)
 	require.NoError(t, err)
 	require.Equal(t, second, g.Identity().Revision)
 	require.False(t, trusted(g), "a ref written in the tick of its read is trusted")
@@ -189,7 +189,7 @@ func TestStampSettled(t *testing.T) {
 // A symbolic link in the configured module path swapped to another checkout
 // makes the runtime stale: the code the server would load next is there.
 func TestSwappedLinkToCheckoutIsStale(t *testing.T) {
-	tmp := t.TempDir()
+	tmp := tempDir(t)
 	v1, v2 := filepath.Join(tmp, "releases", "v1"), filepath.Join(tmp, "releases", "v2")
 	agentRepo(t, v1)
 	agentRepo(t, v2)
@@ -210,7 +210,7 @@ func TestSwappedLinkToCheckoutIsStale(t *testing.T) {
 
 // With AlwaysRead no snapshot is trusted: every check reads.
 func TestAlwaysReadNeverTrusts(t *testing.T) {
-	dir := t.TempDir()
+	dir := tempDir(t)
 	module, _ := agentRepo(t, dir)
 	g, err := newGuard(Options{ModulePath: module, HomeDir: dir, AlwaysRead: true}, settledEnv())
 	require.NoError(t, err)
@@ -221,7 +221,7 @@ func TestAlwaysReadNeverTrusts(t *testing.T) {
 // One goroutine commits while eight check: every check that begins after a
 // commit returned fails, and no check fails before the first commit began.
 func TestChecksRaceCommits(t *testing.T) {
-	dir := t.TempDir()
+	dir := tempDir(t)
 	module, _ := agentRepo(t, dir)
 	g, err := New(Options{ModulePath: module, HomeDir: dir})
 	require.NoError(t, err)

@@ -128,7 +128,7 @@ func TestFaultMatrix(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tmp := t.TempDir()
+			tmp := tempDir(t)
 			dir := filepath.Join(tmp, "agent")
 			module, _ := agentRepo(t, dir)
 			home := filepath.Join(tmp, "home")
@@ -160,7 +160,7 @@ func TestFaultMatrix(t *testing.T) {
 // A checkout with 100,000 packed refs: current while nothing moves, stale
 // once the branch does.
 func TestManyPackedRefs(t *testing.T) {
-	dir := t.TempDir()
+	dir := tempDir(t)
 	module, rev := agentRepo(t, dir)
 	var packed bytes.Buffer
 	packed.WriteString("# pack-refs with: peeled fully-peeled sorted \n")
@@ -212,7 +212,7 @@ func treeDigest(t *testing.T, root string) []string {
 // Thousands of checks and classifications leave the checkout, its .git and
 // the home byte-identical, with no file created.
 func TestGuardIsReadOnly(t *testing.T) {
-	tmp := t.TempDir()
+	tmp := tempDir(t)
 	dir, home := filepath.Join(tmp, "agent"), filepath.Join(tmp, "home")
 	module, _ := agentRepo(t, dir)
 	writeFile(t, filepath.Join(dir, LazyRefreshIncompleteName), "")

@@ -46,7 +46,7 @@ func FuzzReadUpdateMarker(f *testing.F) {
 	f.Add([]byte("1\n1\n"), int64(3600))
 	f.Add([]byte(""), int64(0))
 	f.Add([]byte("99999\n-1e9\n"), int64(-3600))
-	dir := f.TempDir()
+	dir := tempDir(f)
 	f.Fuzz(func(t *testing.T, body []byte, offset int64) {
 		path := filepath.Join(dir, "marker")
 		if err := os.WriteFile(path, body, 0o644); err != nil {

@@ -32,7 +32,7 @@ type changedCheckout struct {
 
 func newChangedCheckout(t *testing.T) *changedCheckout {
 	t.Helper()
-	tmp := t.TempDir()
+	tmp := tempDir(t)
 	c := &changedCheckout{
 		root:     filepath.Join(tmp, "agent"),
 		home:     filepath.Join(tmp, "home"),
@@ -198,7 +198,7 @@ func TestCommitAfterBindingFailsWithBothRevisions(t *testing.T) {
 }
 
 func TestNonGitInstallIsInert(t *testing.T) {
-	dir := t.TempDir()
+	dir := tempDir(t)
 	module := filepath.Join(dir, "run_agent.py")
 	writeFile(t, module, "class AIAgent: pass\n")
 	g, err := New(Options{ModulePath: module, HomeDir: dir})
@@ -209,7 +209,7 @@ func TestNonGitInstallIsInert(t *testing.T) {
 }
 
 func TestUntrackedModuleInOuterRepoIsNonGit(t *testing.T) {
-	outer := filepath.Join(t.TempDir(), "outer-repo")
+	outer := filepath.Join(tempDir(t), "outer-repo")
 	moduleDir := filepath.Join(outer, "installed", "hermes-agent")
 	module := filepath.Join(moduleDir, "run_agent.py")
 	writeFile(t, module, "class AIAgent: pass\n")
@@ -226,7 +226,7 @@ func TestUntrackedModuleInOuterRepoIsNonGit(t *testing.T) {
 }
 
 func TestPathspecCharactersAreLiteral(t *testing.T) {
-	outer := filepath.Join(t.TempDir(), "outer-repo")
+	outer := filepath.Join(tempDir(t), "outer-repo")
 	writeFile(t, filepath.Join(outer, "installed", "agent", "run_agent.py"), "class Other: pass\n")
 	module := filepath.Join(outer, "installed", "[a]gent", "run_agent.py")
 	writeFile(t, module, "class AIAgent: pass\n")
@@ -251,7 +251,7 @@ func TestPathspecCharactersAreLiteral(t *testing.T) {
 }
 
 func TestIdentityComesFromLoadedModule(t *testing.T) {
-	tmp := t.TempDir()
+	tmp := tempDir(t)
 	configured, loaded := filepath.Join(tmp, "configured-agent"), filepath.Join(tmp, "loaded-agent")
 	agentRepo(t, configured)
 	module, rev := agentRepo(t, loaded)
@@ -267,7 +267,7 @@ func TestIdentityComesFromLoadedModule(t *testing.T) {
 }
 
 func TestKnownRevisionBecomingUnreadableFailsClosed(t *testing.T) {
-	dir := t.TempDir()
+	dir := tempDir(t)
 	module, rev := agentRepo(t, filepath.Join(dir, "agent"))
 	g, err := New(Options{ModulePath: module, HomeDir: dir})
 	require.NoError(t, err)
@@ -281,7 +281,7 @@ func TestKnownRevisionBecomingUnreadableFailsClosed(t *testing.T) {
 }
 
 func TestRecaptureCannotDowngradeKnownRevision(t *testing.T) {
-	dir := t.TempDir()
+	dir := tempDir(t)
 	agent := filepath.Join(dir, "agent")
 	module, rev := agentRepo(t, agent)
 	g, err := New(Options{ModulePath: module, HomeDir: dir})
@@ -303,7 +303,7 @@ func TestRecaptureCannotDowngradeKnownRevision(t *testing.T) {
 }
 
 func TestUnboundGuardPassesUntilCaptured(t *testing.T) {
-	dir := t.TempDir()
+	dir := tempDir(t)
 	g, err := New(Options{HomeDir: dir})
 	require.NoError(t, err)
 	assert.NoError(t, g.EnsureCurrent())
@@ -317,7 +317,7 @@ func TestUnboundGuardPassesUntilCaptured(t *testing.T) {
 }
 
 func TestInertGuardBindsAgainOnCapture(t *testing.T) {
-	dir := t.TempDir()
+	dir := tempDir(t)
 	module := filepath.Join(dir, "agent", "run_agent.py")
 	writeFile(t, module, "class AIAgent: pass\n")
 	g, err := New(Options{ModulePath: module, HomeDir: dir})
@@ -330,7 +330,7 @@ func TestInertGuardBindsAgainOnCapture(t *testing.T) {
 }
 
 func TestNewRejectsBadOptions(t *testing.T) {
-	dir := t.TempDir()
+	dir := tempDir(t)
 	_, err := New(Options{ModulePath: filepath.Join(dir, "missing.py")})
 	assert.ErrorIs(t, err, fs.ErrNotExist)
 	assert.Contains(t, err.Error(), "runtimeguard: ")
@@ -352,7 +352,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 }
 
 func TestMessageNamesProducts(t *testing.T) {
-	dir := t.TempDir()
+	dir := tempDir(t)
 	module, _ := agentRepo(t, dir)
 	g, err := New(Options{ModulePath: module, HomeDir: dir, AgentName: "Plugin Pack", ServerName: "Gateway"})
 	require.NoError(t, err)
@@ -375,7 +375,7 @@ func TestDefaultMessageContract(t *testing.T) {
 }
 
 func TestUpdateStateOfBoundGuard(t *testing.T) {
-	dir := t.TempDir()
+	dir := tempDir(t)
 	home := filepath.Join(dir, "home")
 	module, _ := agentRepo(t, filepath.Join(dir, "agent"))
 	require.NoError(t, os.MkdirAll(home, 0o755))
@@ -389,7 +389,7 @@ func TestUpdateStateOfBoundGuard(t *testing.T) {
 }
 
 func TestHomeDirDefaultsToHermesHome(t *testing.T) {
-	home := t.TempDir()
+	home := tempDir(t)
 	t.Setenv("HERMES_HOME", home)
 	assert.Equal(t, home, DefaultHomeDir())
 	g, err := New(Options{})
@@ -399,7 +399,7 @@ func TestHomeDirDefaultsToHermesHome(t *testing.T) {
 }
 
 func TestExpectRevisionCatchesMoveBeforeNew(t *testing.T) {
-	dir := t.TempDir()
+	dir := tempDir(t)
 	module, loaded := agentRepo(t, dir)
 	moved := commit(t, dir, "run_agent.py", "moved before the guard was made\n")
 
@@ -424,7 +424,7 @@ func TestExpectRevisionCatchesMoveBeforeNew(t *testing.T) {
 }
 
 func TestObserveReportsWhatItRead(t *testing.T) {
-	tmp := t.TempDir()
+	tmp := tempDir(t)
 	home, venv := filepath.Join(tmp, "home"), filepath.Join(tmp, "install")
 	module, _ := agentRepo(t, filepath.Join(tmp, "agent"))
 	require.NoError(t, os.MkdirAll(home, 0o755))
@@ -469,7 +469,7 @@ func (h *recordHandler) levels() []slog.Level {
 }
 
 func TestLoggerWarnsOnceThenDebugs(t *testing.T) {
-	dir := t.TempDir()
+	dir := tempDir(t)
 	module, loaded := agentRepo(t, dir)
 	h := &recordHandler{}
 	g, err := New(Options{ModulePath: module, HomeDir: dir, Logger: slog.New(h)})
@@ -503,7 +503,7 @@ func TestLoggerWarnsOnceThenDebugs(t *testing.T) {
 }
 
 func TestMiddlewareNegotiatesProblemDetails(t *testing.T) {
-	dir := t.TempDir()
+	dir := tempDir(t)
 	module, _ := agentRepo(t, dir)
 	for _, problem := range []bool{false, true} {
 		g, err := New(Options{ModulePath: module, HomeDir: dir, ProblemDetails: problem})

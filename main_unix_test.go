@@ -69,7 +69,7 @@ func setupPermissionCases(t *testing.T, dir string) {
 func TestPermissionCases(t *testing.T) {
 	want := "marker=unknown home=unknown root=unknown readable=stale"
 	if os.Geteuid() != 0 {
-		dir := t.TempDir()
+		dir := tempDir(t)
 		setupPermissionCases(t, dir)
 		assert.Equal(t, want, classifyPermissionCases(dir))
 		return

@@ -36,7 +36,7 @@ func readWithin(t *testing.T, path string) MarkerState {
 }
 
 func TestFIFOMarkerIsUnknownWithoutBlocking(t *testing.T) {
-	fifo := filepath.Join(t.TempDir(), MarkerName)
+	fifo := filepath.Join(tempDir(t), MarkerName)
 	mkfifo(t, fifo)
 	assert.Equal(t, MarkerUnknown, readWithin(t, fifo), "no writer")
 
@@ -52,7 +52,7 @@ func TestFIFOMarkerIsUnknownWithoutBlocking(t *testing.T) {
 // The descriptor check, reached when the path changes between the lstat and
 // the open: the open itself must not block on a FIFO.
 func TestSafeOpenRejectsFIFODescriptor(t *testing.T) {
-	fifo := filepath.Join(t.TempDir(), "fifo")
+	fifo := filepath.Join(tempDir(t), "fifo")
 	mkfifo(t, fifo)
 	fd, err := unix.Open(fifo, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	require.NoError(t, err, "a non-blocking open of a FIFO returns at once")
@@ -63,7 +63,7 @@ func TestSafeOpenRejectsFIFODescriptor(t *testing.T) {
 }
 
 func TestSymlinkMarkerIsNotFollowed(t *testing.T) {
-	dir := t.TempDir()
+	dir := tempDir(t)
 	target := filepath.Join(dir, "real-marker")
 	writeMarker(t, target, os.Getpid(), time.Now())
 	require.Equal(t, MarkerActive, ReadUpdateMarker(target))
@@ -77,7 +77,7 @@ func TestSymlinkMarkerIsNotFollowed(t *testing.T) {
 
 func TestDeviceAndSocketMarkersAreUnknown(t *testing.T) {
 	assert.Equal(t, MarkerUnknown, ReadUpdateMarker(os.DevNull))
-	sock := filepath.Join(t.TempDir(), "s")
+	sock := filepath.Join(tempDir(t), "s")
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
 	require.NoError(t, err)
 	defer unix.Close(fd)
@@ -107,9 +107,24 @@ func TestReusedPIDMarkerIsStale(t *testing.T) {
 	require.NoError(t, cmd.Start())
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 
-	path := filepath.Join(t.TempDir(), MarkerName)
+	path := filepath.Join(tempDir(t), MarkerName)
 	writeMarker(t, path, cmd.Process.Pid, written)
 	assert.Equal(t, MarkerStale, ReadUpdateMarker(path), "a process started after the marker did not write it")
 	writeMarker(t, path, cmd.Process.Pid, time.Now())
 	assert.Equal(t, MarkerActive, ReadUpdateMarker(path))
+}
+
+func TestRecoveryMarkerErrorIsUnknown(t *testing.T) {
+	dir := tempDir(t)
+	notDir := filepath.Join(dir, "file")
+	writeFile(t, notDir, "")
+	home := tempDir(t)
+	// A root that is a file: looking inside it fails with ENOTDIR, not
+	// "does not exist".
+	e := testEnv(nil)
+	assert.Equal(t, UpdateUnknown, e.updateState(filepath.Join(home, MarkerName), DefaultMaxMarkerAge, []string{dir, notDir}))
+	// Found before the error, still unknown.
+	writeFile(t, filepath.Join(dir, UpdateIncompleteName), "")
+	assert.Equal(t, UpdateUnknown, e.updateState(filepath.Join(home, MarkerName), DefaultMaxMarkerAge, []string{dir, notDir}))
+	assert.Equal(t, UpdateIncomplete, e.updateState(filepath.Join(home, MarkerName), DefaultMaxMarkerAge, []string{dir}))
 }

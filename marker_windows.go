@@ -4,7 +4,9 @@ package runtimeguard
 
 import (
 	"errors"
+	"io/fs"
 	"math"
+	"os"
 	"time"
 
 	"golang.org/x/sys/windows"
@@ -27,7 +29,11 @@ func safeOpenMarker(path string) ([]byte, fileKind) {
 		nil, windows.OPEN_EXISTING, windows.FILE_FLAG_OPEN_REPARSE_POINT, 0)
 	if err != nil {
 		if errors.Is(err, windows.ERROR_FILE_NOT_FOUND) || errors.Is(err, windows.ERROR_PATH_NOT_FOUND) {
-			return nil, fileAbsent
+			// A link whose target is gone may fail to open as not found:
+			// the path is absent only if nothing, not even a link, is there.
+			if _, lerr := os.Lstat(path); lerr != nil && errors.Is(lerr, fs.ErrNotExist) {
+				return nil, fileAbsent
+			}
 		}
 		return nil, fileUnusable
 	}

@@ -19,7 +19,7 @@ func assertReadsHead(t *testing.T, dir, module string) string {
 	got, err := ReadRevision(filepath.Dir(module), module)
 	require.NoError(t, err)
 	assert.Equal(t, want, got, "ReadRevision(%q)", module)
-	g, err := New(Options{ModulePath: module, HomeDir: t.TempDir()})
+	g, err := New(Options{ModulePath: module, HomeDir: tempDir(t)})
 	require.NoError(t, err)
 	assert.Equal(t, want, g.Identity().Revision)
 	assert.NoError(t, g.EnsureCurrent())
@@ -28,31 +28,31 @@ func assertReadsHead(t *testing.T, dir, module string) string {
 
 func TestReadRevisionLayouts(t *testing.T) {
 	t.Run("plain", func(t *testing.T) {
-		dir := t.TempDir()
+		dir := tempDir(t)
 		module, _ := agentRepo(t, dir)
 		assertReadsHead(t, dir, module)
 	})
 	t.Run("module in a subdirectory", func(t *testing.T) {
-		dir := t.TempDir()
+		dir := tempDir(t)
 		initRepo(t, dir, map[string]string{"pkg/deep/run_agent.py": "x = 1\n"})
 		assertReadsHead(t, dir, filepath.Join(dir, "pkg", "deep", "run_agent.py"))
 	})
 	t.Run("packed refs", func(t *testing.T) {
-		dir := t.TempDir()
+		dir := tempDir(t)
 		module, _ := agentRepo(t, dir)
 		git(t, dir, "pack-refs", "--all")
 		require.NoFileExists(t, filepath.Join(dir, ".git", "refs", "heads", "main"))
 		assertReadsHead(t, dir, module)
 	})
 	t.Run("detached HEAD", func(t *testing.T) {
-		dir := t.TempDir()
+		dir := tempDir(t)
 		module, first := agentRepo(t, dir)
 		commit(t, dir, "run_agent.py", "x = 2\n")
 		git(t, dir, "checkout", "-q", "--detach", first)
 		assert.Equal(t, first, assertReadsHead(t, dir, module))
 	})
 	t.Run("linked worktree", func(t *testing.T) {
-		tmp := t.TempDir()
+		tmp := tempDir(t)
 		main := filepath.Join(tmp, "main")
 		agentRepo(t, main)
 		git(t, main, "branch", "feature")
@@ -67,7 +67,7 @@ func TestReadRevisionLayouts(t *testing.T) {
 		assert.Equal(t, resolved(t, filepath.Join(main, ".git")), c.CommonDir)
 	})
 	t.Run("linked worktree, packed refs", func(t *testing.T) {
-		tmp := t.TempDir()
+		tmp := tempDir(t)
 		main := filepath.Join(tmp, "main")
 		agentRepo(t, main)
 		wt := filepath.Join(tmp, "wt")
@@ -76,7 +76,7 @@ func TestReadRevisionLayouts(t *testing.T) {
 		assertReadsHead(t, wt, filepath.Join(wt, "run_agent.py"))
 	})
 	t.Run("submodule", func(t *testing.T) {
-		tmp := t.TempDir()
+		tmp := tempDir(t)
 		sub := filepath.Join(tmp, "agent-src")
 		agentRepo(t, sub)
 		super := filepath.Join(tmp, "super")
@@ -89,13 +89,13 @@ func TestReadRevisionLayouts(t *testing.T) {
 		assert.NotEqual(t, git(t, super, "rev-parse", "HEAD"), got)
 	})
 	t.Run("separate git dir", func(t *testing.T) {
-		tmp := t.TempDir()
+		tmp := tempDir(t)
 		dir := filepath.Join(tmp, "work")
 		initRepo(t, dir, map[string]string{"run_agent.py": "x\n"}, "--separate-git-dir", filepath.Join(tmp, "gitdir"))
 		assertReadsHead(t, dir, filepath.Join(dir, "run_agent.py"))
 	})
 	t.Run("index version 4", func(t *testing.T) {
-		dir := t.TempDir()
+		dir := tempDir(t)
 		initRepo(t, dir, map[string]string{"a/one.py": "1\n", "a/two.py": "2\n", "run_agent.py": "x\n", "z/deep/name.py": "z\n"})
 		git(t, dir, "update-index", "--index-version", "4")
 		for _, m := range []string{"a/two.py", "run_agent.py", "z/deep/name.py"} {
@@ -106,20 +106,20 @@ func TestReadRevisionLayouts(t *testing.T) {
 		assert.Empty(t, rev)
 	})
 	t.Run("long path name", func(t *testing.T) {
-		dir := t.TempDir()
+		dir := tempDir(t)
 		name := strings.Repeat("d", 200) + "/" + strings.Repeat("e", 200) + "/" + strings.Repeat("f", 200) + "/" + strings.Repeat("g", 200) + "/" + strings.Repeat("h", 200) + "/" + strings.Repeat("m", 100) + ".py"
 		initRepo(t, dir, map[string]string{name: "x\n", "b.py": "y\n"})
 		assertReadsHead(t, dir, filepath.Join(dir, filepath.FromSlash(name)))
 	})
 	t.Run("sparse checkout with worktreeConfig", func(t *testing.T) {
-		dir := t.TempDir()
+		dir := tempDir(t)
 		initRepo(t, dir, map[string]string{"run_agent.py": "x\n", "docs/big.txt": "y\n"})
 		git(t, dir, "sparse-checkout", "init", "--cone")
 		assert.Equal(t, "true", git(t, dir, "config", "extensions.worktreeConfig"))
 		assertReadsHead(t, dir, filepath.Join(dir, "run_agent.py"))
 	})
 	t.Run("sparse index", func(t *testing.T) {
-		dir := t.TempDir()
+		dir := tempDir(t)
 		initRepo(t, dir, map[string]string{"run_agent.py": "x\n", "docs/big.txt": "y\n", "docs/more/deeper.txt": "z\n"})
 		git(t, dir, "sparse-checkout", "set", "--cone", "--sparse-index", "src")
 		module := filepath.Join(dir, "run_agent.py")
@@ -135,7 +135,7 @@ func TestReadRevisionLayouts(t *testing.T) {
 		}
 	})
 	t.Run("sha256", func(t *testing.T) {
-		dir := t.TempDir()
+		dir := tempDir(t)
 		module := filepath.Join(dir, "run_agent.py")
 		initRepo(t, dir, map[string]string{"run_agent.py": "x\n"}, "--object-format=sha256")
 		got := assertReadsHead(t, dir, module)
@@ -151,7 +151,7 @@ func TestReadRevisionLayouts(t *testing.T) {
 
 func TestReadRevisionEmptyCases(t *testing.T) {
 	t.Run("unborn branch", func(t *testing.T) {
-		dir := t.TempDir()
+		dir := tempDir(t)
 		git(t, dir, "init", "-q")
 		module := filepath.Join(dir, "run_agent.py")
 		writeFile(t, module, "x\n")
@@ -163,7 +163,7 @@ func TestReadRevisionEmptyCases(t *testing.T) {
 		assert.Contains(t, c.Reason, "unborn")
 	})
 	t.Run("untracked", func(t *testing.T) {
-		dir := t.TempDir()
+		dir := tempDir(t)
 		agentRepo(t, dir)
 		module := filepath.Join(dir, "other.py")
 		writeFile(t, module, "x\n")
@@ -174,7 +174,7 @@ func TestReadRevisionEmptyCases(t *testing.T) {
 		assert.Contains(t, c.Reason, "not tracked")
 	})
 	t.Run("no worktree", func(t *testing.T) {
-		dir := t.TempDir()
+		dir := tempDir(t)
 		module := filepath.Join(dir, "run_agent.py")
 		writeFile(t, module, "x\n")
 		c, err := Inspect(module)
@@ -183,7 +183,7 @@ func TestReadRevisionEmptyCases(t *testing.T) {
 		assert.Empty(t, c.Revision)
 	})
 	t.Run("module inside the git dir", func(t *testing.T) {
-		dir := t.TempDir()
+		dir := tempDir(t)
 		agentRepo(t, dir)
 		module := filepath.Join(dir, ".git", "description")
 		rev, err := ReadRevision(filepath.Dir(module), module)
@@ -191,7 +191,7 @@ func TestReadRevisionEmptyCases(t *testing.T) {
 		assert.Empty(t, rev)
 	})
 	t.Run("deleted module still tracked", func(t *testing.T) {
-		dir := t.TempDir()
+		dir := tempDir(t)
 		module, rev := agentRepo(t, dir)
 		require.NoError(t, os.Remove(module))
 		got, err := ReadRevision(dir, module)
@@ -202,7 +202,7 @@ func TestReadRevisionEmptyCases(t *testing.T) {
 
 func TestReadRevisionUnsupportedFormats(t *testing.T) {
 	t.Run("reftable", func(t *testing.T) {
-		dir := t.TempDir()
+		dir := tempDir(t)
 		module, _ := agentRepo(t, dir)
 		git(t, dir, "config", "core.repositoryformatversion", "1")
 		git(t, dir, "config", "extensions.refStorage", "reftable")
@@ -212,14 +212,14 @@ func TestReadRevisionUnsupportedFormats(t *testing.T) {
 		assert.ErrorContains(t, err, "reftable", "binding to an unreadable checkout is an error, not an inert guard")
 	})
 	t.Run("split index", func(t *testing.T) {
-		dir := t.TempDir()
+		dir := tempDir(t)
 		module, _ := agentRepo(t, dir)
 		git(t, dir, "update-index", "--split-index")
 		_, err := ReadRevision(dir, module)
 		assert.ErrorContains(t, err, "split index")
 	})
 	t.Run("unknown extension", func(t *testing.T) {
-		dir := t.TempDir()
+		dir := tempDir(t)
 		module, _ := agentRepo(t, dir)
 		git(t, dir, "config", "core.repositoryformatversion", "1")
 		git(t, dir, "config", "extensions.someFutureThing", "true")
@@ -229,7 +229,7 @@ func TestReadRevisionUnsupportedFormats(t *testing.T) {
 }
 
 func TestHostileSymbolicRefIsRefused(t *testing.T) {
-	dir := t.TempDir()
+	dir := tempDir(t)
 	module, _ := agentRepo(t, dir)
 	writeFile(t, filepath.Join(dir, "outside"), strings.Repeat("a", 40)+"\n")
 	for _, target := range []string{"refs/../../../outside", "../outside", "/etc/passwd", "refs/heads/a b", "refs/heads/x.lock"} {

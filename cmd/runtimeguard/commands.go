@@ -76,7 +76,11 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 		row("git dir", s.GitDir)
 		row("object format", s.ObjectFormat)
 		row("tracked", fmt.Sprint(s.Tracked))
-		row("HEAD", orNone(s.HeadRef)+" (detached when none)")
+		if s.HeadRef == "" {
+			row("HEAD", "detached")
+		} else {
+			row("HEAD", s.HeadRef)
+		}
 	}
 	switch {
 	case s.ReadError != "":

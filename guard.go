@@ -83,13 +83,19 @@ func DefaultHomeDir() string {
 // then. An empty Revision means the module is not in a tracked Git
 // checkout, and the guard lets every check pass.
 type Identity struct {
-	SourceDir  string
+	// SourceDir is the directory that holds the module.
+	SourceDir string
+	// ModulePath is the module file.
 	ModulePath string
-	Revision   string
+	// Revision is the full hex object id of HEAD at binding, or empty.
+	Revision string
 }
 
 // Guard binds to the Git checkout a server loaded code from and tells, on
 // every check, whether that checkout still is at the bound revision.
+//
+// Make one with [New]. The zero Guard is an unbound guard with the default
+// options, which [Guard.Capture] can bind.
 //
 // A Guard is safe for concurrent use by any number of goroutines, and any
 // number of guards may live in one process. Checks share nothing with each
@@ -191,7 +197,7 @@ func (g *Guard) Capture(modulePath string) error {
 	}
 	abs, _ := filepath.Abs(modulePath)
 	b := newBinding(Identity{SourceDir: filepath.Dir(module), ModulePath: module}, abs)
-	rev, err := b.fullRead(g.env, g.alwaysRead)
+	rev, err := b.fullRead(g.environment(), g.alwaysRead)
 	if err != nil {
 		return fmt.Errorf("runtimeguard: bind %s: %w", module, err)
 	}
@@ -220,7 +226,7 @@ func (g *Guard) EnsureCurrent() error {
 	if b == nil || b.id.Revision == "" {
 		return nil
 	}
-	rev, err := b.current(g.env, g.alwaysRead)
+	rev, err := b.current(g.environment(), g.alwaysRead)
 	if err == nil && rev == b.id.Revision {
 		if g.staleSeen.Load() {
 			g.staleSeen.Store(false)
@@ -228,7 +234,7 @@ func (g *Guard) EnsureCurrent() error {
 		return nil
 	}
 	se := &StaleError{
-		Message:  g.message,
+		Message:  g.staleMessage(),
 		State:    g.updateState(b),
 		Captured: b.id.Revision,
 		Current:  rev,
@@ -259,13 +265,14 @@ func (g *Guard) updateState(b *binding) UpdateState {
 
 // Observation is everything [Guard.Observe] looked at, for diagnostics.
 type Observation struct {
-	// MarkerPath is the update marker's path (empty when no home directory
-	// is known) and Marker its state.
+	// MarkerPath is the update marker's path, empty when no home
+	// directory is known.
 	MarkerPath string
-	Marker     MarkerState
-	// InstallRoots are the directories searched for recovery markers, and
-	// RecoveryMarkers the ones found there.
-	InstallRoots    []string
+	// Marker is the marker's state.
+	Marker MarkerState
+	// InstallRoots are the directories searched for recovery markers.
+	InstallRoots []string
+	// RecoveryMarkers are the recovery markers found there.
 	RecoveryMarkers []string
 	// State is the update state they add up to.
 	State UpdateState
@@ -283,13 +290,38 @@ func (g *Guard) observe(b *binding) Observation {
 		src = b.id.SourceDir
 	}
 	o := Observation{MarkerPath: g.markerPath, Marker: MarkerUnknown, InstallRoots: installRoots(src, g.python)}
+	if g.env == nil && o.MarkerPath == "" { // the zero Guard
+		if home := DefaultHomeDir(); home != "" {
+			o.MarkerPath = filepath.Join(home, MarkerName)
+		}
+	}
+	maxAge := g.maxAge
+	if maxAge == 0 {
+		maxAge = DefaultMaxMarkerAge
+	}
 	if o.MarkerPath != "" {
-		o.Marker = g.env.readMarker(o.MarkerPath, g.maxAge)
+		o.Marker = g.environment().readMarker(o.MarkerPath, maxAge)
 	}
 	present, ok := recoveryMarkers(o.InstallRoots)
 	o.RecoveryMarkers = present
 	o.State = combineUpdateState(o.Marker, len(present) > 0, ok)
 	return o
+}
+
+// environment is the guard's environment; the system's for the zero Guard.
+func (g *Guard) environment() *env {
+	if g.env == nil {
+		return systemEnv
+	}
+	return g.env
+}
+
+// staleMessage is the configured message; the default for the zero Guard.
+func (g *Guard) staleMessage() string {
+	if g.message == "" {
+		return DefaultMessage
+	}
+	return g.message
 }
 
 func (g *Guard) logStale(se *StaleError) {
@@ -411,8 +443,10 @@ func (b *binding) fullRead(e *env, alwaysRead bool) (string, error) {
 
 // read performs one full read and publishes its snapshot. A panic in the
 // read becomes an error: the runtime is then stale, and the host lives on.
+//
+// The previous snapshot stays published while the read runs: it remains a
+// valid proof for any check whose stats still match it.
 func (b *binding) read(e *env, alwaysRead bool) (rev string, err error) {
-	b.snap.Store(nil)
 	defer func() {
 		if p := recover(); p != nil {
 			rev, err = "", fmt.Errorf("read panicked: %v", p)

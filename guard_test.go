@@ -543,3 +543,19 @@ func TestMiddlewareNegotiatesProblemDetails(t *testing.T) {
 		assert.Equal(t, 1, calls, "a stale runtime reached the handler")
 	}
 }
+
+func TestZeroGuardIsUsable(t *testing.T) {
+	t.Setenv("HERMES_HOME", tempDir(t))
+	var g Guard
+	assert.NoError(t, g.EnsureCurrent())
+	assert.Equal(t, UpdateUnverified, g.UpdateState())
+	dir := tempDir(t)
+	module, rev := agentRepo(t, dir)
+	require.NoError(t, g.Capture(module))
+	assert.Equal(t, rev, g.Identity().Revision)
+	commit(t, dir, "run_agent.py", "x = 2\n")
+	var se *StaleError
+	require.ErrorAs(t, g.EnsureCurrent(), &se)
+	assert.Equal(t, DefaultMessage, se.Message)
+	assert.Equal(t, UpdateUnverified, se.State)
+}

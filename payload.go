@@ -25,10 +25,16 @@ const ProblemType = "https://github.com/runtimeguard/runtimeguard#the-stale-payl
 //
 // agent_update_state is left out when there is none.
 type Payload struct {
-	Error            string      `json:"error"`
-	Type             string      `json:"type"`
-	Retryable        bool        `json:"retryable"`
-	RestartScheduled bool        `json:"restart_scheduled"`
+	// Error is the operator-facing message.
+	Error string `json:"error"`
+	// Type is always PayloadType.
+	Type string `json:"type"`
+	// Retryable is always true: the request may be sent again once the
+	// server was restarted.
+	Retryable bool `json:"retryable"`
+	// RestartScheduled is always false: nothing restarts the server.
+	RestartScheduled bool `json:"restart_scheduled"`
+	// AgentUpdateState is what was observed of the updater, if anything.
 	AgentUpdateState UpdateState `json:"agent_update_state,omitempty"`
 }
 
@@ -106,15 +112,24 @@ func (e *StaleError) LogValue() slog.Value {
 // Problem is the RFC 9457 problem document for a stale runtime; the
 // payload's fields ride along as extension members.
 type Problem struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
+	// Type is ProblemType.
+	Type string `json:"type"`
+	// Title is a short summary of the problem type.
+	Title string `json:"title"`
+	// Status is 409.
+	Status int `json:"status"`
+	// Detail is the operator-facing message.
 	Detail string `json:"detail"`
-	// The legacy payload's members. Its "type" gives way to the problem's.
-	Error            string      `json:"error"`
-	StaleType        string      `json:"stale_type"`
-	Retryable        bool        `json:"retryable"`
-	RestartScheduled bool        `json:"restart_scheduled"`
+	// Error is the legacy payload's "error": the message again.
+	Error string `json:"error"`
+	// StaleType is the legacy payload's "type", PayloadType, renamed since
+	// "type" is the problem's.
+	StaleType string `json:"stale_type"`
+	// Retryable is always true.
+	Retryable bool `json:"retryable"`
+	// RestartScheduled is always false.
+	RestartScheduled bool `json:"restart_scheduled"`
+	// AgentUpdateState is the update state, if any.
 	AgentUpdateState UpdateState `json:"agent_update_state,omitempty"`
 }
 

@@ -25,8 +25,9 @@ const (
 // of [Inspect], for diagnostics. Revision is empty unless the module is
 // tracked in a worktree whose HEAD names a commit; Reason then says why.
 type Checkout struct {
-	// SourceDir and ModulePath are absolute, with symbolic links resolved.
-	SourceDir  string
+	// SourceDir is the module's directory, absolute, links resolved.
+	SourceDir string
+	// ModulePath is the module file, absolute, links resolved.
 	ModulePath string
 	// TopLevel is the top-level directory of the worktree that holds
 	// SourceDir, or empty when there is none.

@@ -173,17 +173,10 @@ func BenchmarkReferenceGitCLI(b *testing.B) {
 	benchLayouts(b, func(b *testing.B, dir string) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			for _, args := range [][]string{
-				{"rev-parse", "--show-toplevel"},
-				{"--literal-pathspecs", "ls-files", "--error-unmatch", "--", "run_agent.py"},
-				{"rev-parse", "--verify", "HEAD"},
-			} {
-				cmd := exec.Command("git", args...)
-				cmd.Dir = dir
-				if out, err := cmd.CombinedOutput(); err != nil {
-					b.Fatalf("git %v: %v: %s", args, err, out)
-				}
-			}
+			runGitCommands(b, dir,
+				[]string{"rev-parse", "--show-toplevel"},
+				[]string{"--literal-pathspecs", "ls-files", "--error-unmatch", "--", "run_agent.py"},
+				[]string{"rev-parse", "--verify", "HEAD"})
 		}
 	})
 }
@@ -257,15 +250,20 @@ func BenchmarkBindGitCLI100k(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		for _, args := range [][]string{
-			{"--literal-pathspecs", "ls-files", "--error-unmatch", "--", "run_agent.py"},
-			{"rev-parse", "--verify", "HEAD"},
-		} {
-			cmd := exec.Command("git", args...)
-			cmd.Dir = dir
-			if out, err := cmd.CombinedOutput(); err != nil {
-				b.Fatalf("git %v: %v: %s", args, err, out)
-			}
+		runGitCommands(b, dir,
+			[]string{"--literal-pathspecs", "ls-files", "--error-unmatch", "--", "run_agent.py"},
+			[]string{"rev-parse", "--verify", "HEAD"})
+	}
+}
+
+// runGitCommands runs each git command line in dir, as the reference
+// implementation does: plain processes, the user's environment.
+func runGitCommands(b *testing.B, dir string, commands ...[]string) {
+	for _, args := range commands {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("git %v: %v: %s", args, err, out)
 		}
 	}
 }

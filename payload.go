@@ -152,26 +152,24 @@ func (e *StaleError) Problem() Problem {
 // headers (Content-Type, Cache-Control: no-store, X-Content-Type-Options:
 // nosniff) before the status.
 func WriteStale(w http.ResponseWriter, err error) bool {
-	var se *StaleError
-	if !errors.As(err, &se) {
-		return false
-	}
-	writeJSON(w, "application/json", se.Payload())
-	return true
+	return writeStale(w, err, false)
 }
 
 // WriteStaleProblem is [WriteStale] with an RFC 9457 problem document
 // (application/problem+json) for a body.
 func WriteStaleProblem(w http.ResponseWriter, err error) bool {
+	return writeStale(w, err, true)
+}
+
+func writeStale(w http.ResponseWriter, err error, problem bool) bool {
 	var se *StaleError
 	if !errors.As(err, &se) {
 		return false
 	}
-	writeJSON(w, "application/problem+json", se.Problem())
-	return true
-}
-
-func writeJSON(w http.ResponseWriter, contentType string, v any) {
+	contentType, v := "application/json", any(se.Payload())
+	if problem {
+		contentType, v = "application/problem+json", se.Problem()
+	}
 	body, err := json.Marshal(v)
 	if err != nil { // unreachable: strings, bools and an int
 		body = []byte(`{"error":"stale runtime","type":"` + PayloadType + `","retryable":true,"restart_scheduled":false}`)
@@ -183,6 +181,7 @@ func writeJSON(w http.ResponseWriter, contentType string, v any) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusConflict)
 	_, _ = w.Write(append(body, '\n'))
+	return true
 }
 
 // Middleware runs [Guard.EnsureCurrent] before next and answers 409 without
@@ -191,11 +190,7 @@ func writeJSON(w http.ResponseWriter, contentType string, v any) {
 func (g *Guard) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := g.EnsureCurrent(); err != nil {
-			if g.problem && prefersProblem(r.Header.Values("Accept")) {
-				WriteStaleProblem(w, err)
-			} else {
-				WriteStale(w, err)
-			}
+			writeStale(w, err, g.problem && prefersProblem(r.Header.Values("Accept")))
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -205,7 +205,7 @@ func TestSwappedLinkToCheckoutIsStale(t *testing.T) {
 	var se *StaleError
 	require.ErrorAs(t, g.EnsureCurrent(), &se)
 	assert.Empty(t, se.Current)
-	assert.ErrorContains(t, se, "no longer leads to")
+	assert.ErrorContains(t, se, "no longer leads where it did")
 }
 
 // With AlwaysRead no snapshot is trusted: every check reads.
@@ -267,4 +267,22 @@ func TestChecksRaceCommits(t *testing.T) {
 	wg.Wait()
 	assert.Positive(t, failures.Load())
 	t.Logf("%d checks, %d stale", checks.Load(), failures.Load())
+}
+
+// A module file that is itself a link binds to the checkout it leads to.
+func TestLinkedModuleFileBindsToItsTarget(t *testing.T) {
+	tmp := tempDir(t)
+	checkout := filepath.Join(tmp, "agent")
+	target, rev := agentRepo(t, checkout)
+	app := filepath.Join(tmp, "app")
+	require.NoError(t, os.MkdirAll(app, 0o755))
+	link := filepath.Join(app, "run_agent.py")
+	require.NoError(t, os.Symlink(target, link))
+
+	g := bindFast(t, link, settledEnv())
+	assert.Equal(t, Identity{SourceDir: resolved(t, checkout), ModulePath: resolved(t, target), Revision: rev}, g.Identity())
+	require.True(t, trusted(g))
+	require.NoError(t, g.EnsureCurrent())
+	commit(t, checkout, "run_agent.py", "x = 2\n")
+	assert.ErrorIs(t, g.EnsureCurrent(), ErrStale)
 }

@@ -341,8 +341,8 @@ func (g *Guard) logStale(se *StaleError) {
 type binding struct {
 	id Identity
 	// linkDir is the module's directory as configured when it differs from
-	// id.SourceDir through a symbolic link; linkInfo is what it named then.
-	// A link swapped to another checkout makes the runtime stale.
+	// id.SourceDir through a symbolic link; linkInfo is what it led to at
+	// binding. A link swapped to another checkout makes the runtime stale.
 	linkDir  string
 	linkInfo os.FileInfo
 
@@ -373,7 +373,10 @@ func newBinding(id Identity, configured string) *binding {
 	b := &binding{id: id}
 	b.cond.L = &b.mu
 	if dir := filepath.Dir(configured); dir != id.SourceDir {
-		if fi, err := os.Stat(id.SourceDir); err == nil {
+		// Remember what the configured directory leads to now: the source
+		// directory through a linked parent, or a real directory holding
+		// a linked module file.
+		if fi, err := os.Stat(dir); err == nil {
 			b.linkDir, b.linkInfo = dir, fi
 		}
 	}
@@ -454,7 +457,7 @@ func (b *binding) read(e *env, alwaysRead bool) (rev string, err error) {
 	}()
 	start := e.now().UnixNano()
 	if !b.linkHolds() {
-		return "", fmt.Errorf("%s no longer leads to %s", b.linkDir, b.id.SourceDir)
+		return "", fmt.Errorf("%s no longer leads where it did at binding (%s)", b.linkDir, b.id.SourceDir)
 	}
 	r := reader{stat: e.stat}
 	c, err := r.read(b.id.SourceDir, b.id.ModulePath)

@@ -17,7 +17,7 @@ import (
 const (
 	maxSmallFileBytes = 64 << 10 // HEAD, loose refs, .git files, commondir, config
 	maxPackedRefs     = 1 << 30
-	maxIndexBytes     = 1 << 31
+	maxIndexBytes     = 1 << 30
 	maxSymrefDepth    = 5 // Git's SYMREF_MAXDEPTH
 )
 

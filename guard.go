@@ -284,11 +284,22 @@ func (g *Guard) Observe() Observation {
 	return g.observe(g.bound.Load())
 }
 
+// ObserveAt is [Guard.Observe] for an install whose source directory is
+// sourceDir, bound or not: for tools that inspect a checkout without
+// binding to it.
+func (g *Guard) ObserveAt(sourceDir string) Observation {
+	return g.observeAt(sourceDir)
+}
+
 func (g *Guard) observe(b *binding) Observation {
 	src := ""
 	if b != nil {
 		src = b.id.SourceDir
 	}
+	return g.observeAt(src)
+}
+
+func (g *Guard) observeAt(src string) Observation {
 	o := Observation{MarkerPath: g.markerPath, Marker: MarkerUnknown, InstallRoots: installRoots(src, g.python)}
 	if g.env == nil && o.MarkerPath == "" { // the zero Guard
 		if home := DefaultHomeDir(); home != "" {

@@ -52,7 +52,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	o := observe(g, c.SourceDir, gf)
+	o := g.ObserveAt(c.SourceDir)
 	s := status{
 		ModulePath: c.ModulePath, SourceDir: c.SourceDir, TopLevel: c.TopLevel,
 		GitDir: c.GitDir, CommonDir: c.CommonDir, ObjectFormat: c.ObjectFormat,
@@ -99,20 +99,6 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 		row("recovery marker", m)
 	}
 	return nil
-}
-
-// observe returns the guard's observation for an install whose source
-// directory is src: it binds a throwaway guard there only to name the
-// source directory, which an unbound guard does not know.
-func observe(unbound *runtimeguard.Guard, src string, gf guardFlags) runtimeguard.Observation {
-	if src == "" {
-		return unbound.Observe()
-	}
-	g, err := runtimeguard.New(runtimeguard.Options{ModulePath: gf.module, HomeDir: gf.home, Python: gf.python})
-	if err != nil {
-		return unbound.Observe()
-	}
-	return g.Observe()
 }
 
 func cmdCheck(args []string, stdout, stderr io.Writer) error {

@@ -271,3 +271,20 @@ func TestWatchPrintsChangesAndStopsOnSignal(t *testing.T) {
 	assert.Contains(t, next(), "stopped")
 	require.NoError(t, cmd.Wait(), "watch exits 0 on SIGTERM")
 }
+
+// A checkout that cannot be read is still described, with its recovery
+// markers, and the read error.
+func TestStatusOfUnreadableCheckout(t *testing.T) {
+	module, _ := checkout(t)
+	dir := filepath.Dir(module)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".git", "HEAD"), []byte("garbage\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".update-incomplete"), nil, 0o644))
+	r := runCmd(t, t.TempDir(), "status", "--module", module, "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var s map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &s))
+	assert.Contains(t, s["read_error"], "HEAD")
+	assert.Equal(t, "", s["revision"])
+	assert.Equal(t, "incomplete", s["update_state"])
+	assert.Len(t, s["recovery_markers"], 1)
+}

@@ -5,6 +5,7 @@ package runtimeguard
 import (
 	"io"
 	"os"
+	"strconv"
 	"testing"
 )
 
@@ -12,7 +13,15 @@ import (
 // input closes: a process whose start time and liveness tests can observe.
 const waitChildEnv = "RUNTIMEGUARD_WAIT_STDIN"
 
+// exitChildEnv makes the test binary a child that exits at once with the
+// code it names.
+const exitChildEnv = "RUNTIMEGUARD_EXIT_CODE"
+
 func TestMain(m *testing.M) {
+	if code := os.Getenv(exitChildEnv); code != "" {
+		n, _ := strconv.Atoi(code)
+		os.Exit(n)
+	}
 	if os.Getenv(waitChildEnv) != "" {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		os.Exit(0)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/windows"
 )
 
 func TestWindowsMarkerKinds(t *testing.T) {
@@ -65,6 +66,27 @@ func TestWindowsProbeProcess(t *testing.T) {
 
 	assert.Equal(t, livenessUnknown, probeProcess(int(maxPID)+1).state)
 	assert.Equal(t, livenessUnknown, probeProcess(0).state)
+}
+
+// A process that exited with 259 (STILL_ACTIVE) is gone: liveness comes from
+// waiting on the process, not from its exit code.
+func TestWindowsExitCode259IsGone(t *testing.T) {
+	child := exec.Command(os.Args[0])
+	child.Env = append(os.Environ(), exitChildEnv+"=259")
+	require.NoError(t, child.Start())
+	defer func() { _ = child.Wait() }()
+	// A handle of our own keeps the exited process's object, and its id,
+	// alive while it is probed.
+	h, err := windows.OpenProcess(windows.SYNCHRONIZE|windows.PROCESS_QUERY_LIMITED_INFORMATION, false, uint32(child.Process.Pid))
+	require.NoError(t, err)
+	defer windows.CloseHandle(h)
+	ev, err := windows.WaitForSingleObject(h, 30000)
+	require.NoError(t, err)
+	require.Equal(t, uint32(windows.WAIT_OBJECT_0), ev, "the child did not exit")
+	var code uint32
+	require.NoError(t, windows.GetExitCodeProcess(h, &code))
+	require.Equal(t, uint32(259), code)
+	assert.Equal(t, processGone, probeProcess(child.Process.Pid).state)
 }
 
 // A live process that started after the marker's time did not write it.

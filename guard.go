@@ -217,8 +217,9 @@ func (g *Guard) Capture(modulePath string) error {
 // result older than its own start. On an unchanged checkout it costs one
 // stat of each file the answer depends on (HEAD, the branch's loose ref or
 // packed-refs, the index); when one changed, or a file is too recent for its
-// timestamp to prove anything (Git's "racy" rule), it reads them again, and
-// concurrent checks that arrived before that read began share it.
+// timestamp to prove anything (Git's "racy" rule), it reads them again.
+// Concurrent checks share such a read only when it began after they
+// arrived.
 //
 // EnsureCurrent never schedules, requests or performs a restart.
 func (g *Guard) EnsureCurrent() error {

@@ -14,6 +14,8 @@ import (
 
 	gogit "github.com/go-git/go-git/v5"
 	"golang.org/x/sys/unix"
+
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
 // benchCheckout is a checkout of benchFiles tracked files and benchRefs
@@ -61,8 +63,8 @@ func makeCheckout(tb testing.TB, dir string, files, refs int) {
 
 func runGitStdin(tb testing.TB, dir string, stdin *bytes.Buffer, args ...string) {
 	tb.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir, cmd.Env, cmd.Stdin = dir, gitEnv, stdin
+	cmd := gittest.Command(dir, args...)
+	cmd.Stdin = stdin
 	if out, err := cmd.CombinedOutput(); err != nil {
 		tb.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
 	}

@@ -3,33 +3,19 @@ package runtimeguard
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-)
 
-// gitEnv keeps the user's and the system's Git configuration out of tests.
-var gitEnv = append(os.Environ(),
-	"GIT_CONFIG_NOSYSTEM=1",
-	"GIT_CONFIG_GLOBAL="+os.DevNull,
-	"GIT_AUTHOR_NAME=Test", "GIT_AUTHOR_EMAIL=test@example.invalid",
-	"GIT_COMMITTER_NAME=Test", "GIT_COMMITTER_EMAIL=test@example.invalid",
-	"GIT_TERMINAL_PROMPT=0",
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
 // git runs git in dir and returns its trimmed standard output.
 func git(t testing.TB, dir string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command("git", append([]string{"-c", "init.defaultBranch=main", "-c", "protocol.file.allow=always"}, args...)...)
-	cmd.Dir = dir
-	cmd.Env = gitEnv
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "git %s in %s: %s", strings.Join(args, " "), dir, out)
-	return strings.TrimSpace(string(out))
+	return gittest.Git(t, dir, args...)
 }
 
 // writeFile writes content to dir/name, making parent directories.

@@ -170,24 +170,15 @@ func (r *reader) readFile(path string, limit int64) (data []byte, ok bool, err e
 	if st.size > limit {
 		return nil, false, fmt.Errorf("%s: %d bytes is over the limit of %d", path, st.size, limit)
 	}
-	data = make([]byte, 0, st.size+1)
-	for {
-		n, err := f.Read(data[len(data):cap(data)])
-		data = data[:len(data)+n]
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, false, err
-		}
-		if len(data) == cap(data) {
-			if int64(len(data)) > limit {
-				return nil, false, fmt.Errorf("%s: grew over the limit of %d bytes", path, limit)
-			}
-			data = append(data, 0)[:len(data)]
-		}
+	var buf bytes.Buffer
+	buf.Grow(int(st.size) + bytes.MinRead)
+	if _, err := buf.ReadFrom(io.LimitReader(f, limit+1)); err != nil {
+		return nil, false, err
 	}
-	return data, true, nil
+	if int64(buf.Len()) > limit {
+		return nil, false, fmt.Errorf("%s: grew over the limit of %d bytes", path, limit)
+	}
+	return buf.Bytes(), true, nil
 }
 
 func (r *reader) read(src, mod string) (Checkout, error) {

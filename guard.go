@@ -301,23 +301,14 @@ func (g *Guard) observe(b *binding) Observation {
 }
 
 func (g *Guard) observeAt(src string) Observation {
-	o := Observation{MarkerPath: g.markerPath, Marker: MarkerUnknown, InstallRoots: installRoots(src, g.python)}
-	if g.env == nil && o.MarkerPath == "" { // the zero Guard
+	markerPath, maxAge := g.markerPath, g.maxAge
+	if g.env == nil { // the zero Guard: default options
 		if home := DefaultHomeDir(); home != "" {
-			o.MarkerPath = filepath.Join(home, MarkerName)
+			markerPath = filepath.Join(home, MarkerName)
 		}
-	}
-	maxAge := g.maxAge
-	if maxAge == 0 {
 		maxAge = DefaultMaxMarkerAge
 	}
-	if o.MarkerPath != "" {
-		o.Marker = g.environment().readMarker(o.MarkerPath, maxAge)
-	}
-	present, ok := recoveryMarkers(o.InstallRoots)
-	o.RecoveryMarkers = present
-	o.State = combineUpdateState(o.Marker, len(present) > 0, ok)
-	return o
+	return g.environment().observe(markerPath, maxAge, installRoots(src, g.python))
 }
 
 // environment is the guard's environment; the system's for the zero Guard.

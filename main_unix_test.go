@@ -40,7 +40,7 @@ func classifyPermissionCases(dir string) string {
 	return strings.Join([]string{
 		"marker=" + string(ReadUpdateMarker(filepath.Join(dir, "unreadable-marker"))),
 		"home=" + string(ReadUpdateMarker(filepath.Join(dir, "locked-home", MarkerName))),
-		"root=" + string(e.updateState(filepath.Join(dir, "open-home", MarkerName), DefaultMaxMarkerAge, []string{filepath.Join(dir, "locked-root")})),
+		"root=" + string(e.observe(filepath.Join(dir, "open-home", MarkerName), DefaultMaxMarkerAge, []string{filepath.Join(dir, "locked-root")}).State),
 		"readable=" + string(ReadUpdateMarker(filepath.Join(dir, "open-home", "readable-marker"))),
 	}, " ")
 }

@@ -271,17 +271,19 @@ func recoveryMarkers(roots []string) (present []string, ok bool) {
 	return present, true
 }
 
-// updateState combines the marker and the recovery markers (SPEC section 5).
-func (e *env) updateState(markerPath string, maxAge time.Duration, roots []string) UpdateState {
-	marker := MarkerUnknown
+// observe reads the marker and the recovery markers of roots and combines
+// them (SPEC section 5). An empty markerPath is an unknown marker. The
+// recovery markers are looked for whatever the marker's state, so that a
+// diagnostic shows them.
+func (e *env) observe(markerPath string, maxAge time.Duration, roots []string) Observation {
+	o := Observation{MarkerPath: markerPath, Marker: MarkerUnknown, InstallRoots: roots}
 	if markerPath != "" {
-		marker = e.readMarker(markerPath, maxAge)
-	}
-	if marker == MarkerUnknown {
-		return UpdateUnknown
+		o.Marker = e.readMarker(markerPath, maxAge)
 	}
 	present, ok := recoveryMarkers(roots)
-	return combineUpdateState(marker, len(present) > 0, ok)
+	o.RecoveryMarkers = present
+	o.State = combineUpdateState(o.Marker, len(present) > 0, ok)
+	return o
 }
 
 // combineUpdateState is the table of SPEC section 5: an unknown marker or an

@@ -177,7 +177,7 @@ func TestUpdateStateTable(t *testing.T) {
 			writeFile(t, filepath.Join(root, LazyRefreshIncompleteName), "")
 		}
 		e := testEnv(func(int) procInfo { return procInfo{state: processAlive} })
-		assert.Equal(t, tc.want, e.updateState(marker, DefaultMaxMarkerAge, []string{root}), "marker %s, incomplete %v", tc.marker, tc.incomplete)
+		assert.Equal(t, tc.want, e.observe(marker, DefaultMaxMarkerAge, []string{root}).State, "marker %s, incomplete %v", tc.marker, tc.incomplete)
 	}
-	require.Equal(t, UpdateUnknown, testEnv(nil).updateState("", DefaultMaxMarkerAge, nil), "no home directory")
+	require.Equal(t, UpdateUnknown, testEnv(nil).observe("", DefaultMaxMarkerAge, nil).State, "no home directory")
 }

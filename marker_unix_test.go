@@ -122,9 +122,9 @@ func TestRecoveryMarkerErrorIsUnknown(t *testing.T) {
 	// A root that is a file: looking inside it fails with ENOTDIR, not
 	// "does not exist".
 	e := testEnv(nil)
-	assert.Equal(t, UpdateUnknown, e.updateState(filepath.Join(home, MarkerName), DefaultMaxMarkerAge, []string{dir, notDir}))
+	assert.Equal(t, UpdateUnknown, e.observe(filepath.Join(home, MarkerName), DefaultMaxMarkerAge, []string{dir, notDir}).State)
 	// Found before the error, still unknown.
 	writeFile(t, filepath.Join(dir, UpdateIncompleteName), "")
-	assert.Equal(t, UpdateUnknown, e.updateState(filepath.Join(home, MarkerName), DefaultMaxMarkerAge, []string{dir, notDir}))
-	assert.Equal(t, UpdateIncomplete, e.updateState(filepath.Join(home, MarkerName), DefaultMaxMarkerAge, []string{dir}))
+	assert.Equal(t, UpdateUnknown, e.observe(filepath.Join(home, MarkerName), DefaultMaxMarkerAge, []string{dir, notDir}).State)
+	assert.Equal(t, UpdateIncomplete, e.observe(filepath.Join(home, MarkerName), DefaultMaxMarkerAge, []string{dir}).State)
 }

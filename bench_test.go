@@ -19,10 +19,16 @@ import (
 )
 
 // benchCheckout is a checkout of benchFiles tracked files and benchRefs
-// packed refs, made once per run, in two states: the branch packed, and the
-// branch loose (a copy whose branch was updated after packing).
+// packed refs, made once per run, in three layouts:
+//
+//   - packed: the branch lives in packed-refs;
+//   - loose: a copy whose branch ref file is written after packing;
+//   - linked: the loose copy reached through a link (current -> loose),
+//     with the module two directories below the top level.
 type benchCheckout struct {
 	root, packed, loose string
+	// modules maps each layout to the module path a guard is bound to.
+	modules map[string]string
 }
 
 const (
@@ -84,7 +90,21 @@ func benchSetup(b *testing.B) benchCheckout {
 			benchErr = fmt.Errorf("cp: %v: %s", err, out)
 			return
 		}
-		git(b, benchRepo.loose, "update-ref", "refs/heads/main", "HEAD")
+		// git update-ref does not write a ref whose value is unchanged:
+		// write the loose ref file itself, as git does, over the packed one.
+		head := git(b, benchRepo.loose, "rev-parse", "HEAD")
+		writeFile(b, filepath.Join(benchRepo.loose, ".git", "refs", "heads", "main"), head+"\n")
+		nested := filepath.Join(benchRepo.loose, "src", "pkg000", "module_00000.py")
+		writeFile(b, nested, "class AIAgent: pass\n")
+		if err := os.Symlink("loose", filepath.Join(root, "current")); err != nil {
+			benchErr = err
+			return
+		}
+		benchRepo.modules = map[string]string{
+			"packed": filepath.Join(benchRepo.packed, "run_agent.py"),
+			"loose":  filepath.Join(benchRepo.loose, "run_agent.py"),
+			"linked": filepath.Join(root, "current", "src", "pkg000", "module_00000.py"),
+		}
 	})
 	if benchErr != nil {
 		b.Fatal(benchErr)
@@ -92,18 +112,20 @@ func benchSetup(b *testing.B) benchCheckout {
 	return benchRepo
 }
 
-// benchLayouts runs fn for the checkout with a loose and with a packed
-// branch ref.
-func benchLayouts(b *testing.B, fn func(b *testing.B, dir string)) {
+// benchLayouts runs fn for each layout with the module path a guard binds
+// to there.
+func benchLayouts(b *testing.B, fn func(b *testing.B, module string)) {
 	repo := benchSetup(b)
-	b.Run("loose", func(b *testing.B) { fn(b, repo.loose) })
-	b.Run("packed", func(b *testing.B) { fn(b, repo.packed) })
+	for _, layout := range []string{"loose", "packed", "linked"} {
+		b.Run(layout, func(b *testing.B) { fn(b, repo.modules[layout]) })
+	}
 }
 
-// settledGuard binds to dir and proves its snapshot is trusted: the bench
-// checkout was just written, so its clock runs an hour ahead.
-func settledGuard(b *testing.B, dir string) *Guard {
-	g, err := newGuard(Options{ModulePath: filepath.Join(dir, "run_agent.py"), HomeDir: dir}, settledEnv())
+// settledGuard binds to module and proves its snapshot is trusted: the
+// bench checkout was just written, so its clock runs an hour ahead. It
+// logs the files the answer depends on: what a check stats.
+func settledGuard(b *testing.B, module string) *Guard {
+	g, err := newGuard(Options{ModulePath: module, HomeDir: b.TempDir()}, settledEnv())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -116,10 +138,28 @@ func settledGuard(b *testing.B, dir string) *Guard {
 	return g
 }
 
+// depList describes a guard's dependencies, one per line.
+func depList(g *Guard) string {
+	var sb strings.Builder
+	for _, d := range g.bound.Load().snap.Load().deps {
+		op := "stat "
+		if d.nofollow {
+			op = "lstat"
+		}
+		state := "present"
+		if !d.st.present {
+			state = "absent"
+		}
+		fmt.Fprintf(&sb, "\n  %s %s (%s)", op, d.path, state)
+	}
+	return sb.String()
+}
+
 // BenchmarkEnsureCurrent is a check of an unchanged checkout.
 func BenchmarkEnsureCurrent(b *testing.B) {
-	benchLayouts(b, func(b *testing.B, dir string) {
-		g := settledGuard(b, dir)
+	benchLayouts(b, func(b *testing.B, module string) {
+		g := settledGuard(b, module)
+		b.Logf("a check stats:%s", depList(g))
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
@@ -132,8 +172,8 @@ func BenchmarkEnsureCurrent(b *testing.B) {
 
 // BenchmarkEnsureCurrentParallel is the same from GOMAXPROCS goroutines.
 func BenchmarkEnsureCurrentParallel(b *testing.B) {
-	benchLayouts(b, func(b *testing.B, dir string) {
-		g := settledGuard(b, dir)
+	benchLayouts(b, func(b *testing.B, module string) {
+		g := settledGuard(b, module)
 		b.ReportAllocs()
 		b.ResetTimer()
 		b.RunParallel(func(pb *testing.PB) {
@@ -147,23 +187,30 @@ func BenchmarkEnsureCurrentParallel(b *testing.B) {
 	})
 }
 
-// BenchmarkStatFloor is one stat of each file the answer depends on: HEAD,
-// the branch's loose ref file (absent when packed), packed-refs when the
-// branch lives there, and the index. No correct check can pay less.
+// BenchmarkStatFloor is one stat (or lstat) of each file the answer depends
+// on, the list a bound guard keeps (logged by BenchmarkEnsureCurrent):
+// HEAD, the branch's loose ref (absent when packed), packed-refs when the
+// branch lives there, the index, the config, and for the linked layout the
+// link and the directories between the top level and the module. No
+// correct check by stat can pay less.
 func BenchmarkStatFloor(b *testing.B) {
-	benchLayouts(b, func(b *testing.B, dir string) {
-		gitDir := filepath.Join(dir, ".git")
-		paths := []string{filepath.Join(gitDir, "HEAD"), filepath.Join(gitDir, "refs", "heads", "main")}
-		if _, err := os.Stat(paths[1]); err != nil {
-			paths = append(paths, filepath.Join(gitDir, "packed-refs"))
+	benchLayouts(b, func(b *testing.B, module string) {
+		deps := settledGuard(b, module).bound.Load().snap.Load().deps
+		paths := make([]string, len(deps))
+		lstat := make([]bool, len(deps))
+		for i, d := range deps {
+			paths[i], lstat[i] = d.path, d.nofollow
 		}
-		paths = append(paths, filepath.Join(gitDir, "index"))
 		b.ReportAllocs()
 		b.ResetTimer()
 		var st unix.Stat_t
 		for i := 0; i < b.N; i++ {
-			for _, p := range paths {
-				_ = unix.Stat(p, &st)
+			for j, p := range paths {
+				if lstat[j] {
+					_ = unix.Lstat(p, &st)
+				} else {
+					_ = unix.Stat(p, &st)
+				}
 			}
 		}
 	})
@@ -172,12 +219,13 @@ func BenchmarkStatFloor(b *testing.B) {
 // BenchmarkReferenceGitCLI is what the reference implementation does per
 // check: three git processes.
 func BenchmarkReferenceGitCLI(b *testing.B) {
-	benchLayouts(b, func(b *testing.B, dir string) {
+	benchLayouts(b, func(b *testing.B, module string) {
+		dir := filepath.Dir(module)
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
 			runGitCommands(b, dir,
 				[]string{"rev-parse", "--show-toplevel"},
-				[]string{"--literal-pathspecs", "ls-files", "--error-unmatch", "--", "run_agent.py"},
+				[]string{"--literal-pathspecs", "ls-files", "--error-unmatch", "--", filepath.Base(module)},
 				[]string{"rev-parse", "--verify", "HEAD"})
 		}
 	})
@@ -186,10 +234,10 @@ func BenchmarkReferenceGitCLI(b *testing.B) {
 // BenchmarkGoGitOpenHead opens the repository with go-git and reads HEAD per
 // check, without proving the module is tracked.
 func BenchmarkGoGitOpenHead(b *testing.B) {
-	benchLayouts(b, func(b *testing.B, dir string) {
+	benchLayouts(b, func(b *testing.B, module string) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			repo, err := gogit.PlainOpen(dir)
+			repo, err := gogit.PlainOpenWithOptions(filepath.Dir(module), &gogit.PlainOpenOptions{DetectDotGit: true})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -203,11 +251,10 @@ func BenchmarkGoGitOpenHead(b *testing.B) {
 // BenchmarkFullRead is a check that has to read again: HEAD, the refs and
 // the whole index, as after every change.
 func BenchmarkFullRead(b *testing.B) {
-	benchLayouts(b, func(b *testing.B, dir string) {
-		module := filepath.Join(dir, "run_agent.py")
+	benchLayouts(b, func(b *testing.B, module string) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			if rev, err := ReadRevision(dir, module); err != nil || rev == "" {
+			if rev, err := ReadRevision(filepath.Dir(module), module); err != nil || rev == "" {
 				b.Fatal(rev, err)
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -60,9 +61,40 @@ type Options struct {
 	// refs and the index. Set it where file timestamps cannot be trusted,
 	// such as network file systems with attribute caches or clock skew.
 	AlwaysRead bool
+	// ReadTimeout bounds how long a check waits for a full read of the
+	// checkout that another check has in flight; past it the check fails
+	// closed with an error matching [ErrReadTimeout]. Zero:
+	// [DefaultReadTimeout]. Negative: an error.
+	ReadTimeout time.Duration
 	// Logger receives the guard's transitions: the first stale check at
 	// Warn, later ones at Debug. Nil: silent.
 	Logger *slog.Logger
+}
+
+// DefaultReadTimeout is the zero [Options.ReadTimeout]. A healthy full read
+// takes milliseconds (about 8 ms for an index of 100,000 files, a few
+// hundred for the largest index accepted), so five seconds is far beyond
+// any read that will still return, and well within the time a client waits
+// for an answer: a file system that hangs (a hard NFS mount that lost its
+// server) turns into prompt 409s instead of requests that never end.
+const DefaultReadTimeout = 5 * time.Second
+
+// ErrReadTimeout matches the error of a check that gave up waiting for a
+// full read of the checkout: see [Options.ReadTimeout].
+var ErrReadTimeout = errors.New("runtimeguard: read timed out")
+
+// PanicError is a panic recovered from a read of the checkout: the check
+// fails closed, and the host lives on.
+type PanicError struct {
+	// Value is the value the read panicked with.
+	Value any
+	// Stack is the goroutine's stack when it panicked.
+	Stack []byte
+}
+
+// Error returns the panic's value and stack.
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("runtimeguard: read panicked: %v\n\n%s", e.Value, e.Stack)
 }
 
 // DefaultHomeDir is the home directory of a zero [Options.HomeDir]:
@@ -107,6 +139,7 @@ type Guard struct {
 	message    string
 	problem    bool
 	alwaysRead bool
+	timeout    time.Duration
 	logger     *slog.Logger
 	env        *env
 	expect     string // Options.ExpectRevision, for the first binding
@@ -128,6 +161,9 @@ func newGuard(opts Options, e *env) (*Guard, error) {
 	if opts.MaxMarkerAge < 0 {
 		return nil, fmt.Errorf("runtimeguard: MaxMarkerAge %v is negative", opts.MaxMarkerAge)
 	}
+	if opts.ReadTimeout < 0 {
+		return nil, fmt.Errorf("runtimeguard: ReadTimeout %v is negative", opts.ReadTimeout)
+	}
 	g := &Guard{
 		markerPath: opts.HomeDir,
 		python:     opts.Python,
@@ -135,11 +171,15 @@ func newGuard(opts Options, e *env) (*Guard, error) {
 		message:    opts.Message,
 		problem:    opts.ProblemDetails,
 		alwaysRead: opts.AlwaysRead,
+		timeout:    opts.ReadTimeout,
 		logger:     opts.Logger,
 		env:        e,
 	}
 	if g.maxAge == 0 {
 		g.maxAge = DefaultMaxMarkerAge
+	}
+	if g.timeout == 0 {
+		g.timeout = DefaultReadTimeout
 	}
 	if g.markerPath == "" {
 		g.markerPath = DefaultHomeDir()
@@ -191,22 +231,68 @@ func (g *Guard) Capture(modulePath string) error {
 	if b := g.bound.Load(); b != nil && b.id.Revision != "" {
 		return g.EnsureCurrent()
 	}
-	module, err := resolveModule(modulePath)
+	abs, err := absModule(modulePath)
 	if err != nil {
 		return err
 	}
-	abs, _ := filepath.Abs(modulePath)
-	b := newBinding(Identity{SourceDir: filepath.Dir(module), ModulePath: module}, abs)
-	rev, err := b.fullRead(g.environment(), g.alwaysRead)
+	b, err := g.bind(abs)
 	if err != nil {
-		return fmt.Errorf("runtimeguard: bind %s: %w", module, err)
+		return fmt.Errorf("runtimeguard: bind %s: %w", abs, err)
 	}
-	b.id.Revision = rev
 	if g.expect != "" {
 		b.id.Revision, g.expect = g.expect, ""
 	}
 	g.bound.Store(b)
 	return nil
+}
+
+// Binding retries: a read that raced a change, or found HEAD naming a
+// branch that is missing while the repository has others (a rename in
+// progress), is read again after a pause that doubles up to
+// maxBindBackoff.
+const (
+	maxBindAttempts = 10
+	maxBindBackoff  = 100 * time.Millisecond
+)
+
+// bind reads the checkout the configured path abs leads to until the view
+// is settled: the read succeeded, no file it depended on changed while it
+// ran, and HEAD does not name a branch that is missing while the
+// repository has other refs. A transient state never becomes the bound
+// identity, least of all an inert one; a checkout that does not settle
+// within maxBindAttempts reads is an error.
+func (g *Guard) bind(abs string) (*binding, error) {
+	e := g.environment()
+	backoff := time.Millisecond
+	var unsettled error
+	for attempt := 0; attempt < maxBindAttempts; attempt++ {
+		if attempt > 0 {
+			time.Sleep(backoff)
+			backoff = min(2*backoff, maxBindBackoff)
+		}
+		b := &binding{configured: abs}
+		call, err := b.fullRead(e, g.alwaysRead, g.readTimeoutOrDefault(), true)
+		if err == nil {
+			err = call.err
+		}
+		switch {
+		case err != nil && errors.Is(err, errChanged):
+			unsettled = err
+			continue
+		case err != nil:
+			return nil, err
+		case call.checkout.unsettled:
+			unsettled = fmt.Errorf("HEAD names %s, which does not exist while other refs do (a branch being renamed or deleted, or an orphan branch)", call.checkout.Head)
+			continue
+		case !call.snap.unchanged(e):
+			unsettled = errors.New("the checkout changed while it was read")
+			continue
+		}
+		c := call.checkout
+		b.id = Identity{SourceDir: c.SourceDir, ModulePath: c.ModulePath, Revision: c.Revision}
+		return b, nil
+	}
+	return nil, fmt.Errorf("the checkout did not settle in %d reads: %w", maxBindAttempts, unsettled)
 }
 
 // EnsureCurrent returns nil when the guard is unbound or inert, or when the
@@ -227,7 +313,7 @@ func (g *Guard) EnsureCurrent() error {
 	if b == nil || b.id.Revision == "" {
 		return nil
 	}
-	rev, err := b.current(g.environment(), g.alwaysRead)
+	rev, err := b.current(g.environment(), g.alwaysRead, g.readTimeoutOrDefault())
 	if err == nil && rev == b.id.Revision {
 		if g.staleSeen.Load() {
 			g.staleSeen.Store(false)
@@ -319,6 +405,15 @@ func (g *Guard) environment() *env {
 	return g.env
 }
 
+// readTimeoutOrDefault is the configured read timeout; the default for
+// the zero Guard.
+func (g *Guard) readTimeoutOrDefault() time.Duration {
+	if g.timeout == 0 {
+		return DefaultReadTimeout
+	}
+	return g.timeout
+}
+
 // staleMessage is the configured message; the default for the zero Guard.
 func (g *Guard) staleMessage() string {
 	if g.message == "" {
@@ -343,19 +438,17 @@ func (g *Guard) logStale(se *StaleError) {
 // files did not change.
 type binding struct {
 	id Identity
-	// linkDir is the module's directory as configured when it differs from
-	// id.SourceDir through a symbolic link; linkInfo is what it led to at
-	// binding. A link swapped to another checkout makes the runtime stale.
-	linkDir  string
-	linkInfo os.FileInfo
+	// configured is the module path as configured, absolute and clean with
+	// its links unresolved: every full read resolves it again, and a path
+	// that now leads to another module file makes the runtime stale.
+	configured string
 
 	snap atomic.Pointer[snapshot]
 
-	mu      sync.Mutex // protects started, reading and last
-	cond    sync.Cond
-	started uint64      // full reads started so far
-	reading bool        // a full read is running
-	last    *readResult // the latest full read
+	mu       sync.Mutex // protects started, inflight and last
+	started  uint64     // full reads started so far
+	inflight *readCall  // the full read running, if any
+	last     *readCall  // the latest full read that returned
 }
 
 // snapshot is the result of a full read with the stamps of every file it
@@ -366,108 +459,116 @@ type snapshot struct {
 	trusted bool
 }
 
-type readResult struct {
-	seq uint64
-	rev string
-	err error
-}
-
-func newBinding(id Identity, configured string) *binding {
-	b := &binding{id: id}
-	b.cond.L = &b.mu
-	if dir := filepath.Dir(configured); dir != id.SourceDir {
-		// Remember what the configured directory leads to now: the source
-		// directory through a linked parent, or a real directory holding
-		// a linked module file.
-		if fi, err := os.Stat(dir); err == nil {
-			b.linkDir, b.linkInfo = dir, fi
-		}
-	}
-	return b
+// readCall is one full read: done is closed once its results are set.
+type readCall struct {
+	seq      uint64
+	start    time.Time
+	done     chan struct{}
+	rev      string
+	err      error
+	checkout Checkout
+	snap     *snapshot // nil unless the read succeeded
 }
 
 // current returns the checkout's revision now: from the snapshot when a stat
 // of each of its files proves nothing changed, else from a full read.
-func (b *binding) current(e *env, alwaysRead bool) (string, error) {
-	if s := b.snap.Load(); s != nil && s.trusted && !alwaysRead && b.linkHolds() && s.unchanged(e.stat) {
+func (b *binding) current(e *env, alwaysRead bool, timeout time.Duration) (string, error) {
+	if s := b.snap.Load(); s != nil && s.trusted && !alwaysRead && s.unchanged(e) {
 		return s.rev, nil
 	}
-	return b.fullRead(e, alwaysRead)
+	call, err := b.fullRead(e, alwaysRead, timeout, false)
+	if err != nil {
+		return "", err
+	}
+	return call.rev, call.err
 }
 
-func (s *snapshot) unchanged(stat func(string) (stamp, error)) bool {
+// unchanged reports whether every dependency still has the stamp it had.
+func (s *snapshot) unchanged(e *env) bool {
 	for i := range s.deps {
-		st, err := stat(s.deps[i].path)
-		if err != nil || st != s.deps[i].st {
+		d := &s.deps[i]
+		stat := e.stat
+		if d.nofollow {
+			stat = e.lstat
+		}
+		st, err := stat(d.path)
+		if err != nil || st != d.st {
 			return false
 		}
 	}
 	return true
 }
 
-// linkHolds reports whether the configured module directory still names the
-// bound source directory.
-func (b *binding) linkHolds() bool {
-	if b.linkDir == "" {
-		return true
-	}
-	fi, err := os.Stat(b.linkDir)
-	return err == nil && os.SameFile(fi, b.linkInfo)
-}
-
-// fullRead reads the checkout, sharing the read with concurrent callers only
-// when it began after they arrived.
-func (b *binding) fullRead(e *env, alwaysRead bool) (string, error) {
+// fullRead returns a full read that began after the caller arrived: the
+// one in flight if it began later, else a new one. At most one read per
+// binding is in flight: a caller that finds an older read running waits
+// for it, then starts the next. Reads run on their own goroutine, and no
+// caller waits longer than timeout: a read that never returns (a hung file
+// system) costs one goroutine, and every check meanwhile fails closed.
+func (b *binding) fullRead(e *env, alwaysRead bool, timeout time.Duration, mustExist bool) (*readCall, error) {
+	var timer *time.Timer
 	b.mu.Lock()
 	arrival := b.started
 	for {
 		if b.last != nil && b.last.seq > arrival {
-			res := b.last
+			call := b.last
 			b.mu.Unlock()
-			return res.rev, res.err
+			return call, nil
 		}
-		if !b.reading {
-			break
+		call := b.inflight
+		if call == nil {
+			b.started++
+			call = &readCall{seq: b.started, start: time.Now(), done: make(chan struct{})}
+			b.inflight = call
+			go b.run(call, e, alwaysRead, mustExist)
+		} else if since := time.Since(call.start); since > timeout {
+			b.mu.Unlock()
+			return nil, fmt.Errorf("a read of %s has not returned in %v: %w", b.configured, since.Round(time.Millisecond), ErrReadTimeout)
 		}
-		b.cond.Wait()
-	}
-	b.started++
-	res := &readResult{seq: b.started}
-	b.reading = true
-	b.mu.Unlock()
-
-	defer func() {
-		b.mu.Lock()
-		b.last = res
-		b.reading = false
-		b.cond.Broadcast()
 		b.mu.Unlock()
-	}()
-	res.rev, res.err = b.read(e, alwaysRead)
-	return res.rev, res.err
+		if timer == nil {
+			timer = time.NewTimer(timeout)
+			defer timer.Stop()
+		}
+		select {
+		case <-call.done:
+		case <-timer.C:
+			return nil, fmt.Errorf("a read of %s did not return within %v: %w", b.configured, timeout, ErrReadTimeout)
+		}
+		b.mu.Lock()
+	}
 }
 
-// read performs one full read and publishes its snapshot. A panic in the
-// read becomes an error: the runtime is then stale, and the host lives on.
+// run performs one full read, publishes its snapshot and hands its result
+// to the waiting callers. A panic in the read becomes a *[PanicError]: the
+// runtime is then stale, and the host lives on.
 //
 // The previous snapshot stays published while the read runs: it remains a
 // valid proof for any check whose stats still match it.
-func (b *binding) read(e *env, alwaysRead bool) (rev string, err error) {
+func (b *binding) run(call *readCall, e *env, alwaysRead, mustExist bool) {
 	defer func() {
 		if p := recover(); p != nil {
-			rev, err = "", fmt.Errorf("read panicked: %v", p)
+			call.rev, call.snap = "", nil
+			call.err = &PanicError{Value: p, Stack: debug.Stack()}
 		}
+		b.mu.Lock()
+		b.last, b.inflight = call, nil
+		b.mu.Unlock()
+		close(call.done)
 	}()
 	start := e.now().UnixNano()
-	if !b.linkHolds() {
-		return "", fmt.Errorf("%s no longer leads where it did at binding (%s)", b.linkDir, b.id.SourceDir)
+	r := reader{e: e}
+	c, err := r.read(b.configured, mustExist)
+	call.checkout = c
+	switch {
+	case err != nil:
+		call.err = err
+		return
+	case b.id.ModulePath != "" && c.ModulePath != b.id.ModulePath:
+		call.err = fmt.Errorf("%s now leads to %s, not to %s: %w", b.configured, c.ModulePath, b.id.ModulePath, errElsewhere)
+		return
 	}
-	r := reader{stat: e.stat}
-	c, err := r.read(b.id.SourceDir, b.id.ModulePath)
-	if err != nil {
-		return "", err
-	}
-	s := &snapshot{rev: c.Revision, deps: r.deps, trusted: !alwaysRead}
+	s := &snapshot{rev: c.Revision, deps: uniqueDeps(r.deps), trusted: !alwaysRead}
 	for _, d := range s.deps {
 		if !d.st.settled(start) {
 			s.trusted = false
@@ -475,7 +576,30 @@ func (b *binding) read(e *env, alwaysRead bool) (rev string, err error) {
 		}
 	}
 	b.snap.Store(s)
-	return c.Revision, nil
+	call.rev, call.snap = c.Revision, s
+}
+
+// errElsewhere is a configured module path that now leads to another file
+// than the one the guard bound to.
+var errElsewhere = errors.New("the module path leads elsewhere")
+
+// uniqueDeps drops repeated dependencies: a file read twice with the same
+// stamp needs one stat.
+func uniqueDeps(deps []dep) []dep {
+	out := deps[:0:0]
+	for _, d := range deps {
+		seen := false
+		for _, o := range out {
+			if o == d {
+				seen = true
+				break
+			}
+		}
+		if !seen {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // ErrStale matches every [StaleError] through errors.Is.

@@ -124,8 +124,11 @@ type env struct {
 	// openMarker reads a marker without following links or blocking; nil
 	// where the platform has no such open, and the marker is never opened.
 	openMarker func(path string) ([]byte, fileKind)
-	// stat stamps a file for the revision fast path.
-	stat func(path string) (stamp, error)
+	// stat and lstat stamp a file for the revision fast path, following
+	// a final link or not.
+	stat, lstat func(path string) (stamp, error)
+	// readFile reads a Git file whole: see readRegular.
+	readFile func(path string, limit int64, nofollow bool) ([]byte, stamp, error)
 }
 
 var systemEnv = &env{
@@ -133,6 +136,8 @@ var systemEnv = &env{
 	probe:      probeProcess,
 	openMarker: safeOpenMarker,
 	stat:       statStamp,
+	lstat:      lstatStamp,
+	readFile:   readRegular,
 }
 
 // readMarker classifies the marker at path (SPEC section 4).

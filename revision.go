@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -15,10 +14,13 @@ import (
 // Size limits for the files a read opens: larger ones are refused, never
 // read whole.
 const (
-	maxSmallFileBytes = 64 << 10 // HEAD, loose refs, .git files, commondir, config
+	maxSmallFileBytes = 64 << 10 // HEAD, loose refs, .git files, commondir
+	maxConfigBytes    = 32 << 20
 	maxPackedRefs     = 1 << 30
 	maxIndexBytes     = 1 << 30
-	maxSymrefDepth    = 5 // Git's SYMREF_MAXDEPTH
+	maxSymrefDepth    = 5  // Git's SYMREF_MAXDEPTH: refs read to resolve HEAD
+	maxLinks          = 40 // links followed to resolve a path (Linux's MAXSYMLINKS)
+	maxRefRetries     = 3  // a ref that changes type while read is read again
 )
 
 // Checkout is what one full read of a module's checkout found: the answer
@@ -36,17 +38,22 @@ type Checkout struct {
 	// submodule, the one its .git file names); CommonDir holds the shared
 	// refs and config.
 	GitDir, CommonDir string
-	// ObjectFormat is "sha1" or "sha256".
+	// ObjectFormat is "sha1" or "sha256"; empty when there is no
+	// repository.
 	ObjectFormat string
 	// Tracked reports whether the index tracks ModulePath.
 	Tracked bool
 	// Head is the ref HEAD points at, such as "refs/heads/main"; empty when
-	// HEAD is detached.
+	// HEAD is detached or there is no repository.
 	Head string
 	// Revision is the full hex object id HEAD resolves to.
 	Revision string
 	// Reason says why Revision is empty.
 	Reason string
+
+	// unsettled is set for an unborn branch in a repository that has other
+	// refs: the state a branch rename passes through.
+	unsettled bool
 }
 
 // ReadRevision returns the full hex object id of HEAD of the Git worktree
@@ -60,40 +67,42 @@ type Checkout struct {
 // ReadRevision reads the files itself: it runs no git process, no hook and
 // no configured command, and does not depend on Git's safe.directory rule.
 func ReadRevision(sourceDir, modulePath string) (string, error) {
-	c, err := readCheckout(sourceDir, modulePath)
-	return c.Revision, err
+	src, err := resolvePath(sourceDir)
+	if err != nil {
+		return "", err
+	}
+	mod, err := resolvePath(modulePath)
+	if err != nil {
+		return "", err
+	}
+	r := reader{e: systemEnv}
+	c, err := r.readAt(src, mod)
+	if err != nil {
+		return "", fmt.Errorf("runtimeguard: read %s: %w", src, err)
+	}
+	return c.Revision, nil
 }
 
 // Inspect reads the checkout that holds modulePath the way a guard bound to
 // it would, and reports everything it found.
 func Inspect(modulePath string) (Checkout, error) {
-	module, err := resolveModule(modulePath)
+	abs, err := absModule(modulePath)
 	if err != nil {
 		return Checkout{}, err
 	}
-	return readCheckout(filepath.Dir(module), module)
-}
-
-func readCheckout(sourceDir, modulePath string) (Checkout, error) {
-	src, err := resolvePath(sourceDir)
+	r := reader{e: systemEnv}
+	c, err := r.read(abs, true)
 	if err != nil {
-		return Checkout{}, err
-	}
-	mod, err := resolvePath(modulePath)
-	if err != nil {
-		return Checkout{}, err
-	}
-	r := reader{stat: statStamp}
-	c, err := r.read(src, mod)
-	if err != nil {
-		return c, fmt.Errorf("runtimeguard: read %s: %w", src, err)
+		if c.ModulePath == "" {
+			return c, err
+		}
+		return c, fmt.Errorf("runtimeguard: read %s: %w", c.SourceDir, err)
 	}
 	return c, nil
 }
 
-// resolveModule makes a module path absolute with symbolic links resolved,
-// and requires that it exists.
-func resolveModule(modulePath string) (string, error) {
+// absModule makes a configured module path absolute and clean.
+func absModule(modulePath string) (string, error) {
 	if modulePath == "" {
 		return "", errors.New("runtimeguard: empty module path")
 	}
@@ -101,18 +110,7 @@ func resolveModule(modulePath string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("runtimeguard: module path: %w", err)
 	}
-	resolved, err := filepath.EvalSymlinks(abs)
-	if err != nil {
-		return "", fmt.Errorf("runtimeguard: module path: %w", err)
-	}
-	fi, err := os.Stat(resolved)
-	if err != nil {
-		return "", fmt.Errorf("runtimeguard: module path: %w", err)
-	}
-	if fi.IsDir() {
-		return "", &fs.PathError{Op: "runtimeguard: module path", Path: resolved, Err: errors.New("is a directory")}
-	}
-	return resolved, nil
+	return abs, nil
 }
 
 // resolvePath makes a path absolute with links resolved; a missing final
@@ -122,76 +120,140 @@ func resolvePath(p string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("runtimeguard: %w", err)
 	}
-	if resolved, err := filepath.EvalSymlinks(abs); err == nil {
-		return resolved, nil
-	}
-	dir, err := filepath.EvalSymlinks(filepath.Dir(abs))
+	r := reader{e: systemEnv}
+	resolved, _, err := r.resolve(abs)
 	if err != nil {
 		return "", fmt.Errorf("runtimeguard: %w", err)
 	}
-	return filepath.Join(dir, filepath.Base(abs)), nil
+	return resolved, nil
 }
 
 // dep is one file an answer depends on, with its stamp when it was read. A
-// stamp that is not present records that nothing was at the path.
+// stamp that is not present records that nothing was at the path. A
+// nofollow dep is stamped by lstat: a symbolic link itself, a loose ref, a
+// directory on the way to the module.
 type dep struct {
-	path string
-	st   stamp
+	path     string
+	nofollow bool
+	st       stamp
 }
 
 // reader performs one full read and records every file the answer depends
 // on, stamped from the open descriptor it was read through, so that a stamp
 // is never newer than the content read.
 type reader struct {
-	stat func(string) (stamp, error)
+	e    *env
 	deps []dep
 }
 
-// readFile reads a regular file of at most limit bytes. ok is false when
-// nothing, or a directory, is at path.
-func (r *reader) readFile(path string, limit int64) (data []byte, ok bool, err error) {
-	f, err := os.Open(path)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || isNotDir(err) {
-			r.deps = append(r.deps, dep{path: path})
-			return nil, false, nil
-		}
-		return nil, false, err
-	}
-	defer f.Close()
-	st, err := fstatStamp(f)
-	if err != nil {
-		return nil, false, err
-	}
-	r.deps = append(r.deps, dep{path, st})
-	if st.dir {
-		return nil, false, nil
-	}
-	if st.size > limit {
-		return nil, false, fmt.Errorf("%s: %d bytes is over the limit of %d", path, st.size, limit)
-	}
-	var buf bytes.Buffer
-	buf.Grow(int(st.size) + bytes.MinRead)
-	if _, err := buf.ReadFrom(io.LimitReader(f, limit+1)); err != nil {
-		return nil, false, err
-	}
-	if int64(buf.Len()) > limit {
-		return nil, false, fmt.Errorf("%s: grew over the limit of %d bytes", path, limit)
-	}
-	return buf.Bytes(), true, nil
+func (r *reader) addDep(path string, nofollow bool, st stamp) {
+	r.deps = append(r.deps, dep{path: path, nofollow: nofollow, st: st})
 }
 
-func (r *reader) read(src, mod string) (Checkout, error) {
-	c := Checkout{SourceDir: src, ModulePath: mod, ObjectFormat: "sha1"}
+// readFile reads the regular file at path, following links, and records
+// it. ok is false when nothing, or a directory, is at path.
+func (r *reader) readFile(path string, limit int64) (data []byte, ok bool, err error) {
+	data, st, err := r.e.readFile(path, limit, false)
+	if err != nil {
+		return nil, false, err
+	}
+	r.addDep(path, false, st)
+	return data, st.present && !st.dir, nil
+}
+
+// resolve follows every symbolic link of the absolute path p, component by
+// component as the kernel does, and records each link it passes: a link
+// re-pointed later changes the answer. A missing final component is kept as
+// it is (exists is false); a missing directory on the way is an error.
+func (r *reader) resolve(p string) (resolved string, exists bool, err error) {
+	vol := filepath.VolumeName(p)
+	rest := p[len(vol):]
+	resolved = vol + string(filepath.Separator)
+	links := 0
+	for rest != "" {
+		var comp string
+		comp, rest = cutComponent(rest)
+		switch comp {
+		case "", ".":
+			continue
+		case "..":
+			resolved = filepath.Dir(resolved)
+			continue
+		}
+		next := filepath.Join(resolved, comp)
+		st, err := r.e.lstat(next)
+		if err != nil {
+			return "", false, err
+		}
+		switch {
+		case !st.present:
+			if strings.Trim(rest, string(filepath.Separator)) != "" {
+				return "", false, &fs.PathError{Op: "resolve", Path: next, Err: syscall.ENOENT}
+			}
+			return next, false, nil
+		case st.link:
+			r.addDep(next, true, st)
+			if links++; links > maxLinks {
+				return "", false, &fs.PathError{Op: "resolve", Path: p, Err: syscall.ELOOP}
+			}
+			target, err := os.Readlink(next)
+			if err != nil {
+				return "", false, err
+			}
+			if filepath.IsAbs(target) {
+				v := filepath.VolumeName(target)
+				resolved, target = v+string(filepath.Separator), target[len(v):]
+			}
+			rest = target + string(filepath.Separator) + rest
+		case !st.dir && strings.Trim(rest, string(filepath.Separator)) != "":
+			return "", false, &fs.PathError{Op: "resolve", Path: next, Err: syscall.ENOTDIR}
+		default:
+			resolved = next
+		}
+	}
+	return resolved, true, nil
+}
+
+// cutComponent splits the first path component off p.
+func cutComponent(p string) (comp, rest string) {
+	p = strings.TrimLeft(p, string(filepath.Separator))
+	if i := strings.IndexByte(p, filepath.Separator); i >= 0 {
+		return p[:i], p[i+1:]
+	}
+	return p, ""
+}
+
+// read resolves the configured module path abs and reads the checkout
+// that holds what it leads to. With mustExist, a module path that leads to
+// nothing, or to a directory, is an error.
+func (r *reader) read(abs string, mustExist bool) (Checkout, error) {
+	mod, exists, err := r.resolve(abs)
+	if err != nil {
+		return Checkout{}, fmt.Errorf("runtimeguard: module path: %w", err)
+	}
+	if mustExist {
+		st, err := r.e.stat(mod)
+		switch {
+		case err != nil:
+			return Checkout{}, fmt.Errorf("runtimeguard: module path: %w", err)
+		case !exists || !st.present:
+			return Checkout{}, &fs.PathError{Op: "resolve", Path: abs, Err: syscall.ENOENT}
+		case st.dir:
+			return Checkout{}, &fs.PathError{Op: "resolve", Path: mod, Err: errIsDir}
+		}
+	}
+	return r.readAt(filepath.Dir(mod), mod)
+}
+
+// errIsDir is a module path that names a directory.
+var errIsDir = errors.New("is a directory")
+
+func (r *reader) readAt(src, mod string) (Checkout, error) {
+	c := Checkout{SourceDir: src, ModulePath: mod}
 	if err := r.findWorktree(&c); err != nil || c.TopLevel == "" {
 		return c, err
 	}
-	rel, err := filepath.Rel(c.TopLevel, mod)
-	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
-		c.Reason = "the module is outside the worktree " + c.TopLevel
-		return c, nil
-	}
-	config, _, err := r.readConfig(filepath.Join(c.CommonDir, "config"))
+	config, _, err := r.readFile(filepath.Join(c.CommonDir, "config"), maxConfigBytes)
 	if err != nil {
 		return c, err
 	}
@@ -201,9 +263,15 @@ func (r *reader) read(src, mod string) (Checkout, error) {
 	}
 	c.ObjectFormat = format.objectFormat
 
+	rel, err := filepath.Rel(c.TopLevel, mod)
+	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
+		c.Reason = "the module is outside the worktree " + c.TopLevel
+		r.headName(&c, format.hashLen)
+		return c, nil
+	}
 	index, ok, err := r.readFile(filepath.Join(c.GitDir, "index"), maxIndexBytes)
 	if err != nil {
-		return c, fmt.Errorf("read index: %w", err)
+		return c, err
 	}
 	if ok {
 		c.Tracked, err = indexHasPath(index, filepath.ToSlash(rel), format.hashLen)
@@ -213,46 +281,52 @@ func (r *reader) read(src, mod string) (Checkout, error) {
 	}
 	if !c.Tracked {
 		c.Reason = "the module is not tracked in the index of " + c.TopLevel
+		r.headName(&c, format.hashLen)
 		return c, nil
 	}
-	if err := r.resolveHead(&c, format.hashLen); err != nil {
+	packed, err := r.resolveHead(&c, format.hashLen)
+	if err != nil {
 		return c, err
 	}
 	if c.Revision == "" {
 		c.Reason = "HEAD names the unborn branch " + c.Head
+		if c.unsettled, err = hasRefs(c.CommonDir, packed); err != nil {
+			return c, err
+		}
 	}
 	return c, nil
 }
 
-// readConfig reads a config file, which the answer does not depend on for
-// the fast path: a repository's format does not change while its HEAD, refs
-// and index stay untouched.
-func (r *reader) readConfig(path string) ([]byte, bool, error) {
-	n := len(r.deps)
-	data, ok, err := r.readFile(path, maxSmallFileBytes)
-	r.deps = r.deps[:n]
-	return data, ok, err
+// headName fills in the ref HEAD names, for diagnostics of a checkout
+// whose revision does not matter: nothing it reads is a dependency, and a
+// HEAD that cannot be read leaves it empty.
+func (r *reader) headName(c *Checkout, hashLen int) {
+	scratch, head := reader{e: r.e}, *c
+	if _, err := scratch.resolveHead(&head, hashLen); err == nil {
+		c.Head = head.Head
+	}
 }
 
-// findWorktree walks up from the source directory to the first .git, as
-// Git's discovery does. Every level without one is a dependency: a .git that
-// appears there would change the answer.
+// findWorktree walks up from the source directory to the first .git that
+// Git's discovery accepts: a Git directory, or a regular file naming one.
+// A .git that is neither (a FIFO, a socket, a directory that is no Git
+// directory, a dangling link) is passed over, as Git passes over it.
+//
+// Every directory passed on the way is a dependency, stamped without
+// following links: a .git created in it changes its modification time, and
+// a directory replaced by another, or by a link, changes its identity.
 func (r *reader) findWorktree(c *Checkout) error {
 	for dir := c.SourceDir; ; {
 		dotgit := filepath.Join(dir, ".git")
-		st, err := r.stat(dotgit)
+		found, err := r.probeDotGit(c, dir, dotgit)
+		if err != nil || found {
+			return err
+		}
+		st, err := r.e.lstat(dir)
 		if err != nil {
 			return err
 		}
-		switch {
-		case st.present && st.dir:
-			c.TopLevel, c.GitDir, c.CommonDir = dir, dotgit, dotgit
-			return nil
-		case st.present:
-			c.TopLevel = dir
-			return r.followGitFile(c, dotgit)
-		}
-		r.deps = append(r.deps, dep{path: dotgit})
+		r.addDep(dir, true, st)
 		parent := filepath.Dir(dir)
 		if parent == dir {
 			c.Reason = "no Git worktree holds " + c.SourceDir
@@ -262,41 +336,149 @@ func (r *reader) findWorktree(c *Checkout) error {
 	}
 }
 
+// probeDotGit decides whether dotgit makes dir a worktree's top level.
+func (r *reader) probeDotGit(c *Checkout, dir, dotgit string) (bool, error) {
+	lst, err := r.e.lstat(dotgit)
+	if err != nil || !lst.present {
+		return false, err // nothing there: the directory's stamp covers it
+	}
+	st, err := r.e.stat(dotgit)
+	if err != nil {
+		return false, err
+	}
+	switch {
+	case st.present && st.dir:
+		why, err := r.isGitDir(dotgit)
+		if err != nil {
+			return false, err
+		}
+		if why != "" {
+			r.addDep(dotgit, false, st)
+			return false, nil
+		}
+		c.TopLevel, c.GitDir = dir, dotgit
+		c.CommonDir, err = r.commonDir(dotgit)
+		return true, err
+	case st.present && st.regular():
+		c.TopLevel = dir
+		return true, r.followGitFile(c, dotgit)
+	}
+	r.addDep(dotgit, false, st) // a dangling link or a special file
+	return false, nil
+}
+
+// isGitDir is Git's is_git_directory: HEAD is a valid HEAD, and the common
+// directory has objects and refs directories. It returns why dir is not a
+// Git directory, or "" when it is. What it looks at is recorded, so that a
+// directory passed over because it was no Git directory is read again once
+// it becomes one.
+func (r *reader) isGitDir(dir string) (why string, err error) {
+	if why, err := r.validHead(filepath.Join(dir, "HEAD")); why != "" || err != nil {
+		return why, err
+	}
+	common, err := r.commonDir(dir)
+	if err != nil {
+		return "", err
+	}
+	for _, sub := range [...]string{"objects", "refs"} {
+		p := filepath.Join(common, sub)
+		st, err := r.e.stat(p)
+		if err != nil {
+			return "", err
+		}
+		if !st.present || !st.dir {
+			r.addDep(p, false, st)
+			return p + " is not a directory", nil
+		}
+	}
+	return "", nil
+}
+
+// validHead is Git's validate_headref: HEAD is a link whose text starts
+// with "refs/", or a file holding "ref: refs/..." or an object id. It
+// returns why the HEAD at path is not valid, or "" when it is. Nothing, a
+// directory or anything else there is no valid HEAD; a special file is a
+// read failure.
+func (r *reader) validHead(path string) (why string, err error) {
+	st, err := r.e.lstat(path)
+	if err != nil {
+		return "", err
+	}
+	r.addDep(path, true, st)
+	switch {
+	case !st.present:
+		return path + " does not exist", nil
+	case st.dir:
+		return path + " is a directory", nil
+	case st.link:
+		target, err := os.Readlink(path)
+		if err != nil || !strings.HasPrefix(target, "refs/") {
+			return fmt.Sprintf("%s is a symbolic link to %q, not to a ref", path, target), nil
+		}
+		return "", nil
+	}
+	data, fst, err := r.e.readFile(path, maxSmallFileBytes, true)
+	if err != nil {
+		return "", err
+	}
+	if !fst.present || fst.dir {
+		return path + " changed while it was read", nil
+	}
+	if len(data) > 255 { // Git reads 255 bytes of it
+		data = data[:255]
+	}
+	if rest, ok := bytes.CutPrefix(data, []byte("ref:")); ok && bytes.HasPrefix(bytes.TrimLeft(rest, gitSpace), []byte("refs/")) {
+		return "", nil
+	}
+	if len(data) >= 40 && isObjectID(string(data[:40]), 40) {
+		return "", nil
+	}
+	return path + " holds neither a ref nor an object id", nil
+}
+
+// gitSpace is what Git's isspace accepts.
+const gitSpace = " \t\n\v\f\r"
+
+// commonDir is the directory holding the shared refs and config of the Git
+// directory gitDir: the one its commondir file names, else gitDir itself.
+func (r *reader) commonDir(gitDir string) (string, error) {
+	data, ok, err := r.readFile(filepath.Join(gitDir, "commondir"), maxSmallFileBytes)
+	if err != nil || !ok {
+		return gitDir, err
+	}
+	p := strings.TrimRight(string(data), "\r\n")
+	if p == "" {
+		return gitDir, nil
+	}
+	return joinRelative(gitDir, p), nil
+}
+
 // followGitFile reads a .git file ("gitdir: PATH", written for linked
-// worktrees, submodules and separate Git directories) and the commondir file
-// of the directory it names.
+// worktrees, submodules and separate Git directories) as Git does: the
+// text after "gitdir: " to the end, trailing line ends removed, relative to
+// the file's directory; what it names must be a Git directory.
 func (r *reader) followGitFile(c *Checkout, dotgit string) error {
 	data, ok, err := r.readFile(dotgit, maxSmallFileBytes)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		return fmt.Errorf("%s changed while it was read", dotgit)
+		return &fs.PathError{Op: "read", Path: dotgit, Err: changedError("changed while it was read")}
 	}
-	line, _, _ := strings.Cut(string(data), "\n")
-	target, found := strings.CutPrefix(line, "gitdir:")
-	target = strings.TrimSpace(target)
+	target, found := strings.CutPrefix(strings.TrimRight(string(data), "\r\n"), "gitdir: ")
 	if !found || target == "" {
-		return fmt.Errorf("%s is not a gitdir file", dotgit)
+		return &fs.PathError{Op: "read", Path: dotgit, Err: errors.New("not a gitdir file")}
 	}
 	c.GitDir = joinRelative(filepath.Dir(dotgit), target)
-	c.CommonDir = c.GitDir
-	common, ok, err := r.readFile(filepath.Join(c.GitDir, "commondir"), maxSmallFileBytes)
+	why, err := r.isGitDir(c.GitDir)
 	if err != nil {
 		return err
 	}
-	if ok {
-		if p := strings.TrimSpace(string(common)); p != "" {
-			c.CommonDir = joinRelative(c.GitDir, p)
-		}
+	if why != "" {
+		return &fs.PathError{Op: "read", Path: dotgit, Err: fmt.Errorf("%s is not a Git directory: %s", c.GitDir, why)}
 	}
-	return nil
-}
-
-// isNotDir reports an error for a path through something that is not a
-// directory: nothing can be at such a path.
-func isNotDir(err error) bool {
-	return errors.Is(err, syscall.ENOTDIR)
+	c.CommonDir, err = r.commonDir(c.GitDir)
+	return err
 }
 
 func joinRelative(base, p string) string {
@@ -306,62 +488,160 @@ func joinRelative(base, p string) string {
 	return filepath.Join(base, p)
 }
 
+// looseRef is what a loose ref path holds.
+type looseRef struct {
+	found  bool   // a file or a symbolic ref is there
+	symref string // the ref it names, for a symbolic ref
+	data   []byte // the file's content, for anything else found
+}
+
+// readRef reads the loose ref at path as Git's files backend does: a
+// symbolic link whose text is a ref name ("refs/...") is a symbolic ref to
+// that name; any other link is followed and what it leads to read; a
+// directory, or nothing, means the ref is not loose (packed-refs may have
+// it); a path that changes type while it is read is read again.
+func (r *reader) readRef(path string) (looseRef, error) {
+	for try := 0; try < maxRefRetries; try++ {
+		st, err := r.e.lstat(path)
+		if err != nil {
+			return looseRef{}, err
+		}
+		switch {
+		case !st.present || st.dir:
+			r.addDep(path, true, st)
+			return looseRef{}, nil
+		case st.link:
+			target, err := os.Readlink(path)
+			if err != nil {
+				continue // gone or no longer a link since the lstat
+			}
+			r.addDep(path, true, st)
+			if strings.HasPrefix(target, "refs/") && validRefName(target) {
+				return looseRef{found: true, symref: target}, nil
+			}
+			data, fst, err := r.e.readFile(path, maxSmallFileBytes, false)
+			if err != nil {
+				return looseRef{}, err
+			}
+			r.addDep(path, false, fst)
+			if !fst.present || fst.dir {
+				return looseRef{}, &fs.PathError{Op: "read", Path: path, Err: errors.New("a symbolic link that leads nowhere")}
+			}
+			return looseRef{found: true, data: data}, nil
+		}
+		data, fst, err := r.e.readFile(path, maxSmallFileBytes, true)
+		if err != nil {
+			if errors.Is(err, syscall.ELOOP) {
+				continue // became a link since the lstat
+			}
+			return looseRef{}, err
+		}
+		if !fst.present || fst.dir {
+			continue // removed or replaced since the lstat
+		}
+		r.addDep(path, true, fst)
+		return looseRef{found: true, data: data}, nil
+	}
+	return looseRef{}, &fs.PathError{Op: "read", Path: path, Err: changedError("changed type while it was read")}
+}
+
+// parseLooseRef is Git's parse_loose_ref_contents: "ref:" and a ref name,
+// or an object id followed by nothing or white space.
+func parseLooseRef(data []byte, hashLen int) (symref, oid string, ok bool) {
+	data = bytes.TrimRight(data, gitSpace)
+	if rest, sym := bytes.CutPrefix(data, []byte("ref:")); sym {
+		return string(bytes.TrimLeft(rest, gitSpace)), "", true
+	}
+	if len(data) < hashLen || !isObjectID(string(data[:hashLen]), hashLen) ||
+		(len(data) > hashLen && !strings.ContainsRune(gitSpace, rune(data[hashLen]))) {
+		return "", "", false
+	}
+	return "", strings.ToLower(string(data[:hashLen])), true
+}
+
 // resolveHead follows HEAD through symbolic refs to an object id, reading
-// loose refs first and packed-refs for a ref that has no loose file. A ref
-// found nowhere is an unborn branch: the revision stays empty.
-func (r *reader) resolveHead(c *Checkout, hashLen int) error {
+// loose refs first and packed-refs for a ref that has no loose file, at
+// most maxSymrefDepth refs deep. A ref found nowhere is an unborn branch:
+// the revision stays empty. It returns packed-refs when it read it.
+func (r *reader) resolveHead(c *Checkout, hashLen int) (packed []byte, err error) {
 	name := "HEAD"
-	var packed []byte
 	packedRead := false
-	for depth := 0; depth <= maxSymrefDepth; depth++ {
+	for depth := 0; depth < maxSymrefDepth; depth++ {
 		dir := c.CommonDir
 		if perWorktreeRef(name) {
 			dir = c.GitDir
 		}
 		path := filepath.Join(dir, filepath.FromSlash(name))
-		data, ok, err := r.readFile(path, maxSmallFileBytes)
+		ref, err := r.readRef(path)
 		if err != nil {
-			return fmt.Errorf("read %s: %w", name, err)
+			return packed, err
 		}
-		if ok {
-			text := strings.TrimSpace(string(data))
-			if target, sym := strings.CutPrefix(text, "ref:"); sym {
-				target = strings.TrimSpace(target)
-				if !validRefName(target) {
-					return fmt.Errorf("%s: %q is not a valid ref name", path, target)
+		if ref.found {
+			target, oid := ref.symref, ""
+			if target == "" {
+				var ok bool
+				if target, oid, ok = parseLooseRef(ref.data, hashLen); !ok {
+					return packed, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("not a ref: neither \"ref:\" nor a %d-digit object id", hashLen)}
 				}
-				if depth == 0 {
-					c.Head = target
-				}
-				name = target
-				continue
 			}
-			oid, _, _ := strings.Cut(text, " ")
-			oid, _, _ = strings.Cut(oid, "\t")
-			if !isObjectID(oid, hashLen) {
-				return fmt.Errorf("%s does not hold a %d-digit object id", path, hashLen)
+			if oid != "" {
+				c.Revision = oid
+				return packed, nil
 			}
-			c.Revision = strings.ToLower(oid)
-			return nil
+			if !validRefName(target) {
+				return packed, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%q is not a valid ref name", target)}
+			}
+			if depth == 0 {
+				c.Head = target
+			}
+			name = target
+			continue
 		}
 		if name == "HEAD" {
-			return fmt.Errorf("%s has no HEAD", c.GitDir)
+			return packed, &fs.PathError{Op: "read", Path: path, Err: fs.ErrNotExist}
 		}
 		if !packedRead {
 			packed, _, err = r.readFile(filepath.Join(c.CommonDir, "packed-refs"), maxPackedRefs)
 			if err != nil {
-				return fmt.Errorf("read packed-refs: %w", err)
+				return packed, err
 			}
 			packedRead = true
 		}
 		oid, err := lookupPackedRef(packed, name, hashLen)
 		if err != nil {
-			return fmt.Errorf("%s: %w", filepath.Join(c.CommonDir, "packed-refs"), err)
+			return packed, fmt.Errorf("%s: %w", filepath.Join(c.CommonDir, "packed-refs"), err)
 		}
 		c.Revision = oid
-		return nil
+		return packed, nil
 	}
-	return fmt.Errorf("HEAD: symbolic refs nested deeper than %d", maxSymrefDepth)
+	return packed, fmt.Errorf("HEAD: symbolic refs nested deeper than %d", maxSymrefDepth)
+}
+
+// hasRefs reports whether the repository has any ref: a line in
+// packed-refs, or a file or link under refs/. Nothing it reads is a
+// dependency: it only tells a fresh repository's unborn branch from a
+// branch that is missing for an instant while it is renamed.
+func hasRefs(commonDir string, packed []byte) (bool, error) {
+	for _, line := range bytes.Split(packed, []byte("\n")) {
+		if len(line) > 0 && line[0] != '#' && line[0] != '^' {
+			return true, nil
+		}
+	}
+	found := false
+	err := filepath.WalkDir(filepath.Join(commonDir, "refs"), func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if !d.IsDir() {
+			found = true
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	return found, err
 }
 
 // lookupPackedRef finds name in a packed-refs file. It returns an empty id

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
 // assertReadsHead checks that ReadRevision of the module in dir agrees with
@@ -228,14 +230,25 @@ func TestReadRevisionUnsupportedFormats(t *testing.T) {
 	})
 }
 
+// A symbolic ref never leads outside the Git directory: a HEAD naming
+// "refs/" and an invalid name is a read failure, and a HEAD naming anything
+// else is no valid HEAD, so that .git is no repository, as for git.
 func TestHostileSymbolicRefIsRefused(t *testing.T) {
 	dir := tempDir(t)
 	module, _ := agentRepo(t, dir)
 	writeFile(t, filepath.Join(dir, "outside"), strings.Repeat("a", 40)+"\n")
-	for _, target := range []string{"refs/../../../outside", "../outside", "/etc/passwd", "refs/heads/a b", "refs/heads/x.lock"} {
+	for _, target := range []string{"refs/../../../outside", "refs/heads/a b", "refs/heads/x.lock"} {
 		writeFile(t, filepath.Join(dir, ".git", "HEAD"), "ref: "+target+"\n")
 		_, err := ReadRevision(dir, module)
 		assert.ErrorContains(t, err, "not a valid ref name", "HEAD -> %q", target)
+	}
+	for _, target := range []string{"../outside", "/etc/passwd"} {
+		writeFile(t, filepath.Join(dir, ".git", "HEAD"), "ref: "+target+"\n")
+		rev, err := ReadRevision(dir, module)
+		assert.NoError(t, err, "HEAD -> %q", target)
+		assert.Empty(t, rev, "HEAD -> %q", target)
+		out, gitErr := gittest.Command(dir, "rev-parse", "HEAD").CombinedOutput()
+		assert.Error(t, gitErr, "git rev-parse HEAD with HEAD -> %q: %s", target, out)
 	}
 }
 

@@ -1,12 +1,17 @@
 package runtimeguard
 
-import "time"
+import (
+	"errors"
+	"fmt"
+	"time"
+)
 
 // stamp is what a stat says of a file: enough to tell that it was replaced
 // or rewritten. present is false when nothing is at the path.
 type stamp struct {
 	present  bool
 	dir      bool
+	link     bool // a symbolic link (only from lstat)
 	dev, ino uint64
 	mode     uint32
 	size     int64
@@ -37,4 +42,40 @@ func (s stamp) settled(readStart int64) bool {
 	}
 	limit := readStart - margin
 	return s.mtime < limit && s.ctime < limit
+}
+
+// errChanged is the class of read failures of a file that changed while
+// it was read: a later read may succeed.
+var errChanged = errors.New("changed while it was read")
+
+// changedError is a read failure of the errChanged class.
+type changedError string
+
+func (e changedError) Error() string { return string(e) }
+
+// Is makes every changedError match errChanged.
+func (e changedError) Is(target error) bool { return target == errChanged }
+
+// errGrew and errShrank are read failures of a file whose size changed
+// between fstat and the end of its read.
+var (
+	errGrew   error = changedError("the file grew while it was read")
+	errShrank error = changedError("the file shrank while it was read")
+	// errNotRegular is the class of every "not a regular file" failure.
+	errNotRegular = errors.New("not a regular file")
+)
+
+// fileTypeError says what was found where a regular file was expected.
+type fileTypeError struct{ kind string }
+
+func (e *fileTypeError) Error() string { return "is a " + e.kind + ", not a regular file" }
+
+// Is makes every fileTypeError match errNotRegular.
+func (e *fileTypeError) Is(target error) bool { return target == errNotRegular }
+
+// tooLargeError is a file over the size limit of its read.
+type tooLargeError struct{ size, limit int64 }
+
+func (e *tooLargeError) Error() string {
+	return fmt.Sprintf("%d bytes is over the limit of %d", e.size, e.limit)
 }

@@ -4,15 +4,24 @@ package runtimeguard
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 )
 
 // statStamp stats path. Without inode numbers or a change time, a stamp is
-// the size, mode and modification time; the racy rule in stamp.settled is
+// the type, size and modification time; the racy rule in stamp.settled is
 // what makes it sound.
 func statStamp(path string) (stamp, error) {
-	fi, err := os.Stat(path)
+	return stampOfStat(os.Stat(path))
+}
+
+// lstatStamp is statStamp without following a final symbolic link.
+func lstatStamp(path string) (stamp, error) {
+	return stampOfStat(os.Lstat(path))
+}
+
+func stampOfStat(fi fs.FileInfo, err error) (stamp, error) {
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return stamp{}, nil
@@ -22,21 +31,111 @@ func statStamp(path string) (stamp, error) {
 	return stampOfInfo(fi), nil
 }
 
-// fstatStamp stamps an open file.
-func fstatStamp(f *os.File) (stamp, error) {
-	fi, err := f.Stat()
-	if err != nil {
-		return stamp{}, err
-	}
-	return stampOfInfo(fi), nil
-}
-
+// stampOfInfo keeps the type bits of the mode only: permission bits are
+// derived differently from a path and from a handle on some platforms.
 func stampOfInfo(fi fs.FileInfo) stamp {
 	return stamp{
 		present: true,
 		dir:     fi.IsDir(),
-		mode:    uint32(fi.Mode()),
+		link:    fi.Mode()&fs.ModeSymlink != 0,
+		mode:    uint32(fi.Mode().Type()),
 		size:    fi.Size(),
 		mtime:   fi.ModTime().UnixNano(),
 	}
 }
+
+// typeName names a file type for an error.
+func typeName(mode fs.FileMode) string {
+	switch {
+	case mode&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case mode&fs.ModeSocket != 0:
+		return "socket"
+	case mode&fs.ModeDevice != 0:
+		return "device"
+	case mode&fs.ModeSymlink != 0:
+		return "symbolic link"
+	case mode.IsDir():
+		return "directory"
+	}
+	return "special file"
+}
+
+// checkInfo decides on a stat before a read: done is true when there is
+// nothing to read, with the stamp of a directory or an error.
+func checkInfo(path string, fi fs.FileInfo, limit int64) (s stamp, done bool, err error) {
+	switch {
+	case fi.Mode().IsRegular():
+	case fi.IsDir():
+		return stampOfInfo(fi), true, nil
+	default:
+		return stamp{}, true, &fs.PathError{Op: "read", Path: path, Err: &fileTypeError{typeName(fi.Mode())}}
+	}
+	if fi.Size() > limit {
+		return stamp{}, true, &fs.PathError{Op: "read", Path: path, Err: &tooLargeError{fi.Size(), limit}}
+	}
+	return stamp{}, false, nil
+}
+
+// readOpened reads f whole when fi, its stat, says it is a regular file of
+// at most limit bytes: at most its size plus one byte, into a buffer of
+// that size, and a size that changed meanwhile is a read failure.
+func readOpened(path string, f io.Reader, fi fs.FileInfo, limit int64) ([]byte, stamp, error) {
+	if s, done, err := checkInfo(path, fi, limit); done {
+		if err == nil {
+			err = &fs.PathError{Op: "read", Path: path, Err: &fileTypeError{"directory"}}
+		}
+		return nil, s, err
+	}
+	buf := make([]byte, fi.Size()+1)
+	n, err := io.ReadFull(f, buf)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return nil, stamp{}, &fs.PathError{Op: "read", Path: path, Err: err}
+	}
+	switch {
+	case int64(n) > fi.Size():
+		return nil, stamp{}, &fs.PathError{Op: "read", Path: path, Err: errGrew}
+	case int64(n) < fi.Size():
+		return nil, stamp{}, &fs.PathError{Op: "read", Path: path, Err: errShrank}
+	}
+	return buf[:n], stampOfInfo(fi), nil
+}
+
+// readRegular reads the regular file at path whole, following a final link
+// unless nofollow. It asks stat what is there before it opens anything, and
+// the opened file again before it reads: opening a regular path does not
+// block here, and a device or pipe is refused by type. Nothing at the path
+// is a stamp that is not present and no error; a directory is a stamp with
+// dir set and no data; anything else that is not a regular file is an
+// error naming its type.
+func readRegular(path string, limit int64, nofollow bool) ([]byte, stamp, error) {
+	stat := os.Stat
+	if nofollow {
+		stat = os.Lstat
+	}
+	fi, err := stat(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, stamp{}, nil
+		}
+		return nil, stamp{}, err
+	}
+	if s, done, err := checkInfo(path, fi, limit); done {
+		return nil, s, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, stamp{}, nil
+		}
+		return nil, stamp{}, err
+	}
+	defer f.Close()
+	if fi, err = f.Stat(); err != nil {
+		return nil, stamp{}, err
+	}
+	return readOpened(path, f, fi, limit)
+}
+
+// regular reports whether the stamp is of a regular file.
+func (s stamp) regular() bool { return s.present && fs.FileMode(s.mode).IsRegular() }

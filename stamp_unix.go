@@ -4,38 +4,33 @@ package runtimeguard
 
 import (
 	"errors"
-	"os"
+	"io/fs"
 
 	"golang.org/x/sys/unix"
 )
 
 // statStamp stats path, following links as the reads of Git's files do.
+// Nothing at the path, or a path through something that is not a
+// directory, is a stamp that is not present.
 func statStamp(path string) (stamp, error) {
 	var st unix.Stat_t
 	if err := ignoringEINTR(func() error { return unix.Stat(path, &st) }); err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 			return stamp{}, nil
 		}
-		return stamp{}, err
+		return stamp{}, &fs.PathError{Op: "stat", Path: path, Err: err}
 	}
 	return stampOf(&st), nil
 }
 
-// fstatStamp stamps an open file.
-func fstatStamp(f *os.File) (stamp, error) {
-	conn, err := f.SyscallConn()
-	if err != nil {
-		return stamp{}, err
-	}
+// lstatStamp is statStamp without following a final symbolic link.
+func lstatStamp(path string) (stamp, error) {
 	var st unix.Stat_t
-	var statErr error
-	if err := conn.Control(func(fd uintptr) {
-		statErr = ignoringEINTR(func() error { return unix.Fstat(int(fd), &st) })
-	}); err != nil {
-		return stamp{}, err
-	}
-	if statErr != nil {
-		return stamp{}, &os.PathError{Op: "fstat", Path: f.Name(), Err: statErr}
+	if err := ignoringEINTR(func() error { return unix.Lstat(path, &st) }); err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+			return stamp{}, nil
+		}
+		return stamp{}, &fs.PathError{Op: "lstat", Path: path, Err: err}
 	}
 	return stampOf(&st), nil
 }
@@ -45,6 +40,7 @@ func stampOf(st *unix.Stat_t) stamp {
 	return stamp{
 		present: true,
 		dir:     st.Mode&unix.S_IFMT == unix.S_IFDIR,
+		link:    st.Mode&unix.S_IFMT == unix.S_IFLNK,
 		dev:     uint64(st.Dev),
 		ino:     uint64(st.Ino),
 		mode:    uint32(st.Mode),
@@ -53,3 +49,115 @@ func stampOf(st *unix.Stat_t) stamp {
 		ctime:   c.Nano(),
 	}
 }
+
+// typeName names a file type for an error.
+func typeName(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFIFO:
+		return "named pipe"
+	case unix.S_IFSOCK:
+		return "socket"
+	case unix.S_IFCHR:
+		return "character device"
+	case unix.S_IFBLK:
+		return "block device"
+	case unix.S_IFLNK:
+		return "symbolic link"
+	case unix.S_IFDIR:
+		return "directory"
+	}
+	return "special file"
+}
+
+// readRegular reads the regular file at path whole, following a final
+// link unless nofollow. It asks stat what is there before it opens
+// anything, so a device is never opened; opens with O_NONBLOCK, so that a
+// FIFO swapped in meanwhile cannot block; asks the descriptor again; and
+// reads at most the size fstat reported plus one byte into a buffer of that
+// size: a file that grew or shrank meanwhile is a read failure.
+//
+// Nothing at the path is a stamp that is not present and no error; a
+// directory is a stamp with dir set and no data. Anything else that is not
+// a regular file is an error naming its type. The stamp comes from the
+// descriptor the data was read through.
+func readRegular(path string, limit int64, nofollow bool) ([]byte, stamp, error) {
+	var st unix.Stat_t
+	statFn, flags := unix.Stat, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY
+	if nofollow {
+		statFn, flags = unix.Lstat, flags|unix.O_NOFOLLOW
+	}
+	if err := ignoringEINTR(func() error { return statFn(path, &st) }); err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+			return nil, stamp{}, nil
+		}
+		return nil, stamp{}, &fs.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if s, done, err := checkRegular(path, &st, limit); done {
+		return nil, s, err
+	}
+	var fd int
+	err := ignoringEINTR(func() error {
+		var err error
+		fd, err = unix.Open(path, flags, 0)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+			return nil, stamp{}, nil // removed since the stat: as if stat came later
+		}
+		return nil, stamp{}, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	if err := ignoringEINTR(func() error { return unix.Fstat(fd, &st) }); err != nil {
+		return nil, stamp{}, &fs.PathError{Op: "fstat", Path: path, Err: err}
+	}
+	if s, done, err := checkRegular(path, &st, limit); done {
+		if err == nil { // a directory swapped in since the stat
+			err = &fs.PathError{Op: "read", Path: path, Err: &fileTypeError{"directory"}}
+		}
+		return nil, s, err
+	}
+	buf := make([]byte, st.Size+1)
+	n := 0
+	for n < len(buf) {
+		var m int
+		err := ignoringEINTR(func() error {
+			var err error
+			m, err = unix.Read(fd, buf[n:])
+			return err
+		})
+		if err != nil {
+			return nil, stamp{}, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+		if m == 0 {
+			break
+		}
+		n += m
+	}
+	switch {
+	case int64(n) > st.Size:
+		return nil, stamp{}, &fs.PathError{Op: "read", Path: path, Err: errGrew}
+	case int64(n) < st.Size:
+		return nil, stamp{}, &fs.PathError{Op: "read", Path: path, Err: errShrank}
+	}
+	return buf[:n], stampOf(&st), nil
+}
+
+// checkRegular decides on a stat before a read: done is true when there is
+// nothing to read, with the stamp of a directory or an error.
+func checkRegular(path string, st *unix.Stat_t, limit int64) (s stamp, done bool, err error) {
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+	case unix.S_IFDIR:
+		return stampOf(st), true, nil
+	default:
+		return stamp{}, true, &fs.PathError{Op: "read", Path: path, Err: &fileTypeError{typeName(uint32(st.Mode))}}
+	}
+	if st.Size > limit {
+		return stamp{}, true, &fs.PathError{Op: "read", Path: path, Err: &tooLargeError{st.Size, limit}}
+	}
+	return stamp{}, false, nil
+}
+
+// regular reports whether the stamp is of a regular file.
+func (s stamp) regular() bool { return s.present && s.mode&unix.S_IFMT == unix.S_IFREG }

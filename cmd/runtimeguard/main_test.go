@@ -270,13 +270,13 @@ func TestWatchPrintsChangesAndStopsOnSignal(t *testing.T) {
 func TestStatusOfUnreadableCheckout(t *testing.T) {
 	module, _ := checkout(t)
 	dir := filepath.Dir(module)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, ".git", "HEAD"), []byte("garbage\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".git", "refs", "heads", "main"), []byte("garbage\n"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, ".update-incomplete"), nil, 0o644))
 	r := runCmd(t, t.TempDir(), "status", "--module", module, "--json")
 	require.Equal(t, 0, r.code, r.stderr)
 	var s map[string]any
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &s))
-	assert.Contains(t, s["read_error"], "HEAD")
+	assert.Contains(t, s["read_error"], filepath.Join("refs", "heads", "main"))
 	assert.Equal(t, "", s["revision"])
 	assert.Equal(t, "incomplete", s["update_state"])
 	assert.Len(t, s["recovery_markers"], 1)

@@ -1,0 +1,288 @@
+//go:build unix
+
+package runtimeguard
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
+)
+
+// deploy is a release layout as deploy tools make it: three checkouts of
+// one history side by side, links that select one, and a module file
+// linked from an application directory.
+//
+//	releases/v1      the checkout the server loaded (module in pkg/)
+//	releases/v1b     a clone of v1 at the same revision
+//	releases/v2      a clone of v1 one commit ahead
+//	current       -> releases/v1
+//	app/run_agent.py -> ../releases/v1/pkg/run_agent.py
+type deploy struct {
+	root, v1, v1b, v2 string
+	first, rev, rev2  string // v1's first commit, its HEAD, v2's HEAD
+}
+
+func newDeploy(t *testing.T) *deploy {
+	t.Helper()
+	d := &deploy{root: tempDir(t)}
+	d.v1 = filepath.Join(d.root, "releases", "v1")
+	d.v1b = filepath.Join(d.root, "releases", "v1b")
+	d.v2 = filepath.Join(d.root, "releases", "v2")
+	d.first = initRepo(t, d.v1, map[string]string{"pkg/run_agent.py": "x = 1\n", "lib.py": "y\n"})
+	d.rev = commit(t, d.v1, "lib.py", "y = 2\n")
+	git(t, d.root, "clone", "-q", d.v1, d.v1b)
+	git(t, d.root, "clone", "-q", d.v1, d.v2)
+	d.rev2 = commit(t, d.v2, "pkg/run_agent.py", "x = 2\n")
+	symlink(t, filepath.Join("releases", "v1"), filepath.Join(d.root, "current"))
+	require.NoError(t, os.MkdirAll(filepath.Join(d.root, "app"), 0o755))
+	symlink(t, filepath.Join("..", "releases", "v1", "pkg", "run_agent.py"), filepath.Join(d.root, "app", "run_agent.py"))
+	return d
+}
+
+// symlink makes a link at path whose text is target.
+func symlink(t *testing.T, target, path string) {
+	t.Helper()
+	require.NoError(t, os.Symlink(target, path))
+}
+
+// repoint replaces the link at path atomically, as deploy tools do: a new
+// link beside it, renamed over it.
+func repoint(t *testing.T, target, path string) {
+	t.Helper()
+	tmp := path + ".new"
+	symlink(t, target, tmp)
+	require.NoError(t, os.Rename(tmp, path))
+}
+
+// swapDirs exchanges two directories with renames.
+func swapDirs(t *testing.T, a, b string) {
+	t.Helper()
+	require.NoError(t, os.Rename(a, a+".swap"))
+	require.NoError(t, os.Rename(b, a))
+	require.NoError(t, os.Rename(a+".swap", b))
+}
+
+// gitVerdict is what git itself says of a configured module path: the
+// revision of HEAD and whether the index tracks the module, both asked in
+// the directory the module file is in once links are followed. ok is false
+// when git cannot answer (no repository, an unreadable HEAD, a path that
+// leads nowhere), or takes over ten seconds.
+func gitVerdict(t *testing.T, configured string) (dir, rev string, tracked, ok bool) {
+	t.Helper()
+	module, err := filepath.EvalSymlinks(configured)
+	if err != nil {
+		// A deleted module file still names its place; anything else
+		// that leads nowhere has no answer.
+		fi, lerr := os.Lstat(configured)
+		d, derr := filepath.EvalSymlinks(filepath.Dir(configured))
+		if derr != nil || lerr == nil && fi.Mode()&os.ModeSymlink != 0 || !os.IsNotExist(lerr) {
+			return "", "", false, false
+		}
+		module = filepath.Join(d, filepath.Base(configured))
+	}
+	dir = filepath.Dir(module)
+	run := func(args ...string) (string, bool) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "git", args...)
+		cmd.Dir, cmd.Env = dir, gittest.Env
+		out, err := cmd.Output()
+		return strings.TrimSpace(string(out)), err == nil
+	}
+	rev, ok = run("rev-parse", "--verify", "-q", "HEAD")
+	if !ok {
+		return dir, "", false, false
+	}
+	_, tracked = run("ls-files", "--error-unmatch", "--", filepath.Base(module))
+	return dir, rev, tracked, true
+}
+
+// The sweep: bind, change the checkout or what the configured path leads
+// to, and compare the guard with git right after the change and again on
+// the next check, on the fast path (a settled clock), with the real clock,
+// and with AlwaysRead. The guard may answer "current" only where git agrees
+// that the module the path leads to is the bound one, at the bound revision,
+// and tracked; "stale" where git agrees is allowed only for the cases
+// marked failClosed, and each case says which answer it wants.
+func TestSweepAgainstGit(t *testing.T) {
+	type target int
+	const (
+		direct     target = iota // releases/v1/pkg/run_agent.py
+		viaCurrent               // current/pkg/run_agent.py
+		viaApp                   // app/run_agent.py
+	)
+	cases := []struct {
+		name       string
+		path       target
+		change     func(t *testing.T, d *deploy)
+		stale      bool
+		failClosed bool // stale although git sees the same revision: the path leads elsewhere
+	}{
+		// Git operations.
+		{"commit", direct, func(t *testing.T, d *deploy) { commit(t, d.v1, "pkg/run_agent.py", "x = 3\n") }, true, false},
+		{"commit --amend", direct, func(t *testing.T, d *deploy) { git(t, d.v1, "commit", "-q", "--amend", "-m", "amended") }, true, false},
+		{"reset --hard", viaCurrent, func(t *testing.T, d *deploy) { git(t, d.v1, "reset", "-q", "--hard", d.first) }, true, false},
+		{"checkout of another branch at another commit", direct, func(t *testing.T, d *deploy) {
+			git(t, d.v1, "checkout", "-q", "-b", "older", d.first)
+		}, true, false},
+		{"checkout of another branch at the same commit", direct, func(t *testing.T, d *deploy) {
+			git(t, d.v1, "checkout", "-q", "-b", "same")
+		}, false, false},
+		{"detach at the same commit", direct, func(t *testing.T, d *deploy) { git(t, d.v1, "checkout", "-q", "--detach") }, false, false},
+		{"gc", direct, func(t *testing.T, d *deploy) { git(t, d.v1, "gc", "-q", "--prune=now") }, false, false},
+		{"pack-refs --all", viaApp, func(t *testing.T, d *deploy) { git(t, d.v1, "pack-refs", "--all") }, false, false},
+		{"branch renamed", direct, func(t *testing.T, d *deploy) { git(t, d.v1, "branch", "-m", "main", "trunk") }, false, false},
+		{"other refs created", direct, func(t *testing.T, d *deploy) {
+			git(t, d.v1, "branch", "topic", d.first)
+			git(t, d.v1, "tag", "v1")
+		}, false, false},
+		{"fetch", direct, func(t *testing.T, d *deploy) { git(t, d.v1, "fetch", "-q", d.v2, "main:refs/remotes/v2/main") }, false, false},
+		{"pull --ff-only", viaCurrent, func(t *testing.T, d *deploy) { git(t, d.v1, "pull", "-q", "--ff-only", d.v2, "main") }, true, false},
+		{"rm --cached of the module", direct, func(t *testing.T, d *deploy) {
+			git(t, d.v1, "rm", "-q", "--cached", "pkg/run_agent.py")
+		}, true, false},
+		{"module file deleted", direct, func(t *testing.T, d *deploy) {
+			require.NoError(t, os.Remove(filepath.Join(d.v1, "pkg", "run_agent.py")))
+		}, false, false},
+		{"config rewritten", direct, func(t *testing.T, d *deploy) { git(t, d.v1, "config", "branch.main.remote", "origin") }, false, false},
+
+		// Links re-pointed, deleted, re-made.
+		{"current flipped to another revision", viaCurrent, func(t *testing.T, d *deploy) {
+			repoint(t, filepath.Join("releases", "v2"), filepath.Join(d.root, "current"))
+		}, true, false},
+		{"current flipped to a clone at the same revision", viaCurrent, func(t *testing.T, d *deploy) {
+			repoint(t, filepath.Join("releases", "v1b"), filepath.Join(d.root, "current"))
+		}, true, true},
+		{"current re-made to the same place", viaCurrent, func(t *testing.T, d *deploy) {
+			repoint(t, filepath.Join("releases", "v1"), filepath.Join(d.root, "current"))
+		}, false, false},
+		{"current deleted", viaCurrent, func(t *testing.T, d *deploy) {
+			require.NoError(t, os.Remove(filepath.Join(d.root, "current")))
+		}, true, false},
+		{"current replaced by a directory of another revision", viaCurrent, func(t *testing.T, d *deploy) {
+			require.NoError(t, os.Remove(filepath.Join(d.root, "current")))
+			require.NoError(t, os.Rename(d.v2, filepath.Join(d.root, "current")))
+		}, true, false},
+		{"module link flipped to another revision", viaApp, func(t *testing.T, d *deploy) {
+			repoint(t, filepath.Join(d.v2, "pkg", "run_agent.py"), filepath.Join(d.root, "app", "run_agent.py"))
+		}, true, false},
+		{"module link flipped to a clone at the same revision", viaApp, func(t *testing.T, d *deploy) {
+			repoint(t, filepath.Join(d.v1b, "pkg", "run_agent.py"), filepath.Join(d.root, "app", "run_agent.py"))
+		}, true, true},
+		{"module link deleted", viaApp, func(t *testing.T, d *deploy) {
+			require.NoError(t, os.Remove(filepath.Join(d.root, "app", "run_agent.py")))
+		}, true, false},
+		{"module link replaced by a regular file", viaApp, func(t *testing.T, d *deploy) {
+			require.NoError(t, os.Remove(filepath.Join(d.root, "app", "run_agent.py")))
+			writeFile(t, filepath.Join(d.root, "app", "run_agent.py"), "x = 1\n")
+		}, true, false},
+		{"app directory replaced by a link to another revision", viaApp, func(t *testing.T, d *deploy) {
+			app := filepath.Join(d.root, "app")
+			require.NoError(t, os.Rename(app, app+".old"))
+			symlink(t, filepath.Join(d.v2, "pkg"), app)
+		}, true, false},
+
+		// Directories between the worktree's top level and the module.
+		{"pkg replaced by a link into another revision", direct, func(t *testing.T, d *deploy) {
+			pkg := filepath.Join(d.v1, "pkg")
+			require.NoError(t, os.Rename(pkg, pkg+".old"))
+			symlink(t, filepath.Join(d.v2, "pkg"), pkg)
+		}, true, false},
+		{"pkg replaced by a link into a clone at the same revision", direct, func(t *testing.T, d *deploy) {
+			pkg := filepath.Join(d.v1, "pkg")
+			require.NoError(t, os.Rename(pkg, pkg+".old"))
+			symlink(t, filepath.Join(d.v1b, "pkg"), pkg)
+		}, true, true},
+		{"pkg replaced by a copy of itself", direct, func(t *testing.T, d *deploy) {
+			pkg := filepath.Join(d.v1, "pkg")
+			require.NoError(t, os.Rename(pkg, pkg+".old"))
+			writeFile(t, filepath.Join(pkg, "run_agent.py"), "x = 1\n")
+		}, false, false},
+		{"pkg removed", direct, func(t *testing.T, d *deploy) {
+			require.NoError(t, os.RemoveAll(filepath.Join(d.v1, "pkg")))
+		}, true, false},
+		{"release directories swapped under current", viaCurrent, func(t *testing.T, d *deploy) {
+			swapDirs(t, d.v1, d.v2)
+		}, true, false},
+		{"release directory swapped with a clone at the same revision", direct, func(t *testing.T, d *deploy) {
+			swapDirs(t, d.v1, d.v1b)
+		}, false, false},
+		{"releases directory replaced by a link", viaCurrent, func(t *testing.T, d *deploy) {
+			releases := filepath.Join(d.root, "releases")
+			require.NoError(t, os.Rename(releases, releases+".old"))
+			require.NoError(t, os.MkdirAll(releases+".new", 0o755))
+			require.NoError(t, os.Rename(filepath.Join(releases+".old", "v2"), filepath.Join(releases+".new", "v1")))
+			symlink(t, releases+".new", releases)
+		}, true, false},
+
+		// Special files where Git keeps its own.
+		{"a FIFO named .git in pkg", direct, func(t *testing.T, d *deploy) {
+			mkfifo(t, filepath.Join(d.v1, "pkg", ".git"))
+		}, false, false},
+		{"a socket named .git in pkg", direct, func(t *testing.T, d *deploy) {
+			mksocket(t, filepath.Join(d.v1, "pkg", ".git"))
+		}, false, false},
+		{"HEAD a link to /dev/null", direct, func(t *testing.T, d *deploy) {
+			head := filepath.Join(d.v1, ".git", "HEAD")
+			require.NoError(t, os.Remove(head))
+			symlink(t, os.DevNull, head)
+		}, true, false},
+	}
+	modes := []struct {
+		name       string
+		env        func() *env
+		alwaysRead bool
+	}{
+		{"settled", settledEnv, false},
+		{"real", func() *env { return testEnv(nil) }, false},
+		{"always-read", settledEnv, true},
+	}
+	for _, mode := range modes {
+		for _, tc := range cases {
+			t.Run(mode.name+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				d := newDeploy(t)
+				configured := map[target]string{
+					direct:     filepath.Join(d.v1, "pkg", "run_agent.py"),
+					viaCurrent: filepath.Join(d.root, "current", "pkg", "run_agent.py"),
+					viaApp:     filepath.Join(d.root, "app", "run_agent.py"),
+				}[tc.path]
+				g, err := newGuard(Options{ModulePath: configured, HomeDir: tempDir(t), AlwaysRead: mode.alwaysRead}, mode.env())
+				require.NoError(t, err)
+				require.Equal(t, d.rev, g.Identity().Revision)
+				require.NoError(t, checkWithin(t, g))
+				require.NoError(t, checkWithin(t, g), "the fast path before the change")
+				bound := g.Identity().ModulePath
+
+				tc.change(t, d)
+				for i, when := range []string{"right after the change", "on the next check"} {
+					err := checkWithin(t, g)
+					if tc.stale {
+						assert.ErrorIs(t, err, ErrStale, "%s", when)
+					} else {
+						assert.NoError(t, err, "%s", when)
+					}
+					if i > 0 {
+						continue
+					}
+					dir, rev, tracked, ok := gitVerdict(t, configured)
+					gitCurrent := ok && rev == d.rev && tracked && filepath.Join(dir, filepath.Base(bound)) == bound
+					if err == nil {
+						assert.True(t, gitCurrent, "the guard says current, git says: dir %s, HEAD %q (ok %v), tracked %v", dir, rev, ok, tracked)
+					} else if gitCurrent {
+						assert.True(t, tc.failClosed, "the guard says stale where git agrees: %v", err)
+					}
+				}
+			})
+		}
+	}
+}

@@ -7,11 +7,11 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 
 	"github.com/runtimeguard/runtimeguard"
+	"github.com/runtimeguard/runtimeguard/internal/durable"
 )
 
 // Server is a small agent server that keeps its sessions in one JSON file
@@ -234,26 +234,14 @@ func (s *Server) load() (map[string]*session, error) {
 	return sessions, nil
 }
 
-// save replaces the session file atomically.
+// save replaces the session file atomically and durably: a crash leaves
+// the old sessions or the new, never a torn file.
 func (s *Server) save(sessions map[string]*session) error {
 	data, err := json.MarshalIndent(sessions, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(s.statePath), ".sessions-*")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return os.Rename(tmp.Name(), s.statePath)
+	return durable.WriteFile(s.statePath, append(data, '\n'), 0o600)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -1,0 +1,229 @@
+package updater
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// ReceiptSchema is the receipt schema this package reads.
+const ReceiptSchema = 1
+
+// MaxReceiptBytes is the largest receipt that is read; at most one byte
+// more is ever read.
+const MaxReceiptBytes = 64 << 10
+
+// The outcomes a receipt reports.
+const (
+	OutcomeRunning = "running"
+	OutcomeSuccess = "success"
+	OutcomePartial = "partial"
+	OutcomeFailed  = "failed"
+	OutcomeRefused = "refused"
+)
+
+// Receipt is what an updater wrote after (or, with outcome running, while)
+// it ran: which update, how it ended, when, and the code revision before
+// and after.
+type Receipt struct {
+	Schema     int       `json:"schema"`
+	UpdateID   string    `json:"update_id"`
+	Outcome    string    `json:"outcome"`
+	StartedAt  time.Time `json:"started_at"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
+	// PreSHA and PostSHA are pre_update.sha and post_update.sha: the code
+	// revision before and after, empty where the updater recorded none.
+	PreSHA  string `json:"pre_sha,omitempty"`
+	PostSHA string `json:"post_sha,omitempty"`
+}
+
+// ErrUnknownSchema is a receipt whose schema this package does not read:
+// it is ignored, and says nothing.
+var ErrUnknownSchema = errors.New("unknown receipt schema")
+
+// receiptJSON is the receipt as written.
+type receiptJSON struct {
+	Schema     *int      `json:"schema"`
+	UpdateID   *string   `json:"update_id"`
+	Outcome    *string   `json:"outcome"`
+	StartedAt  *string   `json:"started_at"`
+	FinishedAt *string   `json:"finished_at"`
+	PreUpdate  *stateRef `json:"pre_update"`
+	PostUpdate *stateRef `json:"post_update"`
+}
+
+type stateRef struct {
+	SHA *string `json:"sha"`
+}
+
+// ParseReceipt decodes a receipt strictly: UTF-8, one JSON object and
+// nothing after it, no key twice in any object, and for schema 1 every
+// field of the right type: update_id and outcome (one of the five
+// outcomes) strings, started_at (and finished_at unless the outcome is
+// running) times in ISO 8601 (RFC 3339; a time without an offset is UTC),
+// pre_update and post_update objects whose sha, when present and not null,
+// is a full hex object id. Unknown keys are allowed. A receipt of another
+// schema is an error matching ErrUnknownSchema.
+func ParseReceipt(data []byte) (Receipt, error) {
+	if len(data) > MaxReceiptBytes {
+		return Receipt{}, fmt.Errorf("over %d bytes", MaxReceiptBytes)
+	}
+	if !utf8.Valid(data) {
+		return Receipt{}, errors.New("not UTF-8")
+	}
+	if err := checkStrictJSON(data); err != nil {
+		return Receipt{}, err
+	}
+	var raw receiptJSON
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return Receipt{}, fmt.Errorf("not a receipt: %w", err)
+	}
+	if raw.Schema == nil {
+		return Receipt{}, errors.New("no schema")
+	}
+	if *raw.Schema != ReceiptSchema {
+		return Receipt{Schema: *raw.Schema}, fmt.Errorf("schema %d: %w", *raw.Schema, ErrUnknownSchema)
+	}
+	r := Receipt{Schema: *raw.Schema}
+	if raw.UpdateID == nil || *raw.UpdateID == "" {
+		return r, errors.New("no update_id")
+	}
+	r.UpdateID = *raw.UpdateID
+	if raw.Outcome == nil {
+		return r, errors.New("no outcome")
+	}
+	switch o := *raw.Outcome; o {
+	case OutcomeRunning, OutcomeSuccess, OutcomePartial, OutcomeFailed, OutcomeRefused:
+		r.Outcome = o
+	default:
+		return r, fmt.Errorf("outcome %q is none of running, success, partial, failed, refused", o)
+	}
+	var err error
+	if raw.StartedAt == nil {
+		return r, errors.New("no started_at")
+	}
+	if r.StartedAt, err = parseTime(*raw.StartedAt); err != nil {
+		return r, fmt.Errorf("started_at: %w", err)
+	}
+	switch {
+	case raw.FinishedAt != nil:
+		if r.FinishedAt, err = parseTime(*raw.FinishedAt); err != nil {
+			return r, fmt.Errorf("finished_at: %w", err)
+		}
+	case r.Outcome != OutcomeRunning:
+		return r, errors.New("no finished_at")
+	}
+	if r.PreSHA, err = sha("pre_update", raw.PreUpdate); err != nil {
+		return r, err
+	}
+	if r.PostSHA, err = sha("post_update", raw.PostUpdate); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// sha is the sha of a pre_update or post_update object: empty when the
+// object or its sha is absent or null, else a full hex object id.
+func sha(name string, s *stateRef) (string, error) {
+	if s == nil || s.SHA == nil || *s.SHA == "" {
+		return "", nil
+	}
+	v := strings.ToLower(*s.SHA)
+	if (len(v) != 40 && len(v) != 64) || strings.Trim(v, "0123456789abcdef") != "" {
+		return "", fmt.Errorf("%s.sha %q is not a full hex object id", name, *s.SHA)
+	}
+	return v, nil
+}
+
+// parseTime reads an ISO 8601 time as RFC 3339, fractional seconds
+// allowed; a time without an offset is taken as UTC.
+func parseTime(s string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t.UTC(), nil
+	}
+	t, err := time.Parse("2006-01-02T15:04:05.999999999", s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q is not an ISO 8601 time", s)
+	}
+	return t, nil
+}
+
+// checkStrictJSON accepts exactly one JSON object with nothing after it
+// and no key twice in any object: a duplicated "outcome" must not be read
+// as whichever came last.
+func checkStrictJSON(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return fmt.Errorf("not JSON: %w", err)
+	}
+	if tok != json.Delim('{') {
+		return errors.New("not a JSON object")
+	}
+	if err := checkObject(dec, 1); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("data after the JSON object")
+	}
+	return nil
+}
+
+// maxJSONDepth bounds nesting, so that no input recurses without end.
+const maxJSONDepth = 32
+
+// checkObject reads the rest of an object whose '{' was read.
+func checkObject(dec *json.Decoder, depth int) error {
+	seen := map[string]bool{}
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return fmt.Errorf("not JSON: %w", err)
+		}
+		if tok == json.Delim('}') {
+			return nil
+		}
+		key, ok := tok.(string)
+		if !ok {
+			return errors.New("not JSON: a key that is no string")
+		}
+		if seen[key] {
+			return fmt.Errorf("key %q appears twice", key)
+		}
+		seen[key] = true
+		if err := checkValue(dec, depth); err != nil {
+			return err
+		}
+	}
+}
+
+// checkValue reads one value.
+func checkValue(dec *json.Decoder, depth int) error {
+	if depth > maxJSONDepth {
+		return fmt.Errorf("nested deeper than %d", maxJSONDepth)
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return fmt.Errorf("not JSON: %w", err)
+	}
+	switch tok {
+	case json.Delim('{'):
+		return checkObject(dec, depth+1)
+	case json.Delim('['):
+		for dec.More() {
+			if err := checkValue(dec, depth+1); err != nil {
+				return err
+			}
+		}
+		if _, err := dec.Token(); err != nil {
+			return fmt.Errorf("not JSON: %w", err)
+		}
+	}
+	return nil
+}

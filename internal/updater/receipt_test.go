@@ -1,0 +1,115 @@
+package updater
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const (
+	shaA = "1111111111111111111111111111111111111111"
+	shaB = "2222222222222222222222222222222222222222"
+)
+
+func TestParseReceipt(t *testing.T) {
+	good := `{"schema": 1, "update_id": "u1", "outcome": "success",
+		"started_at": "2026-11-30T05:00:00Z", "finished_at": "2026-11-30T05:01:02.5+00:00",
+		"pre_update": {"sha": "` + shaA + `"}, "post_update": {"sha": "` + strings.ToUpper(shaB) + `", "branch": "main"},
+		"extra": [1, {"nested": true}]}`
+	r, err := ParseReceipt([]byte(good))
+	require.NoError(t, err)
+	assert.Equal(t, Receipt{
+		Schema: 1, UpdateID: "u1", Outcome: OutcomeSuccess,
+		StartedAt:  time.Date(2026, 11, 30, 5, 0, 0, 0, time.UTC),
+		FinishedAt: time.Date(2026, 11, 30, 5, 1, 2, 5e8, time.UTC),
+		PreSHA:     shaA, PostSHA: shaB,
+	}, r)
+
+	naive, err := ParseReceipt([]byte(`{"schema":1,"update_id":"u","outcome":"running","started_at":"2026-11-30T05:00:00.123456"}`))
+	require.NoError(t, err, "a running receipt has no finished_at; a time without offset is UTC")
+	assert.Equal(t, time.Date(2026, 11, 30, 5, 0, 0, 123456000, time.UTC), naive.StartedAt)
+	assert.True(t, naive.FinishedAt.IsZero())
+
+	for _, tc := range []struct{ name, body, want string }{
+		{"empty", ``, "not JSON"},
+		{"not UTF-8", "{\"schema\":1,\"update_id\":\"\xff\"}", "not UTF-8"},
+		{"array", `[1]`, "not a JSON object"},
+		{"trailing data", `{"schema":1} {}`, "data after"},
+		{"duplicate outcome", `{"schema":1,"update_id":"u","outcome":"failed","outcome":"success","started_at":"2026-11-30T05:00:00Z","finished_at":"2026-11-30T05:00:00Z"}`, `"outcome" appears twice`},
+		{"duplicate nested sha", `{"schema":1,"post_update":{"sha":"` + shaA + `","sha":"` + shaB + `"}}`, `"sha" appears twice`},
+		{"no schema", `{"update_id":"u"}`, "no schema"},
+		{"schema a string", `{"schema":"1"}`, "not a receipt"},
+		{"schema a fraction", `{"schema":1.5}`, "not a receipt"},
+		{"unknown outcome", `{"schema":1,"update_id":"u","outcome":"done","started_at":"2026-11-30T05:00:00Z"}`, "outcome"},
+		{"no finished_at", `{"schema":1,"update_id":"u","outcome":"success","started_at":"2026-11-30T05:00:00Z"}`, "no finished_at"},
+		{"bad time", `{"schema":1,"update_id":"u","outcome":"failed","started_at":"yesterday","finished_at":"2026-11-30T05:00:00Z"}`, "started_at"},
+		{"short sha", `{"schema":1,"update_id":"u","outcome":"failed","started_at":"2026-11-30T05:00:00Z","finished_at":"2026-11-30T05:00:00Z","post_update":{"sha":"abc"}}`, "not a full hex"},
+		{"sha a number", `{"schema":1,"update_id":"u","outcome":"failed","started_at":"2026-11-30T05:00:00Z","finished_at":"2026-11-30T05:00:00Z","post_update":{"sha":1}}`, "not a receipt"},
+		{"deep", `{"schema":1,"x":` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}`, "nested deeper"},
+		{"oversized", `{"schema":1,"x":"` + strings.Repeat("x", MaxReceiptBytes) + `"}`, "over"},
+	} {
+		_, err := ParseReceipt([]byte(tc.body))
+		assert.ErrorContains(t, err, tc.want, "ParseReceipt(%s)", tc.name)
+	}
+
+	_, err = ParseReceipt([]byte(`{"schema": 2, "outcome": "whatever"}`))
+	assert.ErrorIs(t, err, ErrUnknownSchema)
+}
+
+// A lock held exclusively refuses every other lock; shared locks admit
+// each other and refuse an exclusive one. Each Lock is its own open file,
+// so two in one process conflict as two processes would.
+func TestLock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "update.lock")
+	ex, err := Lock(path, true)
+	require.NoError(t, err)
+	_, err = Lock(path, false)
+	assert.True(t, errors.Is(err, ErrLocked), "a shared lock while one is held exclusively: %v", err)
+	_, err = Lock(path, true)
+	assert.ErrorIs(t, err, ErrLocked)
+	require.NoError(t, ex.Close())
+
+	sh1, err := Lock(path, false)
+	require.NoError(t, err)
+	sh2, err := Lock(path, false)
+	require.NoError(t, err, "two shared locks")
+	_, err = Lock(path, true)
+	assert.ErrorIs(t, err, ErrLocked, "an exclusive lock while shared ones are held")
+	require.NoError(t, sh1.Close())
+	require.NoError(t, sh2.Close())
+	ex, err = Lock(path, true)
+	require.NoError(t, err, "an exclusive lock once the shared ones are released")
+	require.NoError(t, ex.Close())
+}
+
+// FuzzParseReceipt: no input panics, and an accepted receipt is schema 1
+// with a known outcome and the times it needs.
+func FuzzParseReceipt(f *testing.F) {
+	f.Add([]byte(`{"schema":1,"update_id":"u","outcome":"success","started_at":"2026-11-30T05:00:00Z","finished_at":"2026-11-30T05:00:01Z","pre_update":{"sha":"` + shaA + `"},"post_update":{"sha":"` + shaB + `"}}`))
+	f.Add([]byte(`{"schema":1,"update_id":"u","outcome":"running","started_at":"2026-11-30T05:00:00"}`))
+	f.Add([]byte(`{"schema":2}`))
+	f.Add([]byte(`{"schema":1,"outcome":"failed","outcome":"success"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := ParseReceipt(data)
+		if err != nil {
+			return
+		}
+		if r.Schema != ReceiptSchema || r.UpdateID == "" || r.StartedAt.IsZero() {
+			t.Fatalf("accepted %q as %+v", data, r)
+		}
+		switch r.Outcome {
+		case OutcomeRunning:
+		case OutcomeSuccess, OutcomePartial, OutcomeFailed, OutcomeRefused:
+			if r.FinishedAt.IsZero() {
+				t.Fatalf("accepted %q without finished_at", data)
+			}
+		default:
+			t.Fatalf("accepted outcome %q", r.Outcome)
+		}
+	})
+}

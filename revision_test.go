@@ -2,6 +2,7 @@ package runtimeguard
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -208,6 +209,7 @@ func TestReadRevisionUnsupportedFormats(t *testing.T) {
 		git(t, dir, "config", "extensions.refStorage", "reftable")
 		_, err := ReadRevision(dir, module)
 		assert.ErrorContains(t, err, `ref storage "reftable" is not supported`)
+		assert.ErrorIs(t, err, errors.ErrUnsupported)
 		_, err = New(Options{ModulePath: module, HomeDir: dir})
 		assert.ErrorContains(t, err, "reftable", "binding to an unreadable checkout is an error, not an inert guard")
 	})
@@ -224,7 +226,8 @@ func TestReadRevisionUnsupportedFormats(t *testing.T) {
 		git(t, dir, "config", "core.repositoryformatversion", "1")
 		git(t, dir, "config", "extensions.someFutureThing", "true")
 		_, err := ReadRevision(dir, module)
-		assert.ErrorContains(t, err, `extension "someFutureThing" is not supported`)
+		assert.ErrorContains(t, err, `extension "somefuturething" is not supported`, "named as git lists it")
+		assert.ErrorIs(t, err, errors.ErrUnsupported)
 	})
 }
 

@@ -1,10 +1,12 @@
 package runtimeguard
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -23,6 +25,15 @@ var configsGitReads = []struct{ name, config string }{
 	{"key on the section header line", gitInitConfig + "[user] name = x\n"},
 	{"UTF-8 byte order mark", "\ufeff" + gitInitConfig},
 	{"[core] repositoryformatversion = 0 on one line", "[core] repositoryformatversion = 0\n"},
+}
+
+// trackedBranches returns the sections git push -u writes for n branches.
+func trackedBranches(n int) string {
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "[branch \"feature/tracked-branch-%04d\"]\n\tremote = origin\n\tmerge = refs/heads/feature/tracked-branch-%04d\n", i, i)
+	}
+	return b.String()
 }
 
 // kv is an entry with a value.
@@ -225,7 +236,10 @@ func TestParseRepoFormat(t *testing.T) {
 // TestBindsWithConfigsGitReads: a checkout whose config git reads binds to
 // the revision git gives.
 func TestBindsWithConfigsGitReads(t *testing.T) {
-	for _, tc := range configsGitReads {
+	configs := append([]struct{ name, config string }{
+		{"over 64 KiB: 800 tracked branches", gitInitConfig + trackedBranches(800)},
+	}, configsGitReads...)
+	for _, tc := range configs {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			dir := tempDir(t)
@@ -234,6 +248,16 @@ func TestBindsWithConfigsGitReads(t *testing.T) {
 			assertBindsToHead(t, dir, module)
 		})
 	}
+	t.Run("over 16 MiB", func(t *testing.T) {
+		t.Parallel()
+		dir := tempDir(t)
+		module, _ := agentRepo(t, dir)
+		block := []byte(trackedBranches(1000))
+		config := append([]byte(gitInitConfig), bytes.Repeat(block, (16<<20)/len(block)+1)...)
+		require.Greater(t, len(config), 16<<20)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, ".git", "config"), config, 0o644))
+		assertBindsToHead(t, dir, module)
+	})
 	t.Run("sha256 with a byte order mark and one-line sections", func(t *testing.T) {
 		t.Parallel()
 		dir := tempDir(t)

@@ -15,7 +15,8 @@ import (
 // Size limits for the files a read opens: larger ones are refused, never
 // read whole.
 const (
-	maxSmallFileBytes = 64 << 10 // HEAD, loose refs, .git files, commondir, config
+	maxSmallFileBytes = 64 << 10 // HEAD, loose refs, .git files, commondir
+	maxConfigBytes    = 32 << 20 // the repository config (Git stops at 2 GiB)
 	maxPackedRefs     = 1 << 30
 	maxIndexBytes     = 1 << 30
 	maxSymrefDepth    = 5 // Git's SYMREF_MAXDEPTH
@@ -229,7 +230,7 @@ func (r *reader) read(src, mod string) (Checkout, error) {
 // and index stay untouched.
 func (r *reader) readConfig(path string) ([]byte, bool, error) {
 	n := len(r.deps)
-	data, ok, err := r.readFile(path, maxSmallFileBytes)
+	data, ok, err := r.readFile(path, maxConfigBytes)
 	r.deps = r.deps[:n]
 	return data, ok, err
 }

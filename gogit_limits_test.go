@@ -3,18 +3,21 @@
 package runtimeguard
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
 
 	gogit "github.com/go-git/go-git/v5"
+	gitconfig "github.com/go-git/go-git/v5/plumbing/format/config"
 	"github.com/go-git/go-git/v5/plumbing/format/index"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// TestGoGitLimits pins what the README says of go-git's repository and index
-// readers, the reasons this package reads HEAD, refs and the index itself.
+// TestGoGitLimits pins what the README says of go-git's repository, index
+// and config readers, the reasons this package reads HEAD, refs, the index
+// and the config itself.
 // When a go-git upgrade changes one of these, this test says so.
 func TestGoGitLimits(t *testing.T) {
 	t.Run("refuses worktreeConfig", func(t *testing.T) {
@@ -39,5 +42,15 @@ func TestGoGitLimits(t *testing.T) {
 		defer f.Close()
 		var idx index.Index
 		assert.ErrorIs(t, index.NewDecoder(f).Decode(&idx), index.ErrUnknownExtension)
+	})
+	t.Run("config decoder refuses configs git reads", func(t *testing.T) {
+		for _, tc := range configsGitReads {
+			path := filepath.Join(tempDir(t), "config")
+			require.NoError(t, os.WriteFile(path, []byte(tc.config), 0o644))
+			_, ok := gitConfigList(t, path)
+			require.True(t, ok, "git config --file F --list reads the %s", tc.name)
+			err := gitconfig.NewDecoder(bytes.NewReader([]byte(tc.config))).Decode(gitconfig.New())
+			assert.Error(t, err, "go-git's config decoder read the %s", tc.name)
+		}
 	})
 }

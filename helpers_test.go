@@ -1,9 +1,12 @@
 package runtimeguard
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,4 +82,24 @@ func testEnv(probe func(int) procInfo) *env {
 		e.probe = probe
 	}
 	return &e
+}
+
+// gitConfigList runs git config --file path --list -z and returns the
+// entries git read, or ok false when git refused the file.
+func gitConfigList(t testing.TB, path string) (entries []configEntry, ok bool) {
+	t.Helper()
+	out, err := gittest.Command(filepath.Dir(path), "config", "--file", path, "--list", "-z").Output()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return nil, false
+	}
+	require.NoError(t, err, "git config --file %s --list -z", path)
+	for _, rec := range strings.Split(string(out), "\x00") {
+		if rec == "" {
+			continue
+		}
+		key, value, hasValue := strings.Cut(rec, "\n")
+		entries = append(entries, configEntry{key: key, value: value, hasValue: hasValue})
+	}
+	return entries, true
 }

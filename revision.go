@@ -15,7 +15,7 @@ import (
 // read whole.
 const (
 	maxSmallFileBytes = 64 << 10 // HEAD, loose refs, .git files, commondir
-	maxConfigBytes    = 32 << 20
+	maxConfigBytes    = 32 << 20 // the repository config (Git stops at 2 GiB)
 	maxPackedRefs     = 1 << 30
 	maxIndexBytes     = 1 << 30
 	maxSymrefDepth    = 5  // Git's SYMREF_MAXDEPTH: refs read to resolve HEAD
@@ -262,6 +262,15 @@ func (r *reader) readAt(src, mod string) (Checkout, error) {
 		return c, fmt.Errorf("%s: %w", c.CommonDir, err)
 	}
 	c.ObjectFormat = format.objectFormat
+	// core.worktree names the worktree, relative to the Git directory: the
+	// .git found only led to the repository. Git ignores it in a linked
+	// worktree. core.bare is not read: git still reads the index and HEAD
+	// of a repository that says it is bare, and the guard keeps guarding.
+	if format.worktreeSet && c.CommonDir == c.GitDir {
+		if c.TopLevel, _, err = r.resolve(joinRelative(c.GitDir, format.worktree)); err != nil {
+			return c, fmt.Errorf("core.worktree: %w", err)
+		}
+	}
 
 	rel, err := filepath.Rel(c.TopLevel, mod)
 	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {

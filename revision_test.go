@@ -2,6 +2,7 @@ package runtimeguard
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -210,6 +211,7 @@ func TestReadRevisionUnsupportedFormats(t *testing.T) {
 		git(t, dir, "config", "extensions.refStorage", "reftable")
 		_, err := ReadRevision(dir, module)
 		assert.ErrorContains(t, err, `ref storage "reftable" is not supported`)
+		assert.ErrorIs(t, err, errors.ErrUnsupported)
 		_, err = New(Options{ModulePath: module, HomeDir: dir})
 		assert.ErrorContains(t, err, "reftable", "binding to an unreadable checkout is an error, not an inert guard")
 	})
@@ -226,7 +228,8 @@ func TestReadRevisionUnsupportedFormats(t *testing.T) {
 		git(t, dir, "config", "core.repositoryformatversion", "1")
 		git(t, dir, "config", "extensions.someFutureThing", "true")
 		_, err := ReadRevision(dir, module)
-		assert.ErrorContains(t, err, `extension "someFutureThing" is not supported`)
+		assert.ErrorContains(t, err, `extension "somefuturething" is not supported`, "named as git lists it")
+		assert.ErrorIs(t, err, errors.ErrUnsupported)
 	})
 }
 
@@ -284,4 +287,36 @@ func TestIndexFixtures(t *testing.T) {
 			assert.Error(t, err, "%s truncated to %d bytes", tc.file, n)
 		}
 	}
+}
+
+// core.worktree moves the worktree away from the directory holding .git;
+// core.bare does not stop git from reading the index and HEAD. Either way
+// the module is tracked, or not, as git says in the module's directory.
+func TestCoreWorktreeAndBare(t *testing.T) {
+	t.Run("core.worktree a subdirectory", func(t *testing.T) {
+		dir := tempDir(t)
+		git(t, dir, "init", "-q")
+		src := filepath.Join(dir, "src")
+		git(t, dir, "config", "core.worktree", src)
+		writeFile(t, filepath.Join(src, "run_agent.py"), "x\n")
+		git(t, src, "add", "run_agent.py")
+		git(t, src, "commit", "-q", "-m", "in the configured worktree")
+		module := filepath.Join(src, "run_agent.py")
+		git(t, src, "ls-files", "--error-unmatch", "run_agent.py")
+		rev, err := ReadRevision(src, module)
+		require.NoError(t, err)
+		assert.Equal(t, git(t, src, "rev-parse", "HEAD"), rev)
+		c, err := Inspect(module)
+		require.NoError(t, err)
+		assert.Equal(t, resolved(t, src), c.TopLevel)
+	})
+	t.Run("core.bare", func(t *testing.T) {
+		dir := tempDir(t)
+		module, _ := agentRepo(t, dir)
+		git(t, dir, "config", "core.bare", "true")
+		git(t, dir, "ls-files", "--error-unmatch", "run_agent.py")
+		rev, err := ReadRevision(dir, module)
+		require.NoError(t, err)
+		assert.Equal(t, git(t, dir, "rev-parse", "HEAD"), rev)
+	})
 }

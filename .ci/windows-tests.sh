@@ -28,7 +28,7 @@ export RUNTIMEGUARD_TEST_CHECKOUT="Z:${checkout//\//\\};$(git -C "$checkout" rev
 GOOS=windows GOARCH=amd64 go test -c -o "$work/runtimeguard.test.exe" .
 # The tests that need no git binary: marker reading, process probes,
 # update states, payloads, parsers and their fuzz seeds.
-tests='Windows|TestReadUpdateMarker|TestMarkerLiveness|TestMarkerAge|TestNoSafeOpen|TestInstallRoots|TestUpdateStateTable|TestPayload|TestWriteStale|TestPrefersProblem|TestStaleErrorText|TestStampSettled|TestDefaultMessage|TestHomeDir|TestIndexFixtures|^Fuzz'
+tests='Windows|TestReadUpdateMarker|TestMarkerLiveness|TestMarkerAge|TestNoSafeOpen|TestInstallRoots|TestUpdateStateTable|TestPayload|TestWriteStale|TestPrefersProblem|TestStaleErrorText|TestStampSettled|TestDefaultMessage|TestHomeDir|TestIndexFixtures|TestParseGitConfig$|TestParseRepoFormat|TestLookupConfig|^Fuzz'
 # The binary reads testdata/ relative to its working directory.
 /usr/lib/wine/wine64 "$work/runtimeguard.test.exe" -test.run "$tests" -test.v 2>&1 | tee "$work/out" | grep -E '^(--- |ok|PASS|FAIL)' || true
 grep -q '^PASS$' "$work/out" || { echo "Windows tests failed under Wine"; exit 1; }

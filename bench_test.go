@@ -15,6 +15,7 @@ import (
 	gogit "github.com/go-git/go-git/v5"
 	"golang.org/x/sys/unix"
 
+	"github.com/runtimeguard/runtimeguard/internal/gitread"
 	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
@@ -143,14 +144,14 @@ func depList(g *Guard) string {
 	var sb strings.Builder
 	for _, d := range g.bound.Load().snap.Load().deps {
 		op := "stat "
-		if d.nofollow {
+		if d.NoFollow {
 			op = "lstat"
 		}
 		state := "present"
-		if !d.st.present {
+		if !d.Stamp.Present() {
 			state = "absent"
 		}
-		fmt.Fprintf(&sb, "\n  %s %s (%s)", op, d.path, state)
+		fmt.Fprintf(&sb, "\n  %s %s (%s)", op, d.Path, state)
 	}
 	return sb.String()
 }
@@ -199,7 +200,7 @@ func BenchmarkStatFloor(b *testing.B) {
 		paths := make([]string, len(deps))
 		lstat := make([]bool, len(deps))
 		for i, d := range deps {
-			paths[i], lstat[i] = d.path, d.nofollow
+			paths[i], lstat[i] = d.Path, d.NoFollow
 		}
 		b.ReportAllocs()
 		b.ResetTimer()
@@ -254,7 +255,7 @@ func BenchmarkFullRead(b *testing.B) {
 	benchLayouts(b, func(b *testing.B, module string) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			if rev, err := ReadRevision(filepath.Dir(module), module); err != nil || rev == "" {
+			if rev, err := gitread.ReadRevision(filepath.Dir(module), module); err != nil || rev == "" {
 				b.Fatal(rev, err)
 			}
 		}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runtimeguard/runtimeguard/internal/gitread"
 )
 
 // settledEnv is the system environment with a clock an hour ahead, so every
@@ -141,17 +143,24 @@ func TestSameTickInPlaceRewriteIsSeen(t *testing.T) {
 	e := testEnv(nil)
 	e.now = fi.ModTime
 	// Stamps that cannot see an in-place rewrite within one tick.
-	frozen := map[string]stamp{}
+	frozen := map[string]gitread.Stamp{}
 	var mu sync.Mutex
-	e.stat = func(p string) (stamp, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if st, ok := frozen[p]; ok {
-			return st, nil
+	freeze := func(stat func(string) (gitread.Stamp, error), follow string) func(string) (gitread.Stamp, error) {
+		return func(p string) (gitread.Stamp, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if st, ok := frozen[follow+p]; ok {
+				return st, nil
+			}
+			st, err := stat(p)
+			frozen[follow+p] = st
+			return st, err
 		}
-		st, err := statStamp(p)
-		frozen[p] = st
-		return st, err
+	}
+	e.git = &gitread.FS{
+		Stat:     freeze(gitread.StatStamp, "stat "),
+		Lstat:    freeze(gitread.LstatStamp, "lstat "),
+		ReadFile: gitread.ReadRegular,
 	}
 	g, err := newGuard(Options{ModulePath: module, HomeDir: tempDir(t)}, e)
 	require.NoError(t, err)
@@ -167,23 +176,6 @@ func TestSameTickInPlaceRewriteIsSeen(t *testing.T) {
 	var se *StaleError
 	require.ErrorAs(t, g.EnsureCurrent(), &se)
 	assert.Equal(t, third, se.Current)
-}
-
-// A snapshot is trusted only once its files' timestamps are safely older
-// than the read, and the rule is Git's: whole-second timestamps need more.
-func TestStampSettled(t *testing.T) {
-	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
-	fine := stamp{present: true, mtime: base + 123456789, ctime: base + 123456789}
-	assert.True(t, fine.settled(fine.mtime+int64(fineTimestampMargin)+1))
-	assert.False(t, fine.settled(fine.mtime+int64(fineTimestampMargin)))
-	assert.False(t, fine.settled(fine.mtime))
-	coarse := stamp{present: true, mtime: base, ctime: base}
-	assert.False(t, coarse.settled(base+int64(2*time.Second)))
-	assert.True(t, coarse.settled(base+int64(coarseTimestampMargin)+1))
-	changed := fine
-	changed.ctime = fine.mtime + int64(time.Hour)
-	assert.False(t, changed.settled(fine.mtime+int64(time.Minute)), "a recent ctime is not settled")
-	assert.True(t, stamp{}.settled(0), "an absent file is settled")
 }
 
 // A symbolic link in the configured module path swapped to another checkout

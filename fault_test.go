@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runtimeguard/runtimeguard/internal/gitread"
 )
 
 // checkWithin runs a check in a goroutine and fails the test if it panics
@@ -227,9 +229,9 @@ func TestGuardIsReadOnly(t *testing.T) {
 		require.Equal(t, MarkerActive, ReadUpdateMarker(filepath.Join(home, MarkerName)))
 	}
 	for i := 0; i < 200; i++ {
-		_, err := ReadRevision(dir, module)
+		_, err := gitread.ReadRevision(dir, module)
 		require.NoError(t, err)
-		_, err = Inspect(module)
+		_, err = gitread.Inspect(module)
 		require.NoError(t, err)
 		_ = g.Observe()
 	}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/runtimeguard/runtimeguard/internal/gitread"
 )
 
 // Product names and the message built from them.
@@ -202,7 +204,7 @@ func newGuard(opts Options, e *env) (*Guard, error) {
 		return nil, fmt.Errorf("runtimeguard: stale message %q contains the word \"success\"", g.message)
 	}
 	if r := opts.ExpectRevision; r != "" {
-		if (len(r) != 40 && len(r) != 64) || !isObjectID(r, len(r)) {
+		if !gitread.IsRevision(r) {
 			return nil, fmt.Errorf("runtimeguard: ExpectRevision %q is not a full hex object id", r)
 		}
 		if opts.ModulePath == "" {
@@ -231,7 +233,7 @@ func (g *Guard) Capture(modulePath string) error {
 	if b := g.bound.Load(); b != nil && b.id.Revision != "" {
 		return g.EnsureCurrent()
 	}
-	abs, err := absModule(modulePath)
+	abs, err := gitread.Abs(modulePath)
 	if err != nil {
 		return err
 	}
@@ -276,15 +278,15 @@ func (g *Guard) bind(abs string) (*binding, error) {
 			err = call.err
 		}
 		switch {
-		case err != nil && errors.Is(err, errChanged):
+		case err != nil && errors.Is(err, gitread.ErrChanged):
 			unsettled = err
 			continue
 		case err != nil:
 			return nil, err
-		case call.checkout.unsettled:
+		case call.checkout.Unsettled:
 			unsettled = fmt.Errorf("HEAD names %s, which does not exist while other refs do (a branch being renamed or deleted, or an orphan branch)", call.checkout.Head)
 			continue
-		case !call.snap.unchanged(e):
+		case !call.snap.deps.Unchanged(e.git):
 			unsettled = errors.New("the checkout changed while it was read")
 			continue
 		}
@@ -455,7 +457,7 @@ type binding struct {
 // depends on. trusted is false when a stamp could hide a later change.
 type snapshot struct {
 	rev     string
-	deps    []dep
+	deps    gitread.Deps
 	trusted bool
 }
 
@@ -466,14 +468,14 @@ type readCall struct {
 	done     chan struct{}
 	rev      string
 	err      error
-	checkout Checkout
+	checkout gitread.Checkout
 	snap     *snapshot // nil unless the read succeeded
 }
 
 // current returns the checkout's revision now: from the snapshot when a stat
 // of each of its files proves nothing changed, else from a full read.
 func (b *binding) current(e *env, alwaysRead bool, timeout time.Duration) (string, error) {
-	if s := b.snap.Load(); s != nil && s.trusted && !alwaysRead && s.unchanged(e) {
+	if s := b.snap.Load(); s != nil && s.trusted && !alwaysRead && s.deps.Unchanged(e.git) {
 		return s.rev, nil
 	}
 	call, err := b.fullRead(e, alwaysRead, timeout, false)
@@ -481,22 +483,6 @@ func (b *binding) current(e *env, alwaysRead bool, timeout time.Duration) (strin
 		return "", err
 	}
 	return call.rev, call.err
-}
-
-// unchanged reports whether every dependency still has the stamp it had.
-func (s *snapshot) unchanged(e *env) bool {
-	for i := range s.deps {
-		d := &s.deps[i]
-		stat := e.stat
-		if d.nofollow {
-			stat = e.lstat
-		}
-		st, err := stat(d.path)
-		if err != nil || st != d.st {
-			return false
-		}
-	}
-	return true
 }
 
 // fullRead returns a full read that began after the caller arrived: the
@@ -556,9 +542,8 @@ func (b *binding) run(call *readCall, e *env, alwaysRead, mustExist bool) {
 		b.mu.Unlock()
 		close(call.done)
 	}()
-	start := e.now().UnixNano()
-	r := reader{e: e}
-	c, err := r.read(b.configured, mustExist)
+	start := e.now()
+	c, deps, err := gitread.Read(e.git, b.configured, mustExist)
 	call.checkout = c
 	switch {
 	case err != nil:
@@ -568,13 +553,7 @@ func (b *binding) run(call *readCall, e *env, alwaysRead, mustExist bool) {
 		call.err = fmt.Errorf("%s now leads to %s, not to %s: %w", b.configured, c.ModulePath, b.id.ModulePath, errElsewhere)
 		return
 	}
-	s := &snapshot{rev: c.Revision, deps: uniqueDeps(r.deps), trusted: !alwaysRead}
-	for _, d := range s.deps {
-		if !d.st.settled(start) {
-			s.trusted = false
-			break
-		}
-	}
+	s := &snapshot{rev: c.Revision, deps: deps, trusted: !alwaysRead && deps.Settled(start)}
 	b.snap.Store(s)
 	call.rev, call.snap = c.Revision, s
 }
@@ -582,25 +561,6 @@ func (b *binding) run(call *readCall, e *env, alwaysRead, mustExist bool) {
 // errElsewhere is a configured module path that now leads to another file
 // than the one the guard bound to.
 var errElsewhere = errors.New("the module path leads elsewhere")
-
-// uniqueDeps drops repeated dependencies: a file read twice with the same
-// stamp needs one stat.
-func uniqueDeps(deps []dep) []dep {
-	out := deps[:0:0]
-	for _, d := range deps {
-		seen := false
-		for _, o := range out {
-			if o == d {
-				seen = true
-				break
-			}
-		}
-		if !seen {
-			out = append(out, d)
-		}
-	}
-	return out
-}
 
 // ErrStale matches every [StaleError] through errors.Is.
 var ErrStale = errors.New("runtimeguard: the loaded runtime is stale")

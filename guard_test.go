@@ -20,6 +20,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runtimeguard/runtimeguard/internal/gitread"
 )
 
 // changedCheckout is a guard bound to an agent checkout that has since moved
@@ -161,14 +163,15 @@ func TestStaleCheckReportsUpdateState(t *testing.T) {
 func TestMarkerTakenAfterReadStillRefuses(t *testing.T) {
 	c := newChangedCheckout(t)
 	e := testEnv(nil)
-	stat := e.stat
 	marker := filepath.Join(c.home, MarkerName)
-	e.stat = func(p string) (stamp, error) {
+	fsys := *gitread.System
+	fsys.ReadFile = func(p string, limit int64, nofollow bool) ([]byte, gitread.Stamp, error) {
 		if _, err := os.Lstat(marker); errors.Is(err, fs.ErrNotExist) {
 			writeMarker(t, marker, os.Getpid(), time.Now())
 		}
-		return stat(p)
+		return gitread.ReadRegular(p, limit, nofollow)
 	}
+	e.git = &fsys
 	c.guard.env = e
 	err := c.guard.EnsureCurrent()
 	var se *StaleError
@@ -235,9 +238,9 @@ func TestPathspecCharactersAreLiteral(t *testing.T) {
 	git(t, outer, "add", "installed/agent/run_agent.py")
 	git(t, outer, "commit", "-q", "-m", "tracked lookalike")
 
-	rev, err := ReadRevision(filepath.Dir(module), module)
+	rev, err := gitread.ReadRevision(filepath.Dir(module), module)
 	require.NoError(t, err)
-	assert.Empty(t, rev, "ReadRevision(%q) read a revision through a pathspec match", module)
+	assert.Empty(t, rev, "gitread.ReadRevision(%q) read a revision through a pathspec match", module)
 	g, err := New(Options{ModulePath: module, HomeDir: outer})
 	require.NoError(t, err)
 	assert.Equal(t, resolved(t, filepath.Dir(module)), g.Identity().SourceDir)
@@ -245,7 +248,7 @@ func TestPathspecCharactersAreLiteral(t *testing.T) {
 
 	// The literal name is tracked once it is added.
 	git(t, outer, "add", "--", module)
-	rev, err = ReadRevision(filepath.Dir(module), module)
+	rev, err = gitread.ReadRevision(filepath.Dir(module), module)
 	require.NoError(t, err)
 	assert.Equal(t, git(t, outer, "rev-parse", "HEAD"), rev)
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/runtimeguard/runtimeguard/internal/gitread"
 )
 
 // MarkerName is the file name of the updater's in-progress marker inside
@@ -124,20 +126,15 @@ type env struct {
 	// openMarker reads a marker without following links or blocking; nil
 	// where the platform has no such open, and the marker is never opened.
 	openMarker func(path string) ([]byte, fileKind)
-	// stat and lstat stamp a file for the revision fast path, following
-	// a final link or not.
-	stat, lstat func(path string) (stamp, error)
-	// readFile reads a Git file whole: see readRegular.
-	readFile func(path string, limit int64, nofollow bool) ([]byte, stamp, error)
+	// git is the file system the checkout is read from.
+	git *gitread.FS
 }
 
 var systemEnv = &env{
 	now:        time.Now,
 	probe:      probeProcess,
 	openMarker: safeOpenMarker,
-	stat:       statStamp,
-	lstat:      lstatStamp,
-	readFile:   readRegular,
+	git:        gitread.System,
 }
 
 // readMarker classifies the marker at path (SPEC section 4).

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runtimeguard/runtimeguard/internal/gitread"
 )
 
 // hangingIndex is the system environment with a read of the index that
@@ -23,7 +25,9 @@ type hangingIndex struct {
 
 func (h *hangingIndex) env() *env {
 	e := testEnv(nil)
-	e.readFile = func(path string, limit int64, nofollow bool) ([]byte, stamp, error) {
+	fsys := *gitread.System
+	e.git = &fsys
+	fsys.ReadFile = func(path string, limit int64, nofollow bool) ([]byte, gitread.Stamp, error) {
 		if h.hang.Load() && filepath.Base(path) == "index" {
 			n := h.blocked.Add(1)
 			for {
@@ -35,7 +39,7 @@ func (h *hangingIndex) env() *env {
 			<-h.release
 			h.blocked.Add(-1)
 		}
-		return readRegular(path, limit, nofollow)
+		return gitread.ReadRegular(path, limit, nofollow)
 	}
 	return e
 }
@@ -95,11 +99,13 @@ func TestPanicInReadKeepsItsStack(t *testing.T) {
 	module, _ := agentRepo(t, dir)
 	e := testEnv(nil)
 	var boom atomic.Bool
-	e.readFile = func(path string, limit int64, nofollow bool) ([]byte, stamp, error) {
+	fsys := *gitread.System
+	e.git = &fsys
+	fsys.ReadFile = func(path string, limit int64, nofollow bool) ([]byte, gitread.Stamp, error) {
 		if boom.Load() && filepath.Base(path) == "index" {
 			panic("index reader exploded")
 		}
-		return readRegular(path, limit, nofollow)
+		return gitread.ReadRegular(path, limit, nofollow)
 	}
 	g, err := newGuard(Options{ModulePath: module, HomeDir: dir, AlwaysRead: true}, e)
 	require.NoError(t, err)

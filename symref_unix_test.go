@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/runtimeguard/runtimeguard/internal/gitread"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -58,7 +59,7 @@ func TestSymbolicRefsStoredAsLinks(t *testing.T) {
 					assert.ErrorIs(t, checkWithin(t, g), ErrStale, "after a commit")
 				}(g)
 			}
-			c, err := Inspect(module)
+			c, err := gitread.Inspect(module)
 			require.NoError(t, err)
 			assert.Equal(t, rev, c.Revision, "Inspect")
 			head, err := os.Readlink(filepath.Join(dir, ".git", "HEAD"))

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/runtimeguard/runtimeguard"
+	"github.com/runtimeguard/runtimeguard/internal/gitread"
 )
 
 // status is the JSON of 'runtimeguard status --json'. Its field names are
@@ -43,7 +44,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	if gf.module == "" {
 		return usagef("--module is required")
 	}
-	c, readErr := runtimeguard.Inspect(gf.module)
+	c, readErr := gitread.Inspect(gf.module)
 	if c.ModulePath == "" && readErr != nil {
 		return readErr // the module path itself is unusable
 	}

@@ -155,7 +155,7 @@ func TestCheckUsage(t *testing.T) {
 	assert.Contains(t, r.stderr, "not a full hex object id")
 	r = runCmd(t, t.TempDir(), "check", "--module", filepath.Join(t.TempDir(), "missing.py"), "--expect", rev)
 	assert.Equal(t, 1, r.code)
-	assert.Contains(t, r.stderr, "no such file")
+	assert.Contains(t, r.stderr, "does not exist")
 }
 
 func TestHelp(t *testing.T) {

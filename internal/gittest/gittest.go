@@ -1,10 +1,17 @@
-// Package gittest runs the git command for tests, isolated from the user's
-// and the system's Git configuration, with a fixed identity and branch name.
+// Package gittest is the test harness every test package of the module
+// shares: the git command isolated from the user's and the system's Git
+// configuration (no global or system config, so no signing, hooks or
+// templates of the user's), with a fixed identity and branch name, and the
+// helpers that make repositories and files with it.
+//
+// A test that needs git is skipped where git is not installed (as under
+// Wine), with the reason.
 package gittest
 
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -26,13 +33,85 @@ func Command(dir string, args ...string) *exec.Cmd {
 	return cmd
 }
 
+// Available reports whether git is installed.
+func Available() bool {
+	_, err := exec.LookPath("git")
+	return err == nil
+}
+
+// Need skips the test where git is not installed.
+func Need(tb testing.TB) {
+	tb.Helper()
+	if !Available() {
+		tb.Skip("git is not installed")
+	}
+}
+
 // Git runs git with args in dir and returns its trimmed output; it fails
-// the test when git does.
+// the test when git does, and skips it where git is not installed.
 func Git(tb testing.TB, dir string, args ...string) string {
 	tb.Helper()
+	Need(tb)
 	out, err := Command(dir, args...).CombinedOutput()
 	if err != nil {
 		tb.Fatalf("git %s in %s: %v\n%s", strings.Join(args, " "), dir, err, out)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// WriteFile writes content to path, making parent directories.
+func WriteFile(tb testing.TB, path, content string) {
+	tb.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// Init makes a repository in dir with one commit that tracks files (name
+// to content) and returns the commit's id. initArgs go to git init.
+func Init(tb testing.TB, dir string, files map[string]string, initArgs ...string) string {
+	tb.Helper()
+	Need(tb)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	Git(tb, dir, append([]string{"init", "-q"}, initArgs...)...)
+	for name, content := range files {
+		WriteFile(tb, filepath.Join(dir, name), content)
+		Git(tb, dir, "add", "--", name)
+	}
+	Git(tb, dir, "commit", "-q", "--allow-empty", "-m", "initial")
+	return Git(tb, dir, "rev-parse", "HEAD")
+}
+
+// Commit changes file in the repository at dir, commits it and returns the
+// new HEAD.
+func Commit(tb testing.TB, dir, file, content string) string {
+	tb.Helper()
+	WriteFile(tb, filepath.Join(dir, file), content)
+	Git(tb, dir, "add", "--", file)
+	Git(tb, dir, "commit", "-q", "-m", "change "+file)
+	return Git(tb, dir, "rev-parse", "HEAD")
+}
+
+// Agent makes a checkout in dir holding run_agent.py and returns the
+// module path and its revision.
+func Agent(tb testing.TB, dir string) (module, rev string) {
+	tb.Helper()
+	rev = Init(tb, dir, map[string]string{"run_agent.py": "class AIAgent: pass\n"})
+	return filepath.Join(dir, "run_agent.py"), rev
+}
+
+// Resolved returns p with symbolic links resolved (a temporary directory
+// may be behind one, as on macOS).
+func Resolved(tb testing.TB, p string) string {
+	tb.Helper()
+	r, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return r
 }

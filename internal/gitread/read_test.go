@@ -1,4 +1,4 @@
-package runtimeguard
+package gitread
 
 import (
 	"bytes"
@@ -14,18 +14,31 @@ import (
 	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
-// assertReadsHead checks that ReadRevision of the module in dir agrees with
-// git rev-parse HEAD there, and that a guard bound to it is current.
+// readHead reads the checkout of module as a guard binding to it does and
+// returns the revision; it fails the test when the read depends on nothing.
+func readHead(t *testing.T, module string) (string, error) {
+	t.Helper()
+	abs, err := Abs(module)
+	require.NoError(t, err)
+	c, deps, err := Read(System, abs, true)
+	if err == nil && c.Revision != "" {
+		require.NotEmpty(t, deps, "Read(%q) depends on no file", module)
+		require.True(t, deps.Unchanged(System), "Read(%q): the stamps of an unchanged checkout differ", module)
+	}
+	return c.Revision, err
+}
+
+// assertReadsHead checks that ReadRevision and Read of the module in dir
+// agree with git rev-parse HEAD there.
 func assertReadsHead(t *testing.T, dir, module string) string {
 	t.Helper()
 	want := git(t, dir, "rev-parse", "HEAD")
 	got, err := ReadRevision(filepath.Dir(module), module)
 	require.NoError(t, err)
 	assert.Equal(t, want, got, "ReadRevision(%q)", module)
-	g, err := New(Options{ModulePath: module, HomeDir: tempDir(t)})
+	bound, err := readHead(t, module)
 	require.NoError(t, err)
-	assert.Equal(t, want, g.Identity().Revision)
-	assert.NoError(t, g.EnsureCurrent())
+	assert.Equal(t, want, bound, "Read(%q)", module)
 	return got
 }
 
@@ -143,12 +156,14 @@ func TestReadRevisionLayouts(t *testing.T) {
 		initRepo(t, dir, map[string]string{"run_agent.py": "x\n"}, "--object-format=sha256")
 		got := assertReadsHead(t, dir, module)
 		assert.Len(t, got, 64)
-		g, err := New(Options{ModulePath: module, HomeDir: dir})
-		require.NoError(t, err)
 		git(t, dir, "pack-refs", "--all")
-		assert.NoError(t, g.EnsureCurrent(), "sha256, packed")
-		commit(t, dir, "run_agent.py", "y\n")
-		assert.ErrorIs(t, g.EnsureCurrent(), ErrStale)
+		packed, err := readHead(t, module)
+		require.NoError(t, err)
+		assert.Equal(t, got, packed, "sha256, packed")
+		moved := commit(t, dir, "run_agent.py", "y\n")
+		now, err := readHead(t, module)
+		require.NoError(t, err)
+		assert.Equal(t, moved, now)
 	})
 }
 
@@ -212,8 +227,8 @@ func TestReadRevisionUnsupportedFormats(t *testing.T) {
 		_, err := ReadRevision(dir, module)
 		assert.ErrorContains(t, err, `ref storage "reftable" is not supported`)
 		assert.ErrorIs(t, err, errors.ErrUnsupported)
-		_, err = New(Options{ModulePath: module, HomeDir: dir})
-		assert.ErrorContains(t, err, "reftable", "binding to an unreadable checkout is an error, not an inert guard")
+		_, err = readHead(t, module)
+		assert.ErrorContains(t, err, "reftable", "reading an unreadable checkout is an error, not an inert guard")
 	})
 	t.Run("split index", func(t *testing.T) {
 		dir := tempDir(t)

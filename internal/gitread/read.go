@@ -1,4 +1,13 @@
-package runtimeguard
+// Package gitread reads what a runtime guard needs of a Git checkout from
+// the files themselves, without running git: the revision of HEAD, whether
+// the index tracks a module, and every file the answer depends on, stamped,
+// so that a later stat proves nothing changed.
+//
+// Every file is read with care: stat before open, non-blocking opens,
+// regular files only, a buffer of the size fstat reports plus one byte.
+// Where the repository uses a format this package does not read, the error
+// matches errors.ErrUnsupported.
+package gitread
 
 import (
 	"bytes"
@@ -8,7 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
+	"time"
 )
 
 // Size limits for the files a read opens: larger ones are refused, never
@@ -51,9 +60,9 @@ type Checkout struct {
 	// Reason says why Revision is empty.
 	Reason string
 
-	// unsettled is set for an unborn branch in a repository that has other
+	// Unsettled is set for an unborn branch in a repository that has other
 	// refs: the state a branch rename passes through.
-	unsettled bool
+	Unsettled bool
 }
 
 // ReadRevision returns the full hex object id of HEAD of the Git worktree
@@ -75,7 +84,7 @@ func ReadRevision(sourceDir, modulePath string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	r := reader{e: systemEnv}
+	r := reader{fs: System}
 	c, err := r.readAt(src, mod)
 	if err != nil {
 		return "", fmt.Errorf("runtimeguard: read %s: %w", src, err)
@@ -86,11 +95,11 @@ func ReadRevision(sourceDir, modulePath string) (string, error) {
 // Inspect reads the checkout that holds modulePath the way a guard bound to
 // it would, and reports everything it found.
 func Inspect(modulePath string) (Checkout, error) {
-	abs, err := absModule(modulePath)
+	abs, err := Abs(modulePath)
 	if err != nil {
 		return Checkout{}, err
 	}
-	r := reader{e: systemEnv}
+	r := reader{fs: System}
 	c, err := r.read(abs, true)
 	if err != nil {
 		if c.ModulePath == "" {
@@ -101,8 +110,8 @@ func Inspect(modulePath string) (Checkout, error) {
 	return c, nil
 }
 
-// absModule makes a configured module path absolute and clean.
-func absModule(modulePath string) (string, error) {
+// Abs makes a configured module path absolute and clean.
+func Abs(modulePath string) (string, error) {
 	if modulePath == "" {
 		return "", errors.New("runtimeguard: empty module path")
 	}
@@ -120,7 +129,7 @@ func resolvePath(p string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("runtimeguard: %w", err)
 	}
-	r := reader{e: systemEnv}
+	r := reader{fs: System}
 	resolved, _, err := r.resolve(abs)
 	if err != nil {
 		return "", fmt.Errorf("runtimeguard: %w", err)
@@ -128,32 +137,103 @@ func resolvePath(p string) (string, error) {
 	return resolved, nil
 }
 
-// dep is one file an answer depends on, with its stamp when it was read. A
+// Dep is one file an answer depends on, with its stamp when it was read. A
 // stamp that is not present records that nothing was at the path. A
-// nofollow dep is stamped by lstat: a symbolic link itself, a loose ref, a
+// NoFollow dep is stamped by lstat: a symbolic link itself, a loose ref, a
 // directory on the way to the module.
-type dep struct {
-	path     string
-	nofollow bool
-	st       stamp
+type Dep struct {
+	Path     string
+	NoFollow bool
+	Stamp    Stamp
+}
+
+// Deps are the files one read depended on.
+type Deps []Dep
+
+// Unchanged reports whether every dependency still has the stamp it had.
+func (d Deps) Unchanged(fs *FS) bool {
+	for i := range d {
+		stat := fs.Stat
+		if d[i].NoFollow {
+			stat = fs.Lstat
+		}
+		st, err := stat(d[i].Path)
+		if err != nil || st != d[i].Stamp {
+			return false
+		}
+	}
+	return true
+}
+
+// Settled reports whether every stamp can be trusted to change if its file
+// changes after readStart: see Stamp.Settled.
+func (d Deps) Settled(readStart time.Time) bool {
+	for i := range d {
+		if !d[i].Stamp.Settled(readStart) {
+			return false
+		}
+	}
+	return true
+}
+
+// unique drops repeated dependencies: a file read twice with the same
+// stamp needs one stat.
+func (d Deps) unique() Deps {
+	out := d[:0:0]
+	for _, x := range d {
+		seen := false
+		for _, o := range out {
+			if o == x {
+				seen = true
+				break
+			}
+		}
+		if !seen {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// FS is what a read touches of the file system, replaceable for tests.
+type FS struct {
+	// Stat and Lstat stamp a path, following a final link or not; nothing
+	// at the path is a stamp that is not present.
+	Stat, Lstat func(path string) (Stamp, error)
+	// ReadFile reads a Git file whole: see ReadRegular.
+	ReadFile func(path string, limit int64, nofollow bool) ([]byte, Stamp, error)
+}
+
+// System is the file system itself.
+var System = &FS{Stat: StatStamp, Lstat: LstatStamp, ReadFile: ReadRegular}
+
+// Read resolves the configured module path abs (absolute and clean, links
+// unresolved: see Abs) and reads the checkout that holds what it leads to,
+// returning every file the answer depends on. With mustExist, a module path
+// that leads to nothing, or to a directory, is an error. A panic is not
+// recovered here.
+func Read(fs *FS, abs string, mustExist bool) (Checkout, Deps, error) {
+	r := reader{fs: fs}
+	c, err := r.read(abs, mustExist)
+	return c, r.deps.unique(), err
 }
 
 // reader performs one full read and records every file the answer depends
-// on, stamped from the open descriptor it was read through, so that a stamp
+// on, stamped from the open descriptor it was read through, so that a Stamp
 // is never newer than the content read.
 type reader struct {
-	e    *env
-	deps []dep
+	fs   *FS
+	deps Deps
 }
 
-func (r *reader) addDep(path string, nofollow bool, st stamp) {
-	r.deps = append(r.deps, dep{path: path, nofollow: nofollow, st: st})
+func (r *reader) addDep(path string, nofollow bool, st Stamp) {
+	r.deps = append(r.deps, Dep{Path: path, NoFollow: nofollow, Stamp: st})
 }
 
 // readFile reads the regular file at path, following links, and records
 // it. ok is false when nothing, or a directory, is at path.
 func (r *reader) readFile(path string, limit int64) (data []byte, ok bool, err error) {
-	data, st, err := r.e.readFile(path, limit, false)
+	data, st, err := r.fs.ReadFile(path, limit, false)
 	if err != nil {
 		return nil, false, err
 	}
@@ -181,20 +261,20 @@ func (r *reader) resolve(p string) (resolved string, exists bool, err error) {
 			continue
 		}
 		next := filepath.Join(resolved, comp)
-		st, err := r.e.lstat(next)
+		st, err := r.fs.Lstat(next)
 		if err != nil {
 			return "", false, err
 		}
 		switch {
 		case !st.present:
 			if strings.Trim(rest, string(filepath.Separator)) != "" {
-				return "", false, &fs.PathError{Op: "resolve", Path: next, Err: syscall.ENOENT}
+				return "", false, &fs.PathError{Op: "resolve", Path: next, Err: fs.ErrNotExist}
 			}
 			return next, false, nil
 		case st.link:
 			r.addDep(next, true, st)
 			if links++; links > maxLinks {
-				return "", false, &fs.PathError{Op: "resolve", Path: p, Err: syscall.ELOOP}
+				return "", false, &fs.PathError{Op: "resolve", Path: p, Err: errLinkLoop}
 			}
 			target, err := os.Readlink(next)
 			if err != nil {
@@ -206,7 +286,7 @@ func (r *reader) resolve(p string) (resolved string, exists bool, err error) {
 			}
 			rest = target + string(filepath.Separator) + rest
 		case !st.dir && strings.Trim(rest, string(filepath.Separator)) != "":
-			return "", false, &fs.PathError{Op: "resolve", Path: next, Err: syscall.ENOTDIR}
+			return "", false, &fs.PathError{Op: "resolve", Path: next, Err: errNotDir}
 		default:
 			resolved = next
 		}
@@ -232,12 +312,12 @@ func (r *reader) read(abs string, mustExist bool) (Checkout, error) {
 		return Checkout{}, fmt.Errorf("runtimeguard: module path: %w", err)
 	}
 	if mustExist {
-		st, err := r.e.stat(mod)
+		st, err := r.fs.Stat(mod)
 		switch {
 		case err != nil:
 			return Checkout{}, fmt.Errorf("runtimeguard: module path: %w", err)
 		case !exists || !st.present:
-			return Checkout{}, &fs.PathError{Op: "resolve", Path: abs, Err: syscall.ENOENT}
+			return Checkout{}, &fs.PathError{Op: "resolve", Path: abs, Err: fs.ErrNotExist}
 		case st.dir:
 			return Checkout{}, &fs.PathError{Op: "resolve", Path: mod, Err: errIsDir}
 		}
@@ -245,8 +325,12 @@ func (r *reader) read(abs string, mustExist bool) (Checkout, error) {
 	return r.readAt(filepath.Dir(mod), mod)
 }
 
-// errIsDir is a module path that names a directory.
-var errIsDir = errors.New("is a directory")
+// Path resolution failures.
+var (
+	errIsDir    = errors.New("is a directory")
+	errNotDir   = errors.New("not a directory")
+	errLinkLoop = fmt.Errorf("more than %d symbolic links", maxLinks)
+)
 
 func (r *reader) readAt(src, mod string) (Checkout, error) {
 	c := Checkout{SourceDir: src, ModulePath: mod}
@@ -299,7 +383,7 @@ func (r *reader) readAt(src, mod string) (Checkout, error) {
 	}
 	if c.Revision == "" {
 		c.Reason = "HEAD names the unborn branch " + c.Head
-		if c.unsettled, err = hasRefs(c.CommonDir, packed); err != nil {
+		if c.Unsettled, err = hasRefs(c.CommonDir, packed); err != nil {
 			return c, err
 		}
 	}
@@ -310,7 +394,7 @@ func (r *reader) readAt(src, mod string) (Checkout, error) {
 // whose revision does not matter: nothing it reads is a dependency, and a
 // HEAD that cannot be read leaves it empty.
 func (r *reader) headName(c *Checkout, hashLen int) {
-	scratch, head := reader{e: r.e}, *c
+	scratch, head := reader{fs: r.fs}, *c
 	if _, err := scratch.resolveHead(&head, hashLen); err == nil {
 		c.Head = head.Head
 	}
@@ -331,7 +415,7 @@ func (r *reader) findWorktree(c *Checkout) error {
 		if err != nil || found {
 			return err
 		}
-		st, err := r.e.lstat(dir)
+		st, err := r.fs.Lstat(dir)
 		if err != nil {
 			return err
 		}
@@ -347,11 +431,11 @@ func (r *reader) findWorktree(c *Checkout) error {
 
 // probeDotGit decides whether dotgit makes dir a worktree's top level.
 func (r *reader) probeDotGit(c *Checkout, dir, dotgit string) (bool, error) {
-	lst, err := r.e.lstat(dotgit)
+	lst, err := r.fs.Lstat(dotgit)
 	if err != nil || !lst.present {
-		return false, err // nothing there: the directory's stamp covers it
+		return false, err // nothing there: the directory's Stamp covers it
 	}
-	st, err := r.e.stat(dotgit)
+	st, err := r.fs.Stat(dotgit)
 	if err != nil {
 		return false, err
 	}
@@ -391,7 +475,7 @@ func (r *reader) isGitDir(dir string) (why string, err error) {
 	}
 	for _, sub := range [...]string{"objects", "refs"} {
 		p := filepath.Join(common, sub)
-		st, err := r.e.stat(p)
+		st, err := r.fs.Stat(p)
 		if err != nil {
 			return "", err
 		}
@@ -409,7 +493,7 @@ func (r *reader) isGitDir(dir string) (why string, err error) {
 // directory or anything else there is no valid HEAD; a special file is a
 // read failure.
 func (r *reader) validHead(path string) (why string, err error) {
-	st, err := r.e.lstat(path)
+	st, err := r.fs.Lstat(path)
 	if err != nil {
 		return "", err
 	}
@@ -426,7 +510,7 @@ func (r *reader) validHead(path string) (why string, err error) {
 		}
 		return "", nil
 	}
-	data, fst, err := r.e.readFile(path, maxSmallFileBytes, true)
+	data, fst, err := r.fs.ReadFile(path, maxSmallFileBytes, true)
 	if err != nil {
 		return "", err
 	}
@@ -511,7 +595,7 @@ type looseRef struct {
 // it); a path that changes type while it is read is read again.
 func (r *reader) readRef(path string) (looseRef, error) {
 	for try := 0; try < maxRefRetries; try++ {
-		st, err := r.e.lstat(path)
+		st, err := r.fs.Lstat(path)
 		if err != nil {
 			return looseRef{}, err
 		}
@@ -528,7 +612,7 @@ func (r *reader) readRef(path string) (looseRef, error) {
 			if strings.HasPrefix(target, "refs/") && validRefName(target) {
 				return looseRef{found: true, symref: target}, nil
 			}
-			data, fst, err := r.e.readFile(path, maxSmallFileBytes, false)
+			data, fst, err := r.fs.ReadFile(path, maxSmallFileBytes, false)
 			if err != nil {
 				return looseRef{}, err
 			}
@@ -538,9 +622,9 @@ func (r *reader) readRef(path string) (looseRef, error) {
 			}
 			return looseRef{found: true, data: data}, nil
 		}
-		data, fst, err := r.e.readFile(path, maxSmallFileBytes, true)
+		data, fst, err := r.fs.ReadFile(path, maxSmallFileBytes, true)
 		if err != nil {
-			if errors.Is(err, syscall.ELOOP) {
+			if isLinkLoop(err) {
 				continue // became a link since the lstat
 			}
 			return looseRef{}, err
@@ -732,4 +816,10 @@ func isObjectID(s string, hashLen int) bool {
 		}
 	}
 	return true
+}
+
+// IsRevision reports whether s is a full hex object id: 40 digits (SHA-1)
+// or 64 (SHA-256).
+func IsRevision(s string) bool {
+	return (len(s) == 40 || len(s) == 64) && isObjectID(s, len(s))
 }

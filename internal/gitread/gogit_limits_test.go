@@ -1,6 +1,6 @@
 //go:build unix
 
-package runtimeguard
+package gitread
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package runtimeguard
+package gitread
 
 import (
 	"errors"
@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// stamp is what a stat says of a file: enough to tell that it was replaced
+// Stamp is what a stat says of a file: enough to tell that it was replaced
 // or rewritten. present is false when nothing is at the path.
-type stamp struct {
+type Stamp struct {
 	present  bool
 	dir      bool
 	link     bool // a symbolic link (only from lstat)
@@ -21,7 +21,7 @@ type stamp struct {
 
 // Margins of Git's "racy" rule: a file whose timestamps are not at least
 // this much older than the moment its read began could be rewritten within
-// the same timestamp tick without any visible change, so a stamp of it is
+// the same timestamp tick without any visible change, so a Stamp of it is
 // not trusted. File systems with sub-second timestamps advance them with a
 // coarse clock (a scheduler tick on Linux, 15.6 ms on Windows); others keep
 // whole seconds or, like FAT, two.
@@ -30,9 +30,12 @@ const (
 	coarseTimestampMargin = 3 * time.Second
 )
 
-// settled reports whether s can be trusted to change if the file changes
-// after readStart (nanoseconds since the Unix epoch).
-func (s stamp) settled(readStart int64) bool {
+// Present reports whether something was at the path.
+func (s Stamp) Present() bool { return s.present }
+
+// Settled reports whether s can be trusted to change if the file changes
+// after readStart.
+func (s Stamp) Settled(readStart time.Time) bool {
 	if !s.present {
 		return true
 	}
@@ -40,21 +43,21 @@ func (s stamp) settled(readStart int64) bool {
 	if s.mtime%int64(time.Second) == 0 { // whole seconds: a coarse file system
 		margin = int64(coarseTimestampMargin)
 	}
-	limit := readStart - margin
+	limit := readStart.UnixNano() - margin
 	return s.mtime < limit && s.ctime < limit
 }
 
-// errChanged is the class of read failures of a file that changed while
+// ErrChanged is the class of read failures of a file that changed while
 // it was read: a later read may succeed.
-var errChanged = errors.New("changed while it was read")
+var ErrChanged = errors.New("changed while it was read")
 
-// changedError is a read failure of the errChanged class.
+// changedError is a read failure of the ErrChanged class.
 type changedError string
 
 func (e changedError) Error() string { return string(e) }
 
-// Is makes every changedError match errChanged.
-func (e changedError) Is(target error) bool { return target == errChanged }
+// Is makes every changedError match ErrChanged.
+func (e changedError) Is(target error) bool { return target == ErrChanged }
 
 // errGrew and errShrank are read failures of a file whose size changed
 // between fstat and the end of its read.

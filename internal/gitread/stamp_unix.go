@@ -1,6 +1,6 @@
 //go:build unix
 
-package runtimeguard
+package gitread
 
 import (
 	"errors"
@@ -9,35 +9,35 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// statStamp stats path, following links as the reads of Git's files do.
+// StatStamp stats path, following links as the reads of Git's files do.
 // Nothing at the path, or a path through something that is not a
-// directory, is a stamp that is not present.
-func statStamp(path string) (stamp, error) {
+// directory, is a Stamp that is not present.
+func StatStamp(path string) (Stamp, error) {
 	var st unix.Stat_t
 	if err := ignoringEINTR(func() error { return unix.Stat(path, &st) }); err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
-			return stamp{}, nil
+			return Stamp{}, nil
 		}
-		return stamp{}, &fs.PathError{Op: "stat", Path: path, Err: err}
+		return Stamp{}, &fs.PathError{Op: "stat", Path: path, Err: err}
 	}
 	return stampOf(&st), nil
 }
 
-// lstatStamp is statStamp without following a final symbolic link.
-func lstatStamp(path string) (stamp, error) {
+// LstatStamp is StatStamp without following a final symbolic link.
+func LstatStamp(path string) (Stamp, error) {
 	var st unix.Stat_t
 	if err := ignoringEINTR(func() error { return unix.Lstat(path, &st) }); err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
-			return stamp{}, nil
+			return Stamp{}, nil
 		}
-		return stamp{}, &fs.PathError{Op: "lstat", Path: path, Err: err}
+		return Stamp{}, &fs.PathError{Op: "lstat", Path: path, Err: err}
 	}
 	return stampOf(&st), nil
 }
 
-func stampOf(st *unix.Stat_t) stamp {
+func stampOf(st *unix.Stat_t) Stamp {
 	m, c := st.Mtim, st.Ctim
-	return stamp{
+	return Stamp{
 		present: true,
 		dir:     st.Mode&unix.S_IFMT == unix.S_IFDIR,
 		link:    st.Mode&unix.S_IFMT == unix.S_IFLNK,
@@ -69,18 +69,18 @@ func typeName(mode uint32) string {
 	return "special file"
 }
 
-// readRegular reads the regular file at path whole, following a final
+// ReadRegular reads the regular file at path whole, following a final
 // link unless nofollow. It asks stat what is there before it opens
 // anything, so a device is never opened; opens with O_NONBLOCK, so that a
 // FIFO swapped in meanwhile cannot block; asks the descriptor again; and
 // reads at most the size fstat reported plus one byte into a buffer of that
 // size: a file that grew or shrank meanwhile is a read failure.
 //
-// Nothing at the path is a stamp that is not present and no error; a
-// directory is a stamp with dir set and no data. Anything else that is not
-// a regular file is an error naming its type. The stamp comes from the
+// Nothing at the path is a Stamp that is not present and no error; a
+// directory is a Stamp with dir set and no data. Anything else that is not
+// a regular file is an error naming its type. The Stamp comes from the
 // descriptor the data was read through.
-func readRegular(path string, limit int64, nofollow bool) ([]byte, stamp, error) {
+func ReadRegular(path string, limit int64, nofollow bool) ([]byte, Stamp, error) {
 	var st unix.Stat_t
 	statFn, flags := unix.Stat, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY
 	if nofollow {
@@ -88,9 +88,9 @@ func readRegular(path string, limit int64, nofollow bool) ([]byte, stamp, error)
 	}
 	if err := ignoringEINTR(func() error { return statFn(path, &st) }); err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
-			return nil, stamp{}, nil
+			return nil, Stamp{}, nil
 		}
-		return nil, stamp{}, &fs.PathError{Op: "stat", Path: path, Err: err}
+		return nil, Stamp{}, &fs.PathError{Op: "stat", Path: path, Err: err}
 	}
 	if s, done, err := checkRegular(path, &st, limit); done {
 		return nil, s, err
@@ -103,13 +103,13 @@ func readRegular(path string, limit int64, nofollow bool) ([]byte, stamp, error)
 	})
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
-			return nil, stamp{}, nil // removed since the stat: as if stat came later
+			return nil, Stamp{}, nil // removed since the stat: as if stat came later
 		}
-		return nil, stamp{}, &fs.PathError{Op: "open", Path: path, Err: err}
+		return nil, Stamp{}, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer unix.Close(fd)
 	if err := ignoringEINTR(func() error { return unix.Fstat(fd, &st) }); err != nil {
-		return nil, stamp{}, &fs.PathError{Op: "fstat", Path: path, Err: err}
+		return nil, Stamp{}, &fs.PathError{Op: "fstat", Path: path, Err: err}
 	}
 	if s, done, err := checkRegular(path, &st, limit); done {
 		if err == nil { // a directory swapped in since the stat
@@ -127,7 +127,7 @@ func readRegular(path string, limit int64, nofollow bool) ([]byte, stamp, error)
 			return err
 		})
 		if err != nil {
-			return nil, stamp{}, &fs.PathError{Op: "read", Path: path, Err: err}
+			return nil, Stamp{}, &fs.PathError{Op: "read", Path: path, Err: err}
 		}
 		if m == 0 {
 			break
@@ -136,28 +136,40 @@ func readRegular(path string, limit int64, nofollow bool) ([]byte, stamp, error)
 	}
 	switch {
 	case int64(n) > st.Size:
-		return nil, stamp{}, &fs.PathError{Op: "read", Path: path, Err: errGrew}
+		return nil, Stamp{}, &fs.PathError{Op: "read", Path: path, Err: errGrew}
 	case int64(n) < st.Size:
-		return nil, stamp{}, &fs.PathError{Op: "read", Path: path, Err: errShrank}
+		return nil, Stamp{}, &fs.PathError{Op: "read", Path: path, Err: errShrank}
 	}
 	return buf[:n], stampOf(&st), nil
 }
 
 // checkRegular decides on a stat before a read: done is true when there is
-// nothing to read, with the stamp of a directory or an error.
-func checkRegular(path string, st *unix.Stat_t, limit int64) (s stamp, done bool, err error) {
+// nothing to read, with the Stamp of a directory or an error.
+func checkRegular(path string, st *unix.Stat_t, limit int64) (s Stamp, done bool, err error) {
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
 	case unix.S_IFDIR:
 		return stampOf(st), true, nil
 	default:
-		return stamp{}, true, &fs.PathError{Op: "read", Path: path, Err: &fileTypeError{typeName(uint32(st.Mode))}}
+		return Stamp{}, true, &fs.PathError{Op: "read", Path: path, Err: &fileTypeError{typeName(uint32(st.Mode))}}
 	}
 	if st.Size > limit {
-		return stamp{}, true, &fs.PathError{Op: "read", Path: path, Err: &tooLargeError{st.Size, limit}}
+		return Stamp{}, true, &fs.PathError{Op: "read", Path: path, Err: &tooLargeError{st.Size, limit}}
 	}
-	return stamp{}, false, nil
+	return Stamp{}, false, nil
 }
 
-// regular reports whether the stamp is of a regular file.
-func (s stamp) regular() bool { return s.present && s.mode&unix.S_IFMT == unix.S_IFREG }
+// regular reports whether the Stamp is of a regular file.
+func (s Stamp) regular() bool { return s.present && s.mode&unix.S_IFMT == unix.S_IFREG }
+
+// ignoringEINTR retries fn while it fails with EINTR.
+func ignoringEINTR(fn func() error) error {
+	for {
+		if err := fn(); !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
+}
+
+// isLinkLoop reports an open with O_NOFOLLOW that met a symbolic link.
+func isLinkLoop(err error) bool { return errors.Is(err, unix.ELOOP) }

@@ -1,6 +1,6 @@
 //go:build windows
 
-package runtimeguard
+package gittest
 
 import (
 	"os"
@@ -10,11 +10,11 @@ import (
 	"golang.org/x/sys/windows"
 )
 
-// tempDir is t.TempDir with a cleanup that Wine can carry out: Go's
+// TempDir is tb.TempDir with a cleanup that Wine can carry out: Go's
 // os.RemoveAll deletes through calls Wine 8 does not implement ("Invalid
 // function"), so the tree is removed with DeleteFile and RemoveDirectory,
 // deepest first, clearing the read-only attribute where needed.
-func tempDir(t testing.TB) string {
+func TempDir(t testing.TB) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "runtimeguard-test-")
 	if err != nil {

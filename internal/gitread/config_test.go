@@ -1,4 +1,4 @@
-package runtimeguard
+package gitread
 
 import (
 	"bytes"
@@ -268,15 +268,15 @@ func TestBindsWithConfigsGitReads(t *testing.T) {
 }
 
 // assertBindsToHead checks that git reads the repository at dir and that a
-// guard bound to module has the revision git rev-parse HEAD gives.
+// read of module as a guard binding to it makes gives the revision git
+// rev-parse HEAD gives.
 func assertBindsToHead(t *testing.T, dir, module string) string {
 	t.Helper()
 	want := git(t, dir, "rev-parse", "HEAD")
-	g, err := New(Options{ModulePath: module, HomeDir: tempDir(t)})
-	require.NoError(t, err, "New(%q)", module)
-	assert.Equal(t, want, g.Identity().Revision, "New(%q).Identity().Revision", module)
-	assert.NoError(t, g.EnsureCurrent())
-	return g.Identity().Revision
+	got, err := readHead(t, module)
+	require.NoError(t, err, "Read(%q)", module)
+	assert.Equal(t, want, got, "Read(%q)", module)
+	return got
 }
 
 // TestConfigGitRefusesFailsClosed: a config git refuses is an error, not an
@@ -293,9 +293,9 @@ func TestConfigGitRefusesFailsClosed(t *testing.T) {
 		module, _ := agentRepo(t, dir)
 		writeFile(t, filepath.Join(dir, ".git", "config"), config)
 		assert.Error(t, gittest.Command(dir, "rev-parse", "HEAD").Run(), "git rev-parse HEAD with config %q", config)
-		_, err := New(Options{ModulePath: module, HomeDir: tempDir(t)})
-		assert.Error(t, err, "New with config %q", config)
-		assert.NotErrorIs(t, err, errors.ErrUnsupported, "New with config %q", config)
+		_, err := readHead(t, module)
+		assert.Error(t, err, "Read with config %q", config)
+		assert.NotErrorIs(t, err, errors.ErrUnsupported, "Read with config %q", config)
 		rev, err := ReadRevision(dir, module)
 		assert.Error(t, err, "ReadRevision with config %q", config)
 		assert.Empty(t, rev, "ReadRevision with config %q", config)

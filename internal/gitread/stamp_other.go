@@ -1,6 +1,6 @@
 //go:build !unix
 
-package runtimeguard
+package gitread
 
 import (
 	"errors"
@@ -9,32 +9,32 @@ import (
 	"os"
 )
 
-// statStamp stats path. Without inode numbers or a change time, a stamp is
+// StatStamp stats path. Without inode numbers or a change time, a Stamp is
 // the type, size and modification time; the racy rule in stamp.settled is
 // what makes it sound.
-func statStamp(path string) (stamp, error) {
+func StatStamp(path string) (Stamp, error) {
 	return stampOfStat(os.Stat(path))
 }
 
-// lstatStamp is statStamp without following a final symbolic link.
-func lstatStamp(path string) (stamp, error) {
+// LstatStamp is StatStamp without following a final symbolic link.
+func LstatStamp(path string) (Stamp, error) {
 	return stampOfStat(os.Lstat(path))
 }
 
-func stampOfStat(fi fs.FileInfo, err error) (stamp, error) {
+func stampOfStat(fi fs.FileInfo, err error) (Stamp, error) {
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return stamp{}, nil
+			return Stamp{}, nil
 		}
-		return stamp{}, err
+		return Stamp{}, err
 	}
 	return stampOfInfo(fi), nil
 }
 
 // stampOfInfo keeps the type bits of the mode only: permission bits are
 // derived differently from a path and from a handle on some platforms.
-func stampOfInfo(fi fs.FileInfo) stamp {
-	return stamp{
+func stampOfInfo(fi fs.FileInfo) Stamp {
+	return Stamp{
 		present: true,
 		dir:     fi.IsDir(),
 		link:    fi.Mode()&fs.ModeSymlink != 0,
@@ -62,25 +62,25 @@ func typeName(mode fs.FileMode) string {
 }
 
 // checkInfo decides on a stat before a read: done is true when there is
-// nothing to read, with the stamp of a directory or an error.
-func checkInfo(path string, fi fs.FileInfo, limit int64) (s stamp, done bool, err error) {
+// nothing to read, with the Stamp of a directory or an error.
+func checkInfo(path string, fi fs.FileInfo, limit int64) (s Stamp, done bool, err error) {
 	switch {
 	case fi.Mode().IsRegular():
 	case fi.IsDir():
 		return stampOfInfo(fi), true, nil
 	default:
-		return stamp{}, true, &fs.PathError{Op: "read", Path: path, Err: &fileTypeError{typeName(fi.Mode())}}
+		return Stamp{}, true, &fs.PathError{Op: "read", Path: path, Err: &fileTypeError{typeName(fi.Mode())}}
 	}
 	if fi.Size() > limit {
-		return stamp{}, true, &fs.PathError{Op: "read", Path: path, Err: &tooLargeError{fi.Size(), limit}}
+		return Stamp{}, true, &fs.PathError{Op: "read", Path: path, Err: &tooLargeError{fi.Size(), limit}}
 	}
-	return stamp{}, false, nil
+	return Stamp{}, false, nil
 }
 
 // readOpened reads f whole when fi, its stat, says it is a regular file of
 // at most limit bytes: at most its size plus one byte, into a buffer of
 // that size, and a size that changed meanwhile is a read failure.
-func readOpened(path string, f io.Reader, fi fs.FileInfo, limit int64) ([]byte, stamp, error) {
+func readOpened(path string, f io.Reader, fi fs.FileInfo, limit int64) ([]byte, Stamp, error) {
 	if s, done, err := checkInfo(path, fi, limit); done {
 		if err == nil {
 			err = &fs.PathError{Op: "read", Path: path, Err: &fileTypeError{"directory"}}
@@ -90,25 +90,25 @@ func readOpened(path string, f io.Reader, fi fs.FileInfo, limit int64) ([]byte, 
 	buf := make([]byte, fi.Size()+1)
 	n, err := io.ReadFull(f, buf)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-		return nil, stamp{}, &fs.PathError{Op: "read", Path: path, Err: err}
+		return nil, Stamp{}, &fs.PathError{Op: "read", Path: path, Err: err}
 	}
 	switch {
 	case int64(n) > fi.Size():
-		return nil, stamp{}, &fs.PathError{Op: "read", Path: path, Err: errGrew}
+		return nil, Stamp{}, &fs.PathError{Op: "read", Path: path, Err: errGrew}
 	case int64(n) < fi.Size():
-		return nil, stamp{}, &fs.PathError{Op: "read", Path: path, Err: errShrank}
+		return nil, Stamp{}, &fs.PathError{Op: "read", Path: path, Err: errShrank}
 	}
 	return buf[:n], stampOfInfo(fi), nil
 }
 
-// readRegular reads the regular file at path whole, following a final link
+// ReadRegular reads the regular file at path whole, following a final link
 // unless nofollow. It asks stat what is there before it opens anything, and
 // the opened file again before it reads: opening a regular path does not
 // block here, and a device or pipe is refused by type. Nothing at the path
-// is a stamp that is not present and no error; a directory is a stamp with
+// is a Stamp that is not present and no error; a directory is a Stamp with
 // dir set and no data; anything else that is not a regular file is an
 // error naming its type.
-func readRegular(path string, limit int64, nofollow bool) ([]byte, stamp, error) {
+func ReadRegular(path string, limit int64, nofollow bool) ([]byte, Stamp, error) {
 	stat := os.Stat
 	if nofollow {
 		stat = os.Lstat
@@ -116,9 +116,9 @@ func readRegular(path string, limit int64, nofollow bool) ([]byte, stamp, error)
 	fi, err := stat(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, stamp{}, nil
+			return nil, Stamp{}, nil
 		}
-		return nil, stamp{}, err
+		return nil, Stamp{}, err
 	}
 	if s, done, err := checkInfo(path, fi, limit); done {
 		return nil, s, err
@@ -126,16 +126,20 @@ func readRegular(path string, limit int64, nofollow bool) ([]byte, stamp, error)
 	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, stamp{}, nil
+			return nil, Stamp{}, nil
 		}
-		return nil, stamp{}, err
+		return nil, Stamp{}, err
 	}
 	defer f.Close()
 	if fi, err = f.Stat(); err != nil {
-		return nil, stamp{}, err
+		return nil, Stamp{}, err
 	}
 	return readOpened(path, f, fi, limit)
 }
 
-// regular reports whether the stamp is of a regular file.
-func (s stamp) regular() bool { return s.present && fs.FileMode(s.mode).IsRegular() }
+// regular reports whether the Stamp is of a regular file.
+func (s Stamp) regular() bool { return s.present && fs.FileMode(s.mode).IsRegular() }
+
+// isLinkLoop reports an open without following that met a link: never,
+// here, where reads are not made without following links.
+func isLinkLoop(error) bool { return false }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -13,7 +14,8 @@ import (
 var markerStates = map[MarkerState]bool{MarkerAbsent: true, MarkerActive: true, MarkerStale: true, MarkerUnknown: true}
 
 // FuzzParseMarker: the body parser never panics, and what it accepts is a
-// positive process ID this platform can ask about and a finite time.
+// positive process ID this platform can ask about and a finite time, read
+// from the first two lines as pyInt and pyFloat read them.
 func FuzzParseMarker(f *testing.F) {
 	f.Add([]byte("1234\n1700000000.5\n"))
 	f.Add([]byte("1\n0\n"))
@@ -35,7 +37,76 @@ func FuzzParseMarker(f *testing.F) {
 		if !utf8.Valid(body) || len(body) > MaxMarkerBytes {
 			t.Fatalf("parseMarker(%q) accepted a body that is not small UTF-8", body)
 		}
+		lines := strings.Split(string(body), "\n")
+		n, _ := pyInt(lines[0])
+		x, _ := pyFloat(lines[1])
+		if int64(pid) != n || started != x {
+			t.Fatalf("parseMarker(%q) = %d, %v, want %d, %v", body, pid, started, n, x)
+		}
 	})
+}
+
+// numberAlphabet holds what matters to int() and float(). The fuzzer's
+// bytes are also read as indexes into it, so that most inputs it tries are
+// close to a number.
+var numberAlphabet = []string{
+	"0", "1", "5", "9", "_", ".", "e", "E", "+", "-", " ", "\t", "\n", "\x1c",
+	"\u3000", "\u0085", "\u200b", "\u0661", "\uff19", "\U0001d7ce", "\u00b2",
+	"i", "n", "f", "I", "N", "F", "a", "t", "y", "x", "p", "\x00",
+}
+
+// spell reads the bytes of s as indexes into numberAlphabet.
+func spell(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		b.WriteString(numberAlphabet[int(s[i])%len(numberAlphabet)])
+	}
+	return b.String()
+}
+
+// FuzzMarkerNumbers: pyInt and pyFloat never panic, agree with each other
+// (what int() accepts float() accepts too, with the same value while it is
+// exact) and ignore surrounding whitespace of either kind. Where python3 is
+// on PATH, one child answers what int() and float() make of each input, and
+// the answers must be the same. Each input is checked as it is and spelled
+// in numberAlphabet.
+func FuzzMarkerNumbers(f *testing.F) {
+	for _, tc := range pyNumberCases {
+		f.Add(tc.in)
+	}
+	oracle := startPyOracle(f)
+	if oracle == nil {
+		f.Log("python3 is not on PATH: checking invariants only")
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		checkNumber(t, oracle, s)
+		checkNumber(t, oracle, spell(s))
+	})
+}
+
+// checkNumber checks pyInt and pyFloat of s: the invariants, and Python's
+// answers where oracle is not nil.
+func checkNumber(t *testing.T, oracle *pyOracle, s string) {
+	t.Helper()
+	n, intOK := pyInt(s)
+	x, floatOK := pyFloat(s)
+	if intOK && !floatOK {
+		t.Fatalf("pyInt(%q) = %d, but pyFloat rejects it", s, n)
+	}
+	if intOK && n > -1<<53 && n < 1<<53 && x != float64(n) {
+		t.Fatalf("pyInt(%q) = %d, but pyFloat = %v", s, n, x)
+	}
+	for _, pad := range []string{" ", "\t\r", "\u3000", "\u0085"} {
+		if n2, ok := pyInt(pad + s + pad); n2 != n || ok != intOK {
+			t.Fatalf("pyInt(%q) = %d, %v, but pyInt(%q) = %d, %v", pad+s+pad, n2, ok, s, n, intOK)
+		}
+		if x2, ok := pyFloat(pad + s + pad); !sameFloat(x2, x) || ok != floatOK {
+			t.Fatalf("pyFloat(%q) = %v, %v, but pyFloat(%q) = %v, %v", pad+s+pad, x2, ok, s, x, floatOK)
+		}
+	}
+	if oracle != nil && utf8.ValidString(s) {
+		oracle.compare(t, s)
+	}
 }
 
 // FuzzReadUpdateMarker: any bytes in a real marker file classify as one of

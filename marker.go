@@ -6,7 +6,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -167,10 +166,11 @@ func lstatOnly(path string) fileKind {
 }
 
 // parseMarker parses a marker body: line 1 a process ID, line 2 the Unix
-// time the update started, in seconds. It reports ok false for anything that
-// is not UTF-8, has fewer than two lines, or holds a value that does not
-// parse, a process ID of zero or less or too large for this platform, or a
-// time that is not finite.
+// time the update started, in seconds, read as the hermes-webui guard reads
+// them, with Python's int() and float() ([pyInt], [pyFloat]). It reports ok
+// false for anything that is not UTF-8, has fewer than two lines, or holds a
+// value that does not parse, a process ID of zero or less or too large for
+// this platform, or a time that is not finite.
 func parseMarker(body []byte) (pid int, started float64, ok bool) {
 	if len(body) > MaxMarkerBytes || !utf8.Valid(body) {
 		return 0, 0, false
@@ -180,12 +180,12 @@ func parseMarker(body []byte) (pid int, started float64, ok bool) {
 		return 0, 0, false
 	}
 	second, _, _ := strings.Cut(rest, "\n")
-	n, err := strconv.ParseInt(strings.TrimSpace(first), 10, 64)
-	if err != nil || n <= 0 || n > maxPID {
+	n, ok := pyInt(first)
+	if !ok || n <= 0 || n > maxPID {
 		return 0, 0, false
 	}
-	t, err := strconv.ParseFloat(strings.TrimSpace(second), 64)
-	if err != nil || math.IsNaN(t) || math.IsInf(t, 0) {
+	t, ok := pyFloat(second)
+	if !ok || math.IsNaN(t) || math.IsInf(t, 0) {
 		return 0, 0, false
 	}
 	return int(n), t, true

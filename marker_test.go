@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,14 @@ func TestReadUpdateMarker(t *testing.T) {
 		{"pid 2^100", fmt.Sprintf("1267650600228229401496703205376\n%d\n", now.Unix()), MarkerUnknown},
 		{"pid not a number", fmt.Sprintf("12a\n%d\n", now.Unix()), MarkerUnknown},
 		{"time not a number", fmt.Sprintf("%d\nyesterday\n", pid), MarkerUnknown},
+		{"hex float time", fmt.Sprintf("%d\n%s\n", pid, strconv.FormatFloat(float64(now.Unix()), 'x', -1, 64)), MarkerUnknown},
+		{"hex pid", fmt.Sprintf("%#x\n%d\n", pid, now.Unix()), MarkerUnknown},
+		{"underscores", fmt.Sprintf("%s\n%s.2_5\n", underscored(strconv.Itoa(pid)), underscored(strconv.FormatInt(now.Unix()-1, 10))), MarkerActive},
+		{"doubled underscore", fmt.Sprintf("%d\n1__%d\n", pid, now.Unix()), MarkerUnknown},
+		{"arabic-indic digits", fmt.Sprintf("%s\n%s\n", arabicIndic(strconv.Itoa(pid)), arabicIndic(strconv.FormatInt(now.Unix(), 10))), MarkerActive},
+		{"unicode spaces", fmt.Sprintf("\u3000%d\u00a0\n\u2003%d\u0085\n", pid, now.Unix()), MarkerActive},
+		{"exponent time", fmt.Sprintf("%d\n%.9e\n", pid, float64(now.Unix())), MarkerActive},
+		{"overflowing time", fmt.Sprintf("%d\n1e400\n", pid), MarkerUnknown},
 		{"infinite time", fmt.Sprintf("%d\ninf\n", pid), MarkerUnknown},
 		{"negative infinite time", fmt.Sprintf("%d\n-inf\n", pid), MarkerUnknown},
 		{"nan time", fmt.Sprintf("%d\nNaN\n", pid), MarkerUnknown},
@@ -53,6 +62,21 @@ func TestReadUpdateMarker(t *testing.T) {
 			assert.Equal(t, tc.want, ReadUpdateMarker(path), "ReadUpdateMarker(%q)", tc.body[:min(len(tc.body), 40)])
 		})
 	}
+}
+
+// underscored puts an underscore between every two digits of s.
+func underscored(s string) string {
+	return strings.Join(strings.Split(s, ""), "_")
+}
+
+// arabicIndic spells the ASCII digits of s as Arabic-Indic digits.
+func arabicIndic(s string) string {
+	return strings.Map(func(r rune) rune {
+		if '0' <= r && r <= '9' {
+			return r - '0' + '\u0660'
+		}
+		return r
+	}, s)
 }
 
 // padTo pads a marker body with a third line so that it is n bytes long.

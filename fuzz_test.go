@@ -13,9 +13,9 @@ import (
 
 var markerStates = map[MarkerState]bool{MarkerAbsent: true, MarkerActive: true, MarkerStale: true, MarkerUnknown: true}
 
-// FuzzParseMarker: the body parser never panics, and what it accepts is a
-// positive process ID this platform can ask about and a finite time, read
-// from the first two lines as pyInt and pyFloat read them.
+// FuzzParseMarker: the body parser never panics, accepts only small UTF-8
+// bodies of at least two lines, and reads the first two lines as pyInt and
+// pyFloat read them.
 func FuzzParseMarker(f *testing.F) {
 	f.Add([]byte("1234\n1700000000.5\n"))
 	f.Add([]byte("1\n0\n"))
@@ -28,19 +28,16 @@ func FuzzParseMarker(f *testing.F) {
 		if !ok {
 			return
 		}
-		if pid <= 0 || int64(pid) > maxPID {
-			t.Fatalf("parseMarker(%q) accepted pid %d", body, pid)
-		}
-		if started != started || started > 1e308 || started < -1e308 {
-			t.Fatalf("parseMarker(%q) accepted time %v", body, started)
-		}
 		if !utf8.Valid(body) || len(body) > MaxMarkerBytes {
 			t.Fatalf("parseMarker(%q) accepted a body that is not small UTF-8", body)
 		}
 		lines := strings.Split(string(body), "\n")
+		if len(lines) < 2 {
+			t.Fatalf("parseMarker(%q) accepted one line", body)
+		}
 		n, _ := pyInt(lines[0])
 		x, _ := pyFloat(lines[1])
-		if int64(pid) != n || started != x {
+		if pid != n || !sameFloat(started, x) {
 			t.Fatalf("parseMarker(%q) = %d, %v, want %d, %v", body, pid, started, n, x)
 		}
 	})
@@ -110,8 +107,10 @@ func checkNumber(t *testing.T, oracle *pyOracle, s string) {
 }
 
 // FuzzReadUpdateMarker: any bytes in a real marker file classify as one of
-// the four words, the file is left as it was, and no process is asked about
-// unless the body parsed.
+// the four words, the file is left as it was, a marker over the age limit is
+// stale whatever its process ID, and no process is asked about unless the
+// body parsed, its time is within the age limit and its process ID is one
+// this platform can ask about.
 func FuzzReadUpdateMarker(f *testing.F) {
 	f.Add([]byte("1234\n1700000000\n"), int64(0))
 	f.Add([]byte("1\n1\n"), int64(3600))
@@ -124,9 +123,16 @@ func FuzzReadUpdateMarker(f *testing.F) {
 			t.Fatal(err)
 		}
 		now := time.Unix(1700000000, 0).Add(time.Duration(offset) * time.Second)
+		nowSec := float64(now.UnixNano()) / 1e9
+		parsedPID, started, parsed := parseMarker(body)
 		e := testEnv(func(pid int) procInfo {
-			if _, _, ok := parseMarker(body); !ok {
+			switch {
+			case !parsed:
 				t.Fatalf("liveness asked for %d of an unparsable body %q", pid, body)
+			case int64(pid) != parsedPID || pid <= 0 || pid > maxPID:
+				t.Fatalf("liveness asked for %d of a body naming %d: %q", pid, parsedPID, body)
+			case !(started <= nowSec && nowSec-started <= DefaultMaxMarkerAge.Seconds()):
+				t.Fatalf("liveness asked for %d of a body whose time %v is not within the age limit", pid, started)
 			}
 			return procInfo{state: liveness(pid % 3)}
 		})
@@ -134,6 +140,9 @@ func FuzzReadUpdateMarker(f *testing.F) {
 		got := e.readMarker(path, DefaultMaxMarkerAge)
 		if !markerStates[got] || got == MarkerAbsent {
 			t.Fatalf("readMarker(%q) = %q", body, got)
+		}
+		if parsed && started <= nowSec && nowSec-started > DefaultMaxMarkerAge.Seconds() && got != MarkerStale {
+			t.Fatalf("readMarker(%q) = %q, want %q: over age, whatever the process ID", body, got, MarkerStale)
 		}
 		after, err := os.ReadFile(path)
 		if err != nil || string(after) != string(body) {

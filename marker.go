@@ -49,13 +49,17 @@ const (
 	// MarkerActive: the marker is within the age limit and its process is
 	// alive (a process that may not be signalled is alive).
 	MarkerActive MarkerState = "active"
-	// MarkerStale: the marker is older than the age limit, its process is
-	// gone, or its process ID now belongs to a process that started after
-	// the marker was written.
+	// MarkerStale: the marker is older than the age limit, whatever its
+	// process ID (zero, negative or too large for the platform too), its
+	// process is gone, or its process ID now belongs to a process that
+	// started after the marker was written.
 	MarkerStale MarkerState = "stale"
 	// MarkerUnknown: something is at the path but proves nothing: a link,
 	// a FIFO, socket, device or directory, an unreadable, oversized or
-	// malformed file, or a process whose liveness cannot be determined.
+	// malformed file, a time that is not finite or lies in the future, a
+	// marker within the age limit whose process ID is zero, negative or too
+	// large for the platform, or a process whose liveness cannot be
+	// determined.
 	MarkerUnknown MarkerState = "unknown"
 )
 
@@ -169,9 +173,10 @@ func lstatOnly(path string) fileKind {
 // time the update started, in seconds, read as the hermes-webui guard reads
 // them, with Python's int() and float() ([pyInt], [pyFloat]). It reports ok
 // false for anything that is not UTF-8, has fewer than two lines, or holds a
-// value that does not parse, a process ID of zero or less or too large for
-// this platform, or a time that is not finite.
-func parseMarker(body []byte) (pid int, started float64, ok bool) {
+// value that does not parse. Whether the values make sense is for
+// [env.classify]: pid may be any integer (clamped to int64), started an
+// infinity or NaN.
+func parseMarker(body []byte) (pid int64, started float64, ok bool) {
 	if len(body) > MaxMarkerBytes || !utf8.Valid(body) {
 		return 0, 0, false
 	}
@@ -180,28 +185,34 @@ func parseMarker(body []byte) (pid int, started float64, ok bool) {
 		return 0, 0, false
 	}
 	second, _, _ := strings.Cut(rest, "\n")
-	n, ok := pyInt(first)
-	if !ok || n <= 0 || n > maxPID {
+	pid, ok = pyInt(first)
+	if !ok {
 		return 0, 0, false
 	}
-	t, ok := pyFloat(second)
-	if !ok || math.IsNaN(t) || math.IsInf(t, 0) {
+	started, ok = pyFloat(second)
+	if !ok {
 		return 0, 0, false
 	}
-	return int(n), t, true
+	return pid, started, true
 }
 
-// classify applies the age limit, then liveness, to a parsed marker.
-func (e *env) classify(pid int, started float64, maxAge time.Duration) MarkerState {
+// classify judges a parsed marker in the order of the hermes-webui guard: a
+// time that is not finite or lies in the future is unknown; then the age
+// limit, whatever the process ID; then a process ID this platform cannot ask
+// about is unknown; then liveness.
+func (e *env) classify(pid int64, started float64, maxAge time.Duration) MarkerState {
 	now := e.now()
 	nowSec := float64(now.UnixNano()) / 1e9
-	if started > nowSec {
+	if math.IsNaN(started) || math.IsInf(started, 0) || started > nowSec {
 		return MarkerUnknown
 	}
 	if nowSec-started > maxAge.Seconds() {
 		return MarkerStale
 	}
-	info := e.probe(pid)
+	if pid <= 0 || pid > maxPID {
+		return MarkerUnknown
+	}
+	info := e.probe(int(pid))
 	switch info.state {
 	case processGone:
 		return MarkerStale

@@ -15,6 +15,7 @@ import (
 
 func TestReadUpdateMarker(t *testing.T) {
 	now := time.Now()
+	old := now.Add(-DefaultMaxMarkerAge - time.Minute)
 	pid := os.Getpid()
 	cases := []struct {
 		name string
@@ -35,6 +36,12 @@ func TestReadUpdateMarker(t *testing.T) {
 		{"negative pid", fmt.Sprintf("-5\n%d\n", now.Unix()), MarkerUnknown},
 		{"pid past the platform limit", fmt.Sprintf("%d\n%d\n", int64(maxPID)+1, now.Unix()), MarkerUnknown},
 		{"pid 2^100", fmt.Sprintf("1267650600228229401496703205376\n%d\n", now.Unix()), MarkerUnknown},
+		{"pid zero over age", fmt.Sprintf("0\n%d\n", old.Unix()), MarkerStale},
+		{"negative pid over age", fmt.Sprintf("-5\n%d\n", old.Unix()), MarkerStale},
+		{"pid past the platform limit over age", fmt.Sprintf("%d\n%d\n", int64(maxPID)+1, old.Unix()), MarkerStale},
+		{"pid 2^100 over age", fmt.Sprintf("1267650600228229401496703205376\n%d\n", old.Unix()), MarkerStale},
+		{"pid 2^100 in the future", fmt.Sprintf("1267650600228229401496703205376\n%d\n", now.Add(time.Hour).Unix()), MarkerUnknown},
+		{"pid over int()'s digit limit, over age", fmt.Sprintf("%s\n%d\n", strings.Repeat("1", 4301), old.Unix()), MarkerUnknown},
 		{"pid not a number", fmt.Sprintf("12a\n%d\n", now.Unix()), MarkerUnknown},
 		{"time not a number", fmt.Sprintf("%d\nyesterday\n", pid), MarkerUnknown},
 		{"hex float time", fmt.Sprintf("%d\n%s\n", pid, strconv.FormatFloat(float64(now.Unix()), 'x', -1, 64)), MarkerUnknown},
@@ -59,7 +66,8 @@ func TestReadUpdateMarker(t *testing.T) {
 			t.Parallel()
 			path := filepath.Join(tempDir(t), MarkerName)
 			writeFile(t, path, tc.body)
-			assert.Equal(t, tc.want, ReadUpdateMarker(path), "ReadUpdateMarker(%q)", tc.body[:min(len(tc.body), 40)])
+			got := ReadUpdateMarker(path)
+			assert.Equal(t, tc.want, got, "ReadUpdateMarker(%q) = %q, want %q", tc.body[:min(len(tc.body), 40)], got, tc.want)
 		})
 	}
 }
@@ -130,6 +138,38 @@ func TestMarkerAgeIsCheckedBeforeLiveness(t *testing.T) {
 	})
 	assert.Equal(t, MarkerStale, e.readMarker(path, DefaultMaxMarkerAge))
 	assert.Equal(t, MarkerActive, testEnv(func(int) procInfo { return procInfo{state: processAlive} }).readMarker(path, time.Hour))
+}
+
+// The checks run in order: a time that is not finite or in the future,
+// then the age limit, then the process ID's range, and none of them asks
+// about a process.
+func TestMarkerCheckOrder(t *testing.T) {
+	now := time.Unix(1700000000, 0)
+	cases := []struct {
+		body string
+		want MarkerState
+	}{
+		{"0\n1699999000\n", MarkerUnknown},
+		{"-1\n1699999000\n", MarkerUnknown},
+		{"1267650600228229401496703205376\n1699999000\n", MarkerUnknown},
+		{"0\n1690000000\n", MarkerStale},
+		{"-1\n1690000000\n", MarkerStale},
+		{"1267650600228229401496703205376\n1690000000\n", MarkerStale},
+		{"-1267650600228229401496703205376\n-inf\n", MarkerUnknown},
+		{"0\nnan\n", MarkerUnknown},
+		{"0\n1700000001\n", MarkerUnknown},
+	}
+	for _, tc := range cases {
+		path := filepath.Join(tempDir(t), MarkerName)
+		writeFile(t, path, tc.body)
+		e := testEnv(func(pid int) procInfo {
+			t.Errorf("liveness was asked for %d of %q", pid, tc.body)
+			return procInfo{state: processAlive}
+		})
+		e.now = func() time.Time { return now }
+		got := e.readMarker(path, DefaultMaxMarkerAge)
+		assert.Equal(t, tc.want, got, "readMarker(%q) = %q, want %q", tc.body, got, tc.want)
+	}
 }
 
 // Without a safe open the marker is never opened: a missing marker is

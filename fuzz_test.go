@@ -129,7 +129,7 @@ func FuzzReadUpdateMarker(f *testing.F) {
 			switch {
 			case !parsed:
 				t.Fatalf("liveness asked for %d of an unparsable body %q", pid, body)
-			case int64(pid) != parsedPID || pid <= 0 || pid > maxPID:
+			case int64(pid) != parsedPID || pid <= 0 || int64(pid) > maxPID:
 				t.Fatalf("liveness asked for %d of a body naming %d: %q", pid, parsedPID, body)
 			case !(started <= nowSec && nowSec-started <= DefaultMaxMarkerAge.Seconds()):
 				t.Fatalf("liveness asked for %d of a body whose time %v is not within the age limit", pid, started)

@@ -33,10 +33,15 @@ const MaxMarkerBytes = 64 << 10
 const DefaultMaxMarkerAge = 20 * time.Minute
 
 // pidReuseSlack is how long after the marker's time its writer may appear to
-// have started: start times are known to about a second (Linux reports the
-// boot time in whole seconds). A live process that started later than this
-// did not write the marker: its process ID was reused.
-const pidReuseSlack = 2 * time.Second
+// have started. A writer starts before it reads the clock for the marker, and
+// start times never come out late: Linux counts them in 10 ms clock ticks
+// against a boot time known to the nanosecond, macOS in microseconds, both
+// rounded down, and Windows in 100 ns. The slack covers the rest, which is
+// jitter: a marker time written in whole seconds (up to a second early), the
+// realtime clock stepped forward since the writer started, and the rounding
+// of the time as it is written and parsed. A live process that started later
+// than this did not write the marker: its process ID was reused.
+const pidReuseSlack = time.Second
 
 // MarkerState classifies the updater's in-progress marker. Its values are
 // the lower-case words of the JSON contract.

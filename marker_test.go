@@ -112,7 +112,8 @@ func TestMarkerLiveness(t *testing.T) {
 	}{
 		{"alive, start unknown", procInfo{state: processAlive}, MarkerActive},
 		{"alive, started before the marker", procInfo{state: processAlive, start: started.Add(-time.Hour)}, MarkerActive},
-		{"alive, started within the slack", procInfo{state: processAlive, start: started.Add(time.Second)}, MarkerActive},
+		{"alive, started within the slack", procInfo{state: processAlive, start: started.Add(pidReuseSlack / 2)}, MarkerActive},
+		{"alive, started just past the slack", procInfo{state: processAlive, start: started.Add(pidReuseSlack + 10*time.Millisecond)}, MarkerStale},
 		{"alive, started after the marker: reused pid", procInfo{state: processAlive, start: started.Add(10 * time.Second)}, MarkerStale},
 		{"gone", procInfo{state: processGone}, MarkerStale},
 		{"cannot tell", procInfo{}, MarkerUnknown},

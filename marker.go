@@ -38,8 +38,8 @@ const DefaultMaxMarkerAge = 20 * time.Minute
 // against a boot time known to the nanosecond, macOS in microseconds, both
 // rounded down, and Windows in 100 ns. The slack covers the rest, which is
 // jitter: a marker time written in whole seconds (up to a second early), the
-// realtime clock stepped forward since the writer started, and the rounding
-// of the time as it is written and parsed. A live process that started later
+// realtime clock stepped since the writer started, and the rounding of the
+// time as it is written and parsed. A live process that started later
 // than this did not write the marker: its process ID was reused.
 const pidReuseSlack = time.Second
 

@@ -53,10 +53,10 @@ func processStart(pid int) (start time.Time, zombie bool) {
 // seconds. It is read for each process, not kept, since setting the realtime
 // clock moves it.
 func bootTime() (time.Time, bool) {
-	var real, sinceBoot unix.Timespec
-	if unix.ClockGettime(unix.CLOCK_REALTIME, &real) != nil ||
+	var wall, sinceBoot unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_REALTIME, &wall) != nil ||
 		unix.ClockGettime(unix.CLOCK_BOOTTIME, &sinceBoot) != nil {
 		return time.Time{}, false
 	}
-	return time.Unix(real.Unix()).Add(-time.Duration(sinceBoot.Nano())), true
+	return time.Unix(wall.Unix()).Add(-time.Duration(sinceBoot.Nano())), true
 }

@@ -46,7 +46,7 @@ func TestReadUpdateMarker(t *testing.T) {
 		{"time not a number", fmt.Sprintf("%d\nyesterday\n", pid), MarkerUnknown},
 		{"hex float time", fmt.Sprintf("%d\n%s\n", pid, strconv.FormatFloat(float64(now.Unix()), 'x', -1, 64)), MarkerUnknown},
 		{"hex pid", fmt.Sprintf("%#x\n%d\n", pid, now.Unix()), MarkerUnknown},
-		{"underscores", fmt.Sprintf("%s\n%s.2_5\n", underscored(strconv.Itoa(pid)), underscored(strconv.FormatInt(now.Unix()-1, 10))), MarkerActive},
+		{"underscores", fmt.Sprintf("%s\n%s.0_0\n", underscored(strconv.Itoa(pid)), underscored(strconv.FormatInt(now.Unix(), 10))), MarkerActive},
 		{"doubled underscore", fmt.Sprintf("%d\n1__%d\n", pid, now.Unix()), MarkerUnknown},
 		{"arabic-indic digits", fmt.Sprintf("%s\n%s\n", arabicIndic(strconv.Itoa(pid)), arabicIndic(strconv.FormatInt(now.Unix(), 10))), MarkerActive},
 		{"unicode spaces", fmt.Sprintf("\u3000%d\u00a0\n\u2003%d\u0085\n", pid, now.Unix()), MarkerActive},

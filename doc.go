@@ -19,12 +19,12 @@
 // On Unix systems the update marker is opened with O_NONBLOCK|O_NOFOLLOW
 // after an lstat, checked with fstat and read through raw system calls, and
 // a process's liveness is asked with signal 0. Linux and macOS also report
-// when a process started, so a process ID reused by a newer process does
-// not keep a marker active.
+// when a process started (to 10 ms and to the microsecond), so a process ID
+// reused by a newer process does not keep a marker active.
 //
 // On Windows the marker is opened with FILE_FLAG_OPEN_REPARSE_POINT and must
 // be a regular disk file; liveness comes from OpenProcess and a zero-timeout
-// wait, never from a signal.
+// wait, never from a signal, and the start time from GetProcessTimes.
 //
 // Elsewhere the marker is never opened: a missing marker is absent and
 // anything else unknown, and liveness is unknown.

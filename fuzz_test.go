@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -12,8 +13,9 @@ import (
 
 var markerStates = map[MarkerState]bool{MarkerAbsent: true, MarkerActive: true, MarkerStale: true, MarkerUnknown: true}
 
-// FuzzParseMarker: the body parser never panics, and what it accepts is a
-// positive process ID this platform can ask about and a finite time.
+// FuzzParseMarker: the body parser never panics, accepts only small UTF-8
+// bodies of at least two lines, and reads the first two lines as pyInt and
+// pyFloat read them.
 func FuzzParseMarker(f *testing.F) {
 	f.Add([]byte("1234\n1700000000.5\n"))
 	f.Add([]byte("1\n0\n"))
@@ -26,21 +28,89 @@ func FuzzParseMarker(f *testing.F) {
 		if !ok {
 			return
 		}
-		if pid <= 0 || int64(pid) > maxPID {
-			t.Fatalf("parseMarker(%q) accepted pid %d", body, pid)
-		}
-		if started != started || started > 1e308 || started < -1e308 {
-			t.Fatalf("parseMarker(%q) accepted time %v", body, started)
-		}
 		if !utf8.Valid(body) || len(body) > MaxMarkerBytes {
 			t.Fatalf("parseMarker(%q) accepted a body that is not small UTF-8", body)
+		}
+		lines := strings.Split(string(body), "\n")
+		if len(lines) < 2 {
+			t.Fatalf("parseMarker(%q) accepted one line", body)
+		}
+		n, _ := pyInt(lines[0])
+		x, _ := pyFloat(lines[1])
+		if pid != n || !sameFloat(started, x) {
+			t.Fatalf("parseMarker(%q) = %d, %v, want %d, %v", body, pid, started, n, x)
 		}
 	})
 }
 
+// numberAlphabet holds what matters to int() and float(). The fuzzer's
+// bytes are also read as indexes into it, so that most inputs it tries are
+// close to a number.
+var numberAlphabet = []string{
+	"0", "1", "5", "9", "_", ".", "e", "E", "+", "-", " ", "\t", "\n", "\x1c",
+	"\u3000", "\u0085", "\u200b", "\u0661", "\uff19", "\U0001d7ce", "\u00b2",
+	"i", "n", "f", "I", "N", "F", "a", "t", "y", "x", "p", "\x00",
+}
+
+// spell reads the bytes of s as indexes into numberAlphabet.
+func spell(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		b.WriteString(numberAlphabet[int(s[i])%len(numberAlphabet)])
+	}
+	return b.String()
+}
+
+// FuzzMarkerNumbers: pyInt and pyFloat never panic, agree with each other
+// (what int() accepts float() accepts too, with the same value while it is
+// exact) and ignore surrounding whitespace of either kind. Where python3 is
+// on PATH, one child answers what int() and float() make of each input, and
+// the answers must be the same. Each input is checked as it is and spelled
+// in numberAlphabet.
+func FuzzMarkerNumbers(f *testing.F) {
+	for _, tc := range pyNumberCases {
+		f.Add(tc.in)
+	}
+	oracle := startPyOracle(f)
+	if oracle == nil {
+		f.Log("python3 is not on PATH: checking invariants only")
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		checkNumber(t, oracle, s)
+		checkNumber(t, oracle, spell(s))
+	})
+}
+
+// checkNumber checks pyInt and pyFloat of s: the invariants, and Python's
+// answers where oracle is not nil.
+func checkNumber(t *testing.T, oracle *pyOracle, s string) {
+	t.Helper()
+	n, intOK := pyInt(s)
+	x, floatOK := pyFloat(s)
+	if intOK && !floatOK {
+		t.Fatalf("pyInt(%q) = %d, but pyFloat rejects it", s, n)
+	}
+	if intOK && n > -1<<53 && n < 1<<53 && x != float64(n) {
+		t.Fatalf("pyInt(%q) = %d, but pyFloat = %v", s, n, x)
+	}
+	for _, pad := range []string{" ", "\t\r", "\u3000", "\u0085"} {
+		if n2, ok := pyInt(pad + s + pad); n2 != n || ok != intOK {
+			t.Fatalf("pyInt(%q) = %d, %v, but pyInt(%q) = %d, %v", pad+s+pad, n2, ok, s, n, intOK)
+		}
+		if x2, ok := pyFloat(pad + s + pad); !sameFloat(x2, x) || ok != floatOK {
+			t.Fatalf("pyFloat(%q) = %v, %v, but pyFloat(%q) = %v, %v", pad+s+pad, x2, ok, s, x, floatOK)
+		}
+	}
+	if oracle != nil && utf8.ValidString(s) {
+		oracle.compare(t, s)
+	}
+}
+
 // FuzzReadUpdateMarker: any bytes in a real marker file classify as one of
-// the four words, the file is left as it was, and no process is asked about
-// unless the body parsed.
+// the four words, the file is left as it was, a marker over the age limit is
+// stale whatever its process ID, and no process is asked about unless the
+// body parsed, its time is within the age limit and its process ID is one
+// this platform can ask about.
 func FuzzReadUpdateMarker(f *testing.F) {
 	f.Add([]byte("1234\n1700000000\n"), int64(0))
 	f.Add([]byte("1\n1\n"), int64(3600))
@@ -53,9 +123,16 @@ func FuzzReadUpdateMarker(f *testing.F) {
 			t.Fatal(err)
 		}
 		now := time.Unix(1700000000, 0).Add(time.Duration(offset) * time.Second)
+		nowSec := float64(now.UnixNano()) / 1e9
+		parsedPID, started, parsed := parseMarker(body)
 		e := testEnv(func(pid int) procInfo {
-			if _, _, ok := parseMarker(body); !ok {
+			switch {
+			case !parsed:
 				t.Fatalf("liveness asked for %d of an unparsable body %q", pid, body)
+			case int64(pid) != parsedPID || pid <= 0 || int64(pid) > maxPID:
+				t.Fatalf("liveness asked for %d of a body naming %d: %q", pid, parsedPID, body)
+			case !(started <= nowSec && nowSec-started <= DefaultMaxMarkerAge.Seconds()):
+				t.Fatalf("liveness asked for %d of a body whose time %v is not within the age limit", pid, started)
 			}
 			return procInfo{state: liveness(pid % 3)}
 		})
@@ -63,6 +140,9 @@ func FuzzReadUpdateMarker(f *testing.F) {
 		got := e.readMarker(path, DefaultMaxMarkerAge)
 		if !markerStates[got] || got == MarkerAbsent {
 			t.Fatalf("readMarker(%q) = %q", body, got)
+		}
+		if parsed && started <= nowSec && nowSec-started > DefaultMaxMarkerAge.Seconds() && got != MarkerStale {
+			t.Fatalf("readMarker(%q) = %q, want %q: over age, whatever the process ID", body, got, MarkerStale)
 		}
 		after, err := os.ReadFile(path)
 		if err != nil || string(after) != string(body) {

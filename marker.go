@@ -6,7 +6,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -36,10 +35,15 @@ const MaxMarkerBytes = 64 << 10
 const DefaultMaxMarkerAge = 20 * time.Minute
 
 // pidReuseSlack is how long after the marker's time its writer may appear to
-// have started: start times are known to about a second (Linux reports the
-// boot time in whole seconds). A live process that started later than this
-// did not write the marker: its process ID was reused.
-const pidReuseSlack = 2 * time.Second
+// have started. A writer starts before it reads the clock for the marker, and
+// start times never come out late: Linux counts them in 10 ms clock ticks
+// against a boot time known to the nanosecond, macOS in microseconds, both
+// rounded down, and Windows in 100 ns. The slack covers the rest, which is
+// jitter: a marker time written in whole seconds (up to a second early), the
+// realtime clock stepped since the writer started, and the rounding of the
+// time as it is written and parsed. A live process that started later
+// than this did not write the marker: its process ID was reused.
+const pidReuseSlack = time.Second
 
 // MarkerState classifies the updater's in-progress marker. Its values are
 // the lower-case words of the JSON contract.
@@ -52,13 +56,17 @@ const (
 	// MarkerActive: the marker is within the age limit and its process is
 	// alive (a process that may not be signalled is alive).
 	MarkerActive MarkerState = "active"
-	// MarkerStale: the marker is older than the age limit, its process is
-	// gone, or its process ID now belongs to a process that started after
-	// the marker was written.
+	// MarkerStale: the marker is older than the age limit, whatever its
+	// process ID (zero, negative or too large for the platform too), its
+	// process is gone, or its process ID now belongs to a process that
+	// started after the marker was written.
 	MarkerStale MarkerState = "stale"
 	// MarkerUnknown: something is at the path but proves nothing: a link,
 	// a FIFO, socket, device or directory, an unreadable, oversized or
-	// malformed file, or a process whose liveness cannot be determined.
+	// malformed file, a time that is not finite or lies in the future, a
+	// marker within the age limit whose process ID is zero, negative or too
+	// large for the platform, or a process whose liveness cannot be
+	// determined.
 	MarkerUnknown MarkerState = "unknown"
 )
 
@@ -169,11 +177,13 @@ func lstatOnly(path string) fileKind {
 }
 
 // parseMarker parses a marker body: line 1 a process ID, line 2 the Unix
-// time the update started, in seconds. It reports ok false for anything that
-// is not UTF-8, has fewer than two lines, or holds a value that does not
-// parse, a process ID of zero or less or too large for this platform, or a
-// time that is not finite.
-func parseMarker(body []byte) (pid int, started float64, ok bool) {
+// time the update started, in seconds, read as the hermes-webui guard reads
+// them, with Python's int() and float() ([pyInt], [pyFloat]). It reports ok
+// false for anything that is not UTF-8, has fewer than two lines, or holds a
+// value that does not parse. Whether the values make sense is for
+// [env.classify]: pid may be any integer (clamped to int64), started an
+// infinity or NaN.
+func parseMarker(body []byte) (pid int64, started float64, ok bool) {
 	if len(body) > MaxMarkerBytes || !utf8.Valid(body) {
 		return 0, 0, false
 	}
@@ -182,28 +192,34 @@ func parseMarker(body []byte) (pid int, started float64, ok bool) {
 		return 0, 0, false
 	}
 	second, _, _ := strings.Cut(rest, "\n")
-	n, err := strconv.ParseInt(strings.TrimSpace(first), 10, 64)
-	if err != nil || n <= 0 || n > maxPID {
+	pid, ok = pyInt(first)
+	if !ok {
 		return 0, 0, false
 	}
-	t, err := strconv.ParseFloat(strings.TrimSpace(second), 64)
-	if err != nil || math.IsNaN(t) || math.IsInf(t, 0) {
+	started, ok = pyFloat(second)
+	if !ok {
 		return 0, 0, false
 	}
-	return int(n), t, true
+	return pid, started, true
 }
 
-// classify applies the age limit, then liveness, to a parsed marker.
-func (e *env) classify(pid int, started float64, maxAge time.Duration) MarkerState {
+// classify judges a parsed marker in the order of the hermes-webui guard: a
+// time that is not finite or lies in the future is unknown; then the age
+// limit, whatever the process ID; then a process ID this platform cannot ask
+// about is unknown; then liveness.
+func (e *env) classify(pid int64, started float64, maxAge time.Duration) MarkerState {
 	now := e.now()
 	nowSec := float64(now.UnixNano()) / 1e9
-	if started > nowSec {
+	if math.IsNaN(started) || math.IsInf(started, 0) || started > nowSec {
 		return MarkerUnknown
 	}
 	if nowSec-started > maxAge.Seconds() {
 		return MarkerStale
 	}
-	info := e.probe(pid)
+	if pid <= 0 || pid > maxPID {
+		return MarkerUnknown
+	}
+	info := e.probe(int(pid))
 	switch info.state {
 	case processGone:
 		return MarkerStale

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 func TestReadUpdateMarker(t *testing.T) {
 	now := time.Now()
+	old := now.Add(-DefaultMaxMarkerAge - time.Minute)
 	pid := os.Getpid()
 	cases := []struct {
 		name string
@@ -34,8 +36,22 @@ func TestReadUpdateMarker(t *testing.T) {
 		{"negative pid", fmt.Sprintf("-5\n%d\n", now.Unix()), MarkerUnknown},
 		{"pid past the platform limit", fmt.Sprintf("%d\n%d\n", int64(maxPID)+1, now.Unix()), MarkerUnknown},
 		{"pid 2^100", fmt.Sprintf("1267650600228229401496703205376\n%d\n", now.Unix()), MarkerUnknown},
+		{"pid zero over age", fmt.Sprintf("0\n%d\n", old.Unix()), MarkerStale},
+		{"negative pid over age", fmt.Sprintf("-5\n%d\n", old.Unix()), MarkerStale},
+		{"pid past the platform limit over age", fmt.Sprintf("%d\n%d\n", int64(maxPID)+1, old.Unix()), MarkerStale},
+		{"pid 2^100 over age", fmt.Sprintf("1267650600228229401496703205376\n%d\n", old.Unix()), MarkerStale},
+		{"pid 2^100 in the future", fmt.Sprintf("1267650600228229401496703205376\n%d\n", now.Add(time.Hour).Unix()), MarkerUnknown},
+		{"pid over int()'s digit limit, over age", fmt.Sprintf("%s\n%d\n", strings.Repeat("1", 4301), old.Unix()), MarkerUnknown},
 		{"pid not a number", fmt.Sprintf("12a\n%d\n", now.Unix()), MarkerUnknown},
 		{"time not a number", fmt.Sprintf("%d\nyesterday\n", pid), MarkerUnknown},
+		{"hex float time", fmt.Sprintf("%d\n%s\n", pid, strconv.FormatFloat(float64(now.Unix()), 'x', -1, 64)), MarkerUnknown},
+		{"hex pid", fmt.Sprintf("%#x\n%d\n", pid, now.Unix()), MarkerUnknown},
+		{"underscores", fmt.Sprintf("%s\n%s.0_0\n", underscored(strconv.Itoa(pid)), underscored(strconv.FormatInt(now.Unix(), 10))), MarkerActive},
+		{"doubled underscore", fmt.Sprintf("%d\n1__%d\n", pid, now.Unix()), MarkerUnknown},
+		{"arabic-indic digits", fmt.Sprintf("%s\n%s\n", arabicIndic(strconv.Itoa(pid)), arabicIndic(strconv.FormatInt(now.Unix(), 10))), MarkerActive},
+		{"unicode spaces", fmt.Sprintf("\u3000%d\u00a0\n\u2003%d\u0085\n", pid, now.Unix()), MarkerActive},
+		{"exponent time", fmt.Sprintf("%d\n%.9e\n", pid, float64(now.Unix())), MarkerActive},
+		{"overflowing time", fmt.Sprintf("%d\n1e400\n", pid), MarkerUnknown},
 		{"infinite time", fmt.Sprintf("%d\ninf\n", pid), MarkerUnknown},
 		{"negative infinite time", fmt.Sprintf("%d\n-inf\n", pid), MarkerUnknown},
 		{"nan time", fmt.Sprintf("%d\nNaN\n", pid), MarkerUnknown},
@@ -50,9 +66,25 @@ func TestReadUpdateMarker(t *testing.T) {
 			t.Parallel()
 			path := filepath.Join(tempDir(t), MarkerName)
 			writeFile(t, path, tc.body)
-			assert.Equal(t, tc.want, ReadUpdateMarker(path), "ReadUpdateMarker(%q)", tc.body[:min(len(tc.body), 40)])
+			got := ReadUpdateMarker(path)
+			assert.Equal(t, tc.want, got, "ReadUpdateMarker(%q) = %q, want %q", tc.body[:min(len(tc.body), 40)], got, tc.want)
 		})
 	}
+}
+
+// underscored puts an underscore between every two digits of s.
+func underscored(s string) string {
+	return strings.Join(strings.Split(s, ""), "_")
+}
+
+// arabicIndic spells the ASCII digits of s as Arabic-Indic digits.
+func arabicIndic(s string) string {
+	return strings.Map(func(r rune) rune {
+		if '0' <= r && r <= '9' {
+			return r - '0' + '\u0660'
+		}
+		return r
+	}, s)
 }
 
 // padTo pads a marker body with a third line so that it is n bytes long.
@@ -80,7 +112,8 @@ func TestMarkerLiveness(t *testing.T) {
 	}{
 		{"alive, start unknown", procInfo{state: processAlive}, MarkerActive},
 		{"alive, started before the marker", procInfo{state: processAlive, start: started.Add(-time.Hour)}, MarkerActive},
-		{"alive, started within the slack", procInfo{state: processAlive, start: started.Add(time.Second)}, MarkerActive},
+		{"alive, started within the slack", procInfo{state: processAlive, start: started.Add(pidReuseSlack / 2)}, MarkerActive},
+		{"alive, started just past the slack", procInfo{state: processAlive, start: started.Add(pidReuseSlack + 10*time.Millisecond)}, MarkerStale},
 		{"alive, started after the marker: reused pid", procInfo{state: processAlive, start: started.Add(10 * time.Second)}, MarkerStale},
 		{"gone", procInfo{state: processGone}, MarkerStale},
 		{"cannot tell", procInfo{}, MarkerUnknown},
@@ -106,6 +139,38 @@ func TestMarkerAgeIsCheckedBeforeLiveness(t *testing.T) {
 	})
 	assert.Equal(t, MarkerStale, e.readMarker(path, DefaultMaxMarkerAge))
 	assert.Equal(t, MarkerActive, testEnv(func(int) procInfo { return procInfo{state: processAlive} }).readMarker(path, time.Hour))
+}
+
+// The checks run in order: a time that is not finite or in the future,
+// then the age limit, then the process ID's range, and none of them asks
+// about a process.
+func TestMarkerCheckOrder(t *testing.T) {
+	now := time.Unix(1700000000, 0)
+	cases := []struct {
+		body string
+		want MarkerState
+	}{
+		{"0\n1699999000\n", MarkerUnknown},
+		{"-1\n1699999000\n", MarkerUnknown},
+		{"1267650600228229401496703205376\n1699999000\n", MarkerUnknown},
+		{"0\n1690000000\n", MarkerStale},
+		{"-1\n1690000000\n", MarkerStale},
+		{"1267650600228229401496703205376\n1690000000\n", MarkerStale},
+		{"-1267650600228229401496703205376\n-inf\n", MarkerUnknown},
+		{"0\nnan\n", MarkerUnknown},
+		{"0\n1700000001\n", MarkerUnknown},
+	}
+	for _, tc := range cases {
+		path := filepath.Join(tempDir(t), MarkerName)
+		writeFile(t, path, tc.body)
+		e := testEnv(func(pid int) procInfo {
+			t.Errorf("liveness was asked for %d of %q", pid, tc.body)
+			return procInfo{state: processAlive}
+		})
+		e.now = func() time.Time { return now }
+		got := e.readMarker(path, DefaultMaxMarkerAge)
+		assert.Equal(t, tc.want, got, "readMarker(%q) = %q, want %q", tc.body, got, tc.want)
+	}
 }
 
 // Without a safe open the marker is never opened: a missing marker is

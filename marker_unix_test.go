@@ -96,22 +96,38 @@ func TestProbeProcess(t *testing.T) {
 	assert.Equal(t, livenessUnknown, probeProcess(-1).state)
 }
 
-// A marker of a process ID that a newer process now holds is stale: the
-// child starts after the marker's time.
-func TestReusedPIDMarkerIsStale(t *testing.T) {
+// A marker naming a live child is stale when the child started more than
+// pidReuseSlack after the marker's time (the child holds a reused process
+// ID), and active when it started before, or after by less than the slack.
+func TestReusedPIDMarker(t *testing.T) {
 	if start, _ := processStart(os.Getpid()); start.IsZero() {
 		t.Skip("this platform does not tell when a process started")
 	}
-	written := time.Now().Add(-10 * time.Second)
+	before := time.Now()
 	cmd := exec.Command("sleep", "30")
 	require.NoError(t, cmd.Start())
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-
-	path := filepath.Join(tempDir(t), MarkerName)
-	writeMarker(t, path, cmd.Process.Pid, written)
-	assert.Equal(t, MarkerStale, ReadUpdateMarker(path), "a process started after the marker did not write it")
-	writeMarker(t, path, cmd.Process.Pid, time.Now())
-	assert.Equal(t, MarkerActive, ReadUpdateMarker(path))
+	after := time.Now()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	// The child started between before and after.
+	cases := []struct {
+		name    string
+		written time.Time
+		want    MarkerState
+	}{
+		{"written 2.3 s before the child started", before.Add(-2300 * time.Millisecond), MarkerStale},
+		{"written 1.5 s before the child started", before.Add(-1500 * time.Millisecond), MarkerStale},
+		{"written 0.5 s before Start returned: within the slack", after.Add(-500 * time.Millisecond), MarkerActive},
+		{"written after the child started", after, MarkerActive},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(tempDir(t), MarkerName)
+			writeMarker(t, path, cmd.Process.Pid, tc.written)
+			got := ReadUpdateMarker(path)
+			assert.Equal(t, tc.want, got, "ReadUpdateMarker(%q) = %q, want %q (marker time %v before Start was called, which took %v)",
+				path, got, tc.want, before.Sub(tc.written), after.Sub(before))
+		})
+	}
 }
 
 func TestRecoveryMarkerErrorIsUnknown(t *testing.T) {

@@ -5,14 +5,16 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // clockTicks is USER_HZ, the unit of /proc/PID/stat times: 100 on every
 // architecture Go supports on Linux.
 const clockTicks = 100
 
-// processStart reads field 22 of /proc/PID/stat (start time in clock ticks
-// since boot) and the boot time from /proc/stat. A process in state Z is a
+// processStart reads field 22 of /proc/PID/stat, the start time in clock
+// ticks since boot, and adds it to the boot time. A process in state Z is a
 // zombie: it has exited and only waits to be reaped.
 func processStart(pid int) (start time.Time, zombie bool) {
 	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
@@ -45,20 +47,16 @@ func processStart(pid int) (start time.Time, zombie bool) {
 	return boot.Add(time.Duration(sec)*time.Second + time.Duration(nsec)), false
 }
 
-// bootTime reads the btime line of /proc/stat.
+// bootTime is the realtime clock less CLOCK_BOOTTIME, the clock of
+// /proc/PID/stat start times (it counts time suspended): the boot time to the
+// nanosecond, where /proc/stat's btime is the same value truncated to whole
+// seconds. It is read for each process, not kept, since setting the realtime
+// clock moves it.
 func bootTime() (time.Time, bool) {
-	data, err := os.ReadFile("/proc/stat")
-	if err != nil {
+	var wall, sinceBoot unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_REALTIME, &wall) != nil ||
+		unix.ClockGettime(unix.CLOCK_BOOTTIME, &sinceBoot) != nil {
 		return time.Time{}, false
 	}
-	for _, line := range bytes.Split(data, []byte("\n")) {
-		if rest, ok := bytes.CutPrefix(line, []byte("btime ")); ok {
-			sec, err := strconv.ParseInt(string(bytes.TrimSpace(rest)), 10, 64)
-			if err != nil {
-				return time.Time{}, false
-			}
-			return time.Unix(sec, 0), true
-		}
-	}
-	return time.Time{}, false
+	return time.Unix(wall.Unix()).Add(-time.Duration(sinceBoot.Nano())), true
 }

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	gogit "github.com/go-git/go-git/v5"
 	"golang.org/x/sys/unix"
@@ -187,22 +186,6 @@ func BenchmarkEnsureCurrentParallel(b *testing.B) {
 			}
 		})
 	})
-}
-
-// BenchmarkReadUpdateMarkerActive classifies the marker of a live process
-// within the age limit: the read, the parse, the signal and, where the
-// platform says when a process started, that start time.
-func BenchmarkReadUpdateMarkerActive(b *testing.B) {
-	path := filepath.Join(b.TempDir(), MarkerName)
-	writeMarker(b, path, os.Getpid(), time.Now())
-	if got := ReadUpdateMarker(path); got != MarkerActive {
-		b.Fatalf("ReadUpdateMarker(%q) = %q, want %q", path, got, MarkerActive)
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		ReadUpdateMarker(path)
-	}
 }
 
 // BenchmarkStatFloor is one stat (or lstat) of each file the answer depends

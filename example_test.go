@@ -7,18 +7,17 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"time"
 
 	"github.com/runtimeguard/runtimeguard"
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
-// run runs git in dir, for the examples' throwaway checkouts.
+// run runs git in dir, for the examples' throwaway checkouts, isolated
+// from the user's Git configuration (which may sign commits or run hooks).
 func run(dir string, args ...string) {
-	cmd := exec.Command("git", append([]string{"-c", "user.name=Example", "-c", "user.email=example@example.invalid", "-c", "init.defaultBranch=main"}, args...)...)
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
+	if out, err := gittest.Command(dir, args...).CombinedOutput(); err != nil {
 		log.Fatalf("git %v: %v\n%s", args, err, out)
 	}
 }
@@ -105,24 +104,68 @@ func ExampleGuard_Middleware() {
 	// sessions started: 1
 }
 
-func ExampleReadUpdateMarker() {
-	home, err := os.MkdirTemp("", "runtimeguard-home-")
+// A server whose updater is not Hermes describes its layout: where its home
+// directory is, the marker it keeps while it runs, the markers an
+// interrupted update leaves behind.
+func ExampleLayout() {
+	module := checkout()
+	defer os.RemoveAll(filepath.Dir(module))
+	home := filepath.Join(filepath.Dir(module), "state")
+	if err := os.Mkdir(home, 0o755); err != nil {
+		log.Fatal(err)
+	}
+	guard, err := runtimeguard.New(runtimeguard.Options{
+		ModulePath: module,
+		HomeDir:    home,
+		Layout: runtimeguard.Layout{
+			HomeEnv:         "PLUGINHOST_HOME",
+			Marker:          "deploy.lock.pid",
+			RecoveryMarkers: []string{".deploy-failed"},
+			Receipt:         "deploys/last.json",
+		},
+	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer os.RemoveAll(home)
-	marker := filepath.Join(home, runtimeguard.MarkerName)
-	fmt.Println(runtimeguard.ReadUpdateMarker(marker))
+	fmt.Println(guard.Observe().State)
 
-	// The updater writes its process ID and the time it started.
+	// The deploy tool writes its process ID and the time it started.
 	body := fmt.Sprintf("%d\n%d\n", os.Getpid(), time.Now().Unix())
-	if err := os.WriteFile(marker, []byte(body), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(home, "deploy.lock.pid"), []byte(body), 0o644); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(runtimeguard.ReadUpdateMarker(marker))
+	o := guard.Observe()
+	fmt.Println(o.State, filepath.Base(o.MarkerPath), o.Marker)
 	// Output:
-	// absent
-	// active
+	// unverified
+	// active deploy.lock.pid active
+}
+
+// A handler that checks by hand answers with the body the request prefers.
+func ExampleGuard_WriteStale() {
+	module := checkout()
+	defer os.RemoveAll(filepath.Dir(module))
+	guard, err := runtimeguard.New(runtimeguard.Options{ModulePath: module, HomeDir: filepath.Dir(module), ProblemDetails: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := guard.EnsureCurrent(); guard.WriteStale(w, r, err) {
+			return
+		}
+		fmt.Fprintln(w, "session started")
+	})
+	run(filepath.Dir(module), "commit", "-q", "--allow-empty", "-m", "update")
+	for _, accept := range []string{"application/json", "application/problem+json"} {
+		req := httptest.NewRequest("POST", "/api/chat/start", nil)
+		req.Header.Set("Accept", accept)
+		rec := httptest.NewRecorder()
+		handler.ServeHTTP(rec, req)
+		fmt.Println(rec.Code, rec.Header().Get("Content-Type"))
+	}
+	// Output:
+	// 409 application/json
+	// 409 application/problem+json
 }
 
 // A background job stores the payload and the status as its final state.

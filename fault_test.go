@@ -135,7 +135,7 @@ func TestFaultMatrix(t *testing.T) {
 			module, _ := agentRepo(t, dir)
 			home := filepath.Join(tmp, "home")
 			require.NoError(t, os.MkdirAll(home, 0o755))
-			writeFile(t, filepath.Join(dir, UpdateIncompleteName), "")
+			writeFile(t, filepath.Join(dir, hermesIncomplete), "")
 			g, err := New(Options{ModulePath: module, HomeDir: home})
 			require.NoError(t, err)
 			require.NoError(t, checkWithin(t, g))
@@ -150,7 +150,7 @@ func TestFaultMatrix(t *testing.T) {
 				var se *StaleError
 				require.ErrorAs(t, err, &se)
 				want := UpdateIncomplete
-				if _, statErr := os.Stat(filepath.Join(dir, UpdateIncompleteName)); statErr != nil {
+				if _, statErr := os.Stat(filepath.Join(dir, hermesIncomplete)); statErr != nil {
 					want = UpdateUnverified // the fault removed the recovery marker with the checkout
 				}
 				assert.Equal(t, want, se.State)
@@ -217,8 +217,8 @@ func TestGuardIsReadOnly(t *testing.T) {
 	tmp := tempDir(t)
 	dir, home := filepath.Join(tmp, "agent"), filepath.Join(tmp, "home")
 	module, _ := agentRepo(t, dir)
-	writeFile(t, filepath.Join(dir, LazyRefreshIncompleteName), "")
-	writeMarker(t, filepath.Join(home, MarkerName), os.Getpid(), time.Now())
+	writeFile(t, filepath.Join(dir, hermesLazy), "")
+	writeMarker(t, filepath.Join(home, hermesMarker), os.Getpid(), time.Now())
 	g, err := New(Options{ModulePath: module, HomeDir: home, Python: filepath.Join(tmp, "venv", "bin", "python")})
 	require.NoError(t, err)
 	commit(t, dir, "run_agent.py", "moved\n") // stale: the update state is read too
@@ -226,7 +226,7 @@ func TestGuardIsReadOnly(t *testing.T) {
 	before := treeDigest(t, tmp)
 	for i := 0; i < 2000; i++ {
 		require.ErrorIs(t, g.EnsureCurrent(), ErrStale)
-		require.Equal(t, MarkerActive, ReadUpdateMarker(filepath.Join(home, MarkerName)))
+		require.Equal(t, MarkerActive, readMarker(filepath.Join(home, hermesMarker)))
 	}
 	for i := 0; i < 200; i++ {
 		_, err := gitread.ReadRevision(dir, module)

@@ -67,7 +67,7 @@ func exitedPID(t *testing.T) int {
 // The 17 marker situations of the reference suite, each behind a real stale
 // check on a real checkout, rendered as the HTTP answer.
 func TestStaleCheckReportsUpdateState(t *testing.T) {
-	marker := func(c *changedCheckout) string { return filepath.Join(c.home, MarkerName) }
+	marker := func(c *changedCheckout) string { return filepath.Join(c.home, hermesMarker) }
 	cases := []struct {
 		name  string
 		setup func(t *testing.T, c *changedCheckout)
@@ -114,19 +114,19 @@ func TestStaleCheckReportsUpdateState(t *testing.T) {
 			require.NoError(t, os.Mkdir(marker(c), 0o755))
 		}, UpdateUnknown},
 		{"update-incomplete", func(t *testing.T, c *changedCheckout) {
-			writeFile(t, filepath.Join(c.root, UpdateIncompleteName), "")
+			writeFile(t, filepath.Join(c.root, hermesIncomplete), "")
 		}, UpdateIncomplete},
 		{"lazy-refresh-incomplete", func(t *testing.T, c *changedCheckout) {
-			writeFile(t, filepath.Join(c.root, LazyRefreshIncompleteName), "")
+			writeFile(t, filepath.Join(c.root, hermesLazy), "")
 		}, UpdateIncomplete},
 		{"separate-venv-incomplete", func(t *testing.T, c *changedCheckout) {
-			writeFile(t, filepath.Join(c.venvRoot, UpdateIncompleteName), "")
+			writeFile(t, filepath.Join(c.venvRoot, hermesIncomplete), "")
 		}, UpdateIncomplete},
 		{"symlink-venv-incomplete", func(t *testing.T, c *changedCheckout) {
 			exe, err := exec.LookPath("git")
 			require.NoError(t, err)
 			require.NoError(t, os.Symlink(exe, filepath.Join(c.venvRoot, "venv", "bin", "python")))
-			writeFile(t, filepath.Join(c.venvRoot, UpdateIncompleteName), "")
+			writeFile(t, filepath.Join(c.venvRoot, hermesIncomplete), "")
 		}, UpdateIncomplete},
 	}
 	for _, tc := range cases {
@@ -163,7 +163,7 @@ func TestStaleCheckReportsUpdateState(t *testing.T) {
 func TestMarkerTakenAfterReadStillRefuses(t *testing.T) {
 	c := newChangedCheckout(t)
 	e := testEnv(nil)
-	marker := filepath.Join(c.home, MarkerName)
+	marker := filepath.Join(c.home, hermesMarker)
 	fsys := *gitread.System
 	fsys.ReadFile = func(p string, limit int64, nofollow bool) ([]byte, gitread.Stamp, error) {
 		if _, err := os.Lstat(marker); errors.Is(err, fs.ErrNotExist) {
@@ -172,7 +172,7 @@ func TestMarkerTakenAfterReadStillRefuses(t *testing.T) {
 		return gitread.ReadRegular(p, limit, nofollow)
 	}
 	e.git = &fsys
-	c.guard.env = e
+	c.guard.cfg.env = e
 	err := c.guard.EnsureCurrent()
 	var se *StaleError
 	require.ErrorAs(t, err, &se)
@@ -296,9 +296,12 @@ func TestRecaptureCannotDowngradeKnownRevision(t *testing.T) {
 	assert.ErrorIs(t, g.Capture(module), ErrStale)
 	assert.Equal(t, rev, g.Identity().Revision, "binding again erased the known revision")
 
-	// Binding again with another module while bound does not rebind either.
+	// Binding again with another module while bound is an error that
+	// says so, and does not rebind.
 	other, _ := agentRepo(t, filepath.Join(dir, "other"))
-	assert.ErrorIs(t, g.Capture(other), ErrStale)
+	err = g.Capture(other)
+	assert.ErrorContains(t, err, "the guard is bound to "+module)
+	assert.NotErrorIs(t, err, ErrStale)
 	assert.Equal(t, resolved(t, agent), g.Identity().SourceDir)
 
 	require.NoError(t, os.Rename(filepath.Join(dir, "moved-git"), filepath.Join(agent, ".git")))
@@ -372,9 +375,9 @@ func TestMessageNamesProducts(t *testing.T) {
 }
 
 func TestDefaultMessageContract(t *testing.T) {
-	assert.Contains(t, DefaultMessage, "Restart Hermes WebUI manually")
-	assert.Contains(t, DefaultMessage, "Hermes Agent")
-	assert.NotContains(t, strings.ToLower(DefaultMessage), "success")
+	assert.Contains(t, defaultMessage, "Restart Hermes WebUI manually")
+	assert.Contains(t, defaultMessage, "Hermes Agent")
+	assert.NotContains(t, strings.ToLower(defaultMessage), "success")
 }
 
 func TestUpdateStateOfBoundGuard(t *testing.T) {
@@ -384,21 +387,22 @@ func TestUpdateStateOfBoundGuard(t *testing.T) {
 	require.NoError(t, os.MkdirAll(home, 0o755))
 	g, err := New(Options{ModulePath: module, HomeDir: home})
 	require.NoError(t, err)
-	assert.Equal(t, UpdateUnverified, g.UpdateState())
-	writeMarker(t, filepath.Join(home, MarkerName), os.Getpid(), time.Now())
-	assert.Equal(t, UpdateActive, g.UpdateState())
-	writeFile(t, filepath.Join(dir, "agent", LazyRefreshIncompleteName), "incomplete\n")
-	assert.Equal(t, UpdateIncomplete, g.UpdateState())
+	assert.Equal(t, UpdateUnverified, g.Observe().State)
+	writeMarker(t, filepath.Join(home, hermesMarker), os.Getpid(), time.Now())
+	assert.Equal(t, UpdateActive, g.Observe().State)
+	writeFile(t, filepath.Join(dir, "agent", hermesLazy), "incomplete\n")
+	assert.Equal(t, UpdateIncomplete, g.Observe().State)
 }
 
 func TestHomeDirDefaultsToHermesHome(t *testing.T) {
 	home := tempDir(t)
 	t.Setenv("HERMES_HOME", home)
-	assert.Equal(t, home, DefaultHomeDir())
 	g, err := New(Options{})
 	require.NoError(t, err)
-	writeMarker(t, filepath.Join(home, MarkerName), os.Getpid(), time.Now())
-	assert.Equal(t, UpdateActive, g.UpdateState())
+	assert.Equal(t, filepath.Join(home, hermesMarker), g.Observe().MarkerPath)
+	require.NoError(t, err)
+	writeMarker(t, filepath.Join(home, hermesMarker), os.Getpid(), time.Now())
+	assert.Equal(t, UpdateActive, g.Observe().State)
 }
 
 func TestExpectRevisionCatchesMoveBeforeNew(t *testing.T) {
@@ -433,16 +437,16 @@ func TestObserveReportsWhatItRead(t *testing.T) {
 	require.NoError(t, os.MkdirAll(home, 0o755))
 	g, err := New(Options{ModulePath: module, HomeDir: home, Python: filepath.Join(venv, ".venv", "bin", "python")})
 	require.NoError(t, err)
-	writeFile(t, filepath.Join(venv, UpdateIncompleteName), "")
-	writeMarker(t, filepath.Join(home, MarkerName), os.Getpid(), time.Now())
+	writeFile(t, filepath.Join(venv, hermesIncomplete), "")
+	writeMarker(t, filepath.Join(home, hermesMarker), os.Getpid(), time.Now())
 
 	o := g.Observe()
-	assert.Equal(t, filepath.Join(home, MarkerName), o.MarkerPath)
+	assert.Equal(t, filepath.Join(home, hermesMarker), o.MarkerPath)
 	assert.Equal(t, MarkerActive, o.Marker)
 	assert.Equal(t, []string{resolved(t, filepath.Join(tmp, "agent")), venv}, o.InstallRoots)
-	assert.Equal(t, []string{filepath.Join(venv, UpdateIncompleteName)}, o.RecoveryMarkers)
+	assert.Equal(t, []string{filepath.Join(venv, hermesIncomplete)}, o.RecoveryMarkers)
 	assert.Equal(t, UpdateIncomplete, o.State)
-	assert.Equal(t, o.State, g.UpdateState())
+	assert.Equal(t, o.State, g.Observe().State)
 }
 
 // recordHandler keeps the records a logger hands it.
@@ -551,7 +555,7 @@ func TestZeroGuardIsUsable(t *testing.T) {
 	t.Setenv("HERMES_HOME", tempDir(t))
 	var g Guard
 	assert.NoError(t, g.EnsureCurrent())
-	assert.Equal(t, UpdateUnverified, g.UpdateState())
+	assert.Equal(t, UpdateUnverified, g.Observe().State)
 	dir := tempDir(t)
 	module, rev := agentRepo(t, dir)
 	require.NoError(t, g.Capture(module))
@@ -559,6 +563,6 @@ func TestZeroGuardIsUsable(t *testing.T) {
 	commit(t, dir, "run_agent.py", "x = 2\n")
 	var se *StaleError
 	require.ErrorAs(t, g.EnsureCurrent(), &se)
-	assert.Equal(t, DefaultMessage, se.Message)
+	assert.Equal(t, defaultMessage, se.Message)
 	assert.Equal(t, UpdateUnverified, se.State)
 }

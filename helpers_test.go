@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/runtimeguard/runtimeguard/internal/gittest"
+	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
 
 // The shared harness under the names the tests use.
@@ -26,10 +27,26 @@ func writeMarker(t testing.TB, path string, pid int, started time.Time) {
 }
 
 // testEnv is the system environment with a fixed process probe.
-func testEnv(probe func(int) procInfo) *env {
+func testEnv(probe func(int64) updater.ProcInfo) *env {
 	e := *systemEnv
+	u := *e.upd
+	e.upd = &u
 	if probe != nil {
-		e.probe = probe
+		u.Probe = probe
 	}
 	return &e
+}
+
+// The names of the Hermes updater's files, and the default message.
+const (
+	hermesMarker     = ".hermes-update-in-progress"
+	hermesIncomplete = ".update-incomplete"
+	hermesLazy       = ".lazy-refresh-incomplete"
+	defaultMessage   = "Hermes Agent changed on disk after Hermes WebUI loaded it. Restart Hermes WebUI manually to load the new code."
+)
+
+// readMarker classifies the marker at path as a guard with the default
+// options does.
+func readMarker(path string) MarkerState {
+	return MarkerState(systemEnv.upd.ReadMarker(path, DefaultMaxMarkerAge).State)
 }

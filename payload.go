@@ -14,7 +14,7 @@ import (
 const PayloadType = "agent_runtime_stale"
 
 // ProblemType is the "type" URI of the RFC 9457 problem document for a
-// stale runtime.
+// stale runtime: the README's section that defines the payload.
 const ProblemType = "https://github.com/runtimeguard/runtimeguard#the-stale-payload"
 
 // Payload is the JSON body of the HTTP 409 a stale runtime answers with.
@@ -23,25 +23,22 @@ const ProblemType = "https://github.com/runtimeguard/runtimeguard#the-stale-payl
 //	{"error": "...", "type": "agent_runtime_stale", "retryable": true,
 //	 "restart_scheduled": false, "agent_update_state": "unverified"}
 //
-// agent_update_state is left out when there is none.
+// agent_update_state is left out when there is none. restart_scheduled is
+// true only while the host has a reload under way (see [Reload.Schedule]),
+// and the message then asks the client to retry shortly.
 type Payload struct {
 	// Error is the operator-facing message.
 	Error string `json:"error"`
 	// Type is always PayloadType.
 	Type string `json:"type"`
 	// Retryable is always true: the request may be sent again once the
-	// server was restarted.
+	// server runs the new code.
 	Retryable bool `json:"retryable"`
-	// RestartScheduled is always false: nothing restarts the server.
+	// RestartScheduled is true while the host reloads the new code; false
+	// when the operator has to restart the server.
 	RestartScheduled bool `json:"restart_scheduled"`
 	// AgentUpdateState is what was observed of the updater, if anything.
 	AgentUpdateState UpdateState `json:"agent_update_state,omitempty"`
-}
-
-// NewPayload returns the stale payload for a message and an update state
-// (empty for none): retryable, with no restart scheduled.
-func NewPayload(message string, state UpdateState) Payload {
-	return Payload{Error: message, Type: PayloadType, Retryable: true, AgentUpdateState: state}
 }
 
 // StaleError is returned by [Guard.EnsureCurrent] when the bound checkout no
@@ -57,6 +54,8 @@ type StaleError struct {
 	Captured, Current string
 	// Err is why the current revision could not be read, or nil.
 	Err error
+	// RestartScheduled is true when the host had a reload under way.
+	RestartScheduled bool
 }
 
 // Error returns the message with both revisions.
@@ -91,7 +90,9 @@ func (e *StaleError) Unwrap() error { return e.Err }
 func (e *StaleError) Is(target error) bool { return target == ErrStale }
 
 // Payload returns the JSON body of the 409.
-func (e *StaleError) Payload() Payload { return NewPayload(e.Message, e.State) }
+func (e *StaleError) Payload() Payload {
+	return Payload{Error: e.Message, Type: PayloadType, Retryable: true, RestartScheduled: e.RestartScheduled, AgentUpdateState: e.State}
+}
 
 // StatusCode returns [http.StatusConflict].
 func (e *StaleError) StatusCode() int { return http.StatusConflict }
@@ -127,7 +128,7 @@ type Problem struct {
 	StaleType string `json:"stale_type"`
 	// Retryable is always true.
 	Retryable bool `json:"retryable"`
-	// RestartScheduled is always false.
+	// RestartScheduled is true while the host reloads the new code.
 	RestartScheduled bool `json:"restart_scheduled"`
 	// AgentUpdateState is the update state, if any.
 	AgentUpdateState UpdateState `json:"agent_update_state,omitempty"`
@@ -143,6 +144,7 @@ func (e *StaleError) Problem() Problem {
 		Error:            e.Message,
 		StaleType:        PayloadType,
 		Retryable:        true,
+		RestartScheduled: e.RestartScheduled,
 		AgentUpdateState: e.State,
 	}
 }
@@ -150,15 +152,18 @@ func (e *StaleError) Problem() Problem {
 // WriteStale writes the 409 JSON payload when err is or wraps a
 // *[StaleError], and reports whether it did. Like [http.Error], it sets the
 // headers (Content-Type, Cache-Control: no-store, X-Content-Type-Options:
-// nosniff) before the status.
+// nosniff) before the status. For the RFC 9457 form, negotiated with the
+// request, use [Guard.WriteStale].
 func WriteStale(w http.ResponseWriter, err error) bool {
 	return writeStale(w, err, false)
 }
 
-// WriteStaleProblem is [WriteStale] with an RFC 9457 problem document
-// (application/problem+json) for a body.
-func WriteStaleProblem(w http.ResponseWriter, err error) bool {
-	return writeStale(w, err, true)
+// WriteStale is the package's [WriteStale] for a handler that checks by
+// hand: with [Options.ProblemDetails], a request r that prefers
+// application/problem+json gets the RFC 9457 problem document, as from
+// [Guard.Middleware].
+func (g *Guard) WriteStale(w http.ResponseWriter, r *http.Request, err error) bool {
+	return writeStale(w, err, g.config().problem && prefersProblem(r.Header.Values("Accept")))
 }
 
 func writeStale(w http.ResponseWriter, err error, problem bool) bool {
@@ -190,7 +195,7 @@ func writeStale(w http.ResponseWriter, err error, problem bool) bool {
 func (g *Guard) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := g.EnsureCurrent(); err != nil {
-			writeStale(w, err, g.problem && prefersProblem(r.Header.Values("Accept")))
+			g.WriteStale(w, r, err)
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -29,7 +29,7 @@ func golden(t *testing.T, name string, got []byte) {
 }
 
 var sampleStale = &StaleError{
-	Message:  DefaultMessage,
+	Message:  defaultMessage,
 	State:    UpdateUnverified,
 	Captured: "1111111111111111111111111111111111111111",
 	Current:  "2222222222222222222222222222222222222222",
@@ -66,14 +66,19 @@ func TestWriteStaleIgnoresOtherErrors(t *testing.T) {
 	rec := httptest.NewRecorder()
 	assert.False(t, WriteStale(rec, nil))
 	assert.False(t, WriteStale(rec, os.ErrNotExist))
-	assert.False(t, WriteStaleProblem(rec, os.ErrNotExist))
+	var g Guard
+	assert.False(t, g.WriteStale(rec, httptest.NewRequest("GET", "/", nil), os.ErrNotExist))
 	assert.Equal(t, 200, rec.Code)
 	assert.Zero(t, rec.Body.Len())
 }
 
 func TestWriteStaleProblemGolden(t *testing.T) {
+	g, err := New(Options{ProblemDetails: true})
+	require.NoError(t, err)
+	req := httptest.NewRequest("GET", "/", nil)
+	req.Header.Set("Accept", "application/problem+json")
 	rec := httptest.NewRecorder()
-	require.True(t, WriteStaleProblem(rec, sampleStale))
+	require.True(t, g.WriteStale(rec, req, sampleStale))
 	assert.Equal(t, http.StatusConflict, rec.Code)
 	assert.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"))
 	golden(t, "stale-409-problem.json", rec.Body.Bytes())
@@ -104,7 +109,7 @@ func TestPrefersProblem(t *testing.T) {
 }
 
 func TestStaleErrorText(t *testing.T) {
-	assert.Equal(t, "runtimeguard: "+DefaultMessage+
+	assert.Equal(t, "runtimeguard: "+defaultMessage+
 		" (loaded revision 1111111111111111111111111111111111111111, checkout now at 2222222222222222222222222222222222222222; update state unverified)",
 		sampleStale.Error())
 	unreadable := &StaleError{Message: "m", Captured: "abc", Err: os.ErrNotExist}

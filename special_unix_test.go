@@ -3,7 +3,6 @@
 package runtimeguard
 
 import (
-	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -13,21 +12,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// mksocket makes a Unix domain socket at path; it stays until the test
-// ends. It is bound at a short path and renamed into place: socket
-// addresses are limited to about a hundred bytes.
-func mksocket(t *testing.T, path string) {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "sock")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	l, err := net.Listen("unix", filepath.Join(dir, "s"))
-	require.NoError(t, err)
-	l.(*net.UnixListener).SetUnlinkOnClose(false)
-	t.Cleanup(func() { l.Close() })
-	require.NoError(t, os.Rename(filepath.Join(dir, "s"), path))
-}
 
 // newWithin runs New in a goroutine and fails the test if it does not
 // return within a few seconds.

@@ -6,60 +6,57 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
+	"runtime/debug"
 	"time"
 
 	"github.com/runtimeguard/runtimeguard"
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
+	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
 
-// status is the JSON of 'runtimeguard status --json'. Its field names are
-// stable API.
+// status is the JSON of 'runtimeguard status --json': the checkout as a
+// full read finds it, then the updater's files. Its keys are stable API,
+// snake_case like the guard's own JSON.
 type status struct {
-	ModulePath      string   `json:"module_path"`
-	SourceDir       string   `json:"source_dir"`
-	TopLevel        string   `json:"top_level"`
-	GitDir          string   `json:"git_dir"`
-	CommonDir       string   `json:"common_dir"`
-	ObjectFormat    string   `json:"object_format"`
-	Tracked         bool     `json:"tracked"`
-	HeadRef         string   `json:"head_ref"`
-	Revision        string   `json:"revision"`
-	Reason          string   `json:"reason,omitempty"`
-	ReadError       string   `json:"read_error,omitempty"`
-	MarkerPath      string   `json:"marker_path"`
-	UpdateMarker    string   `json:"update_marker"`
-	UpdateState     string   `json:"update_state"`
-	InstallRoots    []string `json:"install_roots"`
-	RecoveryMarkers []string `json:"recovery_markers"`
+	ModulePath   string `json:"module_path"`
+	SourceDir    string `json:"source_dir"`
+	TopLevel     string `json:"top_level"`
+	GitDir       string `json:"git_dir"`
+	CommonDir    string `json:"common_dir"`
+	ObjectFormat string `json:"object_format"`
+	Tracked      bool   `json:"tracked"`
+	HeadRef      string `json:"head_ref"`
+	Revision     string `json:"revision"`
+	Reason       string `json:"reason,omitempty"`
+	ReadError    string `json:"read_error,omitempty"`
+	runtimeguard.Observation
 }
 
 func cmdStatus(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("status", "status --module FILE [--home DIR] [--python PATH] [--json]", stderr)
+	c := newCommand("status", "status --module FILE [--json] [flags]", stdout, stderr)
 	var gf guardFlags
-	gf.register(fs)
-	asJSON := fs.Bool("json", false, "print JSON (see the README for its fields)")
-	if err := parse(fs, args, 0); err != nil {
+	gf.register(c.fs)
+	asJSON := c.fs.Bool("json", false, "print JSON (see the README for its fields)")
+	if err := c.parse(args, 0); err != nil {
 		return err
 	}
 	if gf.module == "" {
 		return usagef("--module is required")
 	}
-	c, readErr := gitread.Inspect(gf.module)
-	if c.ModulePath == "" && readErr != nil {
+	ck, readErr := gitread.Inspect(gf.module)
+	if ck.ModulePath == "" && readErr != nil {
 		return readErr // the module path itself is unusable
 	}
-	// An unbound guard observes the update state of the module's install.
-	g, err := runtimeguard.New(runtimeguard.Options{HomeDir: gf.home, Python: gf.python})
+	o, err := runtimeguard.Observe(gf.options())
 	if err != nil {
 		return err
 	}
-	o := g.ObserveAt(c.SourceDir)
 	s := status{
-		ModulePath: c.ModulePath, SourceDir: c.SourceDir, TopLevel: c.TopLevel,
-		GitDir: c.GitDir, CommonDir: c.CommonDir, ObjectFormat: c.ObjectFormat,
-		Tracked: c.Tracked, HeadRef: c.Head, Revision: c.Revision, Reason: c.Reason,
-		MarkerPath: o.MarkerPath, UpdateMarker: string(o.Marker), UpdateState: string(o.State),
-		InstallRoots: nonNil(o.InstallRoots), RecoveryMarkers: nonNil(o.RecoveryMarkers),
+		ModulePath: ck.ModulePath, SourceDir: ck.SourceDir, TopLevel: ck.TopLevel,
+		GitDir: ck.GitDir, CommonDir: ck.CommonDir, ObjectFormat: ck.ObjectFormat,
+		Tracked: ck.Tracked, HeadRef: ck.Head, Revision: ck.Revision, Reason: ck.Reason,
+		Observation: o,
 	}
 	if readErr != nil {
 		s.ReadError = readErr.Error()
@@ -91,49 +88,69 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	default:
 		row("revision", s.Revision)
 	}
-	row("update marker", s.UpdateMarker+" ("+orNone(s.MarkerPath)+")")
-	row("update state", s.UpdateState)
+	row("update marker", fmt.Sprintf("%s: %s (%s)", s.Marker, s.MarkerReason, orNone(s.MarkerPath)))
+	row("update state", string(s.State))
 	for _, r := range s.InstallRoots {
 		row("install root", r)
 	}
 	for _, m := range s.RecoveryMarkers {
 		row("recovery marker", m)
 	}
+	switch {
+	case s.Receipt != nil:
+		r := s.Receipt
+		row("receipt", fmt.Sprintf("%s %s, finished %s, %s -> %s (%s)", r.UpdateID, r.Outcome,
+			orNone(formatTime(r.FinishedAt)), orNone(r.From), orNone(r.To), s.ReceiptPath))
+	case s.ReceiptProblem != "":
+		row("receipt", "unusable: "+s.ReceiptProblem+" ("+s.ReceiptPath+")")
+	case s.ReceiptPath != "":
+		row("receipt", "none ("+s.ReceiptPath+")")
+	}
 	return nil
 }
 
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
 func cmdCheck(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("check", "check --module FILE --expect REV [--home DIR] [--python PATH]", stderr)
+	c := newCommand("check", "check --module FILE --expect REV [flags]", stdout, stderr)
 	var gf guardFlags
-	gf.register(fs)
-	expect := fs.String("expect", "", "the full `REV`ision the server loaded (required)")
-	repeat := fs.Int("repeat", 1, "run the check `N` times, as a busy server would (for measuring)")
-	if err := parse(fs, args, 0); err != nil {
+	gf.register(c.fs)
+	expect := c.fs.String("expect", "", "the full `REV`ision the server loaded (required)")
+	repeat := c.fs.Int("repeat", 1, "run the check `N` times, as a busy server would (for measuring)")
+	if err := c.parse(args, 0); err != nil {
 		return err
 	}
-	if gf.module == "" || *expect == "" {
+	switch {
+	case gf.module == "" || *expect == "":
 		return usagef("--module and --expect are required")
-	}
-	if *repeat < 0 {
+	case !gitread.IsRevision(*expect):
+		return usagef("--expect %q is not a full hex object id (40 or 64 hex digits)", *expect)
+	case *repeat < 0:
 		return usagef("--repeat must not be negative")
 	}
-	g, err := runtimeguard.New(runtimeguard.Options{ModulePath: gf.module, HomeDir: gf.home, Python: gf.python, ExpectRevision: *expect})
+	opts := gf.options()
+	opts.ExpectRevision = *expect
+	g, err := runtimeguard.New(opts)
 	if err != nil {
-		if errors.Is(err, runtimeguard.ErrStale) {
-			return printStale(stdout, err)
-		}
 		return err
 	}
 	for i := 0; i < *repeat; i++ {
 		if err := g.EnsureCurrent(); err != nil {
-			return printStale(stdout, err)
+			return printStale(stdout, stderr, err)
 		}
 	}
 	fmt.Fprintln(stdout, g.Identity().Revision)
 	return nil
 }
 
-func printStale(stdout io.Writer, err error) error {
+// printStale prints the 409 body of a stale check on standard output and
+// why on standard error.
+func printStale(stdout, stderr io.Writer, err error) error {
 	var se *runtimeguard.StaleError
 	if !errors.As(err, &se) {
 		return err
@@ -143,24 +160,49 @@ func printStale(stdout io.Writer, err error) error {
 		return jerr
 	}
 	fmt.Fprintf(stdout, "%s\n", body)
+	now := se.Current
+	if now == "" {
+		now = "no readable revision"
+		if se.Err != nil {
+			now += " (" + se.Err.Error() + ")"
+		}
+	}
+	fmt.Fprintf(stderr, "runtimeguard check: stale: loaded %s, the checkout is now at %s\n", se.Captured, now)
 	return exitCode(exitStale)
 }
 
+// markerJSON is the JSON of 'runtimeguard marker --json'.
+type markerJSON struct {
+	Path   string `json:"path"`
+	State  string `json:"state"`
+	Reason string `json:"reason"`
+}
+
 func cmdMarker(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("marker", "marker PATH", stderr)
-	if err := parse(fs, args, 1); err != nil {
+	c := newCommand("marker", "marker [--json] PATH", stdout, stderr)
+	asJSON := c.fs.Bool("json", false, `print {"path", "state", "reason"}`)
+	maxAge := c.fs.Duration("max-age", runtimeguard.DefaultMaxMarkerAge, "the `AGE` past which a marker is stale")
+	if err := c.parse(args, 1); err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, runtimeguard.ReadUpdateMarker(fs.Arg(0)))
+	if *maxAge <= 0 {
+		return usagef("--max-age must be positive")
+	}
+	path := c.fs.Arg(0)
+	m := updater.System.ReadMarker(path, *maxAge)
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(markerJSON{Path: path, State: string(m.State), Reason: m.Reason})
+	}
+	fmt.Fprintf(stdout, "%s: %s\n", m.State, m.Reason)
 	return nil
 }
 
 func cmdWatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("watch", "watch --module FILE [--home DIR] [--python PATH] [--interval D]", stderr)
+	c := newCommand("watch", "watch --module FILE [--interval D] [flags]", stdout, stderr)
 	var gf guardFlags
-	gf.register(fs)
-	interval := fs.Duration("interval", time.Second, "how often to check")
-	if err := parse(fs, args, 0); err != nil {
+	gf.register(c.fs)
+	interval := c.fs.Duration("interval", time.Second, "how often to check")
+	if err := c.parse(args, 0); err != nil {
 		return err
 	}
 	if gf.module == "" {
@@ -169,7 +211,7 @@ func cmdWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *interval <= 0 {
 		return usagef("--interval must be positive")
 	}
-	g, err := runtimeguard.New(runtimeguard.Options{ModulePath: gf.module, HomeDir: gf.home, Python: gf.python})
+	g, err := runtimeguard.New(gf.options())
 	if err != nil {
 		return err
 	}
@@ -206,16 +248,27 @@ func cmdWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 }
 
+func cmdVersion(args []string, stdout, stderr io.Writer) error {
+	c := newCommand("version", "version", stdout, stderr)
+	if err := c.parse(args, 0); err != nil {
+		return err
+	}
+	version, revision := "(unknown)", ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		version = bi.Main.Version
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				revision = " " + s.Value
+			}
+		}
+	}
+	fmt.Fprintf(stdout, "runtimeguard %s%s %s %s/%s\n", version, revision, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return nil
+}
+
 func orNone(s string) string {
 	if s == "" {
 		return "none"
-	}
-	return s
-}
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
 	}
 	return s
 }

@@ -18,9 +18,9 @@ import (
 // cmdDemo tells the whole story on a throwaway checkout, made with go-git so
 // that it needs no git binary.
 func cmdDemo(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("demo", "demo [--keep]", stderr)
-	keep := fs.Bool("keep", false, "keep the throwaway checkout and print where it is")
-	if err := parse(fs, args, 0); err != nil {
+	c := newCommand("demo", "demo [--keep]", stdout, stderr)
+	keep := c.fs.Bool("keep", false, "keep the throwaway checkout and print where it is")
+	if err := c.parse(args, 0); err != nil {
 		return err
 	}
 	tmp, err := os.MkdirTemp("", "runtimeguard-demo-")
@@ -71,12 +71,13 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	say("   %s", body)
-	say("6. update state: %s (no update marker in %s, no recovery marker)", g.UpdateState(), home)
+	say("6. update state: %s (no update marker in %s, no recovery marker)", g.Observe().State, home)
 
-	if err := os.WriteFile(filepath.Join(agent, runtimeguard.UpdateIncompleteName), nil, 0o644); err != nil {
+	incomplete := runtimeguard.HermesLayout.RecoveryMarkers[0]
+	if err := os.WriteFile(filepath.Join(agent, incomplete), nil, 0o644); err != nil {
 		return err
 	}
-	say("7. the updater left %s behind: update state %s", runtimeguard.UpdateIncompleteName, g.UpdateState())
+	say("7. the updater left %s behind: update state %s", incomplete, g.Observe().State)
 	say("8. nothing was restarted: the operator restarts the server, which then binds to %s", short(moved))
 	if *keep {
 		say("the checkout is kept at %s", agent)

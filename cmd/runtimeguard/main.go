@@ -1,17 +1,21 @@
 // Command runtimeguard shows what a runtime guard sees of a checkout, checks
-// it against a revision, classifies update markers, and watches a checkout
-// for changes. It never restarts anything.
+// it against a revision, classifies update markers, watches a checkout for
+// changes, and runs an updater under the update protocol. It never restarts
+// anything.
 //
 // Usage:
 //
 //	runtimeguard demo
-//	runtimeguard status --module FILE [--home DIR] [--python PATH] [--json]
-//	runtimeguard check  --module FILE --expect REV [--home DIR] [--python PATH]
-//	runtimeguard marker PATH
-//	runtimeguard watch  --module FILE [--home DIR] [--python PATH] [--interval D]
+//	runtimeguard status --module FILE [--json] [LAYOUT FLAGS]
+//	runtimeguard check  --module FILE --expect REV [LAYOUT FLAGS]
+//	runtimeguard marker [--json] PATH
+//	runtimeguard watch  --module FILE [--interval D] [LAYOUT FLAGS]
+//	runtimeguard update --module FILE [LAYOUT FLAGS] -- COMMAND [ARGS...]
+//	runtimeguard version
 //
 // Exit codes: 0 success (and, for check, a current runtime), 1 an error,
-// 2 a usage error, 3 a stale runtime (check).
+// 2 a usage error, 3 a stale runtime (check), and for update the exit
+// status of the command it ran.
 package main
 
 import (
@@ -22,7 +26,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+
+	"github.com/runtimeguard/runtimeguard"
 )
 
 // Exit codes.
@@ -40,10 +47,13 @@ Usage:
   runtimeguard status --module FILE  everything the guard sees of a checkout
   runtimeguard check --module FILE --expect REV
                                      exit 0 when current, 3 and the 409 JSON when stale
-  runtimeguard marker PATH           the state of an update marker
+  runtimeguard marker PATH           the state of an update marker, and why
   runtimeguard watch --module FILE   print a line each time the state changes
+  runtimeguard update --module FILE -- COMMAND [ARGS...]
+                                     run an updater under the update protocol
+  runtimeguard version               the version of this program
 
-Run 'runtimeguard COMMAND --help' for a command's flags.
+Run 'runtimeguard COMMAND -h' for a command's flags.
 `
 
 func main() {
@@ -72,6 +82,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdMarker(rest, stdout, stderr)
 	case "watch":
 		err = cmdWatch(ctx, rest, stdout, stderr)
+	case "version":
+		err = cmdVersion(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
@@ -84,15 +96,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch {
 	case err == nil:
 		return exitOK
-	case errors.Is(err, flag.ErrHelp):
-		return exitOK
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "runtimeguard %s: %s\nRun 'runtimeguard %s --help' for usage.\n", cmd, ue.msg, cmd)
+		fmt.Fprintf(stderr, "runtimeguard %s: %s\nRun 'runtimeguard %s -h' for usage.\n", cmd, ue.msg, cmd)
 		return exitUsage
 	case errors.As(err, &ce):
 		return int(ce)
 	}
-	fmt.Fprintf(stderr, "runtimeguard %s: %v\n", cmd, err)
+	fmt.Fprintf(stderr, "runtimeguard %s: %v\n", cmd, strings.TrimPrefix(err.Error(), "runtimeguard: "))
 	return exitError
 }
 
@@ -108,43 +118,87 @@ type exitCode int
 
 func (e exitCode) Error() string { return fmt.Sprintf("exit %d", int(e)) }
 
-// guardFlags are the flags every command that binds a guard takes.
+// command is one subcommand's flag set and how to print its usage.
+type command struct {
+	fs       *flag.FlagSet
+	synopsis string
+	stdout   io.Writer
+	stderr   io.Writer
+}
+
+// newCommand returns a command whose flag errors go to stderr and whose
+// help goes to stdout.
+func newCommand(name, synopsis string, stdout, stderr io.Writer) *command {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {} // printed by parse, to the stream that fits
+	return &command{fs: fs, synopsis: synopsis, stdout: stdout, stderr: stderr}
+}
+
+// printUsage prints the synopsis and, when the command has any, its flags.
+func (c *command) printUsage(w io.Writer) {
+	fmt.Fprintf(w, "Usage: runtimeguard %s\n", c.synopsis)
+	n := 0
+	c.fs.VisitAll(func(*flag.Flag) { n++ })
+	if n == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nFlags:")
+	c.fs.SetOutput(w)
+	c.fs.PrintDefaults()
+	c.fs.SetOutput(c.stderr)
+}
+
+// parse parses args and rejects positional arguments beyond want (-1: any
+// number). Help goes to standard output with exit 0; a flag error, which
+// the flag package has printed, is followed by the usage on standard error
+// and exit 2.
+func (c *command) parse(args []string, want int) error {
+	if err := c.fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			c.printUsage(c.stdout)
+			return exitCode(exitOK)
+		}
+		c.printUsage(c.stderr)
+		return exitCode(exitUsage)
+	}
+	if want >= 0 && c.fs.NArg() != want {
+		if want == 0 {
+			return usagef("unexpected argument %q", c.fs.Arg(0))
+		}
+		return usagef("want %d argument(s), got %d", want, c.fs.NArg())
+	}
+	return nil
+}
+
+// guardFlags are the flags of every command that reads a checkout and the
+// updater's files.
 type guardFlags struct {
 	module, home, python string
+	marker, receipt      string
+	lock, recovery       string
 }
 
 func (f *guardFlags) register(fs *flag.FlagSet) {
+	h := runtimeguard.HermesLayout
 	fs.StringVar(&f.module, "module", "", "the module `FILE` the server loaded (required)")
-	fs.StringVar(&f.home, "home", "", "the `DIR` holding the update marker (default $HERMES_HOME or ~/.hermes)")
+	fs.StringVar(&f.home, "home", "", "the updater's home `DIR` (default $"+h.HomeEnv+" or ~/"+h.DefaultHome+")")
 	fs.StringVar(&f.python, "python", "", "the agent's interpreter `PATH`, as configured")
+	fs.StringVar(&f.marker, "marker", h.Marker, "the in-progress marker, a `PATH` relative to the home")
+	fs.StringVar(&f.receipt, "receipt", h.Receipt, "the updater's latest receipt, a `PATH` relative to the home")
+	fs.StringVar(&f.lock, "lock", h.Lock, "the updater's lock file, a `PATH` relative to the home (default none)")
+	fs.StringVar(&f.recovery, "recovery", strings.Join(h.RecoveryMarkers, ","), "the recovery markers' file `NAMES`, separated by commas")
 }
 
-// newFlagSet returns a flag set that prints its usage to stderr and
-// reports errors to the caller.
-func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: runtimeguard %s\n\nFlags:\n", synopsis)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-// parse parses args and rejects positional arguments beyond want. The flag
-// package prints its own errors and the usage.
-func parse(fs *flag.FlagSet, args []string, want int) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
+// options are the guard options the flags describe.
+func (f *guardFlags) options() runtimeguard.Options {
+	layout := runtimeguard.HermesLayout
+	layout.Marker, layout.Receipt, layout.Lock = f.marker, f.receipt, f.lock
+	layout.RecoveryMarkers = nil
+	for _, name := range strings.Split(f.recovery, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			layout.RecoveryMarkers = append(layout.RecoveryMarkers, name)
 		}
-		return exitCode(exitUsage)
 	}
-	if fs.NArg() != want {
-		if want == 0 {
-			return usagef("unexpected argument %q", fs.Arg(0))
-		}
-		return usagef("want %d argument(s), got %d", want, fs.NArg())
-	}
-	return nil
+	return runtimeguard.Options{ModulePath: f.module, HomeDir: f.home, Python: f.python, Layout: layout}
 }

@@ -67,23 +67,14 @@ func runCmd(t *testing.T, home string, args ...string) result {
 	return result{code, stdout.String(), stderr.String()}
 }
 
-func git(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	return gittest.Git(t, dir, args...)
-}
+// git is the shared harness's git.
+var git = gittest.Git
 
 // checkout makes a Git checkout tracking run_agent.py and returns the module
 // path and HEAD.
 func checkout(t *testing.T) (module, rev string) {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "agent")
-	require.NoError(t, os.MkdirAll(dir, 0o755))
-	module = filepath.Join(dir, "run_agent.py")
-	require.NoError(t, os.WriteFile(module, []byte("class AIAgent: pass\n"), 0o644))
-	git(t, dir, "init", "-q")
-	git(t, dir, "add", "run_agent.py")
-	git(t, dir, "commit", "-q", "-m", "loaded")
-	return module, git(t, dir, "rev-parse", "HEAD")
+	return gittest.Agent(t, filepath.Join(gittest.TempDir(t), "agent"))
 }
 
 func commitChange(t *testing.T, module string) string {
@@ -150,36 +141,100 @@ func TestCheckUsage(t *testing.T) {
 		assert.Contains(t, strings.ToLower(r.stderr), "usage", "runtimeguard %v: a hint", args)
 		assert.Empty(t, r.stdout)
 	}
-	r := runCmd(t, t.TempDir(), "check", "--module", module, "--expect", "xyz")
-	assert.Equal(t, 1, r.code)
+	// A short revision is a usage error naming the flag.
+	r := runCmd(t, t.TempDir(), "check", "--module", module, "--expect", rev[:7])
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.stderr, "--expect")
 	assert.Contains(t, r.stderr, "not a full hex object id")
 	r = runCmd(t, t.TempDir(), "check", "--module", filepath.Join(t.TempDir(), "missing.py"), "--expect", rev)
 	assert.Equal(t, 1, r.code)
 	assert.Contains(t, r.stderr, "does not exist")
 }
 
-func TestHelp(t *testing.T) {
-	for _, cmd := range []string{"demo", "status", "check", "marker", "watch"} {
-		r := runCmd(t, t.TempDir(), cmd, "--help")
-		assert.Equal(t, 0, r.code, "%s --help", cmd)
-		assert.Contains(t, r.stderr, "Usage: runtimeguard "+cmd)
-	}
-	r := runCmd(t, t.TempDir(), "help")
-	assert.Equal(t, 0, r.code)
-	assert.Contains(t, r.stdout, "runtimeguard status --module FILE")
+// A module that is in no tracked checkout cannot be checked against a
+// revision: an error that says so, not a stale body.
+func TestCheckOfModuleOutsideGit(t *testing.T) {
+	dir := t.TempDir()
+	module := filepath.Join(dir, "run_agent.py")
+	require.NoError(t, os.WriteFile(module, []byte("x\n"), 0o644))
+	r := runCmd(t, dir, "check", "--module", module, "--expect", strings.Repeat("a", 40))
+	assert.Equal(t, 1, r.code)
+	assert.Empty(t, r.stdout)
+	assert.Contains(t, r.stderr, "not in a tracked Git checkout")
 }
 
+// Help goes to standard output with exit 0, for the tool and for every
+// command; a command without flags prints no empty "Flags:" header.
+func TestHelp(t *testing.T) {
+	for _, cmd := range []string{"demo", "status", "check", "marker", "watch", "version"} {
+		for _, flag := range []string{"-h", "--help"} {
+			r := runCmd(t, t.TempDir(), cmd, flag)
+			assert.Equal(t, 0, r.code, "%s %s", cmd, flag)
+			assert.Contains(t, r.stdout, "Usage: runtimeguard "+cmd, "%s %s", cmd, flag)
+			assert.Empty(t, r.stderr, "%s %s", cmd, flag)
+		}
+	}
+	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}} {
+		r := runCmd(t, t.TempDir(), args...)
+		assert.Equal(t, 0, r.code)
+		assert.Contains(t, r.stdout, "runtimeguard status --module FILE")
+	}
+	r := runCmd(t, t.TempDir(), "version", "-h")
+	assert.NotContains(t, r.stdout, "Flags:")
+	// A flag error goes to standard error with the usage, exit 2.
+	r = runCmd(t, t.TempDir(), "status", "--bogus")
+	assert.Equal(t, 2, r.code)
+	assert.Empty(t, r.stdout)
+	assert.Contains(t, r.stderr, "Usage: runtimeguard status")
+}
+
+func TestVersion(t *testing.T) {
+	r := runCmd(t, t.TempDir(), "version")
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Regexp(t, `^runtimeguard \S+.* go1\.\d+.* \w+/\w+\n$`, r.stdout)
+}
+
+// The marker command says the state and why, in words or as JSON.
 func TestMarker(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "marker")
 	r := runCmd(t, dir, "marker", path)
-	assert.Equal(t, result{0, "absent\n", ""}, r)
+	assert.Equal(t, result{0, "absent: no file\n", ""}, r)
 	require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf("%d\n%d\n", os.Getpid(), time.Now().Unix())), 0o644))
-	assert.Equal(t, "active\n", runCmd(t, dir, "marker", path).stdout)
+	assert.Equal(t, fmt.Sprintf("active: process %d is alive\n", os.Getpid()), runCmd(t, dir, "marker", path).stdout)
 	require.NoError(t, os.WriteFile(path, []byte("garbage"), 0o644))
-	assert.Equal(t, "unknown\n", runCmd(t, dir, "marker", path).stdout)
+	assert.Equal(t, "unknown: not a process ID and a time on two lines of UTF-8\n", runCmd(t, dir, "marker", path).stdout)
 	assert.Equal(t, 2, runCmd(t, dir, "marker").code)
 	assert.Equal(t, 2, runCmd(t, dir, "marker", "a", "b").code)
+
+	require.NoError(t, os.Remove(path))
+	require.NoError(t, os.Mkdir(path, 0o755))
+	r = runCmd(t, dir, "marker", "--json", path)
+	require.Equal(t, 0, r.code, r.stderr)
+	var m map[string]string
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &m))
+	assert.Equal(t, map[string]string{"path": path, "state": "unknown", "reason": "a directory"}, m)
+}
+
+// status on a module the index does not track still names the ref HEAD is
+// on, and outside any repository it names no object format.
+func TestStatusOfUntrackedAndNonGitModules(t *testing.T) {
+	module, _ := checkout(t)
+	untracked := filepath.Join(filepath.Dir(module), "untracked.py")
+	require.NoError(t, os.WriteFile(untracked, []byte("x\n"), 0o644))
+	r := runCmd(t, t.TempDir(), "status", "--module", untracked)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^HEAD:\s+refs/heads/main$`, r.stdout)
+	assert.Contains(t, r.stdout, "not tracked")
+
+	outside := filepath.Join(t.TempDir(), "run_agent.py")
+	require.NoError(t, os.WriteFile(outside, []byte("x\n"), 0o644))
+	r = runCmd(t, t.TempDir(), "status", "--module", outside, "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var s map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &s))
+	assert.Equal(t, "", s["object_format"])
+	assert.Equal(t, "", s["head_ref"])
 }
 
 func TestStatusJSON(t *testing.T) {

@@ -18,11 +18,6 @@ import (
 	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
-func git(t *testing.T, dir string, args ...string) {
-	t.Helper()
-	gittest.Git(t, dir, args...)
-}
-
 // fixture is a running server bound to a real agent checkout.
 type fixture struct {
 	agent, home, state string
@@ -34,13 +29,8 @@ func newFixture(t *testing.T, gateway bool) *fixture {
 	t.Helper()
 	tmp := t.TempDir()
 	f := &fixture{agent: filepath.Join(tmp, "agent"), home: filepath.Join(tmp, "home"), state: filepath.Join(tmp, "sessions.json")}
-	require.NoError(t, os.MkdirAll(f.agent, 0o755))
 	require.NoError(t, os.MkdirAll(f.home, 0o755))
-	module := filepath.Join(f.agent, "run_agent.py")
-	require.NoError(t, os.WriteFile(module, []byte("class AIAgent: pass\n"), 0o644))
-	git(t, f.agent, "init", "-q")
-	git(t, f.agent, "add", "run_agent.py")
-	git(t, f.agent, "commit", "-q", "-m", "loaded")
+	module, _ := gittest.Agent(t, f.agent)
 	guard, err := runtimeguard.New(runtimeguard.Options{ModulePath: module, HomeDir: f.home})
 	require.NoError(t, err)
 	f.srv = NewServer(guard, f.state, gateway)
@@ -52,8 +42,7 @@ func newFixture(t *testing.T, gateway bool) *fixture {
 // update moves the checkout as an updater would.
 func (f *fixture) update(t *testing.T) {
 	t.Helper()
-	require.NoError(t, os.WriteFile(filepath.Join(f.agent, "run_agent.py"), []byte("class AIAgent: updated = True\n"), 0o644))
-	git(t, f.agent, "commit", "-q", "-am", "update")
+	gittest.Commit(t, f.agent, "run_agent.py", "class AIAgent: updated = True\n")
 }
 
 func (f *fixture) post(t *testing.T, path string, body any) (int, map[string]any) {
@@ -154,7 +143,7 @@ func TestCompressionJobKeepsStaleResult(t *testing.T) {
 	}
 	before := f.sessionBytes(t)
 	f.update(t)
-	require.NoError(t, os.WriteFile(filepath.Join(f.agent, runtimeguard.UpdateIncompleteName), nil, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(f.agent, runtimeguard.HermesLayout.RecoveryMarkers[0]), nil, 0o644))
 
 	code, m := f.post(t, "/api/session/compress?session_id=c1", nil)
 	require.Equal(t, http.StatusAccepted, code, m)

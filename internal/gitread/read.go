@@ -76,11 +76,11 @@ type Checkout struct {
 // ReadRevision reads the files itself: it runs no git process, no hook and
 // no configured command, and does not depend on Git's safe.directory rule.
 func ReadRevision(sourceDir, modulePath string) (string, error) {
-	src, err := resolvePath(sourceDir)
+	src, err := ResolvePath(sourceDir)
 	if err != nil {
 		return "", err
 	}
-	mod, err := resolvePath(modulePath)
+	mod, err := ResolvePath(modulePath)
 	if err != nil {
 		return "", err
 	}
@@ -122,9 +122,9 @@ func Abs(modulePath string) (string, error) {
 	return abs, nil
 }
 
-// resolvePath makes a path absolute with links resolved; a missing final
+// ResolvePath makes a path absolute with links resolved; a missing final
 // element is kept as it is, so a deleted module still names its place.
-func resolvePath(p string) (string, error) {
+func ResolvePath(p string) (string, error) {
 	abs, err := filepath.Abs(p)
 	if err != nil {
 		return "", fmt.Errorf("runtimeguard: %w", err)
@@ -309,21 +309,36 @@ func cutComponent(p string) (comp, rest string) {
 func (r *reader) read(abs string, mustExist bool) (Checkout, error) {
 	mod, exists, err := r.resolve(abs)
 	if err != nil {
-		return Checkout{}, fmt.Errorf("runtimeguard: module path: %w", err)
+		if mustExist {
+			return Checkout{}, &noModuleError{err}
+		}
+		return Checkout{}, err
 	}
 	if mustExist {
 		st, err := r.fs.Stat(mod)
 		switch {
 		case err != nil:
-			return Checkout{}, fmt.Errorf("runtimeguard: module path: %w", err)
+			return Checkout{}, err
 		case !exists || !st.present:
-			return Checkout{}, &fs.PathError{Op: "resolve", Path: abs, Err: fs.ErrNotExist}
+			return Checkout{}, &fs.PathError{Op: "resolve", Path: abs, Err: &noModuleError{fs.ErrNotExist}}
 		case st.dir:
-			return Checkout{}, &fs.PathError{Op: "resolve", Path: mod, Err: errIsDir}
+			return Checkout{}, &fs.PathError{Op: "resolve", Path: abs, Err: &noModuleError{errIsDir}}
 		}
 	}
 	return r.readAt(filepath.Dir(mod), mod)
 }
+
+// ErrNoModule is the class of a module path that leads to no file, or to
+// a directory.
+var ErrNoModule = errors.New("runtimeguard: the module path leads to no file")
+
+// noModuleError is a failure of the ErrNoModule class.
+type noModuleError struct{ err error }
+
+func (e *noModuleError) Error() string { return e.err.Error() }
+
+// Unwrap gives the cause and the class.
+func (e *noModuleError) Unwrap() []error { return []error{e.err, ErrNoModule} }
 
 // Path resolution failures.
 var (

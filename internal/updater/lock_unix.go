@@ -34,12 +34,3 @@ func Lock(path string, exclusive bool) (*os.File, error) {
 	}
 	return f, nil
 }
-
-// ignoringEINTR retries fn while it fails with EINTR.
-func ignoringEINTR(fn func() error) error {
-	for {
-		if err := fn(); !errors.Is(err, unix.EINTR) {
-			return err
-		}
-	}
-}

@@ -227,3 +227,24 @@ func checkValue(dec *json.Decoder, depth int) error {
 	}
 	return nil
 }
+
+// ReadReceipt reads the receipt at path with the marker's care: no links,
+// no FIFOs, at most MaxReceiptBytes, strict JSON. It returns the receipt,
+// or nil and why there is none: "" when nothing is at the path.
+func (e *Env) ReadReceipt(path string) (*Receipt, string) {
+	body, kind, why := e.Open(path, MaxReceiptBytes)
+	switch kind {
+	case FileAbsent:
+		return nil, ""
+	case FileUnusable:
+		return nil, why
+	}
+	r, err := ParseReceipt(body)
+	if errors.Is(err, ErrUnknownSchema) {
+		return nil, "ignored: " + err.Error()
+	}
+	if err != nil {
+		return nil, err.Error()
+	}
+	return &r, ""
+}

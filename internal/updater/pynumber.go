@@ -1,4 +1,4 @@
-package runtimeguard
+package updater
 
 import (
 	"math"

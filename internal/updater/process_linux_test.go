@@ -1,4 +1,4 @@
-package runtimeguard
+package updater
 
 import (
 	"bytes"
@@ -19,14 +19,14 @@ func TestZombieProcessIsGone(t *testing.T) {
 	// Wait for the exit without reaping: the child stays a zombie.
 	var info unix.Siginfo
 	require.NoError(t, unix.Waitid(unix.P_PID, cmd.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil))
-	_, zombie := processStart(cmd.Process.Pid)
+	_, zombie := processStart(int64(cmd.Process.Pid))
 	assert.True(t, zombie, "processStart(%d) of an unreaped child", cmd.Process.Pid)
-	assert.Equal(t, processGone, probeProcess(cmd.Process.Pid).state)
+	assert.Equal(t, ProcessGone, ProbeProcess(int64(cmd.Process.Pid)).State)
 	require.NoError(t, cmd.Wait())
 }
 
 func TestProcessStartOfSelf(t *testing.T) {
-	start, zombie := processStart(os.Getpid())
+	start, zombie := processStart(int64(os.Getpid()))
 	require.False(t, zombie)
 	require.False(t, start.IsZero())
 	assert.True(t, start.Before(time.Now().Add(time.Second)), "start %v is in the future", start)
@@ -71,7 +71,7 @@ func TestProcessStartOfChildIsPrecise(t *testing.T) {
 	after := time.Now()
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 
-	start, zombie := processStart(cmd.Process.Pid)
+	start, zombie := processStart(int64(cmd.Process.Pid))
 	require.False(t, zombie)
 	require.False(t, start.IsZero(), "processStart(%d)", cmd.Process.Pid)
 	const tick = time.Second / clockTicks

@@ -1,6 +1,6 @@
 //go:build unix
 
-package runtimeguard
+package updater
 
 import (
 	"os"
@@ -36,9 +36,9 @@ func readWithin(t *testing.T, path string) MarkerState {
 }
 
 func TestFIFOMarkerIsUnknownWithoutBlocking(t *testing.T) {
-	fifo := filepath.Join(tempDir(t), MarkerName)
+	fifo := filepath.Join(tempDir(t), markerName)
 	mkfifo(t, fifo)
-	assert.Equal(t, MarkerUnknown, readWithin(t, fifo), "no writer")
+	assert.Equal(t, Unknown, readWithin(t, fifo), "no writer")
 
 	// A writer holds it open, with data waiting.
 	w, err := unix.Open(fifo, unix.O_RDWR|unix.O_NONBLOCK, 0)
@@ -46,7 +46,7 @@ func TestFIFOMarkerIsUnknownWithoutBlocking(t *testing.T) {
 	defer unix.Close(w)
 	_, err = unix.Write(w, []byte("1\n1\n"))
 	require.NoError(t, err)
-	assert.Equal(t, MarkerUnknown, readWithin(t, fifo), "a writer holds it open")
+	assert.Equal(t, Unknown, readWithin(t, fifo), "a writer holds it open")
 }
 
 // The descriptor check, reached when the path changes between the lstat and
@@ -66,41 +66,41 @@ func TestSymlinkMarkerIsNotFollowed(t *testing.T) {
 	dir := tempDir(t)
 	target := filepath.Join(dir, "real-marker")
 	writeMarker(t, target, os.Getpid(), time.Now())
-	require.Equal(t, MarkerActive, ReadUpdateMarker(target))
-	link := filepath.Join(dir, MarkerName)
+	require.Equal(t, Active, ReadUpdateMarker(target))
+	link := filepath.Join(dir, markerName)
 	require.NoError(t, os.Symlink(target, link))
-	assert.Equal(t, MarkerUnknown, ReadUpdateMarker(link))
+	assert.Equal(t, Unknown, ReadUpdateMarker(link))
 	dangling := filepath.Join(dir, "dangling")
 	require.NoError(t, os.Symlink(filepath.Join(dir, "missing"), dangling))
-	assert.Equal(t, MarkerUnknown, ReadUpdateMarker(dangling))
+	assert.Equal(t, Unknown, ReadUpdateMarker(dangling))
 }
 
 func TestDeviceAndSocketMarkersAreUnknown(t *testing.T) {
-	assert.Equal(t, MarkerUnknown, ReadUpdateMarker(os.DevNull))
+	assert.Equal(t, Unknown, ReadUpdateMarker(os.DevNull))
 	sock := filepath.Join(tempDir(t), "s")
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
 	require.NoError(t, err)
 	defer unix.Close(fd)
 	require.NoError(t, unix.Bind(fd, &unix.SockaddrUnix{Name: sock}))
-	assert.Equal(t, MarkerUnknown, ReadUpdateMarker(sock))
+	assert.Equal(t, Unknown, ReadUpdateMarker(sock))
 }
 
 func TestProbeProcess(t *testing.T) {
-	self := probeProcess(os.Getpid())
-	assert.Equal(t, processAlive, self.state)
+	self := ProbeProcess(int64(os.Getpid()))
+	assert.Equal(t, ProcessAlive, self.State)
 	cmd := exec.Command("git", "--version")
 	require.NoError(t, cmd.Run())
-	assert.Equal(t, processGone, probeProcess(cmd.Process.Pid).state)
+	assert.Equal(t, ProcessGone, ProbeProcess(int64(cmd.Process.Pid)).State)
 	// Values kill(2) would truncate are never asked about.
-	assert.Equal(t, livenessUnknown, probeProcess(1<<32+os.Getpid()).state)
-	assert.Equal(t, livenessUnknown, probeProcess(-1).state)
+	assert.Equal(t, LivenessUnknown, ProbeProcess(1<<32+int64(os.Getpid())).State)
+	assert.Equal(t, LivenessUnknown, ProbeProcess(-1).State)
 }
 
 // A marker naming a live child is stale when the child started more than
 // pidReuseSlack after the marker's time (the child holds a reused process
 // ID), and active when it started before, or after by less than the slack.
 func TestReusedPIDMarker(t *testing.T) {
-	if start, _ := processStart(os.Getpid()); start.IsZero() {
+	if start, _ := processStart(int64(os.Getpid())); start.IsZero() {
 		t.Skip("this platform does not tell when a process started")
 	}
 	before := time.Now()
@@ -114,14 +114,14 @@ func TestReusedPIDMarker(t *testing.T) {
 		written time.Time
 		want    MarkerState
 	}{
-		{"written 2.3 s before the child started", before.Add(-2300 * time.Millisecond), MarkerStale},
-		{"written 1.5 s before the child started", before.Add(-1500 * time.Millisecond), MarkerStale},
-		{"written 0.5 s before Start returned: within the slack", after.Add(-500 * time.Millisecond), MarkerActive},
-		{"written after the child started", after, MarkerActive},
+		{"written 2.3 s before the child started", before.Add(-2300 * time.Millisecond), Stale},
+		{"written 1.5 s before the child started", before.Add(-1500 * time.Millisecond), Stale},
+		{"written 0.5 s before Start returned: within the slack", after.Add(-500 * time.Millisecond), Active},
+		{"written after the child started", after, Active},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(tempDir(t), MarkerName)
+			path := filepath.Join(tempDir(t), markerName)
 			writeMarker(t, path, cmd.Process.Pid, tc.written)
 			got := ReadUpdateMarker(path)
 			assert.Equal(t, tc.want, got, "ReadUpdateMarker(%q) = %q, want %q (marker time %v before Start was called, which took %v)",
@@ -138,9 +138,9 @@ func TestRecoveryMarkerErrorIsUnknown(t *testing.T) {
 	// A root that is a file: looking inside it fails with ENOTDIR, not
 	// "does not exist".
 	e := testEnv(nil)
-	assert.Equal(t, UpdateUnknown, e.observe(filepath.Join(home, MarkerName), DefaultMaxMarkerAge, []string{dir, notDir}).State)
+	assert.Equal(t, UpdateUnknown, e.Observe(filepath.Join(home, markerName), DefaultMaxAge, []string{dir, notDir}, recoveryNames).State)
 	// Found before the error, still unknown.
-	writeFile(t, filepath.Join(dir, UpdateIncompleteName), "")
-	assert.Equal(t, UpdateUnknown, e.observe(filepath.Join(home, MarkerName), DefaultMaxMarkerAge, []string{dir, notDir}).State)
-	assert.Equal(t, UpdateIncomplete, e.observe(filepath.Join(home, MarkerName), DefaultMaxMarkerAge, []string{dir}).State)
+	writeFile(t, filepath.Join(dir, incomplete), "")
+	assert.Equal(t, UpdateUnknown, e.Observe(filepath.Join(home, markerName), DefaultMaxAge, []string{dir, notDir}, recoveryNames).State)
+	assert.Equal(t, UpdateIncomplete, e.Observe(filepath.Join(home, markerName), DefaultMaxAge, []string{dir}, recoveryNames).State)
 }

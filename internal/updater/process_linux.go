@@ -1,4 +1,4 @@
-package runtimeguard
+package updater
 
 import (
 	"bytes"
@@ -16,8 +16,8 @@ const clockTicks = 100
 // processStart reads field 22 of /proc/PID/stat, the start time in clock
 // ticks since boot, and adds it to the boot time. A process in state Z is a
 // zombie: it has exited and only waits to be reaped.
-func processStart(pid int) (start time.Time, zombie bool) {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+func processStart(pid int64) (start time.Time, zombie bool) {
+	stat, err := os.ReadFile("/proc/" + strconv.FormatInt(pid, 10) + "/stat")
 	if err != nil {
 		return time.Time{}, false
 	}

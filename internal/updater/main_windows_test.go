@@ -1,6 +1,6 @@
 //go:build windows
 
-package runtimeguard
+package updater
 
 import (
 	"io"

@@ -1,4 +1,4 @@
-package runtimeguard
+package updater
 
 import (
 	"time"
@@ -10,9 +10,9 @@ import (
 const szomb = 5
 
 // processStart asks the kernel for the process's kinfo_proc.
-func processStart(pid int) (start time.Time, zombie bool) {
-	kp, err := unix.SysctlKinfoProc("kern.proc.pid", pid)
-	if err != nil || kp.Proc.P_pid != int32(pid) {
+func processStart(pid int64) (start time.Time, zombie bool) {
+	kp, err := unix.SysctlKinfoProc("kern.proc.pid", int(pid))
+	if err != nil || int64(kp.Proc.P_pid) != pid {
 		return time.Time{}, false
 	}
 	if kp.Proc.P_stat == szomb {

@@ -1,0 +1,143 @@
+package runtimeguard
+
+import (
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/runtimeguard/runtimeguard/internal/gitread"
+)
+
+// binding is one bound checkout and the proof, kept between checks, that its
+// files did not change.
+type binding struct {
+	id Identity
+	// reason says why id.Revision is empty, for an inert binding.
+	reason string
+	// boundAt is when the binding's first read began: a receipt must have
+	// finished after it to allow a reload.
+	boundAt time.Time
+	// configured is the module path as configured, absolute and clean with
+	// its links unresolved: every full read resolves it again, and a path
+	// that now leads to another module file makes the runtime stale.
+	configured string
+
+	snap atomic.Pointer[snapshot]
+
+	mu       sync.Mutex // protects started, inflight and last
+	started  uint64     // full reads started so far
+	inflight *readCall  // the full read running, if any
+	last     *readCall  // the latest full read that returned
+}
+
+// snapshot is the result of a full read with the stamps of every file it
+// depends on. trusted is false when a stamp could hide a later change.
+type snapshot struct {
+	rev     string
+	deps    gitread.Deps
+	trusted bool
+}
+
+// readCall is one full read: done is closed once its results are set.
+type readCall struct {
+	seq      uint64
+	start    time.Time
+	done     chan struct{}
+	rev      string
+	err      error
+	checkout gitread.Checkout
+	snap     *snapshot // nil unless the read succeeded
+}
+
+// current returns the checkout's revision now: from the snapshot when a stat
+// of each of its files proves nothing changed, else from a full read.
+func (b *binding) current(e *env, alwaysRead bool, timeout time.Duration) (string, error) {
+	if s := b.snap.Load(); s != nil && s.trusted && !alwaysRead && s.deps.Unchanged(e.git) {
+		return s.rev, nil
+	}
+	call, err := b.fullRead(e, alwaysRead, timeout, false)
+	if err != nil {
+		return "", err
+	}
+	return call.rev, call.err
+}
+
+// fullRead returns a full read that began after the caller arrived: the
+// one in flight if it began later, else a new one. At most one read per
+// binding is in flight: a caller that finds an older read running waits
+// for it, then starts the next. Reads run on their own goroutine, and no
+// caller waits longer than timeout: a read that never returns (a hung file
+// system) costs one goroutine, and every check meanwhile fails closed.
+func (b *binding) fullRead(e *env, alwaysRead bool, timeout time.Duration, mustExist bool) (*readCall, error) {
+	var timer *time.Timer
+	b.mu.Lock()
+	arrival := b.started
+	for {
+		if b.last != nil && b.last.seq > arrival {
+			call := b.last
+			b.mu.Unlock()
+			return call, nil
+		}
+		call := b.inflight
+		if call == nil {
+			b.started++
+			call = &readCall{seq: b.started, start: time.Now(), done: make(chan struct{})}
+			b.inflight = call
+			go b.run(call, e, alwaysRead, mustExist)
+		} else if since := time.Since(call.start); since > timeout {
+			b.mu.Unlock()
+			return nil, fmt.Errorf("a read of %s has not returned in %v: %w", b.configured, since.Round(time.Millisecond), ErrReadTimeout)
+		}
+		b.mu.Unlock()
+		if timer == nil {
+			timer = time.NewTimer(timeout)
+			defer timer.Stop()
+		}
+		select {
+		case <-call.done:
+		case <-timer.C:
+			return nil, fmt.Errorf("a read of %s did not return within %v: %w", b.configured, timeout, ErrReadTimeout)
+		}
+		b.mu.Lock()
+	}
+}
+
+// run performs one full read, publishes its snapshot and hands its result
+// to the waiting callers. A panic in the read becomes a *[PanicError]: the
+// runtime is then stale, and the host lives on.
+//
+// The previous snapshot stays published while the read runs: it remains a
+// valid proof for any check whose stats still match it.
+func (b *binding) run(call *readCall, e *env, alwaysRead, mustExist bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			call.rev, call.snap = "", nil
+			call.err = &PanicError{Value: p, Stack: debug.Stack()}
+		}
+		b.mu.Lock()
+		b.last, b.inflight = call, nil
+		b.mu.Unlock()
+		close(call.done)
+	}()
+	start := e.now()
+	c, deps, err := gitread.Read(e.git, b.configured, mustExist)
+	call.checkout = c
+	switch {
+	case err != nil:
+		call.err = err
+		return
+	case b.id.ModulePath != "" && c.ModulePath != b.id.ModulePath:
+		call.err = fmt.Errorf("%s now leads to %s, not to %s: %w", b.configured, c.ModulePath, b.id.ModulePath, errElsewhere)
+		return
+	}
+	s := &snapshot{rev: c.Revision, deps: deps, trusted: !alwaysRead && deps.Settled(start)}
+	b.snap.Store(s)
+	call.rev, call.snap = c.Revision, s
+}
+
+// errElsewhere is a configured module path that now leads to another file
+// than the one the guard bound to.
+var errElsewhere = errors.New("the module path leads elsewhere")

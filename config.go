@@ -1,0 +1,186 @@
+package runtimeguard
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/runtimeguard/runtimeguard/internal/gitread"
+	"github.com/runtimeguard/runtimeguard/internal/updater"
+)
+
+// Options configures a [Guard]. The zero value of each field is its
+// documented default.
+type Options struct {
+	// ModulePath is the module file the server actually loaded, such as
+	// the run_agent.py a Python interpreter imported. Empty: the guard
+	// starts unbound, and [Guard.Capture] binds it later.
+	ModulePath string
+	// ExpectRevision is the revision the module was loaded at, when the
+	// host recorded it: the guard binds to it instead of reading HEAD, so a
+	// move between loading the code and calling New is caught. It must be
+	// a full hex object id, and the module must be in a tracked checkout
+	// (otherwise New fails with [ErrNotCheckout]). Empty: the revision
+	// HEAD has when New runs.
+	ExpectRevision string
+	// Layout is where the updater keeps its files. Zero: [HermesLayout].
+	Layout Layout
+	// HomeDir is the updater's home directory, which holds the files of
+	// the Layout. Empty: the Layout's HomeEnv variable, else its
+	// DefaultHome under the user's home directory, else unknown (and the
+	// marker's state is then unknown).
+	HomeDir string
+	// Python is the agent's interpreter, as configured (not resolved).
+	// When it lives in <root>/venv/bin or <root>/.venv/Scripts, <root> is
+	// searched for recovery markers too. Empty: only the source directory.
+	Python string
+	// MaxMarkerAge is the age past which an update marker is stale.
+	// Zero: [DefaultMaxMarkerAge]. Negative: an error.
+	MaxMarkerAge time.Duration
+	// AgentName and ServerName name the two products in the default
+	// messages. Empty: "Hermes Agent" and "Hermes WebUI".
+	AgentName, ServerName string
+	// Message replaces the whole stale message. Empty: "<agent> changed on
+	// disk after <server> loaded it. Restart <server> manually to load the
+	// new code." No message may contain the word "success": nothing here
+	// proves that an update succeeded.
+	Message string
+	// ReloadMessage replaces the stale message while a reload is scheduled
+	// (see [Reload.Schedule]). Empty: "<agent> changed on disk after
+	// <server> loaded it. <server> is reloading to load the new code;
+	// retry shortly." It may not contain the word "success" either.
+	ReloadMessage string
+	// ProblemDetails lets [Guard.Middleware] and [Guard.WriteStale] answer
+	// with an RFC 9457 problem document when the request prefers
+	// application/problem+json. False: always the JSON payload of
+	// [Payload].
+	ProblemDetails bool
+	// AlwaysRead turns off the stat fast path: every check reads HEAD, the
+	// refs and the index. Set it where file timestamps cannot be trusted,
+	// such as network file systems with attribute caches or clock skew.
+	AlwaysRead bool
+	// ReadTimeout bounds how long a check waits for a full read of the
+	// checkout; past it the check fails closed with an error matching
+	// [ErrReadTimeout]. Zero: [DefaultReadTimeout]. Negative: an error.
+	ReadTimeout time.Duration
+	// Logger receives the guard's transitions: the first stale check at
+	// Warn, later ones at Debug. Nil: silent.
+	Logger *slog.Logger
+}
+
+// DefaultMaxMarkerAge is the zero [Options.MaxMarkerAge]: an update marker
+// older than this is stale whatever its process.
+const DefaultMaxMarkerAge = updater.DefaultMaxAge
+
+// DefaultReadTimeout is the zero [Options.ReadTimeout]. A healthy full read
+// takes milliseconds (about 8 ms for an index of 100,000 files, a few
+// hundred for the largest index accepted), so five seconds is far beyond
+// any read that will still return, and well within the time a client waits
+// for an answer: a file system that hangs (a hard NFS mount that lost its
+// server) turns into prompt 409s instead of requests that never end.
+const DefaultReadTimeout = 5 * time.Second
+
+// The product names of the default messages.
+const (
+	defaultAgentName  = "Hermes Agent"
+	defaultServerName = "Hermes WebUI"
+)
+
+// config is Options resolved once, with every default applied: what a
+// guard owns for its lifetime.
+type config struct {
+	env           *env
+	markerPath    string // "" when no home directory is known
+	receiptPath   string // "" when the layout has no receipt or no home is known
+	lockPath      string // "" when the layout has no lock or no home is known
+	recovery      []string
+	python        string
+	maxAge        time.Duration
+	timeout       time.Duration
+	message       string
+	reloadMessage string
+	problem       bool
+	alwaysRead    bool
+	logger        *slog.Logger
+	expect        string // ExpectRevision, lower case
+}
+
+// resolve validates opts and applies its defaults.
+func (opts *Options) resolve(e *env) (*config, error) {
+	if opts.MaxMarkerAge < 0 {
+		return nil, fmt.Errorf("runtimeguard: MaxMarkerAge %v is negative", opts.MaxMarkerAge)
+	}
+	if opts.ReadTimeout < 0 {
+		return nil, fmt.Errorf("runtimeguard: ReadTimeout %v is negative", opts.ReadTimeout)
+	}
+	layout := opts.Layout
+	if layout.isZero() {
+		layout = HermesLayout
+	}
+	if err := layout.validate(); err != nil {
+		return nil, err
+	}
+	c := &config{
+		env:        e,
+		recovery:   append([]string(nil), layout.RecoveryMarkers...),
+		python:     opts.Python,
+		maxAge:     cmp.Or(opts.MaxMarkerAge, DefaultMaxMarkerAge),
+		timeout:    cmp.Or(opts.ReadTimeout, DefaultReadTimeout),
+		problem:    opts.ProblemDetails,
+		alwaysRead: opts.AlwaysRead,
+		logger:     opts.Logger,
+	}
+	if home := homeDir(opts.HomeDir, &layout); home != "" {
+		c.markerPath = filepath.Join(home, filepath.FromSlash(layout.Marker))
+		if layout.Receipt != "" {
+			c.receiptPath = filepath.Join(home, filepath.FromSlash(layout.Receipt))
+		}
+		if layout.Lock != "" {
+			c.lockPath = filepath.Join(home, filepath.FromSlash(layout.Lock))
+		}
+	}
+	agent, server := cmp.Or(opts.AgentName, defaultAgentName), cmp.Or(opts.ServerName, defaultServerName)
+	c.message = cmp.Or(opts.Message, agent+" changed on disk after "+server+
+		" loaded it. Restart "+server+" manually to load the new code.")
+	c.reloadMessage = cmp.Or(opts.ReloadMessage, agent+" changed on disk after "+server+
+		" loaded it. "+server+" is reloading to load the new code; retry shortly.")
+	for _, m := range []struct{ name, text string }{{"Message", c.message}, {"ReloadMessage", c.reloadMessage}} {
+		if strings.Contains(strings.ToLower(m.text), "success") {
+			return nil, fmt.Errorf("runtimeguard: %s %q contains the word \"success\"", m.name, m.text)
+		}
+	}
+	if r := opts.ExpectRevision; r != "" {
+		if !gitread.IsRevision(r) {
+			return nil, fmt.Errorf("runtimeguard: ExpectRevision %q is not a full hex object id", r)
+		}
+		if opts.ModulePath == "" {
+			return nil, errors.New("runtimeguard: ExpectRevision needs a ModulePath")
+		}
+		c.expect = strings.ToLower(r)
+	}
+	return c, nil
+}
+
+// homeDir is the updater's home directory: dir when set, else the layout's
+// environment variable, else its default under the user's home directory.
+func homeDir(dir string, l *Layout) string {
+	if dir != "" {
+		return dir
+	}
+	if l.HomeEnv != "" {
+		if h := os.Getenv(l.HomeEnv); h != "" {
+			return h
+		}
+	}
+	if l.DefaultHome != "" {
+		if h, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(h, filepath.FromSlash(l.DefaultHome))
+		}
+	}
+	return ""
+}

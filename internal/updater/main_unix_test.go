@@ -1,0 +1,108 @@
+//go:build unix
+
+package updater
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// permissionChildEnv names the directory a child test process classifies
+// after dropping root: see TestPermissionCases.
+const permissionChildEnv = "RUNTIMEGUARD_PERMISSION_CHILD"
+
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(permissionChildEnv); dir != "" {
+		fmt.Println(classifyPermissionCases(dir))
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// classifyPermissionCases reports, for the layout setupPermissionCases
+// makes, what this process can tell of each.
+func classifyPermissionCases(dir string) string {
+	e := System
+	return strings.Join([]string{
+		"marker=" + string(ReadUpdateMarker(filepath.Join(dir, "unreadable-marker"))),
+		"home=" + string(ReadUpdateMarker(filepath.Join(dir, "locked-home", markerName))),
+		"root=" + string(e.Observe(filepath.Join(dir, "open-home", markerName), DefaultMaxAge, []string{filepath.Join(dir, "locked-root")}, recoveryNames).State),
+		"readable=" + string(ReadUpdateMarker(filepath.Join(dir, "open-home", "readable-marker"))),
+	}, " ")
+}
+
+// setupPermissionCases makes an unreadable marker, a home that may not be
+// searched, and an install root that may not be searched, plus a readable
+// marker as the control.
+func setupPermissionCases(t *testing.T, dir string) {
+	t.Helper()
+	writeMarker(t, filepath.Join(dir, "unreadable-marker"), 1, time.Now())
+	require.NoError(t, os.Chmod(filepath.Join(dir, "unreadable-marker"), 0))
+	writeMarker(t, filepath.Join(dir, "locked-home", markerName), 1, time.Now())
+	require.NoError(t, os.Chmod(filepath.Join(dir, "locked-home"), 0))
+	writeFile(t, filepath.Join(dir, "locked-root", incomplete), "")
+	require.NoError(t, os.Chmod(filepath.Join(dir, "locked-root"), 0))
+	writeMarker(t, filepath.Join(dir, "open-home", "readable-marker"), 1, time.Now().Add(-48*time.Hour))
+	t.Cleanup(func() {
+		for _, p := range []string{"locked-home", "locked-root"} {
+			_ = os.Chmod(filepath.Join(dir, p), 0o755)
+		}
+	})
+}
+
+// Unreadable markers, homes and install roots are unknown. As root every
+// file is readable, so the cases run in a child that drops to nobody.
+func TestPermissionCases(t *testing.T) {
+	want := "marker=unknown home=unknown root=unknown readable=stale"
+	if os.Geteuid() != 0 {
+		dir := tempDir(t)
+		setupPermissionCases(t, dir)
+		assert.Equal(t, want, classifyPermissionCases(dir))
+		return
+	}
+	// Everything the child needs must be reachable by nobody: a copy of
+	// this test binary and the case directory, under world-searchable
+	// directories.
+	base, err := os.MkdirTemp("", "runtimeguard-perm-")
+	require.NoError(t, err)
+	defer os.RemoveAll(base)
+	require.NoError(t, os.Chmod(base, 0o755))
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	bin := filepath.Join(base, "child.test")
+	copyFile(t, exe, bin, 0o755)
+	dir := filepath.Join(base, "cases")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	setupPermissionCases(t, dir)
+
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), permissionChildEnv+"="+dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Skipf("cannot run a child process as uid 65534 here: %v: %s", err, out)
+	}
+	assert.Equal(t, want, strings.TrimSpace(string(out)))
+}
+
+func copyFile(t *testing.T, from, to string, mode os.FileMode) {
+	t.Helper()
+	src, err := os.Open(from)
+	require.NoError(t, err)
+	defer src.Close()
+	dst, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
+	require.NoError(t, err)
+	_, err = io.Copy(dst, src)
+	require.NoError(t, err)
+	require.NoError(t, dst.Close())
+}

@@ -1,0 +1,291 @@
+package updater
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// MaxMarkerBytes is the largest update marker that is read; at most one
+// byte more is ever read.
+const MaxMarkerBytes = 64 << 10
+
+// pidReuseSlack is how long after the marker's time its writer may appear to
+// have started. A writer starts before it reads the clock for the marker, and
+// start times never come out late: Linux counts them in 10 ms clock ticks
+// against a boot time known to the nanosecond, macOS in microseconds, both
+// rounded down, and Windows in 100 ns. The slack covers the rest, which is
+// jitter: a marker time written in whole seconds (up to a second early), the
+// realtime clock stepped since the writer started, and the rounding of the
+// time as it is written and parsed. A live process that started later
+// than this did not write the marker: its process ID was reused.
+const pidReuseSlack = time.Second
+
+// MarkerState classifies the updater's in-progress marker: the lower-case
+// words of the JSON contract.
+type MarkerState string
+
+// The four marker states.
+const (
+	Absent  MarkerState = "absent"
+	Active  MarkerState = "active"
+	Stale   MarkerState = "stale"
+	Unknown MarkerState = "unknown"
+)
+
+// UpdateState is what the marker and the recovery markers add up to.
+type UpdateState string
+
+// The five update states.
+const (
+	UpdateUnverified UpdateState = "unverified"
+	UpdateActive     UpdateState = "active"
+	UpdateStale      UpdateState = "stale"
+	UpdateUnknown    UpdateState = "unknown"
+	UpdateIncomplete UpdateState = "incomplete"
+)
+
+// Marker is the classification of a marker, with the reason for it.
+type Marker struct {
+	State MarkerState
+	// Reason says why the state is what it is, in a few words: "no file",
+	// "process 123 is alive", "a symbolic link", "over the age limit".
+	Reason string
+}
+
+// FileKind is what a safe open found at a path.
+type FileKind int
+
+// The answers of a safe open.
+const (
+	FileRead     FileKind = iota // a small regular file, read whole
+	FileAbsent                   // nothing at the path, not even a link
+	FileUnusable                 // something that proves nothing
+)
+
+// Liveness is what a process probe learned.
+type Liveness int
+
+// The answers of a process probe.
+const (
+	LivenessUnknown Liveness = iota
+	ProcessAlive
+	ProcessGone
+)
+
+// ProcInfo is the answer of a process probe. Start is the zero time when
+// the platform cannot tell when the process started.
+type ProcInfo struct {
+	State Liveness
+	Start time.Time
+}
+
+// Env is the part of the environment the updater's files are read
+// through, replaceable per instance so that tests can run in parallel.
+type Env struct {
+	Now func() time.Time
+	// Probe reports whether pid is alive and when it started.
+	Probe func(pid int64) ProcInfo
+	// Open reads a small file without following links or blocking: at
+	// most limit+1 bytes, a regular file only, and why not when it is not
+	// one (see SafeOpen).
+	Open func(path string, limit int64) (body []byte, kind FileKind, why string)
+}
+
+// System is the real environment.
+var System = &Env{Now: time.Now, Probe: ProbeProcess, Open: SafeOpen}
+
+// ReadMarker classifies the marker at path with the age limit maxAge. It
+// never blocks, never follows a symbolic link, never reads more than
+// MaxMarkerBytes+1 bytes and never changes the file. An empty path (no home
+// directory known) is unknown.
+func (e *Env) ReadMarker(path string, maxAge time.Duration) Marker {
+	if path == "" {
+		return Marker{Unknown, "no home directory is known"}
+	}
+	body, kind, why := e.Open(path, MaxMarkerBytes)
+	switch kind {
+	case FileAbsent:
+		return Marker{Absent, "no file"}
+	case FileUnusable:
+		return Marker{Unknown, why}
+	}
+	pid, started, ok := ParseMarker(body)
+	if !ok {
+		return Marker{Unknown, "not a process ID and a time on two lines of UTF-8"}
+	}
+	return e.classify(pid, started, maxAge)
+}
+
+// lstatOnly is the open of a platform without a safe one: it never opens
+// the file, so nothing at the path is absent and anything there proves
+// nothing.
+func lstatOnly(path string, _ int64) ([]byte, FileKind, string) {
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil, FileAbsent, ""
+	}
+	return nil, FileUnusable, "present, and this platform cannot open it safely"
+}
+
+// ParseMarker parses a marker body: line 1 a process ID, line 2 the Unix
+// time the update started, in seconds, read as the hermes-webui guard reads
+// them, with Python's int() and float() (pyInt, pyFloat). It reports ok
+// false for anything that is not UTF-8, has fewer than two lines, or holds
+// a value that does not parse. Whether the values make sense is for the
+// classification: pid may be any integer (clamped to int64), started an
+// infinity or NaN.
+func ParseMarker(body []byte) (pid int64, started float64, ok bool) {
+	if len(body) > MaxMarkerBytes || !utf8.Valid(body) {
+		return 0, 0, false
+	}
+	first, rest, found := strings.Cut(string(body), "\n")
+	if !found || rest == "" {
+		return 0, 0, false
+	}
+	second, _, _ := strings.Cut(rest, "\n")
+	pid, ok = pyInt(first)
+	if !ok {
+		return 0, 0, false
+	}
+	started, ok = pyFloat(second)
+	if !ok {
+		return 0, 0, false
+	}
+	return pid, started, true
+}
+
+// classify judges a parsed marker in the order of the hermes-webui guard: a
+// time that is not finite or lies in the future is unknown; then the age
+// limit, whatever the process ID; then a process ID this platform cannot ask
+// about is unknown; then liveness.
+func (e *Env) classify(pid int64, started float64, maxAge time.Duration) Marker {
+	nowSec := float64(e.Now().UnixNano()) / 1e9
+	switch {
+	case math.IsNaN(started) || math.IsInf(started, 0):
+		return Marker{Unknown, "its time is not finite"}
+	case started > nowSec:
+		return Marker{Unknown, "its time lies in the future"}
+	case nowSec-started > maxAge.Seconds():
+		return Marker{Stale, fmt.Sprintf("older than %v", maxAge)}
+	case pid <= 0 || pid > maxPID:
+		return Marker{Unknown, fmt.Sprintf("process ID %d cannot be asked about here", pid)}
+	}
+	info := e.Probe(pid)
+	switch info.State {
+	case ProcessGone:
+		return Marker{Stale, fmt.Sprintf("process %d is gone", pid)}
+	case ProcessAlive:
+		if !info.Start.IsZero() {
+			writtenAt := time.Unix(0, int64(started*1e9))
+			if info.Start.After(writtenAt.Add(pidReuseSlack)) {
+				return Marker{Stale, fmt.Sprintf("process %d started after the marker was written: its ID was reused", pid)}
+			}
+		}
+		return Marker{Active, fmt.Sprintf("process %d is alive", pid)}
+	}
+	return Marker{Unknown, fmt.Sprintf("whether process %d lives cannot be told", pid)}
+}
+
+// InstallRoots lists the directories that may hold recovery markers: the
+// source directory and, for an interpreter at <root>/venv/bin/python (or
+// .venv, or Scripts on Windows; names compared without case), <root>. The
+// interpreter path is used as given: a venv interpreter is often a link to a
+// shared one, and resolving it would leave the install.
+func InstallRoots(sourceDir, python string) []string {
+	var roots []string
+	add := func(dir string) {
+		if dir == "" {
+			return
+		}
+		dir = filepath.Clean(dir)
+		for _, r := range roots {
+			if r == dir {
+				return
+			}
+		}
+		roots = append(roots, dir)
+	}
+	add(sourceDir)
+	if python != "" {
+		if abs, err := filepath.Abs(python); err == nil {
+			python = abs
+		}
+		bin := filepath.Dir(python)
+		venv := filepath.Dir(bin)
+		b, v := filepath.Base(bin), filepath.Base(venv)
+		if (strings.EqualFold(b, "bin") || strings.EqualFold(b, "Scripts")) &&
+			(strings.EqualFold(v, "venv") || strings.EqualFold(v, ".venv")) {
+			add(filepath.Dir(venv))
+		}
+	}
+	return roots
+}
+
+// RecoveryMarkers reports which of the recovery markers names exist in
+// roots, without following links. An error other than "does not exist"
+// makes the answer unknowable: ok is false.
+func RecoveryMarkers(roots, names []string) (present []string, ok bool) {
+	for _, root := range roots {
+		for _, name := range names {
+			p := filepath.Join(root, name)
+			_, err := os.Lstat(p)
+			switch {
+			case err == nil:
+				present = append(present, p)
+			case !errors.Is(err, fs.ErrNotExist):
+				return present, false
+			}
+		}
+	}
+	return present, true
+}
+
+// Observation is what one look at the updater's files found.
+type Observation struct {
+	MarkerPath      string
+	Marker          Marker
+	InstallRoots    []string
+	RecoveryMarkers []string
+	// RootsRead is false when an install root could not be searched.
+	RootsRead bool
+	State     UpdateState
+}
+
+// Observe reads the marker at markerPath (empty: no home directory is
+// known, and the marker is unknown) and looks for the recovery markers
+// names in roots, whatever the marker's state, so that a diagnostic shows
+// them, and combines the two.
+func (e *Env) Observe(markerPath string, maxAge time.Duration, roots, names []string) Observation {
+	o := Observation{MarkerPath: markerPath, Marker: e.ReadMarker(markerPath, maxAge), InstallRoots: roots}
+	o.RecoveryMarkers, o.RootsRead = RecoveryMarkers(roots, names)
+	o.State = Combine(o.Marker.State, len(o.RecoveryMarkers) > 0, o.RootsRead)
+	return o
+}
+
+// Combine is the update state of a marker and the recovery markers: an
+// unknown marker or an install root that could not be searched is
+// unknown, a recovery marker incomplete, and otherwise the marker's own
+// state, absent reading as unverified.
+func Combine(marker MarkerState, incomplete, rootsRead bool) UpdateState {
+	switch {
+	case marker == Unknown || !rootsRead:
+		return UpdateUnknown
+	case incomplete:
+		return UpdateIncomplete
+	case marker == Absent:
+		return UpdateUnverified
+	case marker == Active:
+		return UpdateActive
+	}
+	return UpdateStale
+}
+
+// DefaultMaxAge is the age past which a marker is stale whatever its
+// process, unless the host sets another.
+const DefaultMaxAge = 20 * time.Minute

@@ -1,0 +1,107 @@
+//go:build windows
+
+package updater
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/windows"
+)
+
+func TestWindowsMarkerKinds(t *testing.T) {
+	dir := tempDir(t)
+	regular := filepath.Join(dir, markerName)
+	writeMarker(t, regular, os.Getpid(), time.Now())
+	assert.Equal(t, Active, ReadUpdateMarker(regular), "a regular file")
+	assert.Equal(t, Absent, ReadUpdateMarker(filepath.Join(dir, "missing")))
+	assert.Equal(t, Absent, ReadUpdateMarker(filepath.Join(dir, "no-dir", "missing")))
+	assert.Equal(t, Unknown, ReadUpdateMarker(dir), "a directory")
+	assert.Equal(t, Unknown, ReadUpdateMarker(`\\.\NUL`), "a device")
+	assert.Equal(t, Unknown, ReadUpdateMarker(filepath.Join(dir, "NUL")), "a reserved device name")
+
+	big := filepath.Join(dir, "big")
+	writeFile(t, big, fmt.Sprintf("%d\n%d\n", os.Getpid(), time.Now().Unix())+strings.Repeat("x", MaxMarkerBytes))
+	assert.Equal(t, Unknown, ReadUpdateMarker(big), "over the size cap")
+}
+
+func TestWindowsSymlinkMarkerIsNotFollowed(t *testing.T) {
+	dir := tempDir(t)
+	target := filepath.Join(dir, "real-marker")
+	writeMarker(t, target, os.Getpid(), time.Now())
+	link := filepath.Join(dir, markerName)
+	if err := os.Symlink(target, link); err != nil {
+		t.Skipf("this host cannot make a symbolic link: %v", err)
+	}
+	if _, err := os.Lstat(link); err != nil {
+		// Wine 8 reports success from CreateSymbolicLink but makes nothing.
+		t.Skipf("this host reported a symbolic link it did not make: %v", err)
+	}
+	assert.Equal(t, Unknown, ReadUpdateMarker(link))
+}
+
+func TestWindowsProbeProcess(t *testing.T) {
+	self := ProbeProcess(int64(os.Getpid()))
+	assert.Equal(t, ProcessAlive, self.State)
+	assert.False(t, self.Start.IsZero(), "GetProcessTimes gave no start time")
+	assert.True(t, self.Start.Before(time.Now().Add(time.Second)))
+
+	child := exec.Command(os.Args[0])
+	child.Env = append(os.Environ(), waitChildEnv+"=1")
+	stdin, err := child.StdinPipe()
+	require.NoError(t, err)
+	require.NoError(t, child.Start())
+	pid := child.Process.Pid
+	assert.Equal(t, ProcessAlive, ProbeProcess(int64(pid)).State, "a running child")
+	require.NoError(t, stdin.Close())
+	require.NoError(t, child.Wait())
+	assert.Equal(t, ProcessGone, ProbeProcess(int64(pid)).State, "an exited child")
+
+	assert.Equal(t, LivenessUnknown, ProbeProcess(maxPID+1).State)
+	assert.Equal(t, LivenessUnknown, ProbeProcess(0).State)
+}
+
+// A process that exited with 259 (STILL_ACTIVE) is gone: liveness comes from
+// waiting on the process, not from its exit code.
+func TestWindowsExitCode259IsGone(t *testing.T) {
+	child := exec.Command(os.Args[0])
+	child.Env = append(os.Environ(), exitChildEnv+"=259")
+	require.NoError(t, child.Start())
+	defer func() { _ = child.Wait() }()
+	// A handle of our own keeps the exited process's object, and its id,
+	// alive while it is probed.
+	h, err := windows.OpenProcess(windows.SYNCHRONIZE|windows.PROCESS_QUERY_LIMITED_INFORMATION, false, uint32(child.Process.Pid))
+	require.NoError(t, err)
+	defer windows.CloseHandle(h)
+	ev, err := windows.WaitForSingleObject(h, 30000)
+	require.NoError(t, err)
+	require.Equal(t, uint32(windows.WAIT_OBJECT_0), ev, "the child did not exit")
+	var code uint32
+	require.NoError(t, windows.GetExitCodeProcess(h, &code))
+	require.Equal(t, uint32(259), code)
+	assert.Equal(t, ProcessGone, ProbeProcess(int64(child.Process.Pid)).State)
+}
+
+// A live process that started after the marker's time did not write it.
+func TestWindowsReusedPIDMarkerIsStale(t *testing.T) {
+	written := time.Now().Add(-30 * time.Second)
+	child := exec.Command(os.Args[0])
+	child.Env = append(os.Environ(), waitChildEnv+"=1")
+	stdin, err := child.StdinPipe()
+	require.NoError(t, err)
+	require.NoError(t, child.Start())
+	defer func() { _ = stdin.Close(); _ = child.Wait() }()
+
+	path := filepath.Join(tempDir(t), markerName)
+	writeMarker(t, path, child.Process.Pid, written)
+	assert.Equal(t, Stale, ReadUpdateMarker(path))
+	writeMarker(t, path, child.Process.Pid, time.Now())
+	assert.Equal(t, Active, ReadUpdateMarker(path))
+}

@@ -1,0 +1,130 @@
+package runtimeguard
+
+import (
+	"time"
+
+	"github.com/runtimeguard/runtimeguard/internal/updater"
+)
+
+// MarkerState classifies the updater's in-progress marker. Its values are
+// the lower-case words of the JSON contract.
+type MarkerState string
+
+// The four marker states.
+const (
+	// MarkerAbsent: nothing exists at the marker path, not even a link.
+	MarkerAbsent = MarkerState(updater.Absent)
+	// MarkerActive: the marker is within the age limit and its process is
+	// alive (a process that may not be signalled is alive).
+	MarkerActive = MarkerState(updater.Active)
+	// MarkerStale: the marker is older than the age limit, whatever its
+	// process ID, its process is gone, or its process ID now belongs to a
+	// process that started after the marker was written.
+	MarkerStale = MarkerState(updater.Stale)
+	// MarkerUnknown: something is at the path but proves nothing: a link,
+	// a FIFO, socket, device or directory, an unreadable, oversized or
+	// malformed file, a time that is not finite or lies in the future, a
+	// marker within the age limit whose process ID is zero, negative or too
+	// large for the platform, or a process whose liveness cannot be
+	// determined. Also the state when no home directory is known.
+	MarkerUnknown = MarkerState(updater.Unknown)
+)
+
+// UpdateState is the diagnostic a [StaleError] carries: what can be
+// observed of the updater. These are observations, not receipts: a missing
+// marker does not prove that an update succeeded, since the updater removes
+// it when it fails too.
+type UpdateState string
+
+// The five update states.
+const (
+	// UpdateUnverified: no marker and no recovery marker. Nothing says an
+	// update is running, and nothing proves one finished.
+	UpdateUnverified = UpdateState(updater.UpdateUnverified)
+	// UpdateActive: an update is running now.
+	UpdateActive = UpdateState(updater.UpdateActive)
+	// UpdateStale: an update marker was left by an updater that is gone or
+	// ran too long.
+	UpdateStale = UpdateState(updater.UpdateStale)
+	// UpdateUnknown: the marker or an install root could not be read safely.
+	UpdateUnknown = UpdateState(updater.UpdateUnknown)
+	// UpdateIncomplete: a recovery marker says the install is incomplete.
+	UpdateIncomplete = UpdateState(updater.UpdateIncomplete)
+)
+
+// Observation is everything one look at the updater's files found, for
+// diagnostics: the answer of [Guard.Observe]. Its JSON keys are those of
+// the command-line tool's status.
+type Observation struct {
+	// MarkerPath is the update marker's path, empty when no home directory
+	// is known.
+	MarkerPath string `json:"marker_path"`
+	// Marker is the marker's state, and MarkerReason why.
+	Marker       MarkerState `json:"update_marker"`
+	MarkerReason string      `json:"update_marker_reason,omitempty"`
+	// InstallRoots are the directories searched for recovery markers.
+	InstallRoots []string `json:"install_roots"`
+	// RecoveryMarkers are the recovery markers found there.
+	RecoveryMarkers []string `json:"recovery_markers"`
+	// State is the update state they add up to.
+	State UpdateState `json:"update_state"`
+	// ReceiptPath is the updater's latest receipt; empty when the layout
+	// has none or no home directory is known.
+	ReceiptPath string `json:"receipt_path,omitempty"`
+	// Receipt is what it says; nil when there is none that could be read,
+	// and ReceiptProblem then says why, unless there is no file at all.
+	Receipt        *Receipt `json:"receipt,omitempty"`
+	ReceiptProblem string   `json:"receipt_problem,omitempty"`
+}
+
+// Receipt is what the updater wrote after a run (or, with outcome
+// "running", while it runs): schema 1 of the updater's receipt.
+type Receipt struct {
+	// UpdateID names the run.
+	UpdateID string `json:"update_id"`
+	// Outcome is "running", "success", "partial", "failed" or "refused".
+	Outcome string `json:"outcome"`
+	// StartedAt and FinishedAt are when the run began and ended; FinishedAt
+	// is the zero time while it runs.
+	StartedAt  time.Time `json:"started_at"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
+	// From and To are the code revisions before and after the run
+	// (pre_update.sha and post_update.sha), empty where none was recorded.
+	From string `json:"from,omitempty"`
+	To   string `json:"to,omitempty"`
+}
+
+// observeAt reads the updater's files for an install whose source
+// directory is src.
+func (c *config) observeAt(src string) Observation {
+	u := c.env.upd.Observe(c.markerPath, c.maxAge, updater.InstallRoots(src, c.python), c.recovery)
+	o := Observation{
+		MarkerPath:      u.MarkerPath,
+		Marker:          MarkerState(u.Marker.State),
+		MarkerReason:    u.Marker.Reason,
+		InstallRoots:    nonNil(u.InstallRoots),
+		RecoveryMarkers: nonNil(u.RecoveryMarkers),
+		State:           UpdateState(u.State),
+		ReceiptPath:     c.receiptPath,
+	}
+	if c.receiptPath != "" {
+		r, problem := c.env.upd.ReadReceipt(c.receiptPath)
+		if r != nil {
+			o.Receipt = &Receipt{
+				UpdateID: r.UpdateID, Outcome: r.Outcome,
+				StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
+				From: r.PreSHA, To: r.PostSHA,
+			}
+		}
+		o.ReceiptProblem = problem
+	}
+	return o
+}
+
+// nonNil is s, or an empty slice for nil, so that JSON says [] not null.
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

@@ -126,7 +126,7 @@ func benchLayouts(b *testing.B, fn func(b *testing.B, module string)) {
 // bench checkout was just written, so its clock runs an hour ahead. It
 // logs the files the answer depends on: what a check stats.
 func settledGuard(b *testing.B, module string) *Guard {
-	g, err := newGuard(Options{ModulePath: module, HomeDir: b.TempDir()}, settledEnv())
+	g, err := newGuard(Options{ModulePath: module, HomeDir: tempDir(b)}, settledEnv())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -10,33 +10,48 @@ import (
 	"path/filepath"
 	"time"
 
+	gogit "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing/object"
+
 	"github.com/runtimeguard/runtimeguard"
-	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
-// run runs git in dir, for the examples' throwaway checkouts, isolated
-// from the user's Git configuration (which may sign commits or run hooks).
-func run(dir string, args ...string) {
-	if out, err := gittest.Command(dir, args...).CombinedOutput(); err != nil {
-		log.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-}
-
 // checkout makes a Git checkout that tracks run_agent.py and returns the
-// module's path.
+// module's path. The examples' checkouts are made with go-git: they need no
+// git binary and no Git configuration of the user's.
 func checkout() string {
 	dir, err := os.MkdirTemp("", "runtimeguard-example-")
 	if err != nil {
 		log.Fatal(err)
 	}
-	module := filepath.Join(dir, "run_agent.py")
-	if err := os.WriteFile(module, []byte("class AIAgent: pass\n"), 0o644); err != nil {
+	if _, err := gogit.PlainInit(dir, false); err != nil {
 		log.Fatal(err)
 	}
-	run(dir, "init", "-q")
-	run(dir, "add", "run_agent.py")
-	run(dir, "commit", "-q", "-m", "loaded")
+	module := filepath.Join(dir, "run_agent.py")
+	update(module, "class AIAgent: pass\n")
 	return module
+}
+
+// update writes content to the module and commits it, as an updater would.
+func update(module, content string) {
+	if err := os.WriteFile(module, []byte(content), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	repo, err := gogit.PlainOpen(filepath.Dir(module))
+	if err != nil {
+		log.Fatal(err)
+	}
+	wt, err := repo.Worktree()
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := wt.Add(filepath.Base(module)); err != nil {
+		log.Fatal(err)
+	}
+	sig := &object.Signature{Name: "Example", Email: "example@example.invalid", When: time.Now()}
+	if _, err := wt.Commit("update", &gogit.CommitOptions{Author: sig, Committer: sig, AllowEmptyCommits: true}); err != nil {
+		log.Fatal(err)
+	}
 }
 
 // A server binds to the module it loaded, checks before touching session
@@ -55,10 +70,7 @@ func Example() {
 	fmt.Println("before the update:", guard.EnsureCurrent())
 
 	// An updater moves the checkout while the server runs.
-	if err := os.WriteFile(module, []byte("class AIAgent: revision = 2\n"), 0o644); err != nil {
-		log.Fatal(err)
-	}
-	run(filepath.Dir(module), "commit", "-q", "-am", "update")
+	update(module, "class AIAgent: revision = 2\n")
 
 	err = guard.EnsureCurrent()
 	fmt.Println("after the update, stale:", errors.Is(err, runtimeguard.ErrStale))
@@ -95,7 +107,7 @@ func ExampleGuard_Middleware() {
 		fmt.Print(rec.Code, " ", rec.Body.String())
 	}
 	serve()
-	run(filepath.Dir(module), "commit", "-q", "--allow-empty", "-m", "update")
+	update(module, "class AIAgent: revision = 2\n")
 	serve()
 	fmt.Println("sessions started:", sessions)
 	// Output:
@@ -155,7 +167,7 @@ func ExampleGuard_WriteStale() {
 		}
 		fmt.Fprintln(w, "session started")
 	})
-	run(filepath.Dir(module), "commit", "-q", "--allow-empty", "-m", "update")
+	update(module, "class AIAgent: revision = 2\n")
 	for _, accept := range []string{"application/json", "application/problem+json"} {
 		req := httptest.NewRequest("POST", "/api/chat/start", nil)
 		req.Header.Set("Accept", accept)

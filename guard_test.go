@@ -56,14 +56,6 @@ func newChangedCheckout(t *testing.T) *changedCheckout {
 	return c
 }
 
-// exitedPID returns the ID of a process that has exited and been reaped.
-func exitedPID(t *testing.T) int {
-	t.Helper()
-	cmd := exec.Command("git", "--version")
-	require.NoError(t, cmd.Run())
-	return cmd.Process.Pid
-}
-
 // The 17 marker situations of the reference suite, each behind a real stale
 // check on a real checkout, rendered as the HTTP answer.
 func TestStaleCheckReportsUpdateState(t *testing.T) {

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,26 +20,19 @@ import (
 	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
-// binary is the runtimeguard command built for these tests.
-var binary string
+// commandEnv makes the test binary the runtimeguard command: the tests run
+// the real main in a process of its own, with no toolchain needed to build
+// it (so they run under Wine too).
+const commandEnv = "RUNTIMEGUARD_BE_THE_COMMAND"
+
+// binary is the program the tests run as the command: this test binary.
+var binary = os.Args[0]
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "runtimeguard-cmd-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+	if os.Getenv(commandEnv) != "" {
+		main()
 	}
-	binary = filepath.Join(dir, "runtimeguard")
-	if runtime.GOOS == "windows" {
-		binary += ".exe"
-	}
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
 // result is what one run of the binary did.
@@ -49,11 +41,18 @@ type result struct {
 	stdout, stderr string
 }
 
+// commandProcess returns the command with args, to run as a process.
+func commandProcess(args ...string) *exec.Cmd {
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), commandEnv+"=1")
+	return cmd
+}
+
 // runCmd runs the built binary with args and HERMES_HOME set to home.
 func runCmd(t *testing.T, home string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
-	cmd.Env = append(os.Environ(), "HERMES_HOME="+home)
+	cmd := commandProcess(args...)
+	cmd.Env = append(cmd.Env, "HERMES_HOME="+home)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -86,7 +85,7 @@ func commitChange(t *testing.T, module string) string {
 }
 
 func TestDemo(t *testing.T) {
-	r := runCmd(t, t.TempDir(), "demo")
+	r := runCmd(t, gittest.TempDir(t), "demo")
 	require.Equal(t, 0, r.code, r.stderr)
 	for _, want := range []string{
 		"check before touching session state: current",
@@ -102,7 +101,7 @@ func TestDemo(t *testing.T) {
 }
 
 func TestCheck(t *testing.T) {
-	home := t.TempDir()
+	home := gittest.TempDir(t)
 	module, rev := checkout(t)
 	r := runCmd(t, home, "check", "--module", module, "--expect", rev)
 	assert.Equal(t, 0, r.code, r.stderr)
@@ -115,7 +114,7 @@ func TestCheck(t *testing.T) {
 
 	// The update state reflects the home given.
 	require.NoError(t, os.WriteFile(filepath.Join(home, ".hermes-update-in-progress"), []byte(fmt.Sprintf("%d\n%d\n", os.Getpid(), time.Now().Unix())), 0o644))
-	r = runCmd(t, t.TempDir(), "check", "--module", module, "--expect", rev, "--home", home)
+	r = runCmd(t, gittest.TempDir(t), "check", "--module", module, "--expect", rev, "--home", home)
 	assert.Equal(t, 3, r.code)
 	assert.Contains(t, r.stdout, `"agent_update_state":"active"`)
 
@@ -135,18 +134,18 @@ func TestCheckUsage(t *testing.T) {
 		{"frobnicate"},
 		{},
 	} {
-		r := runCmd(t, t.TempDir(), args...)
+		r := runCmd(t, gittest.TempDir(t), args...)
 		assert.Equal(t, 2, r.code, "runtimeguard %v", args)
 		assert.Contains(t, r.stderr, "runtimeguard", "runtimeguard %v", args)
 		assert.Contains(t, strings.ToLower(r.stderr), "usage", "runtimeguard %v: a hint", args)
 		assert.Empty(t, r.stdout)
 	}
 	// A short revision is a usage error naming the flag.
-	r := runCmd(t, t.TempDir(), "check", "--module", module, "--expect", rev[:7])
+	r := runCmd(t, gittest.TempDir(t), "check", "--module", module, "--expect", rev[:7])
 	assert.Equal(t, 2, r.code)
 	assert.Contains(t, r.stderr, "--expect")
 	assert.Contains(t, r.stderr, "not a full hex object id")
-	r = runCmd(t, t.TempDir(), "check", "--module", filepath.Join(t.TempDir(), "missing.py"), "--expect", rev)
+	r = runCmd(t, gittest.TempDir(t), "check", "--module", filepath.Join(gittest.TempDir(t), "missing.py"), "--expect", rev)
 	assert.Equal(t, 1, r.code)
 	assert.Contains(t, r.stderr, "does not exist")
 }
@@ -154,7 +153,7 @@ func TestCheckUsage(t *testing.T) {
 // A module that is in no tracked checkout cannot be checked against a
 // revision: an error that says so, not a stale body.
 func TestCheckOfModuleOutsideGit(t *testing.T) {
-	dir := t.TempDir()
+	dir := gittest.TempDir(t)
 	module := filepath.Join(dir, "run_agent.py")
 	require.NoError(t, os.WriteFile(module, []byte("x\n"), 0o644))
 	r := runCmd(t, dir, "check", "--module", module, "--expect", strings.Repeat("a", 40))
@@ -168,35 +167,35 @@ func TestCheckOfModuleOutsideGit(t *testing.T) {
 func TestHelp(t *testing.T) {
 	for _, cmd := range []string{"demo", "status", "check", "marker", "watch", "version"} {
 		for _, flag := range []string{"-h", "--help"} {
-			r := runCmd(t, t.TempDir(), cmd, flag)
+			r := runCmd(t, gittest.TempDir(t), cmd, flag)
 			assert.Equal(t, 0, r.code, "%s %s", cmd, flag)
 			assert.Contains(t, r.stdout, "Usage: runtimeguard "+cmd, "%s %s", cmd, flag)
 			assert.Empty(t, r.stderr, "%s %s", cmd, flag)
 		}
 	}
 	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}} {
-		r := runCmd(t, t.TempDir(), args...)
+		r := runCmd(t, gittest.TempDir(t), args...)
 		assert.Equal(t, 0, r.code)
 		assert.Contains(t, r.stdout, "runtimeguard status --module FILE")
 	}
-	r := runCmd(t, t.TempDir(), "version", "-h")
+	r := runCmd(t, gittest.TempDir(t), "version", "-h")
 	assert.NotContains(t, r.stdout, "Flags:")
 	// A flag error goes to standard error with the usage, exit 2.
-	r = runCmd(t, t.TempDir(), "status", "--bogus")
+	r = runCmd(t, gittest.TempDir(t), "status", "--bogus")
 	assert.Equal(t, 2, r.code)
 	assert.Empty(t, r.stdout)
 	assert.Contains(t, r.stderr, "Usage: runtimeguard status")
 }
 
 func TestVersion(t *testing.T) {
-	r := runCmd(t, t.TempDir(), "version")
+	r := runCmd(t, gittest.TempDir(t), "version")
 	assert.Equal(t, 0, r.code, r.stderr)
 	assert.Regexp(t, `^runtimeguard \S+.* go1\.\d+.* \w+/\w+\n$`, r.stdout)
 }
 
 // The marker command says the state and why, in words or as JSON.
 func TestMarker(t *testing.T) {
-	dir := t.TempDir()
+	dir := gittest.TempDir(t)
 	path := filepath.Join(dir, "marker")
 	r := runCmd(t, dir, "marker", path)
 	assert.Equal(t, result{0, "absent: no file\n", ""}, r)
@@ -222,14 +221,14 @@ func TestStatusOfUntrackedAndNonGitModules(t *testing.T) {
 	module, _ := checkout(t)
 	untracked := filepath.Join(filepath.Dir(module), "untracked.py")
 	require.NoError(t, os.WriteFile(untracked, []byte("x\n"), 0o644))
-	r := runCmd(t, t.TempDir(), "status", "--module", untracked)
+	r := runCmd(t, gittest.TempDir(t), "status", "--module", untracked)
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Regexp(t, `(?m)^HEAD:\s+refs/heads/main$`, r.stdout)
 	assert.Contains(t, r.stdout, "not tracked")
 
-	outside := filepath.Join(t.TempDir(), "run_agent.py")
+	outside := filepath.Join(gittest.TempDir(t), "run_agent.py")
 	require.NoError(t, os.WriteFile(outside, []byte("x\n"), 0o644))
-	r = runCmd(t, t.TempDir(), "status", "--module", outside, "--json")
+	r = runCmd(t, gittest.TempDir(t), "status", "--module", outside, "--json")
 	require.Equal(t, 0, r.code, r.stderr)
 	var s map[string]any
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &s))
@@ -238,7 +237,7 @@ func TestStatusOfUntrackedAndNonGitModules(t *testing.T) {
 }
 
 func TestStatusJSON(t *testing.T) {
-	home := t.TempDir()
+	home := gittest.TempDir(t)
 	module, rev := checkout(t)
 	r := runCmd(t, home, "status", "--module", module, "--json")
 	require.Equal(t, 0, r.code, r.stderr)
@@ -267,7 +266,7 @@ func TestStatusJSON(t *testing.T) {
 }
 
 func TestStatusExplainsEmptyRevision(t *testing.T) {
-	dir := t.TempDir()
+	dir := gittest.TempDir(t)
 	module := filepath.Join(dir, "run_agent.py")
 	require.NoError(t, os.WriteFile(module, []byte("x\n"), 0o644))
 	r := runCmd(t, dir, "status", "--module", module)
@@ -288,7 +287,7 @@ func TestStatusExplainsEmptyRevision(t *testing.T) {
 
 func TestWatchPrintsChangesAndStopsOnSignal(t *testing.T) {
 	module, rev := checkout(t)
-	cmd := exec.Command(binary, "watch", "--module", module, "--home", t.TempDir(), "--interval", "20ms")
+	cmd := commandProcess("watch", "--module", module, "--home", gittest.TempDir(t), "--interval", "20ms")
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
@@ -327,7 +326,7 @@ func TestStatusOfUnreadableCheckout(t *testing.T) {
 	dir := filepath.Dir(module)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, ".git", "refs", "heads", "main"), []byte("garbage\n"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, ".update-incomplete"), nil, 0o644))
-	r := runCmd(t, t.TempDir(), "status", "--module", module, "--json")
+	r := runCmd(t, gittest.TempDir(t), "status", "--module", module, "--json")
 	require.Equal(t, 0, r.code, r.stderr)
 	var s map[string]any
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &s))

@@ -27,7 +27,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, gateway bool) *fixture {
 	t.Helper()
-	tmp := t.TempDir()
+	tmp := gittest.TempDir(t)
 	f := &fixture{agent: filepath.Join(tmp, "agent"), home: filepath.Join(tmp, "home"), state: filepath.Join(tmp, "sessions.json")}
 	require.NoError(t, os.MkdirAll(f.home, 0o755))
 	module, _ := gittest.Agent(t, f.agent)

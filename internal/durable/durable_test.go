@@ -5,12 +5,13 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 func TestWriteFileReplaces(t *testing.T) {
-	dir := t.TempDir()
+	dir := gittest.TempDir(t)
 	path := filepath.Join(dir, "state.json")
 	require.NoError(t, WriteFile(path, []byte("one\n"), 0o600))
 	require.NoError(t, WriteFile(path, []byte("two\n"), 0o644))
@@ -29,7 +30,7 @@ func TestWriteFileReplaces(t *testing.T) {
 
 // A failed write leaves the old file as it was and no temporary file.
 func TestWriteFileFailureLeavesOldContent(t *testing.T) {
-	dir := t.TempDir()
+	dir := gittest.TempDir(t)
 	path := filepath.Join(dir, "state.json")
 	require.NoError(t, WriteFile(path, []byte("kept\n"), 0o644))
 	// The rename fails: a directory is in the way of the target name.
@@ -46,5 +47,5 @@ func TestWriteFileFailureLeavesOldContent(t *testing.T) {
 
 // A directory that does not exist is an error, not a file somewhere else.
 func TestWriteFileMissingDirectory(t *testing.T) {
-	assert.Error(t, WriteFile(filepath.Join(t.TempDir(), "no", "such", "file"), nil, 0o644))
+	assert.Error(t, WriteFile(filepath.Join(gittest.TempDir(t), "no", "such", "file"), nil, 0o644))
 }

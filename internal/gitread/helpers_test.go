@@ -27,6 +27,7 @@ var (
 // entries git read, or ok false when git refused the file.
 func gitConfigList(t testing.TB, path string) (entries []configEntry, ok bool) {
 	t.Helper()
+	gittest.Need(t)
 	out, err := gittest.Command(filepath.Dir(path), "config", "--file", path, "--list", "-z").Output()
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {

@@ -11,7 +11,7 @@ import (
 
 // errSplitIndex is returned for an index written with core.splitIndex: its
 // entries live partly in a shared index file, which is not read.
-var errSplitIndex = errors.New("split index (core.splitIndex) is not supported")
+var errSplitIndex = fmt.Errorf("split index (core.splitIndex): %w", errors.ErrUnsupported)
 
 // Index entry layout (Documentation/gitformat-index.txt): ctime, mtime,
 // dev, ino, mode, uid, gid and size take 40 bytes, then the object id and
@@ -38,7 +38,7 @@ func indexHasPath(data []byte, path string, hashLen int) (bool, error) {
 	}
 	version := binary.BigEndian.Uint32(data[4:8])
 	if version < 2 || version > 4 {
-		return false, fmt.Errorf("index version %d is not supported", version)
+		return false, fmt.Errorf("index version %d: %w", version, errors.ErrUnsupported)
 	}
 	count := binary.BigEndian.Uint32(data[8:12])
 	body, trailer := data[:len(data)-hashSize], data[len(data)-hashSize:]

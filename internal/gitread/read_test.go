@@ -236,6 +236,7 @@ func TestReadRevisionUnsupportedFormats(t *testing.T) {
 		git(t, dir, "update-index", "--split-index")
 		_, err := ReadRevision(dir, module)
 		assert.ErrorContains(t, err, "split index")
+		assert.ErrorIs(t, err, errors.ErrUnsupported)
 	})
 	t.Run("unknown extension", func(t *testing.T) {
 		dir := tempDir(t)

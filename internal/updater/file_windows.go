@@ -30,6 +30,9 @@ func SafeOpen(path string, limit int64) ([]byte, FileKind, string) {
 				return nil, FileAbsent, ""
 			}
 		}
+		if fi, lerr := os.Lstat(path); lerr == nil && fi.IsDir() {
+			return nil, FileUnusable, "a directory" // which CreateFile refuses to open
+		}
 		return nil, FileUnusable, "open: " + err.Error()
 	}
 	defer windows.CloseHandle(h)

@@ -251,7 +251,7 @@ func TestUpdateStateTable(t *testing.T) {
 // within the age limit: the read, the parse, the signal and, where the
 // platform says when a process started, that start time.
 func BenchmarkReadUpdateActive(b *testing.B) {
-	path := filepath.Join(b.TempDir(), markerName)
+	path := filepath.Join(tempDir(b), markerName)
 	writeMarker(b, path, os.Getpid(), time.Now())
 	if got := ReadUpdateMarker(path); got != Active {
 		b.Fatalf("ReadUpdateMarker(%q) = %q, want %q", path, got, Active)

@@ -65,7 +65,7 @@ func TestParseReceipt(t *testing.T) {
 // each other and refuse an exclusive one. Each Lock is its own open file,
 // so two in one process conflict as two processes would.
 func TestLock(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "update.lock")
+	path := filepath.Join(tempDir(t), "update.lock")
 	ex, err := Lock(path, true)
 	require.NoError(t, err)
 	_, err = Lock(path, false)

@@ -1,0 +1,165 @@
+package runtimeguard
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A server whose updater is not Hermes describes its own layout: its home
+// variable, marker, recovery markers and receipt. The update states follow
+// its files, and Hermes's files mean nothing to it.
+func TestNonHermesLayout(t *testing.T) {
+	tmp := tempDir(t)
+	home := filepath.Join(tmp, "deploy-home")
+	module, _ := agentRepo(t, filepath.Join(tmp, "plugin"))
+	src := filepath.Dir(module)
+	require.NoError(t, os.MkdirAll(home, 0o755))
+	t.Setenv("PLUGINHOST_HOME", home)
+	layout := Layout{
+		HomeEnv:         "PLUGINHOST_HOME",
+		Marker:          "run/deploy.pid",
+		RecoveryMarkers: []string{".deploy-failed"},
+		Receipt:         "run/last-deploy.json",
+	}
+	g, err := New(Options{ModulePath: module, Layout: layout})
+	require.NoError(t, err)
+	state := func() UpdateState {
+		t.Helper()
+		return g.Observe().State
+	}
+
+	assert.Equal(t, UpdateUnverified, state())
+	o := g.Observe()
+	assert.Equal(t, filepath.Join(home, "run", "deploy.pid"), o.MarkerPath)
+	assert.Equal(t, filepath.Join(home, "run", "last-deploy.json"), o.ReceiptPath)
+
+	// Hermes's files are not this updater's.
+	writeMarker(t, filepath.Join(home, hermesMarker), os.Getpid(), time.Now())
+	writeFile(t, filepath.Join(src, hermesIncomplete), "")
+	assert.Equal(t, UpdateUnverified, state(), "Hermes's marker and recovery marker")
+
+	writeMarker(t, filepath.Join(home, "run", "deploy.pid"), os.Getpid(), time.Now())
+	assert.Equal(t, UpdateActive, state())
+	writeMarker(t, filepath.Join(home, "run", "deploy.pid"), os.Getpid(), time.Now().Add(-time.Hour))
+	assert.Equal(t, UpdateStale, state())
+	writeFile(t, filepath.Join(src, ".deploy-failed"), "")
+	assert.Equal(t, UpdateIncomplete, state())
+
+	commit(t, src, "run_agent.py", "moved\n")
+	var se *StaleError
+	require.ErrorAs(t, g.EnsureCurrent(), &se)
+	assert.Equal(t, UpdateIncomplete, se.State, "the stale payload carries this layout's state")
+
+	writeFile(t, filepath.Join(home, "run", "last-deploy.json"), fmt.Sprintf(
+		`{"schema":1,"update_id":"d1","outcome":"success","started_at":"2026-01-01T00:00:00Z","finished_at":"2026-01-01T00:01:00Z","post_update":{"sha":%q}}`,
+		se.Current))
+	o = g.Observe()
+	require.NotNil(t, o.Receipt, "receipt problem: %s", o.ReceiptProblem)
+	assert.Equal(t, "success", o.Receipt.Outcome)
+	assert.Equal(t, se.Current, o.Receipt.To)
+}
+
+// A Layout that leads outside its home, or names a recovery marker with a
+// path, is an error; the zero Layout is Hermes's.
+func TestLayoutValidation(t *testing.T) {
+	for _, l := range []Layout{
+		{Marker: "../marker"},
+		{Marker: "/abs/marker"},
+		{Marker: "m", Receipt: "../../etc/receipt"},
+		{Marker: "m", Lock: "/tmp/lock"},
+		{Marker: "m", RecoveryMarkers: []string{"a/b"}},
+		{Marker: "m", RecoveryMarkers: []string{""}},
+		{HomeEnv: "X"},
+	} {
+		_, err := New(Options{Layout: l})
+		assert.Error(t, err, "New with Layout %+v", l)
+	}
+	home := tempDir(t)
+	g, err := New(Options{HomeDir: home})
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(home, HermesLayout.Marker), g.Observe().MarkerPath)
+	assert.Equal(t, filepath.Join(home, filepath.FromSlash(HermesLayout.Receipt)), g.Observe().ReceiptPath)
+}
+
+// The classes of error a host acts on are told apart with errors.Is.
+func TestErrorClasses(t *testing.T) {
+	t.Run("unsupported formats", func(t *testing.T) {
+		for name, setup := range map[string]func(dir string){
+			"reftable": func(dir string) {
+				git(t, dir, "config", "core.repositoryformatversion", "1")
+				git(t, dir, "config", "extensions.refStorage", "reftable")
+			},
+			"split index": func(dir string) { git(t, dir, "update-index", "--split-index") },
+			"unknown extension": func(dir string) {
+				git(t, dir, "config", "core.repositoryformatversion", "1")
+				git(t, dir, "config", "extensions.someFutureThing", "true")
+			},
+		} {
+			dir := tempDir(t)
+			module, _ := agentRepo(t, dir)
+			setup(dir)
+			_, err := New(Options{ModulePath: module, HomeDir: dir})
+			assert.ErrorIs(t, err, errors.ErrUnsupported, name)
+		}
+	})
+	t.Run("no module", func(t *testing.T) {
+		dir := tempDir(t)
+		for _, p := range []string{filepath.Join(dir, "missing.py"), filepath.Join(dir, "no", "such", "dir", "m.py"), dir} {
+			_, err := New(Options{ModulePath: p, HomeDir: dir})
+			assert.ErrorIs(t, err, ErrNoModule, "New(%q)", p)
+			assert.Equal(t, 1, strings.Count(err.Error(), p), "the message names the path once: %v", err)
+		}
+	})
+	t.Run("expected revision outside Git", func(t *testing.T) {
+		dir := tempDir(t)
+		module := filepath.Join(dir, "run_agent.py")
+		writeFile(t, module, "x\n")
+		_, err := New(Options{ModulePath: module, HomeDir: dir, ExpectRevision: strings.Repeat("a", 40)})
+		assert.ErrorIs(t, err, ErrNotCheckout)
+		assert.ErrorContains(t, err, "no Git worktree holds", "it says why")
+	})
+	t.Run("stale", func(t *testing.T) {
+		c := newChangedCheckout(t)
+		err := c.guard.EnsureCurrent()
+		assert.ErrorIs(t, err, ErrStale)
+		assert.NotErrorIs(t, err, ErrReadTimeout)
+	})
+}
+
+// The problem document's type URI names the README section that defines
+// the payload: the README has that heading.
+func TestProblemTypeResolvesToTheREADME(t *testing.T) {
+	anchor, ok := strings.CutPrefix(ProblemType, "https://github.com/runtimeguard/runtimeguard#")
+	require.True(t, ok, "ProblemType %q is not an anchor of the repository's page", ProblemType)
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	var anchors []string
+	for _, m := range regexp.MustCompile(`(?m)^#{1,6} (.+)$`).FindAllStringSubmatch(string(readme), -1) {
+		anchors = append(anchors, githubAnchor(m[1]))
+	}
+	assert.Contains(t, anchors, anchor)
+}
+
+// githubAnchor is the anchor GitHub gives a heading: lower case, spaces to
+// hyphens, punctuation other than hyphens and underscores dropped.
+func githubAnchor(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(heading) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9':
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}

@@ -10,10 +10,8 @@ import (
 	"path/filepath"
 	"time"
 
-	gogit "github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing/object"
-
 	"github.com/runtimeguard/runtimeguard"
+	"github.com/runtimeguard/runtimeguard/internal/demorepo"
 )
 
 // checkout makes a Git checkout that tracks run_agent.py and returns the
@@ -24,9 +22,6 @@ func checkout() string {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if _, err := gogit.PlainInit(dir, false); err != nil {
-		log.Fatal(err)
-	}
 	module := filepath.Join(dir, "run_agent.py")
 	update(module, "class AIAgent: pass\n")
 	return module
@@ -34,22 +29,11 @@ func checkout() string {
 
 // update writes content to the module and commits it, as an updater would.
 func update(module, content string) {
-	if err := os.WriteFile(module, []byte(content), 0o644); err != nil {
-		log.Fatal(err)
-	}
-	repo, err := gogit.PlainOpen(filepath.Dir(module))
+	repo, err := demorepo.Open(filepath.Dir(module))
 	if err != nil {
 		log.Fatal(err)
 	}
-	wt, err := repo.Worktree()
-	if err != nil {
-		log.Fatal(err)
-	}
-	if _, err := wt.Add(filepath.Base(module)); err != nil {
-		log.Fatal(err)
-	}
-	sig := &object.Signature{Name: "Example", Email: "example@example.invalid", When: time.Now()}
-	if _, err := wt.Commit("update", &gogit.CommitOptions{Author: sig, Committer: sig, AllowEmptyCommits: true}); err != nil {
+	if _, err := repo.Commit(filepath.Base(module), content, "update"); err != nil {
 		log.Fatal(err)
 	}
 }

@@ -1,54 +1,64 @@
 package runtimeguard
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
 
 // MarkerState classifies the updater's in-progress marker. Its values are
-// the lower-case words of the JSON contract.
+// the lower-case words of the JSON contract:
+//
+//   - [MarkerAbsent]: nothing exists at the marker path, not even a link.
+//   - [MarkerActive]: the marker is within the age limit and its process is
+//     alive (a process that may not be signalled is alive).
+//   - [MarkerStale]: the marker is older than the age limit, whatever its
+//     process ID; or its process is gone; or its process ID now belongs to
+//     a process that started after the marker was written.
+//   - [MarkerUnknown]: something is at the path but proves nothing: a
+//     link, a FIFO, socket, device or directory, an unreadable, oversized
+//     or malformed file, a time that is not finite or lies in the future, a
+//     marker within the age limit whose process ID is zero, negative or too
+//     large for the platform, or a process whose liveness cannot be
+//     determined; also the state when no home directory is known.
 type MarkerState string
 
-// The four marker states.
+// The four marker states: see [MarkerState].
 const (
-	// MarkerAbsent: nothing exists at the marker path, not even a link.
-	MarkerAbsent = MarkerState(updater.Absent)
-	// MarkerActive: the marker is within the age limit and its process is
-	// alive (a process that may not be signalled is alive).
-	MarkerActive = MarkerState(updater.Active)
-	// MarkerStale: the marker is older than the age limit, whatever its
-	// process ID, its process is gone, or its process ID now belongs to a
-	// process that started after the marker was written.
-	MarkerStale = MarkerState(updater.Stale)
-	// MarkerUnknown: something is at the path but proves nothing: a link,
-	// a FIFO, socket, device or directory, an unreadable, oversized or
-	// malformed file, a time that is not finite or lies in the future, a
-	// marker within the age limit whose process ID is zero, negative or too
-	// large for the platform, or a process whose liveness cannot be
-	// determined. Also the state when no home directory is known.
+	MarkerAbsent  = MarkerState(updater.Absent)
+	MarkerActive  = MarkerState(updater.Active)
+	MarkerStale   = MarkerState(updater.Stale)
 	MarkerUnknown = MarkerState(updater.Unknown)
 )
+
+// String returns the state's word.
+func (s MarkerState) String() string { return string(s) }
 
 // UpdateState is the diagnostic a [StaleError] carries: what can be
 // observed of the updater. These are observations, not receipts: a missing
 // marker does not prove that an update succeeded, since the updater removes
-// it when it fails too.
+// it when it fails too. Its values:
+//
+//   - [UpdateUnverified]: no marker and no recovery marker. Nothing says an
+//     update is running, and nothing proves one finished.
+//   - [UpdateActive]: the marker is active: an update is running now.
+//   - [UpdateStale]: the marker is stale: an updater is gone or ran too
+//     long.
+//   - [UpdateUnknown]: the marker is unknown, or an install root could not
+//     be searched.
+//   - [UpdateIncomplete]: a recovery marker says the install is incomplete.
 type UpdateState string
 
-// The five update states.
+// String returns the state's word.
+func (s UpdateState) String() string { return string(s) }
+
+// The five update states: see [UpdateState].
 const (
-	// UpdateUnverified: no marker and no recovery marker. Nothing says an
-	// update is running, and nothing proves one finished.
 	UpdateUnverified = UpdateState(updater.UpdateUnverified)
-	// UpdateActive: an update is running now.
-	UpdateActive = UpdateState(updater.UpdateActive)
-	// UpdateStale: an update marker was left by an updater that is gone or
-	// ran too long.
-	UpdateStale = UpdateState(updater.UpdateStale)
-	// UpdateUnknown: the marker or an install root could not be read safely.
-	UpdateUnknown = UpdateState(updater.UpdateUnknown)
-	// UpdateIncomplete: a recovery marker says the install is incomplete.
+	UpdateActive     = UpdateState(updater.UpdateActive)
+	UpdateStale      = UpdateState(updater.UpdateStale)
+	UpdateUnknown    = UpdateState(updater.UpdateUnknown)
 	UpdateIncomplete = UpdateState(updater.UpdateIncomplete)
 )
 
@@ -80,18 +90,33 @@ type Observation struct {
 // Receipt is what the updater wrote after a run (or, with outcome
 // "running", while it runs): schema 1 of the updater's receipt.
 type Receipt struct {
-	// UpdateID names the run.
-	UpdateID string `json:"update_id"`
-	// Outcome is "running", "success", "partial", "failed" or "refused".
-	Outcome string `json:"outcome"`
-	// StartedAt and FinishedAt are when the run began and ended; FinishedAt
-	// is the zero time while it runs.
-	StartedAt  time.Time `json:"started_at"`
-	FinishedAt time.Time `json:"finished_at,omitzero"`
+	// UpdateID names the run, and Outcome is how it ended: "running",
+	// "success", "partial", "failed" or "refused".
+	UpdateID, Outcome string
 	// From and To are the code revisions before and after the run
 	// (pre_update.sha and post_update.sha), empty where none was recorded.
-	From string `json:"from,omitempty"`
-	To   string `json:"to,omitempty"`
+	From, To string
+	// StartedAt and FinishedAt are when the run began and ended; FinishedAt
+	// is the zero time while it runs.
+	StartedAt, FinishedAt time.Time
+}
+
+// receiptJSON is a Receipt with the tool's snake_case keys.
+type receiptJSON struct {
+	UpdateID   string    `json:"update_id"`
+	Outcome    string    `json:"outcome"`
+	From       string    `json:"from,omitempty"`
+	To         string    `json:"to,omitempty"`
+	StartedAt  time.Time `json:"started_at"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
+}
+
+// MarshalJSON writes the receipt with snake_case keys, as the tool does.
+func (r Receipt) MarshalJSON() ([]byte, error) { return json.Marshal(receiptJSON(r)) }
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (r *Receipt) UnmarshalJSON(data []byte) error {
+	return json.Unmarshal(data, (*receiptJSON)(r))
 }
 
 // observeAt reads the updater's files for an install whose source
@@ -113,7 +138,7 @@ func (c *config) observeAt(src string) Observation {
 			o.Receipt = &Receipt{
 				UpdateID: r.UpdateID, Outcome: r.Outcome,
 				StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
-				From: r.PreSHA, To: r.PostSHA,
+				From: r.PreUpdate.SHA, To: r.PostUpdate.SHA,
 			}
 		}
 		o.ReceiptProblem = problem

@@ -7,12 +7,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"time"
-
-	gogit "github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/runtimeguard/runtimeguard"
+	"github.com/runtimeguard/runtimeguard/internal/demorepo"
 )
 
 // cmdDemo tells the whole story on a throwaway checkout, made with go-git so
@@ -37,11 +34,11 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	module := filepath.Join(agent, "run_agent.py")
 	say := func(format string, a ...any) { fmt.Fprintf(stdout, format+"\n", a...) }
 
-	repo, err := gogit.PlainInit(agent, false)
+	repo, err := demorepo.Open(agent)
 	if err != nil {
 		return err
 	}
-	loaded, err := commitFile(repo, module, "class AIAgent:\n    revision = 'loaded'\n", "agent as loaded")
+	loaded, err := repo.Commit("run_agent.py", "class AIAgent:\n    revision = 'loaded'\n", "agent as loaded")
 	if err != nil {
 		return err
 	}
@@ -54,7 +51,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	say("2. the server loads run_agent.py and binds a guard to revision %s", short(g.Identity().Revision))
 	say("3. check before touching session state: %s", verdict(g.EnsureCurrent()))
 
-	moved, err := commitFile(repo, module, "class AIAgent:\n    revision = 'updated'\n", "agent update")
+	moved, err := repo.Commit("run_agent.py", "class AIAgent:\n    revision = 'updated'\n", "agent update")
 	if err != nil {
 		return err
 	}
@@ -83,26 +80,6 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 		say("the checkout is kept at %s", agent)
 	}
 	return nil
-}
-
-// commitFile writes content to path and commits it with go-git.
-func commitFile(repo *gogit.Repository, path, content, msg string) (string, error) {
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		return "", err
-	}
-	wt, err := repo.Worktree()
-	if err != nil {
-		return "", err
-	}
-	if _, err := wt.Add(filepath.Base(path)); err != nil {
-		return "", err
-	}
-	sig := &object.Signature{Name: "runtimeguard demo", Email: "demo@example.invalid", When: time.Now()}
-	h, err := wt.Commit(msg, &gogit.CommitOptions{Author: sig, Committer: sig})
-	if err != nil {
-		return "", err
-	}
-	return h.String(), nil
 }
 
 func verdict(err error) string {

@@ -7,30 +7,25 @@ import (
 	"io/fs"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/runtimeguard/runtimeguard/internal/sysx"
 )
 
 // StatStamp stats path, following links as the reads of Git's files do.
 // Nothing at the path, or a path through something that is not a
-// directory, is a Stamp that is not present.
-func StatStamp(path string) (Stamp, error) {
-	var st unix.Stat_t
-	if err := ignoringEINTR(func() error { return unix.Stat(path, &st) }); err != nil {
-		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
-			return Stamp{}, nil
-		}
-		return Stamp{}, &fs.PathError{Op: "stat", Path: path, Err: err}
-	}
-	return stampOf(&st), nil
-}
+// directory, is a stamp that is not present.
+func StatStamp(path string) (Stamp, error) { return stampPath("stat", unix.Stat, path) }
 
 // LstatStamp is StatStamp without following a final symbolic link.
-func LstatStamp(path string) (Stamp, error) {
+func LstatStamp(path string) (Stamp, error) { return stampPath("lstat", unix.Lstat, path) }
+
+func stampPath(op string, stat func(string, *unix.Stat_t) error, path string) (Stamp, error) {
 	var st unix.Stat_t
-	if err := ignoringEINTR(func() error { return unix.Lstat(path, &st) }); err != nil {
+	if err := sysx.IgnoringEINTR(func() error { return stat(path, &st) }); err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 			return Stamp{}, nil
 		}
-		return Stamp{}, &fs.PathError{Op: "lstat", Path: path, Err: err}
+		return Stamp{}, &fs.PathError{Op: op, Path: path, Err: err}
 	}
 	return stampOf(&st), nil
 }
@@ -86,7 +81,7 @@ func ReadRegular(path string, limit int64, nofollow bool) ([]byte, Stamp, error)
 	if nofollow {
 		statFn, flags = unix.Lstat, flags|unix.O_NOFOLLOW
 	}
-	if err := ignoringEINTR(func() error { return statFn(path, &st) }); err != nil {
+	if err := sysx.IgnoringEINTR(func() error { return statFn(path, &st) }); err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 			return nil, Stamp{}, nil
 		}
@@ -96,7 +91,7 @@ func ReadRegular(path string, limit int64, nofollow bool) ([]byte, Stamp, error)
 		return nil, s, err
 	}
 	var fd int
-	err := ignoringEINTR(func() error {
+	err := sysx.IgnoringEINTR(func() error {
 		var err error
 		fd, err = unix.Open(path, flags, 0)
 		return err
@@ -108,7 +103,7 @@ func ReadRegular(path string, limit int64, nofollow bool) ([]byte, Stamp, error)
 		return nil, Stamp{}, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer unix.Close(fd)
-	if err := ignoringEINTR(func() error { return unix.Fstat(fd, &st) }); err != nil {
+	if err := sysx.IgnoringEINTR(func() error { return unix.Fstat(fd, &st) }); err != nil {
 		return nil, Stamp{}, &fs.PathError{Op: "fstat", Path: path, Err: err}
 	}
 	if s, done, err := checkRegular(path, &st, limit); done {
@@ -118,21 +113,9 @@ func ReadRegular(path string, limit int64, nofollow bool) ([]byte, Stamp, error)
 		return nil, s, err
 	}
 	buf := make([]byte, st.Size+1)
-	n := 0
-	for n < len(buf) {
-		var m int
-		err := ignoringEINTR(func() error {
-			var err error
-			m, err = unix.Read(fd, buf[n:])
-			return err
-		})
-		if err != nil {
-			return nil, Stamp{}, &fs.PathError{Op: "read", Path: path, Err: err}
-		}
-		if m == 0 {
-			break
-		}
-		n += m
+	n, err := sysx.ReadFull(fd, buf)
+	if err != nil {
+		return nil, Stamp{}, &fs.PathError{Op: "read", Path: path, Err: err}
 	}
 	switch {
 	case int64(n) > st.Size:
@@ -161,15 +144,6 @@ func checkRegular(path string, st *unix.Stat_t, limit int64) (s Stamp, done bool
 
 // regular reports whether the Stamp is of a regular file.
 func (s Stamp) regular() bool { return s.present && s.mode&unix.S_IFMT == unix.S_IFREG }
-
-// ignoringEINTR retries fn while it fails with EINTR.
-func ignoringEINTR(fn func() error) error {
-	for {
-		if err := fn(); !errors.Is(err, unix.EINTR) {
-			return err
-		}
-	}
-}
 
 // isLinkLoop reports an open with O_NOFOLLOW that met a symbolic link.
 func isLinkLoop(err error) bool { return errors.Is(err, unix.ELOOP) }

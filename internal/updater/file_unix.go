@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/runtimeguard/runtimeguard/internal/sysx"
 )
 
 // SafeOpen opens path with O_NONBLOCK|O_NOFOLLOW, asks the descriptor what
@@ -17,7 +19,7 @@ func SafeOpen(path string, limit int64) ([]byte, FileKind, string) {
 	// An lstat first keeps us from opening a device, whose open can have
 	// side effects; the descriptor is checked again after the open.
 	var st unix.Stat_t
-	if err := ignoringEINTR(func() error { return unix.Lstat(path, &st) }); err != nil {
+	if err := sysx.IgnoringEINTR(func() error { return unix.Lstat(path, &st) }); err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return nil, FileAbsent, ""
 		}
@@ -27,7 +29,7 @@ func SafeOpen(path string, limit int64) ([]byte, FileKind, string) {
 		return nil, FileUnusable, why
 	}
 	var fd int
-	err := ignoringEINTR(func() error {
+	err := sysx.IgnoringEINTR(func() error {
 		var err error
 		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
 		return err
@@ -39,7 +41,7 @@ func SafeOpen(path string, limit int64) ([]byte, FileKind, string) {
 		return nil, FileUnusable, "open: " + err.Error()
 	}
 	defer unix.Close(fd)
-	if err := ignoringEINTR(func() error { return unix.Fstat(fd, &st) }); err != nil {
+	if err := sysx.IgnoringEINTR(func() error { return unix.Fstat(fd, &st) }); err != nil {
 		return nil, FileUnusable, "fstat: " + err.Error()
 	}
 	if why := unusable(&st, limit); why != "" {
@@ -48,21 +50,9 @@ func SafeOpen(path string, limit int64) ([]byte, FileKind, string) {
 	// Read one byte more than fstat reported: a file that changed size
 	// while it was read proves nothing.
 	buf := make([]byte, st.Size+1)
-	n := 0
-	for n < len(buf) {
-		var m int
-		err := ignoringEINTR(func() error {
-			var err error
-			m, err = unix.Read(fd, buf[n:])
-			return err
-		})
-		if err != nil {
-			return nil, FileUnusable, "read: " + err.Error()
-		}
-		if m == 0 {
-			break
-		}
-		n += m
+	n, err := sysx.ReadFull(fd, buf)
+	if err != nil {
+		return nil, FileUnusable, "read: " + err.Error()
 	}
 	if int64(n) != st.Size {
 		return nil, FileUnusable, "changed size while it was read"
@@ -92,13 +82,4 @@ func unusable(st *unix.Stat_t, limit int64) string {
 		return fmt.Sprintf("over %d bytes", limit)
 	}
 	return ""
-}
-
-// ignoringEINTR retries fn while it fails with EINTR.
-func ignoringEINTR(fn func() error) error {
-	for {
-		if err := fn(); !errors.Is(err, unix.EINTR) {
-			return err
-		}
-	}
 }

@@ -1,9 +1,31 @@
-// Package updater speaks the updater's side of the protocol between an
-// updater and a guarded server: the receipt it writes after each run and
-// the lock file it holds while it runs.
+// Package updater speaks both sides of the protocol between an updater and
+// a guarded server: the in-progress marker, the recovery markers, the
+// receipt the updater writes after each run, the lock file it holds while
+// it runs, and what can be told of a process.
 package updater
 
-import "errors"
+import (
+	"errors"
+	"io/fs"
+	"os"
+)
 
 // ErrLocked is a lock that another holder has in a conflicting mode.
 var ErrLocked = errors.New("the lock is held by another updater or a reload")
+
+// Lock opens (creating it if missing) the lock file at path and takes an
+// advisory lock on it without waiting: shared for a reload plan, exclusive
+// for an updater. A lock another process holds in a conflicting mode is
+// ErrLocked. Closing the file releases the lock; so does the process's
+// exit, whatever its cause.
+func Lock(path string, exclusive bool) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := lockFile(f, exclusive); err != nil {
+		f.Close()
+		return nil, &fs.PathError{Op: "lock", Path: path, Err: err}
+	}
+	return f, nil
+}

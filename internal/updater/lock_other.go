@@ -4,11 +4,8 @@ package updater
 
 import (
 	"errors"
-	"io/fs"
 	"os"
 )
 
-// Lock cannot lock a file on this platform.
-func Lock(path string, exclusive bool) (*os.File, error) {
-	return nil, &fs.PathError{Op: "lock", Path: path, Err: errors.ErrUnsupported}
-}
+// lockFile cannot lock a file on this platform.
+func lockFile(*os.File, bool) error { return errors.ErrUnsupported }

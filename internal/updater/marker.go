@@ -51,6 +51,16 @@ const (
 	UpdateIncomplete UpdateState = "incomplete"
 )
 
+// ProbeProcess reports whether pid is alive and, where the platform can
+// tell, when it started. A process ID out of the platform's range is
+// unknown, never truncated into another.
+func ProbeProcess(pid int64) ProcInfo {
+	if pid <= 0 || pid > maxPID {
+		return ProcInfo{}
+	}
+	return probeProcess(pid)
+}
+
 // Marker is the classification of a marker, with the reason for it.
 type Marker struct {
 	State MarkerState

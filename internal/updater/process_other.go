@@ -7,5 +7,5 @@ import "math"
 // maxPID bounds the process IDs a marker may name.
 const maxPID int64 = math.MaxInt32
 
-// ProbeProcess cannot tell whether a process lives on this platform.
-func ProbeProcess(int64) ProcInfo { return ProcInfo{} }
+// probeProcess cannot tell whether a process lives on this platform.
+func probeProcess(int64) ProcInfo { return ProcInfo{} }

@@ -13,13 +13,10 @@ import (
 // 32-bit signed integer, and unix.Kill would silently truncate a larger one.
 const maxPID int64 = math.MaxInt32
 
-// ProbeProcess asks with signal 0 whether pid exists: EPERM means it exists
+// probeProcess asks with signal 0 whether pid exists: EPERM means it exists
 // but belongs to someone else. Where the platform says when the process
 // started, or that it is a zombie, the answer says so too.
-func ProbeProcess(pid int64) ProcInfo {
-	if pid <= 0 || pid > maxPID {
-		return ProcInfo{}
-	}
+func probeProcess(pid int64) ProcInfo {
 	err := unix.Kill(int(pid), 0)
 	switch {
 	case err == nil || errors.Is(err, unix.EPERM):

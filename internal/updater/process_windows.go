@@ -13,14 +13,11 @@ import (
 // maxPID is the largest process ID OpenProcess takes (a DWORD).
 const maxPID int64 = math.MaxUint32
 
-// ProbeProcess opens the process for a query; it never signals it. An
+// probeProcess opens the process for a query; it never signals it. An
 // invalid ID means no such process, a denied open means it exists, and an
 // open process is alive until its handle is signalled. (The exit code is
 // not consulted: a process may exit with 259, STILL_ACTIVE.)
-func ProbeProcess(pid int64) ProcInfo {
-	if pid <= 0 || pid > maxPID {
-		return ProcInfo{}
-	}
+func probeProcess(pid int64) ProcInfo {
 	h, err := windows.OpenProcess(windows.PROCESS_QUERY_LIMITED_INFORMATION|windows.SYNCHRONIZE, false, uint32(pid))
 	if err != nil {
 		switch {

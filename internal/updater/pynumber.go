@@ -12,20 +12,25 @@ import (
 // 3.10 security releases): more, leading zeros counted, are a ValueError.
 const pyIntMaxDigits = 4300
 
+// pySigned is s made ASCII and stripped of surrounding whitespace
+// ([pyASCII]), with an optional sign taken off.
+func pySigned(s string) (t string, neg, ok bool) {
+	t, ok = pyASCII(s)
+	if ok && t != "" && (t[0] == '+' || t[0] == '-') {
+		neg, t = t[0] == '-', t[1:]
+	}
+	return t, neg, ok
+}
+
 // pyInt parses s as Python 3's int(s) does for a str s: surrounding
 // whitespace ([pyASCII]), an optional sign, and up to [pyIntMaxDigits]
 // decimal digits (any Unicode decimal digit, category Nd) with single
 // underscores between them; no base prefix. A value outside the int64 range
 // is still valid: n is clamped to [math.MinInt64, math.MaxInt64].
 func pyInt(s string) (n int64, ok bool) {
-	t, ok := pyASCII(s)
+	t, neg, ok := pySigned(s)
 	if !ok {
 		return 0, false
-	}
-	neg := false
-	if t != "" && (t[0] == '+' || t[0] == '-') {
-		neg = t[0] == '-'
-		t = t[1:]
 	}
 	digits, rest := pyDigitPart(t)
 	if digits == "" || rest != "" || len(digits) > pyIntMaxDigits {
@@ -58,14 +63,9 @@ func pyInt(s string) (n int64, ok bool) {
 // floats are not accepted. A value too large for a float64 is an infinity
 // and a value too small a zero, as in Python, and not an error.
 func pyFloat(s string) (f float64, ok bool) {
-	t, ok := pyASCII(s)
+	t, neg, ok := pySigned(s)
 	if !ok {
 		return 0, false
-	}
-	neg := false
-	if t != "" && (t[0] == '+' || t[0] == '-') {
-		neg = t[0] == '-'
-		t = t[1:]
 	}
 	sign := 1.0
 	if neg {

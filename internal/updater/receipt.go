@@ -29,17 +29,21 @@ const (
 
 // Receipt is what an updater wrote after (or, with outcome running, while)
 // it ran: which update, how it ended, when, and the code revision before
-// and after.
+// and after. Its JSON is the receipt's schema.
 type Receipt struct {
 	Schema     int       `json:"schema"`
 	UpdateID   string    `json:"update_id"`
 	Outcome    string    `json:"outcome"`
 	StartedAt  time.Time `json:"started_at"`
 	FinishedAt time.Time `json:"finished_at,omitzero"`
-	// PreSHA and PostSHA are pre_update.sha and post_update.sha: the code
-	// revision before and after, empty where the updater recorded none.
-	PreSHA  string `json:"pre_sha,omitempty"`
-	PostSHA string `json:"post_sha,omitempty"`
+	PreUpdate  State     `json:"pre_update"`
+	PostUpdate State     `json:"post_update"`
+}
+
+// State is the state of the code on one side of an update: its revision,
+// empty where the updater recorded none.
+type State struct {
+	SHA string `json:"sha,omitempty"`
 }
 
 // ErrUnknownSchema is a receipt whose schema this package does not read:
@@ -118,10 +122,10 @@ func ParseReceipt(data []byte) (Receipt, error) {
 	case r.Outcome != OutcomeRunning:
 		return r, errors.New("no finished_at")
 	}
-	if r.PreSHA, err = sha("pre_update", raw.PreUpdate); err != nil {
+	if r.PreUpdate.SHA, err = sha("pre_update", raw.PreUpdate); err != nil {
 		return r, err
 	}
-	if r.PostSHA, err = sha("post_update", raw.PostUpdate); err != nil {
+	if r.PostUpdate.SHA, err = sha("post_update", raw.PostUpdate); err != nil {
 		return r, err
 	}
 	return r, nil

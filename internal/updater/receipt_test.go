@@ -27,7 +27,7 @@ func TestParseReceipt(t *testing.T) {
 		Schema: 1, UpdateID: "u1", Outcome: OutcomeSuccess,
 		StartedAt:  time.Date(2026, 11, 30, 5, 0, 0, 0, time.UTC),
 		FinishedAt: time.Date(2026, 11, 30, 5, 1, 2, 5e8, time.UTC),
-		PreSHA:     shaA, PostSHA: shaB,
+		PreUpdate:  State{SHA: shaA}, PostUpdate: State{SHA: shaB},
 	}, r)
 
 	naive, err := ParseReceipt([]byte(`{"schema":1,"update_id":"u","outcome":"running","started_at":"2026-11-30T05:00:00.123456"}`))

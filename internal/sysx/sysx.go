@@ -1,0 +1,3 @@
+// Package sysx holds the few raw system-call helpers the packages that read
+// files with care share.
+package sysx

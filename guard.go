@@ -71,10 +71,15 @@ type Guard struct {
 	cfg  *config   // set by New, or once by the first use of a zero Guard
 	once sync.Once // resolves cfg for the zero Guard
 
-	bindMu     sync.Mutex // serializes Capture
+	bindMu     sync.Mutex // serializes Capture and Rebind
 	bound      atomic.Pointer[binding]
-	staleSeen  atomic.Bool // a stale check was logged since the last current one
+	first      atomic.Pointer[signal] // the change signal of Capture's bindings
+	staleSeen  atomic.Bool            // a stale check was logged since the last current one
 	staleCount atomic.Uint64
+
+	scheduled  atomic.Pointer[Reload] // the reload the host carries out, if any
+	receiptsMu sync.Mutex             // protects receipts
+	receipts   []Receipt              // the receipts of scheduled reloads
 }
 
 // New validates opts and, when opts.ModulePath is set, binds to it now. A
@@ -141,6 +146,7 @@ func (g *Guard) Capture(modulePath string) error {
 		}
 		return fmt.Errorf("runtimeguard: bind %s: %w", abs, err)
 	}
+	b.sig = g.firstSignal()
 	if cfg.expect != "" {
 		if b.id.Revision == "" {
 			return fmt.Errorf("runtimeguard: bind %s with ExpectRevision %s: %w (%s)", abs, cfg.expect, ErrNotCheckout, b.reason)
@@ -175,7 +181,7 @@ func (g *Guard) bind(cfg *config, abs string) (*binding, error) {
 			time.Sleep(backoff)
 			backoff = min(2*backoff, maxBindBackoff)
 		}
-		b := &binding{configured: abs, boundAt: e.now()}
+		b := &binding{configured: abs, boundAt: e.now(), sig: &signal{c: make(chan struct{})}}
 		call, err := b.fullRead(e, cfg.alwaysRead, cfg.timeout, true)
 		if err == nil {
 			err = call.err
@@ -229,12 +235,16 @@ func (g *Guard) EnsureCurrent() error {
 		}
 		return nil
 	}
+	b.sig.fire()
 	se := &StaleError{
 		Message:  cfg.message,
 		State:    g.observe(cfg, b).State,
 		Captured: b.id.Revision,
 		Current:  rev,
 		Err:      err,
+	}
+	if r := g.scheduled.Load(); r != nil && r.b == b {
+		se.Message, se.RestartScheduled = cfg.reloadMessage, true
 	}
 	g.logStale(cfg, se)
 	return se

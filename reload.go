@@ -1,0 +1,314 @@
+package runtimeguard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/runtimeguard/runtimeguard/internal/gitread"
+	"github.com/runtimeguard/runtimeguard/internal/updater"
+)
+
+// ErrNotReady matches the error of [Guard.PlanReload] when a reload is not
+// proven safe; the error says which condition failed.
+var ErrNotReady = errors.New("runtimeguard: no reload is proven safe")
+
+// Reload is a plan to load the new code, made by [Guard.PlanReload] only
+// when the updater's receipt proves the update that moved the checkout
+// succeeded and finished. A host acts on it in one of two ways:
+//
+//   - in process: it schedules the reload ([Reload.Schedule]), stops
+//     admitting guarded work, drains what runs, restarts its workers, and
+//     calls [Guard.Rebind];
+//   - in a new process: it schedules the reload, drains, and starts the new
+//     process (re-executing itself, or exiting for its supervisor), which
+//     binds with [Options.ExpectRevision] set to To.
+//
+// Either way, the new code's binding is the last check: if HEAD moved on
+// meanwhile, it fails closed, and a later receipt allows a later reload.
+// A host that does not go ahead calls [Reload.Release].
+type Reload struct {
+	// From is the revision the guard is bound to, To the one the new code
+	// is at.
+	From, To string
+	// Identity is what the new code will be bound to.
+	Identity Identity
+	// Receipt is the updater's receipt that proves the update.
+	Receipt Receipt
+
+	g    *Guard
+	b    *binding // the binding the plan replaces
+	lock *os.File // the layout's lock, held shared until the new code is bound
+	done atomic.Bool
+	mu   sync.Mutex // protects lock
+}
+
+// PlanReload proves that a reload is safe and returns the plan, or an error
+// matching [ErrNotReady] that names the condition that failed. All of these
+// must hold, read together from one settled view of the checkout and the
+// updater's files:
+//
+//   - the guard is bound to a tracked checkout and is stale;
+//   - HEAD now names a full revision;
+//   - the updater's receipt is schema 1 with outcome "success", its
+//     post_update.sha is HEAD now, and it finished after the guard bound;
+//   - no update marker is present (the marker is absent);
+//   - no recovery marker is present, and every install root was searched;
+//   - nothing of it changed while it was read;
+//   - no earlier plan of this guard was scheduled on the same receipt.
+//
+// Where the layout has a lock file, the plan holds it shared from now until
+// the new code is bound ([Guard.Rebind]) or the plan is released, so that a
+// cooperating updater cannot start meanwhile; a lock held by an updater is
+// not ready. PlanReload creates the lock file if it is missing.
+func (g *Guard) PlanReload() (*Reload, error) {
+	cfg := g.config()
+	b := g.bound.Load()
+	if b == nil || b.id.Revision == "" {
+		return nil, notReady("the guard is not bound to a tracked checkout")
+	}
+	if cfg.receiptPath == "" {
+		return nil, notReady("the updater's layout has no receipt, or no home directory is known")
+	}
+	var lock *os.File
+	if cfg.lockPath != "" {
+		f, err := updater.Lock(cfg.lockPath, false)
+		if errors.Is(err, updater.ErrLocked) {
+			return nil, notReady("an update holds the lock " + cfg.lockPath)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrNotReady, err)
+		}
+		lock = f
+	}
+	r, err := g.plan(cfg, b)
+	if err != nil {
+		if lock != nil {
+			lock.Close()
+		}
+		return nil, err
+	}
+	r.lock = lock
+	return r, nil
+}
+
+// maxPlanReads bounds the reads of a view that keeps changing.
+const maxPlanReads = 3
+
+// plan reads the view and checks the conditions of PlanReload.
+func (g *Guard) plan(cfg *config, b *binding) (*Reload, error) {
+	for try := 0; try < maxPlanReads; try++ {
+		before := cfg.observeAt(b.id.SourceDir)
+		c, deps, err := gitread.Read(cfg.env.git, b.configured, false)
+		after := cfg.observeAt(b.id.SourceDir)
+		if err != nil {
+			return nil, notReady("the checkout cannot be read: " + err.Error())
+		}
+		if !deps.Unchanged(cfg.env.git) || !sameObservation(&before, &after) {
+			continue
+		}
+		if why := g.unproven(b, &c, &after); why != "" {
+			return nil, notReady(why)
+		}
+		return &Reload{
+			From:     b.id.Revision,
+			To:       c.Revision,
+			Identity: Identity{SourceDir: c.SourceDir, ModulePath: c.ModulePath, Revision: c.Revision},
+			Receipt:  *after.Receipt,
+			g:        g,
+			b:        b,
+		}, nil
+	}
+	return nil, notReady(fmt.Sprintf("the checkout or the updater's files changed while they were read, %d times", maxPlanReads))
+}
+
+// unproven says which condition of a safe reload the view fails, or ""
+// when it holds them all.
+func (g *Guard) unproven(b *binding, c *gitread.Checkout, o *Observation) string {
+	switch {
+	case c.Revision == "":
+		return "HEAD names no revision: " + c.Reason
+	case c.Revision == b.id.Revision && c.ModulePath == b.id.ModulePath:
+		return "the guard is not stale"
+	case o.Marker != MarkerAbsent:
+		return fmt.Sprintf("the update marker %s is %s (%s)", o.MarkerPath, o.Marker, o.MarkerReason)
+	case len(o.RecoveryMarkers) > 0:
+		return "the recovery marker " + o.RecoveryMarkers[0] + " is present"
+	case o.State == UpdateUnknown:
+		return "an install root could not be searched for recovery markers"
+	case o.Receipt == nil && o.ReceiptProblem != "":
+		return "the receipt " + o.ReceiptPath + " is not usable: " + o.ReceiptProblem
+	case o.Receipt == nil:
+		return "there is no receipt at " + o.ReceiptPath
+	case o.Receipt.Outcome != updater.OutcomeSuccess:
+		return fmt.Sprintf("the receipt's outcome is %q, not \"success\"", o.Receipt.Outcome)
+	case o.Receipt.To != c.Revision:
+		return fmt.Sprintf("the receipt is for revision %q, and HEAD is at %s", o.Receipt.To, c.Revision)
+	case !o.Receipt.FinishedAt.After(b.boundAt):
+		return fmt.Sprintf("the receipt finished at %s, not after the guard bound at %s",
+			o.Receipt.FinishedAt.UTC().Format(time.RFC3339Nano), b.boundAt.UTC().Format(time.RFC3339Nano))
+	case g.scheduledReceipt(o.Receipt):
+		return "a reload was already scheduled on the receipt of update " + o.Receipt.UpdateID
+	}
+	return ""
+}
+
+// sameObservation reports whether two looks at the updater's files saw the
+// same.
+func sameObservation(a, b *Observation) bool {
+	if a.Marker != b.Marker || a.MarkerReason != b.MarkerReason || a.State != b.State ||
+		a.ReceiptProblem != b.ReceiptProblem || len(a.RecoveryMarkers) != len(b.RecoveryMarkers) {
+		return false
+	}
+	if (a.Receipt == nil) != (b.Receipt == nil) || a.Receipt != nil && *a.Receipt != *b.Receipt {
+		return false
+	}
+	return true
+}
+
+func notReady(why string) error { return fmt.Errorf("%w: %s", ErrNotReady, why) }
+
+// Schedule tells the guard that the host is carrying the plan out: from now
+// on, until [Guard.Rebind] or [Reload.Release], every stale answer says
+// "restart_scheduled": true with [Options.ReloadMessage], which asks the
+// client to retry shortly. The plan's receipt can allow no second reload
+// of this guard.
+func (r *Reload) Schedule() {
+	if r.done.Load() {
+		return
+	}
+	r.g.scheduled.Store(r)
+	r.g.receiptsMu.Lock()
+	r.g.receipts = append(r.g.receipts, r.Receipt)
+	r.g.receiptsMu.Unlock()
+}
+
+// Release abandons the plan: stale answers no longer say a restart is
+// scheduled, and the layout's lock is released. It is safe to call more
+// than once, and after [Guard.Rebind].
+func (r *Reload) Release() {
+	r.done.Store(true)
+	r.g.scheduled.CompareAndSwap(r, nil)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.lock != nil {
+		r.lock.Close()
+		r.lock = nil
+	}
+}
+
+// LockFile returns the open file that holds the layout's lock for the
+// plan, or nil where the layout has none. A host that hands over to a new
+// process by exec passes it on (clearing its close-on-exec flag); the new
+// process closes it once it has bound, which releases the lock.
+func (r *Reload) LockFile() *os.File {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lock
+}
+
+// scheduledReceipt reports whether a plan on receipt r was scheduled.
+func (g *Guard) scheduledReceipt(r *Receipt) bool {
+	g.receiptsMu.Lock()
+	defer g.receiptsMu.Unlock()
+	for _, s := range g.receipts {
+		if s == *r {
+			return true
+		}
+	}
+	return false
+}
+
+// Rebind binds the guard to the plan's new code, for a host that reloaded
+// it in this process, provided the checkout still is at r.To: the same
+// settled read as New's. Otherwise it returns an error and the guard stays
+// bound to the old revision, and stale. Either way the plan is done: its
+// lock is released and stale answers no longer say a restart is scheduled.
+func (g *Guard) Rebind(r *Reload) error {
+	if r == nil || r.g != g {
+		return errors.New("runtimeguard: rebind: the plan is not this guard's")
+	}
+	defer r.Release()
+	if r.done.Load() {
+		return errors.New("runtimeguard: rebind: the plan was released")
+	}
+	cfg := g.config()
+	g.bindMu.Lock()
+	defer g.bindMu.Unlock()
+	if g.bound.Load() != r.b {
+		return errors.New("runtimeguard: rebind: the guard was bound anew since the plan was made")
+	}
+	b, err := g.bind(cfg, r.b.configured)
+	if err != nil {
+		return fmt.Errorf("runtimeguard: rebind %s: %w", r.b.configured, err)
+	}
+	if b.id.Revision != r.To || b.id.ModulePath != r.Identity.ModulePath {
+		return fmt.Errorf("runtimeguard: rebind: the checkout is at %q (%s), not at the planned %s: %w",
+			b.id.Revision, b.id.ModulePath, r.To, ErrStale)
+	}
+	g.bound.Store(b)
+	g.staleSeen.Store(false)
+	if cfg.logger != nil {
+		cfg.logger.Info("runtimeguard: bound to the reloaded code", "from", r.From, "to", r.To, "update_id", r.Receipt.UpdateID)
+	}
+	return nil
+}
+
+// Changed returns a channel that is closed once the guard has seen its
+// checkout move: a check found it stale, or [Guard.Watch] did. A host can
+// plan a reload, or show a banner, without waiting for a request. After
+// [Guard.Rebind], Changed returns a new channel for the new binding. An
+// unbound or inert guard's channel is closed by the first move of the
+// checkout it then binds to.
+func (g *Guard) Changed() <-chan struct{} {
+	if b := g.bound.Load(); b != nil {
+		return b.sig.c
+	}
+	s := g.firstSignal()
+	if b := g.bound.Load(); b != nil { // bound meanwhile, to this signal
+		return b.sig.c
+	}
+	return s.c
+}
+
+// firstSignal is the change signal of the guard's first bindings: made
+// once, so that a Changed called before Capture and the binding Capture
+// makes share it.
+func (g *Guard) firstSignal() *signal {
+	if s := g.first.Load(); s != nil {
+		return s
+	}
+	g.first.CompareAndSwap(nil, &signal{c: make(chan struct{})})
+	return g.first.Load()
+}
+
+// Watch checks the checkout every interval until ctx is done, so that
+// [Guard.Changed] fires without a request. It returns ctx's error. A
+// stale check is logged as any other.
+func (g *Guard) Watch(ctx context.Context, interval time.Duration) error {
+	if interval <= 0 {
+		return fmt.Errorf("runtimeguard: watch interval %v is not positive", interval)
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		_ = g.EnsureCurrent()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// signal is a channel closed once.
+type signal struct {
+	c    chan struct{}
+	once sync.Once
+}
+
+func (s *signal) fire() { s.once.Do(func() { close(s.c) }) }

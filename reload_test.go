@@ -1,0 +1,321 @@
+package runtimeguard
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/runtimeguard/runtimeguard/internal/updater"
+)
+
+// reloadCase is a guard bound to a checkout that has since moved one
+// commit, with a home whose layout has a receipt and a lock file.
+type reloadCase struct {
+	dir, home, module string
+	loaded, moved     string
+	layout            Layout
+	g                 *Guard
+}
+
+func newReloadCase(t *testing.T) *reloadCase {
+	t.Helper()
+	tmp := tempDir(t)
+	c := &reloadCase{dir: filepath.Join(tmp, "agent"), home: filepath.Join(tmp, "home")}
+	c.module, c.loaded = agentRepo(t, c.dir)
+	require.NoError(t, os.MkdirAll(c.home, 0o755))
+	c.layout = HermesLayout
+	c.layout.Lock = "update.lock"
+	var err error
+	c.g, err = New(Options{ModulePath: c.module, HomeDir: c.home, Layout: c.layout})
+	require.NoError(t, err)
+	c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
+	return c
+}
+
+// receipt is a receipt's JSON.
+func receipt(outcome, pre, post string, finished time.Time) string {
+	return fmt.Sprintf(`{"schema": 1, "update_id": "u-%d", "outcome": %q, "started_at": %q, "finished_at": %q, "pre_update": {"sha": %q}, "post_update": {"sha": %q}}`,
+		finished.UnixNano(), outcome, finished.Add(-time.Second).UTC().Format(time.RFC3339Nano), finished.UTC().Format(time.RFC3339Nano), pre, post)
+}
+
+func (c *reloadCase) receiptPath() string {
+	return filepath.Join(c.home, filepath.FromSlash(HermesLayout.Receipt))
+}
+
+// writeReceipt writes the latest receipt.
+func (c *reloadCase) writeReceipt(t *testing.T, body string) {
+	t.Helper()
+	writeFile(t, c.receiptPath(), body)
+}
+
+// success writes the receipt of a successful update to HEAD now.
+func (c *reloadCase) success(t *testing.T) {
+	t.Helper()
+	c.writeReceipt(t, receipt("success", c.loaded, c.moved, time.Now()))
+}
+
+func TestPlanReloadConditions(t *testing.T) {
+	cases := []struct {
+		name  string
+		setup func(t *testing.T, c *reloadCase)
+		why   string // "" for a plan
+	}{
+		{"success at HEAD, finished after binding", func(t *testing.T, c *reloadCase) { c.success(t) }, ""},
+		{"failed", func(t *testing.T, c *reloadCase) {
+			c.writeReceipt(t, receipt("failed", c.loaded, c.moved, time.Now()))
+		}, `outcome is "failed"`},
+		{"partial", func(t *testing.T, c *reloadCase) {
+			c.writeReceipt(t, receipt("partial", c.loaded, c.moved, time.Now()))
+		}, `outcome is "partial"`},
+		{"refused", func(t *testing.T, c *reloadCase) {
+			c.writeReceipt(t, receipt("refused", c.loaded, c.moved, time.Now()))
+		}, `outcome is "refused"`},
+		{"running", func(t *testing.T, c *reloadCase) {
+			c.writeReceipt(t, fmt.Sprintf(`{"schema":1,"update_id":"u","outcome":"running","started_at":%q,"pre_update":{"sha":%q}}`, time.Now().UTC().Format(time.RFC3339), c.loaded))
+		}, `outcome is "running"`},
+		{"another revision", func(t *testing.T, c *reloadCase) {
+			c.writeReceipt(t, receipt("success", c.loaded, strings.Repeat("b", 40), time.Now()))
+		}, "the receipt is for revision"},
+		{"finished before binding", func(t *testing.T, c *reloadCase) {
+			c.writeReceipt(t, receipt("success", c.loaded, c.moved, time.Now().Add(-time.Hour)))
+		}, "not after the guard bound"},
+		{"a live marker", func(t *testing.T, c *reloadCase) {
+			c.success(t)
+			writeMarker(t, filepath.Join(c.home, hermesMarker), os.Getpid(), time.Now())
+		}, "the update marker"},
+		{"a stale marker", func(t *testing.T, c *reloadCase) {
+			c.success(t)
+			writeMarker(t, filepath.Join(c.home, hermesMarker), exitedPID(t), time.Now())
+		}, "is stale"},
+		{"a recovery marker", func(t *testing.T, c *reloadCase) {
+			c.success(t)
+			writeFile(t, filepath.Join(c.dir, hermesIncomplete), "")
+		}, "recovery marker"},
+		{"no receipt", func(t *testing.T, c *reloadCase) {}, "there is no receipt"},
+		{"a receipt that is a link", func(t *testing.T, c *reloadCase) {
+			target := filepath.Join(c.home, "elsewhere.json")
+			writeFile(t, target, receipt("success", c.loaded, c.moved, time.Now()))
+			require.NoError(t, os.MkdirAll(filepath.Dir(c.receiptPath()), 0o755))
+			if err := os.Symlink(target, c.receiptPath()); err != nil {
+				t.Skipf("cannot make a symbolic link here: %v", err)
+			}
+		}, "not usable"},
+		{"a receipt over the cap", func(t *testing.T, c *reloadCase) {
+			c.writeReceipt(t, receipt("success", c.loaded, c.moved, time.Now())+strings.Repeat(" ", updater.MaxReceiptBytes))
+		}, "not usable"},
+		{"a receipt that is not JSON", func(t *testing.T, c *reloadCase) {
+			c.writeReceipt(t, "success\n")
+		}, "not usable"},
+		{"a receipt of an unknown schema", func(t *testing.T, c *reloadCase) {
+			c.writeReceipt(t, strings.Replace(receipt("success", c.loaded, c.moved, time.Now()), `"schema": 1`, `"schema": 2`, 1))
+		}, "ignored"},
+		{"not stale", func(t *testing.T, c *reloadCase) {
+			git(t, c.dir, "reset", "-q", "--hard", c.loaded)
+			c.writeReceipt(t, receipt("success", c.moved, c.loaded, time.Now()))
+		}, "not stale"},
+		{"an updater holds the lock", func(t *testing.T, c *reloadCase) {
+			c.success(t)
+			f, err := updater.Lock(filepath.Join(c.home, "update.lock"), true)
+			require.NoError(t, err)
+			t.Cleanup(func() { f.Close() })
+		}, "holds the lock"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := newReloadCase(t)
+			tc.setup(t, c)
+			r, err := c.g.PlanReload()
+			if tc.why == "" {
+				require.NoError(t, err)
+				assert.Equal(t, c.loaded, r.From)
+				assert.Equal(t, c.moved, r.To)
+				assert.Equal(t, c.moved, r.Receipt.To)
+				assert.Equal(t, c.g.Identity().ModulePath, r.Identity.ModulePath)
+				r.Release()
+				return
+			}
+			assert.ErrorIs(t, err, ErrNotReady)
+			assert.ErrorContains(t, err, tc.why)
+			assert.Nil(t, r)
+			// A plan that is not made holds no lock.
+			f, lerr := updater.Lock(filepath.Join(c.home, "update.lock"), true)
+			if tc.name != "an updater holds the lock" {
+				require.NoError(t, lerr, "the lock after a refused plan")
+				f.Close()
+			}
+		})
+	}
+}
+
+// The plan holds the lock shared until the new code is bound; Rebind binds
+// to the plan's revision, and the guard is current and its payloads are
+// exactly as before.
+func TestRebindAfterPlan(t *testing.T) {
+	c := newReloadCase(t)
+	c.success(t)
+	changed := c.g.Changed()
+	require.ErrorIs(t, c.g.EnsureCurrent(), ErrStale)
+	select {
+	case <-changed:
+	default:
+		t.Fatal("Changed did not fire on a stale check")
+	}
+
+	r, err := c.g.PlanReload()
+	require.NoError(t, err)
+	lock := filepath.Join(c.home, "update.lock")
+	_, err = updater.Lock(lock, true)
+	require.ErrorIs(t, err, updater.ErrLocked, "an updater's lock while a plan holds it")
+
+	r.Schedule()
+	var se *StaleError
+	require.ErrorAs(t, c.g.EnsureCurrent(), &se)
+	p := se.Payload()
+	assert.True(t, p.RestartScheduled)
+	assert.Contains(t, p.Error, "retry shortly")
+	assert.NotContains(t, strings.ToLower(p.Error), "success")
+	assert.True(t, se.Problem().RestartScheduled)
+
+	require.NoError(t, c.g.Rebind(r))
+	assert.Equal(t, c.moved, c.g.Identity().Revision)
+	assert.NoError(t, c.g.EnsureCurrent())
+	f, err := updater.Lock(lock, true)
+	require.NoError(t, err, "the lock once the new code is bound")
+	f.Close()
+
+	// The new binding has a new Changed channel, and a new move gives
+	// today's payload: nothing is scheduled.
+	changed = c.g.Changed()
+	select {
+	case <-changed:
+		t.Fatal("the new binding's Changed fired before any move")
+	default:
+	}
+	commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 3\n")
+	require.ErrorAs(t, c.g.EnsureCurrent(), &se)
+	assert.Equal(t, Payload{Error: defaultMessage, Type: PayloadType, Retryable: true, AgentUpdateState: UpdateUnverified}, se.Payload())
+	<-changed
+}
+
+// HEAD moving again after the plan: Rebind fails, the guard stays stale on
+// the old revision, and the payload is no longer scheduled.
+func TestRebindAfterHEADMovedAgain(t *testing.T) {
+	c := newReloadCase(t)
+	c.success(t)
+	r, err := c.g.PlanReload()
+	require.NoError(t, err)
+	r.Schedule()
+	third := commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 3\n")
+	err = c.g.Rebind(r)
+	assert.ErrorIs(t, err, ErrStale)
+	assert.ErrorContains(t, err, third)
+	assert.Equal(t, c.loaded, c.g.Identity().Revision)
+	var se *StaleError
+	require.ErrorAs(t, c.g.EnsureCurrent(), &se)
+	assert.False(t, se.RestartScheduled)
+	assert.Equal(t, defaultMessage, se.Message)
+	assert.Error(t, c.g.Rebind(r), "a plan rebinds once")
+}
+
+// Released plans give today's payload back, exactly.
+func TestReleasedPlanRestoresThePayload(t *testing.T) {
+	c := newReloadCase(t)
+	c.success(t)
+	var before *StaleError
+	require.ErrorAs(t, c.g.EnsureCurrent(), &before)
+	r, err := c.g.PlanReload()
+	require.NoError(t, err)
+	r.Schedule()
+	r.Release()
+	r.Release()
+	var after *StaleError
+	require.ErrorAs(t, c.g.EnsureCurrent(), &after)
+	b1, _ := json.Marshal(before.Payload())
+	b2, _ := json.Marshal(after.Payload())
+	assert.Equal(t, string(b1), string(b2))
+}
+
+// HEAD flipping back and forth gives at most one reload per receipt.
+func TestNoReloadStorm(t *testing.T) {
+	c := newReloadCase(t)
+	c.success(t)
+	reloads := 0
+	for i := 0; i < 6; i++ {
+		target := c.moved
+		if i%2 == 1 {
+			target = c.loaded
+		}
+		git(t, c.dir, "reset", "-q", "--hard", target)
+		r, err := c.g.PlanReload()
+		if err != nil {
+			require.ErrorIs(t, err, ErrNotReady)
+			continue
+		}
+		r.Schedule()
+		if c.g.Rebind(r) == nil {
+			reloads++
+		}
+	}
+	assert.Equal(t, 1, reloads)
+
+	// A plan that was scheduled but not carried out spends its receipt too.
+	d := newReloadCase(t)
+	d.success(t)
+	r, err := d.g.PlanReload()
+	require.NoError(t, err)
+	r.Schedule()
+	r.Release()
+	_, err = d.g.PlanReload()
+	assert.ErrorIs(t, err, ErrNotReady)
+	assert.ErrorContains(t, err, "already scheduled")
+}
+
+// Watch fires Changed without a request.
+func TestWatchFiresChanged(t *testing.T) {
+	dir := tempDir(t)
+	module, _ := agentRepo(t, dir)
+	g, err := New(Options{ModulePath: module, HomeDir: dir})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Watch(ctx, 10*time.Millisecond) }()
+	commit(t, dir, "run_agent.py", "moved\n")
+	select {
+	case <-g.Changed():
+	case <-time.After(30 * time.Second):
+		t.Fatal("Changed did not fire while Watch ran")
+	}
+	cancel()
+	assert.ErrorIs(t, <-done, context.Canceled)
+	assert.Error(t, g.Watch(context.Background(), 0))
+}
+
+// Changed, asked before the guard is bound, fires for the binding Capture
+// then makes.
+func TestChangedBeforeCapture(t *testing.T) {
+	dir := tempDir(t)
+	module, _ := agentRepo(t, dir)
+	g, err := New(Options{HomeDir: dir})
+	require.NoError(t, err)
+	changed := g.Changed()
+	require.NoError(t, g.Capture(module))
+	commit(t, dir, "run_agent.py", "moved\n")
+	require.ErrorIs(t, g.EnsureCurrent(), ErrStale)
+	select {
+	case <-changed:
+	default:
+		t.Fatal("the channel from before Capture did not fire")
+	}
+	var r *Reload
+	assert.ErrorContains(t, g.Rebind(r), "not this guard's")
+	assert.ErrorContains(t, g.Rebind(&Reload{g: &Guard{}}), "not this guard's")
+}

@@ -27,4 +27,3 @@ func TestPlanReloadFIFOReceipt(t *testing.T) {
 		t.Fatal("PlanReload blocked on a FIFO receipt")
 	}
 }
-

@@ -85,6 +85,9 @@ type Observation struct {
 	// and ReceiptProblem then says why, unless there is no file at all.
 	Receipt        *Receipt `json:"receipt,omitempty"`
 	ReceiptProblem string   `json:"receipt_problem,omitempty"`
+	// LockPath is the updater's lock file; empty when the layout has none
+	// or no home directory is known.
+	LockPath string `json:"lock_path,omitempty"`
 }
 
 // Receipt is what the updater wrote after a run (or, with outcome
@@ -131,6 +134,7 @@ func (c *config) observeAt(src string) Observation {
 		RecoveryMarkers: nonNil(u.RecoveryMarkers),
 		State:           UpdateState(u.State),
 		ReceiptPath:     c.receiptPath,
+		LockPath:        c.lockPath,
 	}
 	if c.receiptPath != "" {
 		r, problem := c.env.upd.ReadReceipt(c.receiptPath)

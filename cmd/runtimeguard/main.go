@@ -82,6 +82,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdMarker(rest, stdout, stderr)
 	case "watch":
 		err = cmdWatch(ctx, rest, stdout, stderr)
+	case "update":
+		err = cmdUpdate(ctx, rest, stdout, stderr)
 	case "version":
 		err = cmdVersion(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
@@ -122,6 +124,7 @@ func (e exitCode) Error() string { return fmt.Sprintf("exit %d", int(e)) }
 type command struct {
 	fs       *flag.FlagSet
 	synopsis string
+	doc      string // printed after the synopsis, when set
 	stdout   io.Writer
 	stderr   io.Writer
 }
@@ -138,6 +141,9 @@ func newCommand(name, synopsis string, stdout, stderr io.Writer) *command {
 // printUsage prints the synopsis and, when the command has any, its flags.
 func (c *command) printUsage(w io.Writer) {
 	fmt.Fprintf(w, "Usage: runtimeguard %s\n", c.synopsis)
+	if c.doc != "" {
+		fmt.Fprintf(w, "\n%s", c.doc)
+	}
 	n := 0
 	c.fs.VisitAll(func(*flag.Flag) { n++ })
 	if n == 0 {

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/runtimeguard/runtimeguard/internal/gittest"
+	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
 
 // commandEnv makes the test binary the runtimeguard command: the tests run
@@ -165,7 +166,7 @@ func TestCheckOfModuleOutsideGit(t *testing.T) {
 // Help goes to standard output with exit 0, for the tool and for every
 // command; a command without flags prints no empty "Flags:" header.
 func TestHelp(t *testing.T) {
-	for _, cmd := range []string{"demo", "status", "check", "marker", "watch", "version"} {
+	for _, cmd := range []string{"demo", "status", "check", "marker", "watch", "update", "version"} {
 		for _, flag := range []string{"-h", "--help"} {
 			r := runCmd(t, gittest.TempDir(t), cmd, flag)
 			assert.Equal(t, 0, r.code, "%s %s", cmd, flag)
@@ -334,4 +335,124 @@ func TestStatusOfUnreadableCheckout(t *testing.T) {
 	assert.Equal(t, "", s["revision"])
 	assert.Equal(t, "incomplete", s["update_state"])
 	assert.Len(t, s["recovery_markers"], 1)
+}
+
+// updateCase is a checkout with an upstream one commit ahead, and a home
+// for the updater's files.
+type updateCase struct {
+	module, dir, upstream, home string
+	loaded, ahead               string
+}
+
+func newUpdateCase(t *testing.T) *updateCase {
+	t.Helper()
+	tmp := gittest.TempDir(t)
+	c := &updateCase{upstream: filepath.Join(tmp, "upstream"), dir: filepath.Join(tmp, "agent"), home: filepath.Join(tmp, "home")}
+	_, c.loaded = gittest.Agent(t, c.upstream)
+	git(t, tmp, "clone", "-q", c.upstream, c.dir)
+	c.module = filepath.Join(c.dir, "run_agent.py")
+	c.ahead = gittest.Commit(t, c.upstream, "run_agent.py", "class AIAgent: revision = 2\n")
+	return c
+}
+
+// receipt reads and decodes the latest receipt.
+func (c *updateCase) receipt(t *testing.T) map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(c.home, "logs", "update_receipts", "latest.json"))
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(data, &m), "%s", data)
+	return m
+}
+
+func (c *updateCase) update(t *testing.T, argv ...string) result {
+	t.Helper()
+	args := append([]string{"update", "--module", c.module, "--home", c.home, "--lock", "update.lock", "--"}, argv...)
+	cmd := commandProcess(args...)
+	cmd.Dir = c.dir
+	cmd.Env = append(cmd.Env, gittest.Env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	return result{code, stdout.String(), stderr.String()}
+}
+
+// A successful update leaves a success receipt for the new HEAD, durable
+// copies of it, no marker, and the lock free.
+func TestUpdateSuccess(t *testing.T) {
+	c := newUpdateCase(t)
+	r := c.update(t, "git", "pull", "-q", "--ff-only")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "success: "+c.loaded+" -> "+c.ahead)
+	m := c.receipt(t)
+	assert.Equal(t, float64(1), m["schema"])
+	assert.Equal(t, "success", m["outcome"])
+	assert.Equal(t, map[string]any{"sha": c.loaded}, m["pre_update"])
+	assert.Equal(t, map[string]any{"sha": c.ahead}, m["post_update"])
+	assert.NotEmpty(t, m["finished_at"])
+	runs, err := filepath.Glob(filepath.Join(c.home, "logs", "update_receipts", "update_*_"+m["update_id"].(string)+".json"))
+	require.NoError(t, err)
+	assert.Len(t, runs, 1, "the run's own receipt")
+	assert.NoFileExists(t, filepath.Join(c.home, ".hermes-update-in-progress"))
+}
+
+// While the command runs, the marker names the updater and the receipt
+// says running.
+func TestUpdateWhileRunning(t *testing.T) {
+	c := newUpdateCase(t)
+	seen := filepath.Join(gittest.TempDir(t), "seen")
+	script := fmt.Sprintf("cat %q/.hermes-update-in-progress %q/logs/update_receipts/latest.json > %q", c.home, c.home, seen)
+	r := c.update(t, "sh", "-c", script)
+	require.Equal(t, 0, r.code, r.stderr)
+	data, err := os.ReadFile(seen)
+	require.NoError(t, err)
+	assert.Contains(t, string(data), `"outcome": "running"`)
+	assert.Regexp(t, `^\d+\n\d+\.\d+\n`, string(data), "the marker: a process ID and a time")
+}
+
+// A failing command, or a recovery marker left behind, is a failed
+// receipt; the tool exits with the command's status.
+func TestUpdateFailure(t *testing.T) {
+	c := newUpdateCase(t)
+	r := c.update(t, "sh", "-c", "git pull -q --ff-only && exit 7")
+	assert.Equal(t, 7, r.code)
+	assert.Equal(t, "failed", c.receipt(t)["outcome"])
+	assert.Contains(t, r.stderr, "exited 7")
+	assert.NoFileExists(t, filepath.Join(c.home, ".hermes-update-in-progress"))
+
+	r = c.update(t, "sh", "-c", "touch .update-incomplete")
+	assert.Equal(t, 1, r.code)
+	assert.Equal(t, "failed", c.receipt(t)["outcome"])
+	assert.Contains(t, r.stderr, ".update-incomplete")
+}
+
+// Another live updater's marker, or the lock held, refuses the update
+// before anything runs or is written.
+func TestUpdateRefuses(t *testing.T) {
+	c := newUpdateCase(t)
+	marker := filepath.Join(c.home, ".hermes-update-in-progress")
+	require.NoError(t, os.MkdirAll(c.home, 0o755))
+	require.NoError(t, os.WriteFile(marker, []byte(fmt.Sprintf("%d\n%d\n", os.Getpid(), time.Now().Unix())), 0o644))
+	r := c.update(t, "git", "pull", "-q", "--ff-only")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, "another updater is running")
+	assert.NoFileExists(t, filepath.Join(c.home, "logs", "update_receipts", "latest.json"))
+	assert.Equal(t, c.loaded, git(t, c.dir, "rev-parse", "HEAD"), "the command did not run")
+	require.NoError(t, os.Remove(marker))
+
+	lock, err := updater.Lock(filepath.Join(c.home, "update.lock"), false)
+	require.NoError(t, err, "a reload plan's shared lock")
+	r = c.update(t, "git", "pull", "-q", "--ff-only")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, "holds")
+	require.NoError(t, lock.Close())
+	r = c.update(t, "git", "pull", "-q", "--ff-only")
+	assert.Equal(t, 0, r.code, r.stderr)
 }

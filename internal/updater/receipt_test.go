@@ -2,6 +2,7 @@ package updater
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -112,4 +113,29 @@ func FuzzParseReceipt(f *testing.F) {
 			t.Fatalf("accepted outcome %q", r.Outcome)
 		}
 	})
+}
+
+// What WriteReceipt writes, ParseReceipt reads back; a finished run also
+// leaves its own file.
+func TestWriteReceiptRoundTrip(t *testing.T) {
+	dir := tempDir(t)
+	latest := filepath.Join(dir, "logs", "update_receipts", "latest.json")
+	start := time.Date(2026, 11, 30, 5, 0, 0, 123, time.UTC)
+	running := Receipt{UpdateID: NewUpdateID(), Outcome: OutcomeRunning, StartedAt: start, PreUpdate: State{SHA: shaA}}
+	require.NoError(t, WriteReceipt(latest, running, 42))
+	entries, err := os.ReadDir(filepath.Dir(latest))
+	require.NoError(t, err)
+	assert.Len(t, entries, 1, "a running receipt is only the latest")
+
+	done := running
+	done.Outcome, done.FinishedAt, done.PostUpdate = OutcomeSuccess, start.Add(time.Minute), State{SHA: shaB}
+	require.NoError(t, WriteReceipt(latest, done, 42))
+	for _, p := range []string{latest, filepath.Join(filepath.Dir(latest), "update_20261130T050000Z_42_"+done.UpdateID+".json")} {
+		data, err := os.ReadFile(p)
+		require.NoError(t, err)
+		got, err := ParseReceipt(data)
+		require.NoError(t, err, "%s", data)
+		done.Schema = ReceiptSchema
+		assert.Equal(t, done, got, p)
+	}
 }

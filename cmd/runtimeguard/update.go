@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/runtimeguard/runtimeguard"
+	"github.com/runtimeguard/runtimeguard/internal/gitread"
+	"github.com/runtimeguard/runtimeguard/internal/updater"
+)
+
+const updateDoc = `Runs COMMAND (such as git pull --ff-only, or a deploy script) as an updater
+that speaks the update protocol a runtime guard reads:
+
+  1. take the layout's lock file exclusively (--lock; refuse if it is held);
+  2. refuse if another live updater holds the in-progress marker;
+  3. write the marker (this process's ID and the time), record HEAD;
+  4. write a receipt with outcome "running";
+  5. run COMMAND;
+  6. write the receipt: "success" only if COMMAND exited 0, HEAD is
+     readable and no recovery marker was left; "failed" otherwise; each
+     atomically and durably, as latest and as a file of its own;
+  7. remove the marker, release the lock, exit with COMMAND's status.
+
+A guarded server with a reload plan loads the new code only on such a
+success receipt. Do not wrap an updater that keeps its own marker and
+receipt, such as hermes update: it speaks the protocol already, and would
+find the marker taken.
+`
+
+func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := newCommand("update", "update --module FILE [flags] -- COMMAND [ARGS...]", stdout, stderr)
+	c.doc = updateDoc
+	var gf guardFlags
+	gf.register(c.fs)
+	if err := c.parse(args, -1); err != nil {
+		return err
+	}
+	argv := c.fs.Args()
+	switch {
+	case gf.module == "":
+		return usagef("--module is required")
+	case len(argv) == 0:
+		return usagef("no COMMAND to run after --")
+	}
+	o, err := runtimeguard.Observe(gf.options())
+	if err != nil {
+		return err
+	}
+	switch {
+	case o.MarkerPath == "":
+		return errors.New("no home directory is known: set --home or the layout's environment variable")
+	case o.ReceiptPath == "":
+		return errors.New("the layout has no receipt (--receipt)")
+	}
+
+	if o.LockPath != "" {
+		if err := os.MkdirAll(filepath.Dir(o.LockPath), 0o755); err != nil {
+			return err
+		}
+		lock, err := updater.Lock(o.LockPath, true)
+		if errors.Is(err, updater.ErrLocked) {
+			return fmt.Errorf("refused: another update or a reload holds %s", o.LockPath)
+		}
+		if err != nil {
+			return err
+		}
+		defer lock.Close()
+		// Read the marker again under the lock: another updater may
+		// have finished in between.
+		if o, err = runtimeguard.Observe(gf.options()); err != nil {
+			return err
+		}
+	}
+	switch o.Marker {
+	case runtimeguard.MarkerActive:
+		return fmt.Errorf("refused: another updater is running (%s: %s)", o.MarkerPath, o.MarkerReason)
+	case runtimeguard.MarkerUnknown:
+		return fmt.Errorf("refused: the marker %s proves nothing (%s); remove it if no update runs", o.MarkerPath, o.MarkerReason)
+	}
+
+	pid, start := os.Getpid(), time.Now()
+	if err := updater.WriteMarker(o.MarkerPath, pid, start); err != nil {
+		return err
+	}
+	defer os.Remove(o.MarkerPath)
+	r := updater.Receipt{UpdateID: updater.NewUpdateID(), Outcome: updater.OutcomeRunning, StartedAt: start.UTC()}
+	r.PreUpdate.SHA = headOf(gf.module)
+	if err := updater.WriteReceipt(o.ReceiptPath, r, pid); err != nil {
+		return err
+	}
+
+	code, runErr := runUpdater(ctx, argv, stdout, stderr)
+	r.FinishedAt = time.Now().UTC()
+	r.PostUpdate.SHA = headOf(gf.module)
+	after, err := runtimeguard.Observe(gf.options())
+	if err != nil {
+		return err
+	}
+	why := ""
+	switch {
+	case runErr != nil:
+		why = runErr.Error()
+	case code != 0:
+		why = fmt.Sprintf("%s exited %d", argv[0], code)
+	case r.PostUpdate.SHA == "":
+		why = "HEAD is not readable after the update"
+	case len(after.RecoveryMarkers) > 0:
+		why = "the recovery marker " + after.RecoveryMarkers[0] + " was left"
+	}
+	r.Outcome = updater.OutcomeSuccess
+	if why != "" {
+		r.Outcome = updater.OutcomeFailed
+	}
+	if err := updater.WriteReceipt(o.ReceiptPath, r, pid); err != nil {
+		return err
+	}
+	if why == "" {
+		fmt.Fprintf(stderr, "runtimeguard update: success: %s -> %s (%s)\n", orNone(r.PreUpdate.SHA), r.PostUpdate.SHA, o.ReceiptPath)
+	} else {
+		fmt.Fprintf(stderr, "runtimeguard update: failed: %s (%s)\n", why, o.ReceiptPath)
+	}
+	switch {
+	case runErr != nil:
+		return exitCode(exitError)
+	case code > 0:
+		return exitCode(code)
+	case code != 0: // killed by a signal
+		return exitCode(exitError)
+	case why != "":
+		return exitCode(exitError)
+	}
+	return nil
+}
+
+// runUpdater runs argv with the tool's standard streams and returns its
+// exit status. A signal to the tool interrupts the command, which has
+// thirty seconds to end.
+func runUpdater(ctx context.Context, argv []string, stdout, stderr io.Writer) (int, error) {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
+	cmd.Cancel = func() error {
+		if runtime.GOOS == "windows" {
+			return cmd.Process.Kill()
+		}
+		return cmd.Process.Signal(os.Interrupt)
+	}
+	cmd.WaitDelay = 30 * time.Second
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode(), nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return 0, nil
+}
+
+// headOf is HEAD's revision for the module's checkout, or empty when it
+// cannot be read.
+func headOf(module string) string {
+	c, err := gitread.Inspect(module)
+	if err != nil {
+		return ""
+	}
+	return c.Revision
+}

@@ -1,0 +1,57 @@
+package updater
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/runtimeguard/runtimeguard/internal/durable"
+)
+
+// WriteMarker writes the in-progress marker at path for process pid, which
+// started the update at started: line 1 the process ID, line 2 the Unix
+// time in seconds. It makes the marker's directory if it is missing.
+func WriteMarker(path string, pid int, started time.Time) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	body := fmt.Sprintf("%d\n%.6f\n", pid, float64(started.UnixNano())/1e9)
+	return durable.WriteFile(path, []byte(body), 0o644)
+}
+
+// NewUpdateID returns a fresh update_id: 16 random hex digits.
+func NewUpdateID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand never fails
+	return hex.EncodeToString(b[:])
+}
+
+// WriteReceipt writes r, atomically and durably, at latest and, once the
+// run has finished, as update_<time>_<pid>_<update_id>.json beside it: the
+// receipt of every run is kept, the latest one is where readers look. It
+// makes the receipts' directory if it is missing.
+func WriteReceipt(latest string, r Receipt, pid int) error {
+	if r.Schema == 0 {
+		r.Schema = ReceiptSchema
+	}
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	data = append(data, '\n')
+	dir := filepath.Dir(latest)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if !r.FinishedAt.IsZero() {
+		name := fmt.Sprintf("update_%s_%d_%s.json", r.StartedAt.UTC().Format("20060102T150405Z"), pid, r.UpdateID)
+		if err := durable.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			return err
+		}
+	}
+	return durable.WriteFile(latest, data, 0o644)
+}

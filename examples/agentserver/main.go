@@ -1,6 +1,8 @@
 // Command agentserver is a small agent server that uses runtimeguard: chat
-// turns it runs itself are refused with a retryable 409 once the agent's
-// checkout moved, before any session is read or written.
+// turns and session reads it runs itself are refused with a retryable 409
+// once the agent's checkout moved, before any session is read or written.
+// With --reload, it loads the new code by itself once the guard proves the
+// update that moved the checkout succeeded.
 //
 //	go run ./examples/agentserver --module /path/to/agent/run_agent.py
 //
@@ -8,35 +10,66 @@
 //
 //	POST /api/chat/start                     {"session_id": "...", "message": "..."}
 //	POST /api/chat/background                {"session_id": "...", "message": "..."}
+//	GET  /api/session?session_id=ID          the session, and the revision that served it
 //	POST /api/session/compress?session_id=ID starts a background compression
 //	GET  /api/session/compress/status?session_id=ID
+//
+// Reload modes (--reload):
+//
+//	off        answer 409 until the operator restarts the server (the default)
+//	inprocess  restart the workers and rebind the guard (Guard.Rebind)
+//	exec       re-execute this program with the listening socket kept open;
+//	           the new process binds with ExpectRevision set to the plan's
+//	           revision. Where a socket cannot be kept across exec (Windows),
+//	           the server exits with status 75 (EX_TEMPFAIL) for its
+//	           supervisor to start it again.
+//
+// The first line on standard output is "listening ADDRESS".
 package main
 
 import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"log"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/runtimeguard/runtimeguard"
 )
 
+// The environment a reloading process hands its new image.
+const (
+	listenFDEnv = "AGENTSERVER_LISTEN_FD" // the listening socket's descriptor
+	expectEnv   = "AGENTSERVER_EXPECT"    // the revision the new code is at
+	lockFDEnv   = "AGENTSERVER_LOCK_FD"   // the plan's lock, to close once bound
+)
+
+// exitReload is the status the server exits with for its supervisor to
+// start the new code, where it cannot re-execute itself.
+const exitReload = 75
+
 func main() {
 	module := flag.String("module", "", "the agent module `FILE` this server loads (required)")
 	home := flag.String("home", "", "the updater's home `DIR` (default $HERMES_HOME or ~/.hermes)")
+	lock := flag.String("lock", "", "the updater's lock file, a `PATH` relative to the home (default none)")
 	python := flag.String("python", "", "the agent's interpreter `PATH`")
-	state := flag.String("state", "", "the session `FILE` (default sessions.json in the user's state directory)")
+	state := flag.String("state", "", "the session `FILE` (default sessions.json in the user's cache directory)")
 	addr := flag.String("addr", "127.0.0.1:8787", "listen `ADDRESS`")
 	gateway := flag.Bool("gateway", false, "chat turns are owned by a gateway process")
+	reload := flag.String("reload", reloadOff, "how to load new code: off, inprocess or exec")
+	drain := flag.Duration("drain", 10*time.Second, "how long in-flight work may take to finish before a reload")
+	supervised := flag.Bool("supervised", false, "a supervisor starts the server again when it exits with status 75 (exec reloads on Windows)")
 	flag.Parse()
-	if *module == "" {
+	if *module == "" || (*reload != reloadOff && *reload != reloadInProcess && *reload != reloadExec) {
 		flag.Usage()
 		os.Exit(2)
 	}
@@ -48,29 +81,107 @@ func main() {
 		}
 		*state = path
 	}
-	guard, err := runtimeguard.New(runtimeguard.Options{ModulePath: *module, HomeDir: *home, Python: *python, Logger: logger})
+
+	ln, err := listener(*addr)
 	if err != nil {
 		log.Fatal(err)
 	}
-	id := guard.Identity()
-	logger.Info("bound", "source_dir", id.SourceDir, "revision", id.Revision)
-
-	logger.Info("sessions", "file", *state)
-	srv := NewServer(guard, *state, *gateway)
-	hs := &http.Server{Addr: *addr, Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	go func() {
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(shutdown)
-	}()
-	logger.Info("listening", "addr", *addr)
-	if err := hs.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	layout := runtimeguard.HermesLayout
+	layout.Lock = *lock
+	opts := runtimeguard.Options{ModulePath: *module, HomeDir: *home, Python: *python, Layout: layout, Logger: logger}
+	opts.ExpectRevision = os.Getenv(expectEnv) // set by the process this one replaced
+	guard, err := runtimeguard.New(opts)
+	if err != nil {
 		log.Fatal(err)
 	}
+	releaseInheritedLock()
+	id := guard.Identity()
+	logger.Info("bound", "source_dir", id.SourceDir, "revision", id.Revision, "sessions", *state)
+
+	srv := NewServer(guard, *state, *gateway)
+	a := &app{handler: srv.Handler(), drain: *drain, supervised: *supervised}
+	srv.reloads = reloader{mode: *reload, drain: *drain, logger: logger, handoff: a.handoff}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	fmt.Printf("listening %s\n", ln.Addr())
+	a.serve(ln)
+	<-ctx.Done()
+	srv.reloads.wait()
+	a.shutdown()
 	srv.Wait()
+}
+
+// app is the HTTP server in front of the Server: replaced, on the same
+// socket, when a handoff fails.
+type app struct {
+	handler    http.Handler
+	drain      time.Duration
+	supervised bool
+
+	mu sync.Mutex // protects hs and ln
+	hs *http.Server
+	ln net.Listener
+}
+
+// serve serves on ln until shutdown or a handoff.
+func (a *app) serve(ln net.Listener) {
+	hs := &http.Server{Handler: a.handler, ReadHeaderTimeout: 10 * time.Second}
+	a.mu.Lock()
+	a.hs, a.ln = hs, ln
+	a.mu.Unlock()
+	go func() {
+		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Fatal(err)
+		}
+	}()
+}
+
+// shutdown stops accepting and waits, at most the drain time, for what is
+// being served.
+func (a *app) shutdown() {
+	a.mu.Lock()
+	hs := a.hs
+	a.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), a.drain)
+	defer cancel()
+	hs.SetKeepAlivesEnabled(false)
+	_ = hs.Shutdown(ctx)
+}
+
+// handoff starts the plan's new code in a new process: see handoff_unix.go
+// and handoff_windows.go. It returns only when that failed, with the server
+// serving again on the old code.
+func (a *app) handoff(plan *runtimeguard.Reload) error {
+	a.mu.Lock()
+	ln := a.ln
+	a.mu.Unlock()
+	return handoff(a, ln, plan)
+}
+
+// listener is the listening socket the process before this one handed
+// over, or a new one on addr.
+func listener(addr string) (net.Listener, error) {
+	fd := os.Getenv(listenFDEnv)
+	if fd == "" {
+		return net.Listen("tcp", addr)
+	}
+	var n uintptr
+	if _, err := fmt.Sscan(fd, &n); err != nil {
+		return nil, fmt.Errorf("%s=%q: %w", listenFDEnv, fd, err)
+	}
+	f := os.NewFile(n, "inherited listener")
+	defer f.Close() // FileListener holds its own descriptor
+	return net.FileListener(f)
+}
+
+// releaseInheritedLock closes the reload plan's lock the process before
+// this one handed over, now that the new code is bound.
+func releaseInheritedLock() {
+	var n uintptr
+	if _, err := fmt.Sscan(os.Getenv(lockFDEnv), &n); err == nil {
+		os.NewFile(n, "inherited lock").Close()
+	}
 }
 
 // defaultStatePath is sessions.json in a directory of this program's under

@@ -16,23 +16,48 @@ import (
 
 // Server is a small agent server that keeps its sessions in one JSON file
 // and follows the runtimeguard contract: it checks the guard before it looks
-// up, creates or changes a session for work it runs itself.
+// up, creates or changes a session for work it runs itself. With a reload
+// mode, it loads the new code once the guard proves that safe.
 type Server struct {
 	guard     *runtimeguard.Guard
 	statePath string
 	gateway   atomic.Bool   // chat turns are owned by a gateway process
 	ownerRead atomic.Uint64 // how often ownership was decided, for tests
 
+	// agent is the code the workers loaded: the module's revision and
+	// text, read at start and again when the workers restart.
+	agent atomic.Pointer[agentCode]
+
+	gate    gate     // guarded work in flight, closed while a reload drains
+	reloads reloader // how, and whether, the server reloads
+
 	mu   sync.Mutex // protects the session file and jobs
 	jobs map[string]*job
 	bg   sync.WaitGroup // running background jobs
 }
 
-// NewServer returns a server whose sessions live in statePath.
+// agentCode is what the workers loaded.
+type agentCode struct {
+	Revision string
+	Text     string
+}
+
+// NewServer returns a server whose sessions live in statePath; it loads
+// the agent's code at the guard's module.
 func NewServer(guard *runtimeguard.Guard, statePath string, gateway bool) *Server {
 	s := &Server{guard: guard, statePath: statePath, jobs: map[string]*job{}}
 	s.gateway.Store(gateway)
+	s.gate.init()
+	s.loadAgent()
 	return s
+}
+
+// loadAgent is what restarting the workers does: they load the module
+// from disk, at the revision the guard is bound to.
+func (s *Server) loadAgent() {
+	id := s.guard.Identity()
+	text, _ := os.ReadFile(id.ModulePath)
+	s.agent.Store(&agentCode{Revision: id.Revision, Text: string(text)})
 }
 
 // SetGateway changes who owns chat turns from the next request on.
@@ -48,6 +73,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /api/chat/background", s.backgroundTurn)
 	mux.HandleFunc("POST /api/session/compress", s.compressStart)
 	mux.HandleFunc("GET /api/session/compress/status", s.compressStatus)
+	mux.HandleFunc("GET /api/session", s.lookup)
 	return mux
 }
 
@@ -81,30 +107,72 @@ func (s *Server) owner() string {
 // gateway owns does not depend on this process's code and skips the check.
 func (s *Server) chatStart(w http.ResponseWriter, r *http.Request) {
 	owner := s.owner()
-	if owner == "local" && s.refuseIfStale(w) {
+	if owner != "local" {
+		s.turn(w, r, owner)
 		return
 	}
-	s.turn(w, r, owner)
+	s.guarded(w, r, func() { s.turn(w, r, owner) })
 }
 
 // backgroundTurn runs a hidden turn in this process: it is always checked,
 // whoever owns chat turns.
 func (s *Server) backgroundTurn(w http.ResponseWriter, r *http.Request) {
-	if s.refuseIfStale(w) {
-		return
-	}
-	s.turn(w, r, "local-background")
+	s.guarded(w, r, func() { s.turn(w, r, "local-background") })
 }
 
-func (s *Server) refuseIfStale(w http.ResponseWriter) bool {
+// lookup reads a session: this process's code reads session state, so it
+// is checked too. It answers with the revision of the code that served it.
+func (s *Server) lookup(w http.ResponseWriter, r *http.Request) {
+	s.guarded(w, r, func() {
+		id := r.URL.Query().Get("session_id")
+		s.mu.Lock()
+		sessions, err := s.load()
+		s.mu.Unlock()
+		if err != nil {
+			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+			return
+		}
+		sess := sessions[id]
+		if sess == nil {
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such session"})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"session_id": id, "messages": len(sess.Messages), "revision": s.agent.Load().Revision, "pid": os.Getpid()})
+	})
+}
+
+// guarded runs work that this process's code does: only while the gate is
+// open (no reload is draining), and only once the guard says the runtime is
+// current. Otherwise it answers the 409, and nothing is read or written.
+func (s *Server) guarded(w http.ResponseWriter, r *http.Request, work func()) {
+	for !s.gate.enter() {
+		if err := s.guard.EnsureCurrent(); err != nil {
+			s.refuse(w, r, err)
+			return
+		}
+		s.gate.waitOpen() // current, gate closed: a reload is just finishing
+	}
+	defer s.gate.leave()
 	err := s.guard.EnsureCurrent()
 	if err == nil {
-		return false
+		work()
+		return
 	}
-	if !runtimeguard.WriteStale(w, err) {
+	if s.reloads.try(s) {
+		err = s.guard.EnsureCurrent() // the reload is scheduled: say so
+	}
+	s.refuse(w, r, err)
+}
+
+// refuse writes the 409 of a stale runtime and flushes it, so that it has
+// left before anything is restarted.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	if !s.guard.WriteStale(w, r, err) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 	}
-	return true
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 func (s *Server) turn(w http.ResponseWriter, r *http.Request, owner string) {

@@ -1,0 +1,315 @@
+//go:build unix
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
+)
+
+// serverEnv makes the test binary the agent server: the end-to-end tests
+// run the real main in a process of its own, and the exec reload
+// re-executes that same binary.
+const serverEnv = "AGENTSERVER_BE_THE_SERVER"
+
+// runtimeguardBin is the runtimeguard command, built once for the tests
+// that run an update through it; empty when no toolchain is at hand.
+var (
+	runtimeguardBin  string
+	runtimeguardOnce sync.Once
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(serverEnv) != "" {
+		os.Args = append(os.Args[:1], strings.Fields(os.Getenv(serverEnv))...)
+		main()
+		os.Exit(0)
+	}
+	code := m.Run()
+	if runtimeguardBin != "" {
+		os.RemoveAll(filepath.Dir(runtimeguardBin))
+	}
+	os.Exit(code)
+}
+
+// buildRuntimeguard builds the runtimeguard command, or skips the test
+// where there is no go command to build it with.
+func buildRuntimeguard(t *testing.T) string {
+	t.Helper()
+	runtimeguardOnce.Do(func() {
+		if _, err := exec.LookPath("go"); err != nil {
+			return
+		}
+		dir, err := os.MkdirTemp("", "runtimeguard-e2e-")
+		require.NoError(t, err)
+		bin := filepath.Join(dir, "runtimeguard")
+		out, err := exec.Command("go", "build", "-o", bin, "github.com/runtimeguard/runtimeguard/cmd/runtimeguard").CombinedOutput()
+		require.NoError(t, err, "go build: %s", out)
+		runtimeguardBin = bin
+	})
+	if runtimeguardBin == "" {
+		t.Skip("no go command to build runtimeguard with")
+	}
+	return runtimeguardBin
+}
+
+// deployment is an agent checkout cloned from an upstream that is one
+// commit ahead, a home for the updater's files, and a server process.
+type deployment struct {
+	upstream, dir, home, state string
+	loaded, ahead              string
+	server                     *exec.Cmd
+	addr                       string
+	pid                        int
+}
+
+func newDeployment(t *testing.T) *deployment {
+	t.Helper()
+	gittest.Need(t)
+	tmp := gittest.TempDir(t)
+	d := &deployment{upstream: filepath.Join(tmp, "upstream"), dir: filepath.Join(tmp, "agent"),
+		home: filepath.Join(tmp, "home"), state: filepath.Join(tmp, "sessions.json")}
+	_, d.loaded = gittest.Agent(t, d.upstream)
+	gittest.Git(t, tmp, "clone", "-q", d.upstream, d.dir)
+	d.ahead = gittest.Commit(t, d.upstream, "run_agent.py", "class AIAgent: revision = 2\n")
+	return d
+}
+
+// start runs the server with the reload mode and waits for its address.
+func (d *deployment) start(t *testing.T, mode string) {
+	t.Helper()
+	args := fmt.Sprintf("--module %s --home %s --lock update.lock --state %s --addr 127.0.0.1:0 --reload %s --drain 5s",
+		filepath.Join(d.dir, "run_agent.py"), d.home, d.state, mode)
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), serverEnv+"="+args)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var logs bytes.Buffer
+	cmd.Stderr = &syncWriter{w: &logs}
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("server log:\n%s", logs.String())
+		}
+	})
+	line := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if a, ok := strings.CutPrefix(sc.Text(), "listening "); ok {
+				line <- a
+			}
+		}
+	}()
+	select {
+	case d.addr = <-line:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the server did not start")
+	}
+	d.server, d.pid = cmd, cmd.Process.Pid
+}
+
+// syncWriter serializes writes, for a buffer a process and a test share.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+// update runs the runtimeguard updater in the checkout with argv.
+func (d *deployment) update(t *testing.T, argv ...string) {
+	t.Helper()
+	bin := buildRuntimeguard(t)
+	cmd := exec.Command(bin, append([]string{"update", "--module", filepath.Join(d.dir, "run_agent.py"), "--home", d.home, "--lock", "update.lock", "--"}, argv...)...)
+	cmd.Dir, cmd.Env = d.dir, gittest.Env
+	out, err := cmd.CombinedOutput()
+	t.Logf("runtimeguard update %v: %v\n%s", argv, err, out)
+}
+
+// answer is one response the client saw, or the error it got instead.
+type answer struct {
+	status           int
+	revision         string
+	pid              float64
+	retryable        bool
+	restartScheduled bool
+	err              error
+}
+
+// client sends guarded requests without pause until stopped and keeps
+// every answer.
+type client struct {
+	mu      sync.Mutex
+	answers []answer
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+func (d *deployment) client(t *testing.T) *client {
+	t.Helper()
+	hc := &http.Client{Timeout: 30 * time.Second}
+	post, err := hc.Post("http://"+d.addr+"/api/chat/start", "application/json", strings.NewReader(`{"session_id":"s1","message":"hello"}`))
+	require.NoError(t, err)
+	post.Body.Close()
+	require.Equal(t, http.StatusOK, post.StatusCode)
+	c := &client{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		for {
+			select {
+			case <-c.stop:
+				return
+			default:
+			}
+			a := answer{}
+			resp, err := hc.Get("http://" + d.addr + "/api/session?session_id=s1")
+			if err != nil {
+				a.err = err
+			} else {
+				var body map[string]any
+				a.status = resp.StatusCode
+				if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+					a.err = fmt.Errorf("status %d, body: %w", resp.StatusCode, err)
+				}
+				resp.Body.Close()
+				a.revision, _ = body["revision"].(string)
+				a.pid, _ = body["pid"].(float64)
+				a.retryable, _ = body["retryable"].(bool)
+				a.restartScheduled, _ = body["restart_scheduled"].(bool)
+			}
+			c.mu.Lock()
+			c.answers = append(c.answers, a)
+			c.mu.Unlock()
+		}
+	}()
+	return c
+}
+
+// until waits for an answer that satisfies ok, at most 60 s.
+func (c *client) until(t *testing.T, what string, ok func(answer) bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		c.mu.Lock()
+		n := len(c.answers)
+		found := n > 0 && ok(c.answers[n-1])
+		c.mu.Unlock()
+		if found {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no answer %s within 60 s", what)
+}
+
+// finish stops the client and returns what it saw.
+func (c *client) finish() []answer {
+	close(c.stop)
+	<-c.done
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.answers
+}
+
+// phases checks that the answers are, in this order, 200 from the old
+// revision, 409 retryable, and (when the reload happened) 200 from the new
+// one; no error, no 5xx. It returns how many of each it saw.
+func phases(t *testing.T, answers []answer, old, new string) (olds, conflicts, news int) {
+	t.Helper()
+	phase := 0
+	for i, a := range answers {
+		require.NoError(t, a.err, "answer %d", i)
+		switch {
+		case a.status == http.StatusOK && a.revision == old && phase == 0:
+			olds++
+		case a.status == http.StatusConflict && a.retryable && phase <= 1:
+			phase = 1
+			conflicts++
+		case a.status == http.StatusOK && a.revision == new && new != "":
+			phase = 2
+			news++
+		default:
+			t.Fatalf("answer %d of %d out of order (phase %d): %+v", i, len(answers), phase, a)
+		}
+	}
+	return olds, conflicts, news
+}
+
+// An update proven by its receipt is reloaded with no request lost: every
+// answer is 200 from the old code, 409 retryable, or 200 from the new
+// code, in that order, with no connection refused or reset and no 5xx.
+func TestReloadEndToEnd(t *testing.T) {
+	for _, mode := range []string{reloadInProcess, reloadExec} {
+		t.Run(mode, func(t *testing.T) {
+			d := newDeployment(t)
+			d.start(t, mode)
+			c := d.client(t)
+			c.until(t, "from the old code", func(a answer) bool { return a.revision == d.loaded })
+			d.update(t, "git", "pull", "-q", "--ff-only")
+			c.until(t, "from the new code", func(a answer) bool { return a.revision == d.ahead })
+			time.Sleep(200 * time.Millisecond) // answers after the reload too
+			answers := c.finish()
+			olds, conflicts, news := phases(t, answers, d.loaded, d.ahead)
+			t.Logf("%d answers: %d old, %d 409, %d new", len(answers), olds, conflicts, news)
+			assert.Positive(t, olds)
+			assert.Positive(t, news)
+			sawScheduled := false
+			for _, a := range answers {
+				sawScheduled = sawScheduled || a.restartScheduled
+				if a.status == http.StatusOK {
+					assert.Equal(t, float64(d.pid), a.pid, "the same process serves, before and after")
+				}
+			}
+			if conflicts > 0 {
+				assert.True(t, sawScheduled, "a 409 while the reload was under way said restart_scheduled")
+			}
+		})
+	}
+}
+
+// An updater that fails leaves the server on the old code, answering 409
+// with restart_scheduled false: no receipt proves anything.
+func TestNoReloadAfterAFailedUpdate(t *testing.T) {
+	for _, mode := range []string{reloadInProcess, reloadExec} {
+		t.Run(mode, func(t *testing.T) {
+			d := newDeployment(t)
+			d.start(t, mode)
+			c := d.client(t)
+			c.until(t, "from the old code", func(a answer) bool { return a.revision == d.loaded })
+			d.update(t, "sh", "-c", "git pull -q --ff-only && exit 1")
+			c.until(t, "409", func(a answer) bool { return a.status == http.StatusConflict })
+			time.Sleep(time.Second) // time enough for a reload that must not come
+			answers := c.finish()
+			_, conflicts, news := phases(t, answers, d.loaded, "")
+			assert.Positive(t, conflicts)
+			assert.Zero(t, news)
+			for _, a := range answers {
+				assert.False(t, a.restartScheduled, "%+v", a)
+			}
+		})
+	}
+}

@@ -1,0 +1,26 @@
+//go:build windows
+
+package main
+
+import (
+	"errors"
+	"net"
+	"os"
+
+	"github.com/runtimeguard/runtimeguard"
+)
+
+// handoff cannot keep the listening socket across a new process here.
+// Under a supervisor (--supervised), the server finishes what it serves and
+// exits with exitReload for the supervisor to start the new code, which
+// binds to whatever HEAD is then: a move in between is what its guard
+// catches. Without one, exiting would leave the server dead: it stays on
+// the old code, answering the 409.
+func handoff(a *app, _ net.Listener, _ *runtimeguard.Reload) error {
+	if !a.supervised {
+		return errors.New("an exec reload needs a supervisor here (--supervised)")
+	}
+	a.shutdown()
+	os.Exit(exitReload)
+	return nil
+}

@@ -49,11 +49,17 @@ func commandProcess(args ...string) *exec.Cmd {
 	return cmd
 }
 
-// runCmd runs the built binary with args and HERMES_HOME set to home.
+// runCmd runs the command with args and HERMES_HOME set to home.
 func runCmd(t *testing.T, home string, args ...string) result {
 	t.Helper()
 	cmd := commandProcess(args...)
 	cmd.Env = append(cmd.Env, "HERMES_HOME="+home)
+	return runProcess(t, cmd)
+}
+
+// runProcess runs cmd and returns what it did.
+func runProcess(t *testing.T, cmd *exec.Cmd) result {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -371,17 +377,7 @@ func (c *updateCase) update(t *testing.T, argv ...string) result {
 	cmd := commandProcess(args...)
 	cmd.Dir = c.dir
 	cmd.Env = append(cmd.Env, gittest.Env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else {
-		require.NoError(t, err)
-	}
-	return result{code, stdout.String(), stderr.String()}
+	return runProcess(t, cmd)
 }
 
 // A successful update leaves a success receipt for the new HEAD, durable

@@ -10,6 +10,10 @@ import (
 	"github.com/runtimeguard/runtimeguard"
 )
 
+// exitReload is the status the server exits with for its supervisor to
+// start the new code, where it cannot re-execute itself.
+const exitReload = 75
+
 // handoff cannot keep the listening socket across a new process here.
 // Under a supervisor (--supervised), the server finishes what it serves and
 // exits with exitReload for the supervisor to start the new code, which

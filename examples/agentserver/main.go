@@ -53,10 +53,6 @@ const (
 	lockFDEnv   = "AGENTSERVER_LOCK_FD"   // the plan's lock, to close once bound
 )
 
-// exitReload is the status the server exits with for its supervisor to
-// start the new code, where it cannot re-execute itself.
-const exitReload = 75
-
 func main() {
 	module := flag.String("module", "", "the agent module `FILE` this server loads (required)")
 	home := flag.String("home", "", "the updater's home `DIR` (default $HERMES_HOME or ~/.hermes)")

@@ -77,8 +77,11 @@ func TestHungReadCostsOneGoroutine(t *testing.T) {
 
 	h.hang.Store(false)
 	close(h.release)
-	require.Eventually(t, func() bool { return h.blocked.Load() == 0 }, 10*time.Second, time.Millisecond)
-	assert.NoError(t, g.EnsureCurrent(), "the check after the read returned")
+	// The stuck read returns; checks read again and are current (one
+	// that meets the old read still winding down may fail closed).
+	require.Eventually(t, func() bool { return g.EnsureCurrent() == nil }, 10*time.Second, time.Millisecond,
+		"a check after the stuck read returned")
+	assert.Equal(t, int32(0), h.blocked.Load())
 }
 
 // New waits no longer than ReadTimeout for a read either.

@@ -3,12 +3,14 @@ package runtimeguard
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
+	"github.com/runtimeguard/runtimeguard/internal/watch"
 )
 
 // binding is one bound checkout and the proof, kept between checks, that its
@@ -29,6 +31,12 @@ type binding struct {
 
 	snap atomic.Pointer[snapshot]
 
+	// sub is the binding's inotify subscription, on the watch path; nil
+	// on the stat path, and watchWhy then says why (for diagnostics). Only
+	// the full read in flight touches sub.
+	sub      *watch.Sub
+	watchWhy atomic.Pointer[string]
+
 	mu       sync.Mutex // protects started, inflight and last
 	started  uint64     // full reads started so far
 	inflight *readCall  // the full read running, if any
@@ -37,10 +45,15 @@ type binding struct {
 
 // snapshot is the result of a full read with the stamps of every file it
 // depends on. trusted is false when a stamp could hide a later change.
+// watched is true when the binding's inotify subscription, armed for these
+// files in generation gen, proves them unchanged: the watch path.
 type snapshot struct {
 	rev     string
 	deps    gitread.Deps
 	trusted bool
+	watched bool
+	sub     *watch.Sub // the subscription that vouches, when watched
+	gen     uint64
 }
 
 // readCall is one full read: done is closed once its results are set.
@@ -54,11 +67,19 @@ type readCall struct {
 	snap     *snapshot // nil unless the read succeeded
 }
 
-// current returns the checkout's revision now: from the snapshot when a stat
-// of each of its files proves nothing changed, else from a full read.
+// current returns the checkout's revision now: from the snapshot when the
+// watch proves nothing changed (one system call), or a stat of each of its
+// files does, else from a full read.
 func (b *binding) current(e *env, alwaysRead bool, timeout time.Duration) (string, error) {
-	if s := b.snap.Load(); s != nil && s.trusted && !alwaysRead && s.deps.Unchanged(e.git) {
-		return s.rev, nil
+	if s := b.snap.Load(); s != nil && !alwaysRead {
+		switch {
+		case s.watched:
+			if s.sub.Unchanged(s.gen) || s.sub.Settle(s.gen) {
+				return s.rev, nil
+			}
+		case s.trusted && s.deps.Unchanged(e.git):
+			return s.rev, nil
+		}
 	}
 	call, err := b.fullRead(e, alwaysRead, timeout, false)
 	if err != nil {
@@ -125,6 +146,7 @@ func (b *binding) run(call *readCall, e *env, alwaysRead, mustExist bool) {
 		close(call.done)
 	}()
 	start := e.now()
+	gen := b.armable(e, alwaysRead)
 	c, deps, err := gitread.Read(e.git, b.configured, mustExist)
 	call.checkout = c
 	switch {
@@ -135,7 +157,10 @@ func (b *binding) run(call *readCall, e *env, alwaysRead, mustExist bool) {
 		call.err = fmt.Errorf("%s now leads to %s, not to %s: %w", b.configured, c.ModulePath, b.id.ModulePath, errElsewhere)
 		return
 	}
-	s := &snapshot{rev: c.Revision, deps: deps, trusted: !alwaysRead && deps.Settled(start)}
+	s := &snapshot{rev: c.Revision, deps: deps, trusted: !alwaysRead && deps.Settled(start), gen: gen}
+	if b.sub != nil {
+		s.watched, s.sub = b.arm(e, s, start), b.sub
+	}
 	b.snap.Store(s)
 	call.rev, call.snap = c.Revision, s
 }
@@ -143,3 +168,74 @@ func (b *binding) run(call *readCall, e *env, alwaysRead, mustExist bool) {
 // errElsewhere is a configured module path that now leads to another file
 // than the one the guard bound to.
 var errElsewhere = errors.New("the module path leads elsewhere")
+
+// armable prepares a full read on the watch path: it subscribes the
+// binding on its first read, where the platform has inotify, and starts a
+// new generation, so that every change from here on is seen. It returns
+// the generation; on the stat path, 0.
+func (b *binding) armable(e *env, alwaysRead bool) uint64 {
+	if alwaysRead {
+		return 0
+	}
+	if b.sub == nil {
+		if b.watchWhy.Load() != nil {
+			return 0 // tried, and the stat path it is
+		}
+		w, err := e.watch()
+		if err != nil {
+			b.setWatchWhy(err.Error())
+			return 0
+		}
+		b.sub = w.Subscribe()
+		runtime.AddCleanup(b, func(s *watch.Sub) { s.Close() }, b.sub)
+	}
+	return b.sub.Clear()
+}
+
+// arm watches what the snapshot depends on and reports whether the watch
+// may vouch for it. Where a directory is watched that was not before, a
+// change between the read and now went unreported: the files must be
+// settled and unchanged, else the next check reads again. A file system
+// that does not report its changes, or the watch limit, keeps the stat
+// path, and says why.
+func (b *binding) arm(e *env, s *snapshot, start time.Time) bool {
+	entries := make([]watch.Entry, len(s.deps))
+	for i, d := range s.deps {
+		entries[i] = watch.Entry{Path: d.Path, Dir: d.NoFollow && d.Stamp.IsDir()}
+	}
+	fresh, err := b.sub.Arm(entries)
+	if err != nil {
+		b.setWatchWhy(err.Error())
+		b.sub.Close()
+		b.sub = nil
+		return false
+	}
+	if fresh && !(s.deps.Settled(start) && s.deps.Unchanged(e.git)) {
+		b.sub.MarkDirty()
+	}
+	return true
+}
+
+func (b *binding) setWatchWhy(why string) { b.watchWhy.Store(&why) }
+
+// path says how a check of the unchanged checkout proves it unchanged,
+// and why not by watching.
+func (b *binding) path(alwaysRead bool) (check, why string) {
+	if alwaysRead {
+		return "read", "Options.AlwaysRead"
+	}
+	if s := b.snap.Load(); s != nil && s.watched {
+		return "watch", ""
+	}
+	if w := b.watchWhy.Load(); w != nil {
+		why = *w
+	}
+	return "stat", why
+}
+
+// close drops the binding's subscription: a binding no guard uses.
+func (b *binding) close() {
+	if b.sub != nil {
+		b.sub.Close()
+	}
+}

@@ -1,6 +1,7 @@
 package runtimeguard
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"sync"
@@ -12,14 +13,52 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
+	"github.com/runtimeguard/runtimeguard/internal/watch"
 )
 
 // settledEnv is the system environment with a clock an hour ahead, so every
 // stamp is old enough to trust and the checks below exercise the fast path.
 func settledEnv() *env {
-	e := testEnv(nil)
+	e := statEnv()
 	e.now = func() time.Time { return time.Now().Add(time.Hour) }
 	return e
+}
+
+// statEnv is the system environment on the stat path: no inotify watch.
+func statEnv() *env {
+	e := testEnv(nil)
+	e.watch = func() (*watch.Watcher, error) { return nil, errors.New("the watch path is off in this test") }
+	return e
+}
+
+// watchEnv is the system environment on the watch path, where the
+// platform has one.
+func watchEnv(t testing.TB) *env {
+	t.Helper()
+	if _, err := watch.Shared(); err != nil {
+		t.Skipf("no watch path here: %v", err)
+	}
+	return testEnv(nil)
+}
+
+// onWatchPath reports whether the guard's checks of an unchanged checkout
+// take the watch path.
+func onWatchPath(g *Guard) bool {
+	check, _ := g.bound.Load().path(false)
+	return check == "watch"
+}
+
+// pathModes are the ways a check proves a checkout unchanged, each with
+// the environment that takes it: the stat path with a settled clock (the
+// fast path) and the real one (files too recent: reads), and the watch
+// path.
+var pathModes = []struct {
+	name string
+	env  func(t testing.TB) *env
+}{
+	{"stat-settled", func(testing.TB) *env { return settledEnv() }},
+	{"stat-real", func(testing.TB) *env { return statEnv() }},
+	{"watch", watchEnv},
 }
 
 // bindFast binds a guard to module with env e and makes sure its snapshot
@@ -94,23 +133,23 @@ func TestNextCheckTellsTheTruth(t *testing.T) {
 			require.NoError(t, os.Remove(filepath.Join(dir, "run_agent.py")))
 		}, false},
 	}
-	for _, clock := range []string{"settled", "real"} {
+	for _, mode := range pathModes {
 		for _, tc := range cases {
-			t.Run(clock+"/"+tc.name, func(t *testing.T) {
+			t.Run(mode.name+"/"+tc.name, func(t *testing.T) {
 				t.Parallel()
 				dir := tempDir(t)
 				first := initRepo(t, dir, map[string]string{"run_agent.py": "x = 1\n", "lib.py": "y\n"})
 				module := filepath.Join(dir, "run_agent.py")
 				commit(t, dir, "lib.py", "y = 2\n")
-				e := systemEnv
-				if clock == "settled" {
-					e = settledEnv()
-				}
-				g := bindFast(t, module, e)
-				if clock == "settled" {
+				g := bindFast(t, module, mode.env(t))
+				switch mode.name {
+				case "stat-settled":
 					require.True(t, trusted(g), "the snapshot of a settled checkout is trusted")
+				case "watch":
 					require.NoError(t, g.EnsureCurrent())
+					require.True(t, onWatchPath(g), "a checkout on a local file system is watched")
 				}
+				require.NoError(t, g.EnsureCurrent())
 
 				tc.change(t, dir, first)
 				err := g.EnsureCurrent()
@@ -213,9 +252,15 @@ func TestAlwaysReadNeverTrusts(t *testing.T) {
 // One goroutine commits while eight check: every check that begins after a
 // commit returned fails, and no check fails before the first commit began.
 func TestChecksRaceCommits(t *testing.T) {
+	for _, mode := range pathModes {
+		t.Run(mode.name, func(t *testing.T) { checksRaceCommits(t, mode.env(t)) })
+	}
+}
+
+func checksRaceCommits(t *testing.T, e *env) {
 	dir := tempDir(t)
 	module, _ := agentRepo(t, dir)
-	g, err := New(Options{ModulePath: module, HomeDir: dir})
+	g, err := newGuard(Options{ModulePath: module, HomeDir: dir}, e)
 	require.NoError(t, err)
 
 	var commitsStarted, commitsDone atomic.Int64

@@ -11,6 +11,7 @@ import (
 
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
 	"github.com/runtimeguard/runtimeguard/internal/updater"
+	"github.com/runtimeguard/runtimeguard/internal/watch"
 )
 
 // Errors a host can tell apart with errors.Is. A repository format this
@@ -189,14 +190,18 @@ func (g *Guard) bind(cfg *config, abs string) (*binding, error) {
 		switch {
 		case err != nil && errors.Is(err, gitread.ErrChanged):
 			unsettled = err
+			b.close()
 			continue
 		case err != nil:
+			b.close()
 			return nil, err
 		case call.checkout.Unsettled:
 			unsettled = fmt.Errorf("HEAD names %s, which does not exist while other refs do (a branch being renamed or deleted, or an orphan branch)", call.checkout.Head)
+			b.close()
 			continue
 		case !call.snap.deps.Unchanged(e.git):
 			unsettled = errors.New("the checkout changed while it was read")
+			b.close()
 			continue
 		}
 		c := call.checkout
@@ -264,7 +269,12 @@ func (g *Guard) Identity() Identity {
 // roots, the receipt, and the update state they add up to.
 func (g *Guard) Observe() Observation {
 	cfg := g.config()
-	return g.observe(cfg, g.bound.Load())
+	b := g.bound.Load()
+	o := g.observe(cfg, b)
+	if b != nil && b.id.Revision != "" {
+		o.Check, o.CheckReason = b.path(cfg.alwaysRead)
+	}
+	return o
 }
 
 // Observe is [Guard.Observe] without a guard: it reads the updater's files
@@ -316,6 +326,8 @@ type env struct {
 	git *gitread.FS
 	// upd reads the updater's files.
 	upd *updater.Env
+	// watch is the process's inotify watcher, or why there is none.
+	watch func() (*watch.Watcher, error)
 }
 
-var systemEnv = &env{now: time.Now, git: gitread.System, upd: updater.System}
+var systemEnv = &env{now: time.Now, git: gitread.System, upd: updater.System, watch: watch.Shared}

@@ -88,6 +88,13 @@ type Observation struct {
 	// LockPath is the updater's lock file; empty when the layout has none
 	// or no home directory is known.
 	LockPath string `json:"lock_path,omitempty"`
+	// Check is how a check of an unchanged checkout proves it unchanged:
+	// "watch" (one system call on an inotify descriptor), "stat" (a stat
+	// of each file the answer depends on) or "read" (Options.AlwaysRead:
+	// a full read); empty for an unbound or inert guard. CheckReason says
+	// why a guard that could watch does not.
+	Check       string `json:"check,omitempty"`
+	CheckReason string `json:"check_reason,omitempty"`
 }
 
 // Receipt is what the updater wrote after a run (or, with outcome

@@ -11,6 +11,7 @@ import (
 
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
 	"github.com/runtimeguard/runtimeguard/internal/updater"
+	"github.com/runtimeguard/runtimeguard/internal/watch"
 )
 
 // ErrNotReady matches the error of [Guard.PlanReload] when a reload is not
@@ -286,23 +287,55 @@ func (g *Guard) firstSignal() *signal {
 	return g.first.Load()
 }
 
-// Watch checks the checkout every interval until ctx is done, so that
-// [Guard.Changed] fires without a request. It returns ctx's error. A
-// stale check is logged as any other.
+// Watch checks the checkout until ctx is done, so that [Guard.Changed]
+// fires without a request, and returns ctx's error. On the watch path (see
+// [Observation].Check) it checks when the kernel reports an event, with no
+// polling; elsewhere every interval. A stale check is logged as any other.
 func (g *Guard) Watch(ctx context.Context, interval time.Duration) error {
 	if interval <= 0 {
 		return fmt.Errorf("runtimeguard: watch interval %v is not positive", interval)
 	}
+	_ = g.EnsureCurrent()
+	if wt := g.waiter(); wt != nil {
+		defer wt.Close()
+		stop := context.AfterFunc(ctx, wt.Stop)
+		defer stop()
+		for wt.Wait() {
+			_ = g.EnsureCurrent()
+		}
+		return ctx.Err()
+	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		_ = g.EnsureCurrent()
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
 		}
+		_ = g.EnsureCurrent()
 	}
+}
+
+// waiter is an event source for Watch when the guard is on the watch path.
+func (g *Guard) waiter() *watch.Waiter {
+	b := g.bound.Load()
+	if b == nil {
+		return nil
+	}
+	s := b.snap.Load()
+	if s == nil || !s.watched {
+		return nil
+	}
+	w, err := g.config().env.watch()
+	if err != nil {
+		return nil
+	}
+	wt, err := w.NewWaiter()
+	if err != nil {
+		return nil
+	}
+	return wt
 }
 
 // signal is a channel closed once.

@@ -239,12 +239,17 @@ func TestSweepAgainstGit(t *testing.T) {
 	}
 	modes := []struct {
 		name       string
-		env        func() *env
+		env        func(t testing.TB) *env
 		alwaysRead bool
 	}{
-		{"settled", settledEnv, false},
-		{"real", func() *env { return testEnv(nil) }, false},
-		{"always-read", settledEnv, true},
+		{"always-read", func(testing.TB) *env { return settledEnv() }, true},
+	}
+	for _, m := range pathModes {
+		modes = append(modes, struct {
+			name       string
+			env        func(t testing.TB) *env
+			alwaysRead bool
+		}{m.name, m.env, false})
 	}
 	for _, mode := range modes {
 		for _, tc := range cases {
@@ -256,11 +261,14 @@ func TestSweepAgainstGit(t *testing.T) {
 					viaCurrent: filepath.Join(d.root, "current", "pkg", "run_agent.py"),
 					viaApp:     filepath.Join(d.root, "app", "run_agent.py"),
 				}[tc.path]
-				g, err := newGuard(Options{ModulePath: configured, HomeDir: tempDir(t), AlwaysRead: mode.alwaysRead}, mode.env())
+				g, err := newGuard(Options{ModulePath: configured, HomeDir: tempDir(t), AlwaysRead: mode.alwaysRead}, mode.env(t))
 				require.NoError(t, err)
 				require.Equal(t, d.rev, g.Identity().Revision)
 				require.NoError(t, checkWithin(t, g))
 				require.NoError(t, checkWithin(t, g), "the fast path before the change")
+				if mode.name == "watch" {
+					require.True(t, onWatchPath(g), "the sweep's checkout is watched")
+				}
 				bound := g.Identity().ModulePath
 
 				tc.change(t, d)

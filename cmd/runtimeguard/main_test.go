@@ -373,7 +373,7 @@ func (c *updateCase) receipt(t *testing.T) map[string]any {
 
 func (c *updateCase) update(t *testing.T, argv ...string) result {
 	t.Helper()
-	args := append([]string{"update", "--module", c.module, "--home", c.home, "--lock", "update.lock", "--"}, argv...)
+	args := append([]string{"update", "--module", c.module, "--home", c.home, "--lock", "update.lock", "--wait", "200ms", "--"}, argv...)
 	cmd := commandProcess(args...)
 	cmd.Dir = c.dir
 	cmd.Env = append(cmd.Env, gittest.Env...)

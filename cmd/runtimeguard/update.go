@@ -40,6 +40,7 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	c.doc = updateDoc
 	var gf guardFlags
 	gf.register(c.fs)
+	wait := c.fs.Duration("wait", 5*time.Second, "how long to wait for the lock (a reload's plan holds it while the server hands over)")
 	if err := c.parse(args, -1); err != nil {
 		return err
 	}
@@ -66,6 +67,10 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 		lock, err := updater.Lock(o.LockPath, true)
+		for deadline := time.Now().Add(*wait); errors.Is(err, updater.ErrLocked) && time.Now().Before(deadline); {
+			time.Sleep(50 * time.Millisecond)
+			lock, err = updater.Lock(o.LockPath, true)
+		}
 		if errors.Is(err, updater.ErrLocked) {
 			return fmt.Errorf("refused: another update or a reload holds %s", o.LockPath)
 		}

@@ -33,6 +33,9 @@ const (
 // Present reports whether something was at the path.
 func (s Stamp) Present() bool { return s.present }
 
+// IsDir reports whether a directory was at the path.
+func (s Stamp) IsDir() bool { return s.dir }
+
 // Settled reports whether s can be trusted to change if the file changes
 // after readStart.
 func (s Stamp) Settled(readStart time.Time) bool {

@@ -1,0 +1,558 @@
+package watch
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/runtimeguard/runtimeguard/internal/sysx"
+)
+
+// mask is what every watched directory reports: entries made, removed,
+// renamed, written or with changed attributes, and the directory itself
+// removed, renamed or unmounted.
+const mask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO |
+	unix.IN_MODIFY | unix.IN_ATTRIB | unix.IN_CLOSE_WRITE |
+	unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR | unix.IN_MASK_ADD
+
+// MaxWatchesPerSub bounds the directories one subscription may watch: a
+// path nested deeper than this keeps the stat path.
+const MaxWatchesPerSub = 256
+
+// Local file systems, whose every change is made through this kernel and
+// reported by inotify (statfs f_type, linux/magic.h).
+var localTypes = map[int64]string{
+	0xEF53:     "ext4",
+	0x58465342: "xfs",
+	0x9123683E: "btrfs",
+	0x01021994: "tmpfs",
+	0xF2F52010: "f2fs",
+	0x858458F6: "ramfs",
+	0x2FC12FC1: "zfs",
+	0x3153464A: "jfs",
+	0x52654973: "reiserfs",
+	0x4D44:     "vfat",
+	0x5346544E: "ntfs",
+	0x2011BAB0: "exfat",
+	0x9FA0:     "proc",
+}
+
+// Watcher is the process's inotify descriptor and what it watches. Make
+// it with Shared; it is never closed.
+type Watcher struct {
+	fd    int     // the inotify descriptor, non-blocking
+	slots []*slot // the epoll sets checks poll through, one check at a time each
+
+	// seq is odd while events are drained and dispatched: a check that
+	// polled nothing is only sure no event was consumed meanwhile if seq
+	// was even and unchanged around its poll.
+	seq atomic.Uint64
+
+	mu   sync.Mutex // protects byWD, subs and the draining
+	byWD map[int32]*dir
+	subs map[*Sub]struct{}
+	buf  []byte
+}
+
+// slot is an epoll set holding the inotify descriptor and a descriptor of
+// /proc/self/mountinfo of its own: polling the mount table consumes its
+// change, per open file, so each slot is polled by one check at a time,
+// and a check that consumes a mount change marks every subscription dirty
+// before it gives the slot back.
+type slot struct {
+	busy   atomic.Int32
+	ep     int
+	mounts int
+	events [2]unix.EpollEvent
+}
+
+// dir is one watched directory (one inode: the path it was last watched
+// at is for messages) and the entries in it that matter, each with the
+// subscriptions that depend on it.
+type dir struct {
+	path  string
+	wd    int32
+	names map[string]map[*Sub]int
+	subs  map[*Sub]int // every subscription with an entry here
+}
+
+var (
+	shared    *Watcher
+	sharedErr error
+	once      sync.Once
+)
+
+// Shared returns the process's watcher, made on first use. Watch limits
+// are per user (max_user_instances is often 128): a process uses one
+// descriptor, whatever its number of guards.
+func Shared() (*Watcher, error) {
+	once.Do(func() { shared, sharedErr = newWatcher() })
+	return shared, sharedErr
+}
+
+func newWatcher() (*Watcher, error) {
+	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("inotify_init1: %w", err)
+	}
+	w := &Watcher{fd: fd, byWD: map[int32]*dir{}, subs: map[*Sub]struct{}{}, buf: make([]byte, 64<<10)}
+	n := min(max(2*runtime.GOMAXPROCS(0), 4), 64)
+	for i := 0; i < n; i++ {
+		s, err := newSlot(fd)
+		if err != nil {
+			w.close()
+			return nil, err
+		}
+		w.slots = append(w.slots, s)
+	}
+	return w, nil
+}
+
+func newSlot(inotify int) (*slot, error) {
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("epoll_create1: %w", err)
+	}
+	s := &slot{ep: ep, mounts: -1}
+	if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, inotify, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(inotify)}); err != nil {
+		unix.Close(ep)
+		return nil, fmt.Errorf("epoll_ctl: %w", err)
+	}
+	s.mounts, err = unix.Open("/proc/self/mountinfo", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		unix.Close(ep)
+		return nil, fmt.Errorf("mount table: %w", err)
+	}
+	if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, s.mounts, &unix.EpollEvent{Events: unix.EPOLLPRI, Fd: int32(s.mounts)}); err != nil {
+		unix.Close(s.mounts)
+		unix.Close(ep)
+		return nil, fmt.Errorf("epoll_ctl of the mount table: %w", err)
+	}
+	return s, nil
+}
+
+func (w *Watcher) close() {
+	for _, s := range w.slots {
+		unix.Close(s.mounts)
+		unix.Close(s.ep)
+	}
+	unix.Close(w.fd)
+}
+
+// Sub is one guard binding's subscription: the entries its answer depends
+// on. Dirty is set, by whichever check drains the events, once an event
+// touches one of them; Clear and Arm start a new read.
+type Sub struct {
+	w     *Watcher
+	gen   atomic.Uint64 // bumped by Clear: a read began
+	dirty atomic.Bool
+	regs  []reg // what Arm registered; w.mu protects it
+}
+
+// reg is one entry a subscription registered: the directory and the name
+// in it ("" for the directory itself).
+type reg struct {
+	d    *dir
+	name string
+}
+
+// Subscribe returns a subscription with nothing registered yet: dirty until
+// armed.
+func (w *Watcher) Subscribe() *Sub {
+	s := &Sub{w: w}
+	s.dirty.Store(true)
+	w.mu.Lock()
+	w.subs[s] = struct{}{}
+	w.mu.Unlock()
+	return s
+}
+
+// Unchanged reports, in one system call, that no event touched the
+// subscription's entries since the read of generation gen began (see
+// Clear): nothing queued on the inotify descriptor, no change of the mount
+// table, no event drained by another check that made it dirty, and no
+// other read begun. False means the caller must look closer (Settle), not
+// that anything changed.
+func (s *Sub) Unchanged(gen uint64) bool {
+	w := s.w
+	seq := w.seq.Load()
+	if seq&1 != 0 || s.dirty.Load() || s.gen.Load() != gen {
+		return false
+	}
+	sl := w.acquire()
+	if sl == nil {
+		return false // every slot busy: look closer
+	}
+	n, err := epollWait(sl.ep, sl.events[:], 0)
+	if err != nil || n != 0 {
+		w.consume(sl, n)
+		w.release(sl)
+		return false
+	}
+	w.release(sl)
+	return !s.dirty.Load() && w.seq.Load() == seq && s.gen.Load() == gen
+}
+
+// acquire takes a free slot, or returns nil when every one is busy.
+func (w *Watcher) acquire() *slot {
+	n := len(w.slots)
+	i := int(rand.Uint32N(uint32(n)))
+	for k := 0; k < n; k++ {
+		sl := w.slots[(i+k)%n]
+		if sl.busy.CompareAndSwap(0, 1) {
+			return sl
+		}
+	}
+	return nil
+}
+
+func (w *Watcher) release(sl *slot) { sl.busy.Store(0) }
+
+// consume handles what a slot's poll reported: a change of the mount
+// table (which the poll consumed, for this slot) makes every subscription
+// dirty before the slot is given back; queued inotify events are drained.
+func (w *Watcher) consume(sl *slot, n int) {
+	mounts := false
+	for i := 0; i < n; i++ {
+		if sl.events[i].Fd == int32(sl.mounts) {
+			mounts = true
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seq.Add(1)
+	if mounts {
+		w.dirtyAll()
+	}
+	w.drain()
+	w.seq.Add(1)
+}
+
+// Settle drains the queued events and reports whether the subscription is
+// still clean for generation gen: an event that touched nothing it depends
+// on costs no read. A check whose Unchanged said false calls it before
+// reading again.
+func (s *Sub) Settle(gen uint64) bool {
+	w := s.w
+	if sl := w.acquire(); sl != nil {
+		n, err := epollWait(sl.ep, sl.events[:], 0)
+		if err == nil && n > 0 {
+			w.consume(sl, n)
+		}
+		w.release(sl)
+	} else {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seq.Add(1)
+	w.drain()
+	w.seq.Add(1)
+	return !s.dirty.Load() && s.gen.Load() == gen
+}
+
+// Clear starts a read and returns its generation: the events queued so far
+// are drained, the subscription is clean, and every change from now on
+// makes it dirty. What an earlier generation proved no longer counts.
+func (s *Sub) Clear() uint64 {
+	w := s.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seq.Add(1)
+	w.drain()
+	gen := s.gen.Add(1)
+	s.dirty.Store(false)
+	w.seq.Add(1)
+	return gen
+}
+
+// MarkDirty makes the next check read again.
+func (s *Sub) MarkDirty() { s.dirty.Store(true) }
+
+// drain reads every queued event and marks the subscriptions they touch;
+// w.mu is held.
+func (w *Watcher) drain() {
+	for {
+		n, err := unix.Read(w.fd, w.buf)
+		if err != nil || n <= 0 {
+			return // EAGAIN: the queue is empty
+		}
+		for off := 0; off+unix.SizeofInotifyEvent <= n; {
+			ev := (*unix.InotifyEvent)(unsafe.Pointer(&w.buf[off]))
+			nameLen := int(ev.Len)
+			name := ""
+			if nameLen > 0 {
+				raw := w.buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+nameLen]
+				if i := strings.IndexByte(string(raw), 0); i >= 0 {
+					raw = raw[:i]
+				}
+				name = string(raw)
+			}
+			off += unix.SizeofInotifyEvent + nameLen
+			w.dispatch(ev.Wd, ev.Mask, name)
+		}
+	}
+}
+
+// dispatch marks the subscriptions one event touches; w.mu is held.
+func (w *Watcher) dispatch(wd int32, m uint32, name string) {
+	if m&unix.IN_Q_OVERFLOW != 0 {
+		w.dirtyAll()
+		return
+	}
+	d := w.byWD[wd]
+	if d == nil {
+		return
+	}
+	if m&(unix.IN_IGNORED|unix.IN_DELETE_SELF|unix.IN_MOVE_SELF|unix.IN_UNMOUNT) != 0 || name == "" {
+		for s := range d.subs {
+			s.markDirty()
+		}
+		if m&unix.IN_IGNORED != 0 { // the watch is gone: forget it
+			delete(w.byWD, wd)
+			d.wd = -1
+		}
+		return
+	}
+	for s := range d.names[name] {
+		s.markDirty()
+	}
+}
+
+func (w *Watcher) dirtyAll() {
+	for s := range w.subs {
+		s.markDirty()
+	}
+}
+
+func (s *Sub) markDirty() { s.dirty.Store(true) }
+
+// Arm registers entries, replacing what the subscription registered
+// before: every directory from the root down to each entry's directory is
+// watched, for the name of the next component below it. Each directory is
+// watched anew by its path, since a rename above it may have put another
+// one there. Arm returns whether a directory that was not watched before
+// is watched now: then a change between the read and now was not
+// reported, and the caller verifies what it read. An error (a file system
+// whose changes may not be reported, the watch limit) means the
+// subscription cannot be trusted: the caller keeps the stat path, and the
+// error says why.
+func (s *Sub) Arm(entries []Entry) (fresh bool, err error) {
+	want := map[string]map[string]bool{}
+	add := func(dirPath, name string) {
+		if want[dirPath] == nil {
+			want[dirPath] = map[string]bool{}
+		}
+		want[dirPath][name] = true
+	}
+	for _, e := range entries {
+		p := filepath.Clean(e.Path)
+		if !filepath.IsAbs(p) {
+			return false, fmt.Errorf("%s is not absolute", p)
+		}
+		if e.Dir {
+			add(p, ".git")
+		}
+		for p != "/" {
+			parent := filepath.Dir(p)
+			add(parent, filepath.Base(p))
+			p = parent
+		}
+	}
+	if len(want) > MaxWatchesPerSub {
+		return false, fmt.Errorf("%d directories to watch, over the limit of %d", len(want), MaxWatchesPerSub)
+	}
+	w := s.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	old := s.regs
+	had := make(map[reg]bool, len(old))
+	for _, r := range old {
+		had[r] = true
+	}
+	s.regs = nil
+	for dirPath, names := range want {
+		d, err := w.watchDir(dirPath)
+		if err != nil {
+			s.regs = append(s.regs, old...)
+			s.unregister()
+			return false, err
+		}
+		for name := range names {
+			// An entry this subscription did not have: events about it
+			// before now reached no one here.
+			fresh = fresh || !had[reg{d, name}]
+			if d.names[name] == nil {
+				d.names[name] = map[*Sub]int{}
+			}
+			d.names[name][s]++
+			d.subs[s]++
+			s.regs = append(s.regs, reg{d, name})
+		}
+	}
+	// Drop the old registrations only now: a directory both need keeps
+	// its watch, and stays not fresh.
+	kept := s.regs
+	s.regs = old
+	s.unregister()
+	s.regs = kept
+	return fresh, nil
+}
+
+// watchDir watches the directory at path, on a local file system, and
+// returns its record. w.mu is held.
+func (w *Watcher) watchDir(path string) (*dir, error) {
+	var st unix.Statfs_t
+	if err := sysx.IgnoringEINTR(func() error { return unix.Statfs(path, &st) }); err != nil {
+		return nil, &os.PathError{Op: "statfs", Path: path, Err: err}
+	}
+	if _, ok := localTypes[int64(st.Type)]; !ok {
+		return nil, fmt.Errorf("%s is on a file system (type %#x) whose changes inotify may not report", path, st.Type)
+	}
+	wd, err := unix.InotifyAddWatch(w.fd, path, mask)
+	if err != nil {
+		if errors.Is(err, unix.ENOSPC) {
+			return nil, fmt.Errorf("inotify watch limit reached (fs.inotify.max_user_watches) watching %s", path)
+		}
+		return nil, &os.PathError{Op: "inotify_add_watch", Path: path, Err: err}
+	}
+	if d := w.byWD[int32(wd)]; d != nil {
+		d.path = path
+		return d, nil
+	}
+	d := &dir{path: path, wd: int32(wd), names: map[string]map[*Sub]int{}, subs: map[*Sub]int{}}
+	w.byWD[int32(wd)] = d
+	return d, nil
+}
+
+// unregister drops what the subscription registered, and the watches no
+// subscription needs any more; w.mu is held.
+func (s *Sub) unregister() {
+	w := s.w
+	for _, r := range s.regs {
+		d := r.d
+		if m := d.names[r.name]; m != nil {
+			if m[s]--; m[s] <= 0 {
+				delete(m, s)
+			}
+			if len(m) == 0 {
+				delete(d.names, r.name)
+			}
+		}
+		if d.subs[s]--; d.subs[s] <= 0 {
+			delete(d.subs, s)
+		}
+		if len(d.subs) == 0 && d.wd >= 0 {
+			unix.InotifyRmWatch(w.fd, uint32(d.wd))
+			delete(w.byWD, d.wd)
+			d.wd = -1
+		}
+	}
+	s.regs = s.regs[:0]
+}
+
+// Close drops the subscription: it is dirty for good.
+func (s *Sub) Close() {
+	w := s.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s.dirty.Store(true)
+	s.unregister()
+	delete(w.subs, s)
+}
+
+// Waiter blocks until an event is queued: the event source of a guard's
+// background watch, with no polling.
+type Waiter struct {
+	w      *Watcher
+	sl     *slot
+	cancel int // an eventfd written to end a Wait
+}
+
+// NewWaiter returns a waiter with an epoll set of its own.
+func (w *Watcher) NewWaiter() (*Waiter, error) {
+	sl, err := newSlot(w.fd)
+	if err != nil {
+		return nil, err
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		unix.Close(sl.mounts)
+		unix.Close(sl.ep)
+		return nil, err
+	}
+	if err := unix.EpollCtl(sl.ep, unix.EPOLL_CTL_ADD, efd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(efd)}); err != nil {
+		unix.Close(efd)
+		unix.Close(sl.mounts)
+		unix.Close(sl.ep)
+		return nil, err
+	}
+	return &Waiter{w: w, sl: sl, cancel: efd}, nil
+}
+
+// Wait blocks until an inotify event is queued or the mount table changed
+// (and handles them: subscriptions they touch turn dirty), or Stop was
+// called; it reports false for Stop.
+func (wt *Waiter) Wait() bool {
+	var events [3]unix.EpollEvent
+	for {
+		n, err := epollWait(wt.sl.ep, events[:], -1)
+		if err != nil {
+			return false
+		}
+		mounts, stop := false, false
+		for i := 0; i < n; i++ {
+			switch events[i].Fd {
+			case int32(wt.cancel):
+				stop = true
+			case int32(wt.sl.mounts):
+				mounts = true
+			}
+		}
+		if stop {
+			return false
+		}
+		w := wt.w
+		w.mu.Lock()
+		w.seq.Add(1)
+		if mounts {
+			w.dirtyAll()
+		}
+		w.drain()
+		w.seq.Add(1)
+		w.mu.Unlock()
+		return true
+	}
+}
+
+// Stop ends the Wait in progress and every later one.
+func (wt *Waiter) Stop() {
+	var one = [8]byte{1}
+	_, _ = unix.Write(wt.cancel, one[:])
+}
+
+// Close releases the waiter's descriptors; no Wait may be in progress.
+func (wt *Waiter) Close() {
+	unix.Close(wt.cancel)
+	unix.Close(wt.sl.mounts)
+	unix.Close(wt.sl.ep)
+}
+
+// epollWait is unix.EpollWait retried on EINTR.
+func epollWait(ep int, events []unix.EpollEvent, msec int) (int, error) {
+	for {
+		n, err := unix.EpollWait(ep, events, msec)
+		if !errors.Is(err, unix.EINTR) {
+			return n, err
+		}
+	}
+}

@@ -1,0 +1,49 @@
+//go:build !linux
+
+package watch
+
+// Watcher is absent here: see Shared.
+type Watcher struct{}
+
+// Sub is absent here.
+type Sub struct{}
+
+// Shared reports that this platform has no watch path: guards keep the
+// stat path.
+func Shared() (*Watcher, error) { return nil, ErrUnsupported }
+
+// Subscribe is never called here.
+func (w *Watcher) Subscribe() *Sub { return &Sub{} }
+
+// Unchanged is never true here.
+func (s *Sub) Unchanged(uint64) bool { return false }
+
+// Settle is never true here.
+func (s *Sub) Settle(uint64) bool { return false }
+
+// Clear does nothing here.
+func (s *Sub) Clear() uint64 { return 0 }
+
+// MarkDirty does nothing here.
+func (s *Sub) MarkDirty() {}
+
+// Arm fails here.
+func (s *Sub) Arm([]Entry) (bool, error) { return false, ErrUnsupported }
+
+// Close does nothing here.
+func (s *Sub) Close() {}
+
+// Waiter is absent here.
+type Waiter struct{}
+
+// NewWaiter fails here.
+func (w *Watcher) NewWaiter() (*Waiter, error) { return nil, ErrUnsupported }
+
+// Wait never blocks here.
+func (wt *Waiter) Wait() bool { return false }
+
+// Stop does nothing here.
+func (wt *Waiter) Stop() {}
+
+// Close does nothing here.
+func (wt *Waiter) Close() {}

@@ -504,34 +504,29 @@ func (w *Watcher) NewWaiter() (*Waiter, error) {
 // called; it reports false for Stop.
 func (wt *Waiter) Wait() bool {
 	var events [3]unix.EpollEvent
-	for {
-		n, err := epollWait(wt.sl.ep, events[:], -1)
-		if err != nil {
-			return false
-		}
-		mounts, stop := false, false
-		for i := 0; i < n; i++ {
-			switch events[i].Fd {
-			case int32(wt.cancel):
-				stop = true
-			case int32(wt.sl.mounts):
-				mounts = true
-			}
-		}
-		if stop {
-			return false
-		}
-		w := wt.w
-		w.mu.Lock()
-		w.seq.Add(1)
-		if mounts {
-			w.dirtyAll()
-		}
-		w.drain()
-		w.seq.Add(1)
-		w.mu.Unlock()
-		return true
+	n, err := epollWait(wt.sl.ep, events[:], -1)
+	if err != nil {
+		return false
 	}
+	mounts := false
+	for i := 0; i < n; i++ {
+		switch events[i].Fd {
+		case int32(wt.cancel):
+			return false
+		case int32(wt.sl.mounts):
+			mounts = true
+		}
+	}
+	w := wt.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seq.Add(1)
+	if mounts {
+		w.dirtyAll()
+	}
+	w.drain()
+	w.seq.Add(1)
+	return true
 }
 
 // Stop ends the Wait in progress and every later one.

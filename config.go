@@ -12,6 +12,7 @@ import (
 
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
 	"github.com/runtimeguard/runtimeguard/internal/updater"
+	"github.com/runtimeguard/runtimeguard/internal/watch"
 )
 
 // Options configures a [Guard]. The zero value of each field is its
@@ -64,6 +65,10 @@ type Options struct {
 	// refs and the index. Set it where file timestamps cannot be trusted,
 	// such as network file systems with attribute caches or clock skew.
 	AlwaysRead bool
+	// NoWatch keeps the stat path where the watch path would be taken (see
+	// [Observation].Check): every check stats the files the answer depends
+	// on instead of asking one inotify descriptor.
+	NoWatch bool
 	// ReadTimeout bounds how long a check waits for a full read of the
 	// checkout; past it the check fails closed with an error matching
 	// [ErrReadTimeout]. Zero: [DefaultReadTimeout]. Negative: an error.
@@ -106,6 +111,7 @@ type config struct {
 	reloadMessage string
 	problem       bool
 	alwaysRead    bool
+	noWatch       bool
 	logger        *slog.Logger
 	expect        string // ExpectRevision, lower case
 }
@@ -125,6 +131,11 @@ func (opts *Options) resolve(e *env) (*config, error) {
 	if err := layout.validate(); err != nil {
 		return nil, err
 	}
+	if opts.NoWatch && e.watch != nil {
+		ec := *e
+		ec.watch = func() (*watch.Watcher, error) { return nil, errors.New("Options.NoWatch") }
+		e = &ec
+	}
 	c := &config{
 		env:        e,
 		recovery:   append([]string(nil), layout.RecoveryMarkers...),
@@ -133,6 +144,7 @@ func (opts *Options) resolve(e *env) (*config, error) {
 		timeout:    cmp.Or(opts.ReadTimeout, DefaultReadTimeout),
 		problem:    opts.ProblemDetails,
 		alwaysRead: opts.AlwaysRead,
+		noWatch:    opts.NoWatch,
 		logger:     opts.Logger,
 	}
 	if home := homeDir(opts.HomeDir, &layout); home != "" {

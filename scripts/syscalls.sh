@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Counts the system calls of one check of an unchanged checkout: strace -f -c
 # over `runtimeguard check --repeat N` minus the same run with --repeat 0,
-# divided by N. Needs strace and git. Usage: scripts/syscalls.sh [N]
+# divided by N, on the watch path and on the stat path (--no-watch), for a
+# loose and a packed branch. Needs strace and git. Usage:
+# scripts/syscalls.sh [N]
 set -euo pipefail
 n=${1:-20000}
 cd "$(dirname "$0")/.."
@@ -24,16 +26,21 @@ git_ -C "$tmp/packed" pack-refs --all
 # Let the files' timestamps settle, so the checks can trust their stamps.
 sleep 1
 
-count() { # dir repeat -> per-syscall counts
-	local rev
-	rev=$(git -C "$1" rev-parse HEAD)
-	strace -f -qq -c -o "$tmp/trace" "$tmp/runtimeguard" check --module "$1/run_agent.py" --expect "$rev" --home "$tmp" --repeat "$2" >/dev/null
+count() { # dir repeat [flags] -> per-syscall counts
+	local rev dir=$1 repeat=$2
+	shift 2
+	rev=$(git -C "$dir" rev-parse HEAD)
+	strace -f -qq -c -o "$tmp/trace" "$tmp/runtimeguard" check --module "$dir/run_agent.py" --expect "$rev" --home "$tmp" --repeat "$repeat" "$@" >/dev/null
 	awk '$NF ~ /^[a-z_0-9]+$/ && $(NF-1) ~ /^[0-9]+$/ && $NF != "total" { print $NF, ($(NF-2) ~ /^[0-9]+$/ && NF == 6 ? $(NF-2) : $(NF-1)) }' "$tmp/trace" | sort
 }
-for layout in loose packed; do
-	base=$(count "$tmp/$layout" 0)
-	many=$(count "$tmp/$layout" "$n")
-	echo "== $layout branch ref: system calls per check, over $n checks"
-	join -a 2 -e 0 -o 0,1.2,2.2 <(echo "$base") <(echo "$many") |
-		awk -v n="$n" '{ d = $3 - $2; if (d / n >= 0.01) printf "  %-16s %8.2f\n", $1, d / n; t += d } END { printf "  %-16s %8.2f\n", "all", t / n }'
+for path in watch stat; do
+	flags=()
+	[ "$path" = stat ] && flags=(--no-watch)
+	for layout in loose packed; do
+		base=$(count "$tmp/$layout" 0 "${flags[@]}")
+		many=$(count "$tmp/$layout" "$n" "${flags[@]}")
+		echo "== $path path, $layout branch ref: system calls per check, over $n checks"
+		join -a 2 -e 0 -o 0,1.2,2.2 <(echo "$base") <(echo "$many") |
+			awk -v n="$n" '{ d = $3 - $2; if (d / n >= 0.01) printf "  %-16s %8.2f\n", $1, d / n; t += d } END { printf "  %-16s %8.2f\n", "all", t / n }'
+	done
 done

@@ -122,6 +122,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) error {
 	gf.register(c.fs)
 	expect := c.fs.String("expect", "", "the full `REV`ision the server loaded (required)")
 	repeat := c.fs.Int("repeat", 1, "run the check `N` times, as a busy server would (for measuring)")
+	noWatch := c.fs.Bool("no-watch", false, "keep the stat path where the watch path would be taken")
 	if err := c.parse(args, 0); err != nil {
 		return err
 	}
@@ -134,7 +135,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) error {
 		return usagef("--repeat must not be negative")
 	}
 	opts := gf.options()
-	opts.ExpectRevision = *expect
+	opts.ExpectRevision, opts.NoWatch = *expect, *noWatch
 	g, err := runtimeguard.New(opts)
 	if err != nil {
 		return err

@@ -14,16 +14,34 @@ import (
 // StatStamp stats path, following links as the reads of Git's files do.
 // Nothing at the path, or a path through something that is not a
 // directory, is a stamp that is not present.
-func StatStamp(path string) (Stamp, error) { return stampPath("stat", unix.Stat, path) }
+func StatStamp(path string) (Stamp, error) { return stampPath(path, false) }
 
 // LstatStamp is StatStamp without following a final symbolic link.
-func LstatStamp(path string) (Stamp, error) { return stampPath("lstat", unix.Lstat, path) }
+func LstatStamp(path string) (Stamp, error) { return stampPath(path, true) }
 
-func stampPath(op string, stat func(string, *unix.Stat_t) error, path string) (Stamp, error) {
+// stampPath stats or lstats path. The calls are direct, so that the
+// Stat_t stays on the stack: a check of an unchanged checkout allocates
+// nothing of its own.
+func stampPath(path string, nofollow bool) (Stamp, error) {
 	var st unix.Stat_t
-	if err := sysx.IgnoringEINTR(func() error { return stat(path, &st) }); err != nil {
+	var err error
+	for {
+		if nofollow {
+			err = unix.Lstat(path, &st)
+		} else {
+			err = unix.Stat(path, &st)
+		}
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 			return Stamp{}, nil
+		}
+		op := "stat"
+		if nofollow {
+			op = "lstat"
 		}
 		return Stamp{}, &fs.PathError{Op: op, Path: path, Err: err}
 	}

@@ -1,0 +1,85 @@
+package runtimeguard
+
+import (
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// watchedGuard binds to module on the watch path and proves it is there.
+func watchedGuard(b *testing.B, module string) *Guard {
+	e := watchEnv(b)
+	g, err := newGuard(Options{ModulePath: module, HomeDir: tempDir(b)}, e)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if err := g.EnsureCurrent(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if !onWatchPath(g) {
+		b.Fatalf("not on the watch path: %+v", g.Observe())
+	}
+	return g
+}
+
+// BenchmarkEnsureCurrentWatch is a check of an unchanged checkout on the
+// watch path: one epoll_wait.
+func BenchmarkEnsureCurrentWatch(b *testing.B) {
+	benchLayouts(b, func(b *testing.B, module string) {
+		g := watchedGuard(b, module)
+		b.Logf("watched for changes of:%s", depList(g))
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if err := g.EnsureCurrent(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkEnsureCurrentWatchParallel is the same from GOMAXPROCS
+// goroutines.
+func BenchmarkEnsureCurrentWatchParallel(b *testing.B) {
+	benchLayouts(b, func(b *testing.B, module string) {
+		g := watchedGuard(b, module)
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := g.EnsureCurrent(); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+}
+
+// BenchmarkFIONREADFloor is one ioctl(FIONREAD) on an empty inotify
+// descriptor: the cheapest question the kernel answers about a queue, the
+// physical floor of a check that asks whether anything changed.
+func BenchmarkFIONREADFloor(b *testing.B) {
+	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer unix.Close(fd)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		// TIOCINQ is FIONREAD.
+		if n, err := unix.IoctlGetInt(fd, unix.TIOCINQ); err != nil || n != 0 {
+			b.Fatal(n, err)
+		}
+	}
+}
+
+// BenchmarkGetppid is the cheapest system call there is, for scale.
+func BenchmarkGetppid(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		unix.Getppid()
+	}
+}

@@ -131,11 +131,14 @@ func (opts *Options) resolve(e *env) (*config, error) {
 	if err := layout.validate(); err != nil {
 		return nil, err
 	}
-	if opts.NoWatch && e.watch != nil {
-		ec := *e
+	ec := *e
+	if opts.NoWatch {
 		ec.watch = func() (*watch.Watcher, error) { return nil, errors.New("Options.NoWatch") }
-		e = &ec
 	}
+	u := *ec.upd // a cache of the guard's own marker
+	u.Cache = new(updater.Cache)
+	ec.upd = &u
+	e = &ec
 	c := &config{
 		env:        e,
 		recovery:   append([]string(nil), layout.RecoveryMarkers...),

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/runtimeguard/runtimeguard/internal/gitread"
 )
 
 // MaxMarkerBytes is the largest update marker that is read; at most one
@@ -106,6 +108,9 @@ type Env struct {
 	// most limit+1 bytes, a regular file only, and why not when it is not
 	// one (see SafeOpen).
 	Open func(path string, limit int64) (body []byte, kind FileKind, why string)
+	// Cache, when not nil, spares a classification of an unchanged marker
+	// its reads.
+	Cache *Cache
 }
 
 // System is the real environment.
@@ -119,6 +124,15 @@ func (e *Env) ReadMarker(path string, maxAge time.Duration) Marker {
 	if path == "" {
 		return Marker{Unknown, "no home directory is known"}
 	}
+	var st gitread.Stamp
+	if e.Cache != nil {
+		var err error
+		if st, err = gitread.LstatStamp(path); err == nil && st.Present() {
+			if pid, started, ok := e.Cache.parsed(path, st); ok {
+				return e.classify(pid, started, maxAge)
+			}
+		}
+	}
 	body, kind, why := e.Open(path, MaxMarkerBytes)
 	switch kind {
 	case FileAbsent:
@@ -130,7 +144,20 @@ func (e *Env) ReadMarker(path string, maxAge time.Duration) Marker {
 	if !ok {
 		return Marker{Unknown, "not a process ID and a time on two lines of UTF-8"}
 	}
+	if e.Cache != nil && st.Present() && st.Settled(e.Now()) {
+		// The stamp is from before the read, and old enough that a
+		// rewrite after it changes it (Git's racy rule).
+		e.Cache.remember(path, st, pid, started)
+	}
 	return e.classify(pid, started, maxAge)
+}
+
+// probeCached is Probe, through the cache when there is one.
+func (e *Env) probeCached(pid int64) ProcInfo {
+	if e.Cache != nil {
+		return e.Cache.probe(e, pid)
+	}
+	return e.Probe(pid)
 }
 
 // lstatOnly is the open of a platform without a safe one: it never opens
@@ -186,7 +213,7 @@ func (e *Env) classify(pid int64, started float64, maxAge time.Duration) Marker 
 	case pid <= 0 || pid > maxPID:
 		return Marker{Unknown, fmt.Sprintf("process ID %d cannot be asked about here", pid)}
 	}
-	info := e.Probe(pid)
+	info := e.probeCached(pid)
 	switch info.State {
 	case ProcessGone:
 		return Marker{Stale, fmt.Sprintf("process %d is gone", pid)}

@@ -3,7 +3,9 @@ package updater
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -261,4 +263,42 @@ func BenchmarkReadUpdateActive(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		ReadUpdateMarker(path)
 	}
+}
+
+// A classification of an unchanged marker reads neither the marker nor the
+// process's start time again: an lstat and a liveness probe. A rewritten
+// marker, or another process, is read anew.
+func TestCacheSparesReads(t *testing.T) {
+	later := time.Now().Add(time.Hour) // every stamp settled
+	path := filepath.Join(tempDir(t), markerName)
+	writeMarker(t, path, os.Getpid(), later.Add(-time.Minute))
+	var opens, probes int
+	e := testEnv(func(pid int64) ProcInfo {
+		probes++
+		return ProbeProcess(pid)
+	})
+	open := e.Open
+	e.Open = func(p string, limit int64) ([]byte, FileKind, string) {
+		opens++
+		return open(p, limit)
+	}
+	e.Now = func() time.Time { return later }
+	e.Cache = new(Cache)
+	for i := 0; i < 5; i++ {
+		require.Equal(t, Active, e.ReadMarker(path, DefaultMaxAge).State)
+	}
+	assert.Equal(t, 1, opens, "marker reads")
+	if runtime.GOOS == "linux" {
+		assert.Equal(t, 1, probes, "process probes: a pidfd answers the rest")
+	}
+
+	child := exec.Command("sleep", "30")
+	require.NoError(t, child.Start())
+	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
+	writeMarker(t, path, child.Process.Pid, later.Add(-time.Minute))
+	require.Equal(t, Active, e.ReadMarker(path, DefaultMaxAge).State)
+	assert.Equal(t, 2, opens, "a rewritten marker is read again")
+	require.NoError(t, child.Process.Kill())
+	_, _ = child.Process.Wait()
+	assert.Equal(t, Stale, e.ReadMarker(path, DefaultMaxAge).State, "the cached process exited")
 }

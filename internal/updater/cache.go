@@ -67,4 +67,3 @@ func (c *Cache) probe(e *Env, pid int64) ProcInfo {
 	}
 	return info
 }
-

@@ -329,3 +329,29 @@ func TestChangedBeforeCapture(t *testing.T) {
 	assert.ErrorContains(t, g.Rebind(r), "not this guard's")
 	assert.ErrorContains(t, g.Rebind(&Reload{g: &Guard{}}), "not this guard's")
 }
+
+// On the watch path, Watch waits on inotify events: with an interval of an
+// hour, a commit still fires Changed at once.
+func TestWatchIsEventDriven(t *testing.T) {
+	dir := tempDir(t)
+	module, _ := agentRepo(t, dir)
+	g, err := newGuard(Options{ModulePath: module, HomeDir: dir}, testEnv(nil))
+	require.NoError(t, err)
+	for i := 0; i < 3; i++ {
+		require.NoError(t, g.EnsureCurrent())
+	}
+	if g.Observe().Check != "watch" {
+		t.Skipf("not on the watch path here: %s", g.Observe().CheckReason)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Watch(ctx, time.Hour) }()
+	commit(t, dir, "run_agent.py", "moved\n")
+	select {
+	case <-g.Changed():
+	case <-time.After(30 * time.Second):
+		t.Fatal("Changed did not fire: Watch polls instead of waiting on events")
+	}
+	cancel()
+	assert.ErrorIs(t, <-done, context.Canceled)
+}

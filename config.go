@@ -80,7 +80,7 @@ type Options struct {
 
 // DefaultMaxMarkerAge is the zero [Options.MaxMarkerAge]: an update marker
 // older than this is stale whatever its process.
-const DefaultMaxMarkerAge = updater.DefaultMaxAge
+const DefaultMaxMarkerAge = 20 * time.Minute
 
 // DefaultReadTimeout is the zero [Options.ReadTimeout]. A healthy full read
 // takes milliseconds (about 8 ms for an index of 100,000 files, a few

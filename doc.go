@@ -1,37 +1,87 @@
 // Package runtimeguard keeps a long-lived server from running code whose
-// Git checkout moved under it.
+// Git checkout moved under it, and proves when loading the new code is safe.
 //
 // A server that loaded code from a checkout (an agent written in Python,
 // plugins, scripts) binds a [Guard] to the module file it loaded. Before it
 // reads, creates or changes session state it calls [Guard.EnsureCurrent].
-// Once the checkout's HEAD moved, the check fails closed with a
-// *[StaleError] that [WriteStale] renders as a retryable HTTP 409 JSON
-// payload ([Payload]), together with a diagnostic of the updater's
-// lifecycle markers ([UpdateState]). The guard never restarts anything: it
-// tells the operator to restart manually.
+// Once the checkout's HEAD moved, or the configured module path leads to
+// another file, the check fails closed with a *[StaleError] that
+// [WriteStale] renders as a retryable HTTP 409 JSON payload ([Payload]),
+// with what can be observed of the updater's files ([Observation]).
 //
-// Reading a revision spawns no process: HEAD, the refs and the index are
-// read from the files, and a check on an unchanged checkout costs one stat
-// of each file the answer depends on.
+// The guard restarts nothing. A host that wants the new code loaded by
+// itself asks [Guard.PlanReload], which gives a plan only when the
+// updater's success receipt for the revision HEAD is at now proves the
+// update finished, and binds the new code with [Guard.Rebind] or
+// [Options.ExpectRevision] in a new process.
+//
+// Reading a revision spawns no process: HEAD, the refs, the config and the
+// index are read from the files. On Linux an unchanged checkout is proven
+// unchanged by one system call (an inotify watch of every file the answer
+// depends on); elsewhere, and where events cannot be trusted, by one stat
+// of each of those files.
+//
+// # The API, and why each name exists
+//
+// Binding and checking:
+//   - [New], [Options]: make a guard, bound to the module the server loaded.
+//   - [Guard]: binds, checks, answers and diagnoses; safe for concurrent use.
+//   - [Guard.Capture]: bind later, for a server that loads the module lazily.
+//   - [Guard.EnsureCurrent]: the check before touching session state.
+//   - [Identity], [Guard.Identity]: what the guard is bound to, for logs.
+//   - [DefaultReadTimeout], [DefaultMaxMarkerAge]: the defaults of the two
+//     durations in [Options].
+//
+// Answering:
+//   - [StaleError], [ErrStale]: the typed failure and its class.
+//   - [Payload], [PayloadType]: the 409 body a client reads.
+//   - [WriteStale]: write the 409 where no guard is at hand (a background
+//     job storing its final state).
+//   - [Guard.WriteStale], [Guard.Middleware]: write the 409 from a handler,
+//     negotiating the RFC 9457 form ([Problem], [ProblemType]).
+//
+// Diagnosing:
+//   - [Guard.Observe], [Observation]: the marker, recovery markers, receipt
+//     and check path, with reasons.
+//   - [Observe]: the same for an install the host could not bind.
+//   - [MarkerState], [UpdateState]: the words of the diagnostic.
+//   - [Layout], [HermesLayout]: where the updater keeps its files, for any
+//     updater; Hermes's is the default.
+//
+// Classifying errors:
+//   - [ErrReadTimeout], [ErrNoModule], [ErrNotCheckout], [ErrNotReady] and
+//     [errors.ErrUnsupported] (a repository format that cannot be read):
+//     the classes a host acts on; [PanicError]: a read that panicked, with
+//     its stack.
+//
+// Reloading:
+//   - [Guard.PlanReload], [Reload]: a plan only where the receipt proves it
+//     safe; [Reload.Schedule] makes the 409 say a restart is scheduled.
+//   - [Guard.Rebind]: bind to the new code after an in-process reload.
+//   - [Guard.Changed], [Guard.Watch]: learn of a move without a request.
+//   - [Receipt]: what the updater's receipt said.
 //
 // # Platform notes
 //
-// On Unix systems the update marker is opened with O_NONBLOCK|O_NOFOLLOW
-// after an lstat, checked with fstat and read through raw system calls, and
-// a process's liveness is asked with signal 0. Linux and macOS also report
-// when a process started (to 10 ms and to the microsecond), so a process ID
-// reused by a newer process does not keep a marker active.
+// On Unix systems the update marker and the receipt are opened with
+// O_NONBLOCK|O_NOFOLLOW after an lstat, checked with fstat and read through
+// raw system calls, and a process's liveness is asked with signal 0. Git's
+// files are read the same way, following links as Git does. Linux and macOS
+// also report when a process started, so a process ID reused by a newer
+// process does not keep a marker active.
 //
 // On Windows the marker is opened with FILE_FLAG_OPEN_REPARSE_POINT and must
 // be a regular disk file; liveness comes from OpenProcess and a zero-timeout
-// wait, never from a signal, and the start time from GetProcessTimes.
+// wait, never from a signal; the updater's lock is taken with LockFileEx.
 //
 // Elsewhere the marker is never opened: a missing marker is absent and
 // anything else unknown, and liveness is unknown.
 //
-// File stamps for the fast path use device, inode, size, mode and both
-// timestamps on Unix systems, and size, mode and modification time
-// elsewhere; in both cases a file too recent for its timestamps to prove
-// anything is read again. On network file systems, set
+// The watch path (Linux) watches only local file systems (ext4, xfs,
+// btrfs, tmpfs and the like, told by statfs); a network, FUSE or overlay
+// file system keeps the stat path. File stamps of the stat path use device,
+// inode, size, mode and both timestamps on Unix systems, and size, type and
+// modification time elsewhere; in both cases a file too recent for its
+// timestamps to prove anything is read again. On network file systems, set
 // [Options.AlwaysRead].
 package runtimeguard

@@ -25,12 +25,18 @@ var (
 	ErrReadTimeout = errors.New("runtimeguard: read timed out")
 	// ErrNoModule matches the error of binding to a module path that leads
 	// to no file, or to a directory.
-	ErrNoModule = gitread.ErrNoModule
+	ErrNoModule = errors.New("runtimeguard: the module path leads to no file")
 	// ErrNotCheckout matches the error of New with an
 	// [Options.ExpectRevision] for a module that is not in a tracked Git
 	// checkout: a guard that could never be current.
 	ErrNotCheckout = errors.New("runtimeguard: the module is not in a tracked Git checkout")
 )
+
+// classError is an error that also matches one of the package's classes.
+type classError struct{ err, class error }
+
+func (e *classError) Error() string   { return e.err.Error() }
+func (e *classError) Unwrap() []error { return []error{e.err, e.class} }
 
 // PanicError is a panic recovered from a read of the checkout: the check
 // fails closed, and the host lives on.
@@ -140,6 +146,9 @@ func (g *Guard) Capture(modulePath string) error {
 		return g.EnsureCurrent()
 	}
 	b, err := g.bind(cfg, abs)
+	if errors.Is(err, gitread.ErrNoModule) {
+		err = &classError{err, ErrNoModule}
+	}
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) && pe.Path == abs {

@@ -26,10 +26,10 @@ type MarkerState string
 
 // The four marker states: see [MarkerState].
 const (
-	MarkerAbsent  = MarkerState(updater.Absent)
-	MarkerActive  = MarkerState(updater.Active)
-	MarkerStale   = MarkerState(updater.Stale)
-	MarkerUnknown = MarkerState(updater.Unknown)
+	MarkerAbsent  MarkerState = "absent"
+	MarkerActive  MarkerState = "active"
+	MarkerStale   MarkerState = "stale"
+	MarkerUnknown MarkerState = "unknown"
 )
 
 // String returns the state's word.
@@ -55,11 +55,11 @@ func (s UpdateState) String() string { return string(s) }
 
 // The five update states: see [UpdateState].
 const (
-	UpdateUnverified = UpdateState(updater.UpdateUnverified)
-	UpdateActive     = UpdateState(updater.UpdateActive)
-	UpdateStale      = UpdateState(updater.UpdateStale)
-	UpdateUnknown    = UpdateState(updater.UpdateUnknown)
-	UpdateIncomplete = UpdateState(updater.UpdateIncomplete)
+	UpdateUnverified UpdateState = "unverified"
+	UpdateActive     UpdateState = "active"
+	UpdateStale      UpdateState = "stale"
+	UpdateUnknown    UpdateState = "unknown"
+	UpdateIncomplete UpdateState = "incomplete"
 )
 
 // Observation is everything one look at the updater's files found, for

@@ -48,8 +48,15 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	if ck.ModulePath == "" && readErr != nil {
 		return readErr // the module path itself is unusable
 	}
-	o, err := runtimeguard.Observe(gf.options())
-	if err != nil {
+	// A guard bound to the module says which check path it takes; where
+	// none can be bound, the updater's files are observed all the same.
+	var o runtimeguard.Observation
+	if g, err := runtimeguard.New(gf.options()); err == nil {
+		if err := g.EnsureCurrent(); err == nil && g.Observe().Check == "watch" {
+			_ = g.EnsureCurrent() // a first read of fresh files is read once more
+		}
+		o = g.Observe()
+	} else if o, err = runtimeguard.Observe(gf.options()); err != nil {
 		return err
 	}
 	s := status{
@@ -90,6 +97,13 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	}
 	row("update marker", fmt.Sprintf("%s: %s (%s)", s.Marker, s.MarkerReason, orNone(s.MarkerPath)))
 	row("update state", string(s.State))
+	if s.Check != "" {
+		check := s.Check
+		if s.CheckReason != "" {
+			check += " (" + s.CheckReason + ")"
+		}
+		row("check path", check)
+	}
 	for _, r := range s.InstallRoots {
 		row("install root", r)
 	}

@@ -7,9 +7,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/runtimeguard/runtimeguard"
 	"github.com/runtimeguard/runtimeguard/internal/demorepo"
+	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
 
 // cmdDemo tells the whole story on a throwaway checkout, made with go-git so
@@ -75,7 +77,38 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	say("7. the updater left %s behind: update state %s", incomplete, g.Observe().State)
-	say("8. nothing was restarted: the operator restarts the server, which then binds to %s", short(moved))
+	say("8. an incomplete update proves nothing: the server answers 409 until an operator restarts it")
+
+	// A second run: the updater writes its success receipt, and the guard
+	// proves a reload safe.
+	if err := os.Remove(filepath.Join(agent, incomplete)); err != nil {
+		return err
+	}
+	_, perr := g.PlanReload()
+	say("9. the install is repaired, but without a receipt no reload is planned:\n   %v", perr)
+	r := updater.Receipt{
+		UpdateID: updater.NewUpdateID(), Outcome: updater.OutcomeSuccess,
+		StartedAt: time.Now().UTC(), FinishedAt: time.Now().UTC(),
+		PreUpdate: updater.State{SHA: loaded}, PostUpdate: updater.State{SHA: moved},
+	}
+	receipt := filepath.Join(home, filepath.FromSlash(runtimeguard.HermesLayout.Receipt))
+	if err := updater.WriteReceipt(receipt, r, os.Getpid()); err != nil {
+		return err
+	}
+	say("10. the updater writes its receipt: outcome %s, %s -> %s", r.Outcome, short(loaded), short(moved))
+	plan, err := g.PlanReload()
+	if err != nil {
+		return err
+	}
+	plan.Schedule()
+	err = g.EnsureCurrent()
+	if errors.As(err, &se) {
+		say("11. the guard proves a reload safe; while the server reloads, the 409 says restart_scheduled: %v", se.Payload().RestartScheduled)
+	}
+	if err := g.Rebind(plan); err != nil {
+		return err
+	}
+	say("12. the server restarts its workers and rebinds: revision %s, check: %s", short(g.Identity().Revision), verdict(g.EnsureCurrent()))
 	if *keep {
 		say("the checkout is kept at %s", agent)
 	}

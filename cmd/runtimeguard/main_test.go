@@ -101,7 +101,10 @@ func TestDemo(t *testing.T) {
 		`"restart_scheduled": false`,
 		"update state: unverified",
 		"update state incomplete",
-		"nothing was restarted",
+		"no reload is planned",
+		"no reload is proven safe: there is no receipt",
+		"the 409 says restart_scheduled: true",
+		"check: current",
 	} {
 		assert.Contains(t, r.stdout, want)
 	}

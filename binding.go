@@ -32,9 +32,8 @@ type binding struct {
 	snap atomic.Pointer[snapshot]
 
 	// sub is the binding's inotify subscription, on the watch path; nil
-	// on the stat path, and watchWhy then says why (for diagnostics). Only
-	// the full read in flight touches sub.
-	sub      *watch.Sub
+	// on the stat path, and watchWhy then says why (for diagnostics).
+	sub      atomic.Pointer[watch.Sub]
 	watchWhy atomic.Pointer[string]
 
 	mu       sync.Mutex // protects started, inflight and last
@@ -158,8 +157,8 @@ func (b *binding) run(call *readCall, e *env, alwaysRead, mustExist bool) {
 		return
 	}
 	s := &snapshot{rev: c.Revision, deps: deps, trusted: !alwaysRead && deps.Settled(start), gen: gen}
-	if b.sub != nil {
-		s.watched, s.sub = b.arm(e, s, start), b.sub
+	if sub := b.sub.Load(); sub != nil {
+		s.watched, s.sub = b.arm(e, sub, s, start), sub
 	}
 	b.snap.Store(s)
 	call.rev, call.snap = c.Revision, s
@@ -177,7 +176,8 @@ func (b *binding) armable(e *env, alwaysRead bool) uint64 {
 	if alwaysRead {
 		return 0
 	}
-	if b.sub == nil {
+	sub := b.sub.Load()
+	if sub == nil {
 		if b.watchWhy.Load() != nil {
 			return 0 // tried, and the stat path it is
 		}
@@ -186,10 +186,14 @@ func (b *binding) armable(e *env, alwaysRead bool) uint64 {
 			b.setWatchWhy(err.Error())
 			return 0
 		}
-		b.sub = w.Subscribe()
-		runtime.AddCleanup(b, func(s *watch.Sub) { s.Close() }, b.sub)
+		sub = w.Subscribe()
+		if !b.sub.CompareAndSwap(nil, sub) {
+			sub.Close()
+			return 0
+		}
+		runtime.AddCleanup(b, func(s *watch.Sub) { s.Close() }, sub)
 	}
-	return b.sub.Clear()
+	return sub.Clear()
 }
 
 // arm watches what the snapshot depends on and reports whether the watch
@@ -198,20 +202,21 @@ func (b *binding) armable(e *env, alwaysRead bool) uint64 {
 // settled and unchanged, else the next check reads again. A file system
 // that does not report its changes, or the watch limit, keeps the stat
 // path, and says why.
-func (b *binding) arm(e *env, s *snapshot, start time.Time) bool {
+func (b *binding) arm(e *env, sub *watch.Sub, s *snapshot, start time.Time) bool {
 	entries := make([]watch.Entry, len(s.deps))
 	for i, d := range s.deps {
 		entries[i] = watch.Entry{Path: d.Path, Dir: d.NoFollow && d.Stamp.IsDir()}
 	}
-	fresh, err := b.sub.Arm(entries)
+	fresh, err := sub.Arm(entries)
 	if err != nil {
 		b.setWatchWhy(err.Error())
-		b.sub.Close()
-		b.sub = nil
+		if b.sub.CompareAndSwap(sub, nil) {
+			sub.Close()
+		}
 		return false
 	}
 	if fresh && !(s.deps.Settled(start) && s.deps.Unchanged(e.git)) {
-		b.sub.MarkDirty()
+		sub.MarkDirty()
 	}
 	return true
 }
@@ -233,9 +238,10 @@ func (b *binding) path(alwaysRead bool) (check, why string) {
 	return "stat", why
 }
 
-// close drops the binding's subscription: a binding no guard uses.
+// close drops the binding's subscription: a binding no guard uses. A
+// read still in flight finds it closed.
 func (b *binding) close() {
-	if b.sub != nil {
-		b.sub.Close()
+	if sub := b.sub.Swap(nil); sub != nil {
+		sub.Close()
 	}
 }

@@ -163,7 +163,9 @@ func (g *Guard) Capture(modulePath string) error {
 		}
 		b.id.Revision = cfg.expect
 	}
-	g.bound.Store(b)
+	if old := g.bound.Swap(b); old != nil {
+		old.close() // an inert binding replaced
+	}
 	return nil
 }
 

@@ -252,6 +252,7 @@ func (g *Guard) Rebind(r *Reload) error {
 			b.id.Revision, b.id.ModulePath, r.To, ErrStale)
 	}
 	g.bound.Store(b)
+	r.b.close() // the old binding's watches
 	g.staleSeen.Store(false)
 	if cfg.logger != nil {
 		cfg.logger.Info("runtimeguard: bound to the reloaded code", "from", r.From, "to", r.To, "update_id", r.Receipt.UpdateID)

@@ -155,7 +155,8 @@ type Sub struct {
 	w     *Watcher
 	gen   atomic.Uint64 // bumped by Clear: a read began
 	dirty atomic.Bool
-	regs  []reg // what Arm registered; w.mu protects it
+	regs   []reg // what Arm registered; w.mu protects it
+	closed bool  // w.mu protects it
 }
 
 // reg is one entry a subscription registered: the directory and the name
@@ -374,6 +375,9 @@ func (s *Sub) Arm(entries []Entry) (fresh bool, err error) {
 	w := s.w
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if s.closed {
+		return false, errors.New("the watch subscription was closed")
+	}
 	old := s.regs
 	had := make(map[reg]bool, len(old))
 	for _, r := range old {
@@ -466,6 +470,7 @@ func (s *Sub) Close() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s.dirty.Store(true)
+	s.closed = true
 	s.unregister()
 	delete(w.subs, s)
 }

@@ -152,9 +152,9 @@ func (w *Watcher) close() {
 // on. Dirty is set, by whichever check drains the events, once an event
 // touches one of them; Clear and Arm start a new read.
 type Sub struct {
-	w     *Watcher
-	gen   atomic.Uint64 // bumped by Clear: a read began
-	dirty atomic.Bool
+	w      *Watcher
+	gen    atomic.Uint64 // bumped by Clear: a read began
+	dirty  atomic.Bool
 	regs   []reg // what Arm registered; w.mu protects it
 	closed bool  // w.mu protects it
 }

@@ -3,7 +3,6 @@ package updater
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -292,9 +291,7 @@ func TestCacheSparesReads(t *testing.T) {
 		assert.Equal(t, 1, probes, "process probes: a pidfd answers the rest")
 	}
 
-	child := exec.Command("sleep", "30")
-	require.NoError(t, child.Start())
-	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
+	child := longChild(t)
 	writeMarker(t, path, child.Process.Pid, later.Add(-time.Minute))
 	require.Equal(t, Active, e.ReadMarker(path, DefaultMaxAge).State)
 	assert.Equal(t, 2, opens, "a rewritten marker is read again")

@@ -205,7 +205,8 @@ func (b *binding) armable(e *env, alwaysRead bool) uint64 {
 func (b *binding) arm(e *env, sub *watch.Sub, s *snapshot, start time.Time) bool {
 	entries := make([]watch.Entry, len(s.deps))
 	for i, d := range s.deps {
-		entries[i] = watch.Entry{Path: d.Path, Dir: d.NoFollow && d.Stamp.IsDir()}
+		file := d.Stamp.Present() && !d.Stamp.IsDir() && !(d.NoFollow && d.Stamp.IsLink())
+		entries[i] = watch.Entry{Path: d.Path, Dir: d.NoFollow && d.Stamp.IsDir(), File: file}
 	}
 	fresh, err := sub.Arm(entries)
 	if err != nil {

@@ -401,6 +401,11 @@ func (r *reader) readAt(src, mod string) (Checkout, error) {
 		if c.Unsettled, err = hasRefs(c.CommonDir, packed); err != nil {
 			return c, err
 		}
+		// A repository with only one branch has no other ref while it
+		// renames it; HEAD's reflog says a commit was made here before.
+		if fi, err := os.Lstat(filepath.Join(c.GitDir, "logs", "HEAD")); err == nil && fi.Mode().IsRegular() && fi.Size() > 0 {
+			c.Unsettled = true
+		}
 	}
 	return c, nil
 }
@@ -728,7 +733,8 @@ func (r *reader) resolveHead(c *Checkout, hashLen int) (packed []byte, err error
 // hasRefs reports whether the repository has any ref: a line in
 // packed-refs, or a file or link under refs/. Nothing it reads is a
 // dependency: it only tells a fresh repository's unborn branch from a
-// branch that is missing for an instant while it is renamed.
+// branch that is missing for an instant while it is renamed (a
+// repository whose only branch is renamed has HEAD's reflog to tell).
 func hasRefs(commonDir string, packed []byte) (bool, error) {
 	for _, line := range bytes.Split(packed, []byte("\n")) {
 		if len(line) > 0 && line[0] != '#' && line[0] != '^' {

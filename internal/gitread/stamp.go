@@ -36,6 +36,9 @@ func (s Stamp) Present() bool { return s.present }
 // IsDir reports whether a directory was at the path.
 func (s Stamp) IsDir() bool { return s.dir }
 
+// IsLink reports whether a symbolic link was at the path (lstat only).
+func (s Stamp) IsLink() bool { return s.link }
+
 // Settled reports whether s can be trusted to change if the file changes
 // after readStart.
 func (s Stamp) Settled(readStart time.Time) bool {

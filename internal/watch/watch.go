@@ -20,8 +20,9 @@ var ErrUnsupported = errors.New("no inotify on this platform")
 
 // Entry is one path an answer depends on: a change of what is at Path, or
 // of any directory above it, makes the answer stale. Dir, for a directory,
-// adds its .git entry: a .git made in it moves the worktree.
+// adds its .git entry: a .git made in it moves the worktree. File, for a
+// file, watches the file itself: a write through another of its names.
 type Entry struct {
-	Path string
-	Dir  bool
+	Path      string
+	Dir, File bool
 }

@@ -24,6 +24,11 @@ const mask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVE
 	unix.IN_MODIFY | unix.IN_ATTRIB | unix.IN_CLOSE_WRITE |
 	unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR | unix.IN_MASK_ADD
 
+// fileMask is what a watched file reports: writes and attribute changes
+// through any of its names, and its removal.
+const fileMask = unix.IN_MODIFY | unix.IN_ATTRIB | unix.IN_CLOSE_WRITE |
+	unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_MASK_ADD
+
 // MaxWatchesPerSub bounds the directories one subscription may watch: a
 // path nested deeper than this keeps the stat path.
 const MaxWatchesPerSub = 256
@@ -57,10 +62,11 @@ type Watcher struct {
 	// was even and unchanged around its poll.
 	seq atomic.Uint64
 
-	mu   sync.Mutex // protects byWD, subs and the draining
-	byWD map[int32]*dir
-	subs map[*Sub]struct{}
-	buf  []byte
+	mu    sync.Mutex // protects byWD, subs, rmSeq and the draining
+	byWD  map[int32]*dir
+	subs  map[*Sub]struct{}
+	rmSeq uint64 // watches removed so far
+	buf   []byte
 }
 
 // slot is an epoll set holding the inotify descriptor and a descriptor of
@@ -338,16 +344,49 @@ func (w *Watcher) dirtyAll() {
 func (s *Sub) markDirty() { s.dirty.Store(true) }
 
 // Arm registers entries, replacing what the subscription registered
-// before: every directory from the root down to each entry's directory is
-// watched, for the name of the next component below it. Each directory is
-// watched anew by its path, since a rename above it may have put another
-// one there. Arm returns whether a directory that was not watched before
-// is watched now: then a change between the read and now was not
-// reported, and the caller verifies what it read. An error (a file system
-// whose changes may not be reported, the watch limit) means the
-// subscription cannot be trusted: the caller keeps the stat path, and the
-// error says why.
+// before. Every directory from the root down to each entry is watched, for
+// the name of the next component below it, along the path as written and
+// along every path its symbolic links lead through; an entry that is a
+// file is watched itself too, so that a write through another name of it
+// (a hard link, a bind mount) is seen. Each is watched anew by its path,
+// since a rename may have put another there. Arm returns whether an entry
+// this subscription did not watch before is watched now: then a change
+// between the read and now was not reported, and the caller verifies what
+// it read. An error (a file system whose changes may not be reported, the
+// watch limit) means the subscription cannot be trusted: the caller keeps
+// the stat path, and the error says why.
+//
+// No lock is held while paths are looked up: a file system that hangs
+// holds up this subscription only.
 func (s *Sub) Arm(entries []Entry) (fresh bool, err error) {
+	want, files, err := plan(entries)
+	if err != nil {
+		return false, err
+	}
+	w := s.w
+	for try := 0; ; try++ {
+		w.mu.Lock()
+		rmSeq := w.rmSeq
+		w.mu.Unlock()
+		dirWDs, fileWDs, err := w.addWatches(want, files)
+		if err != nil {
+			return false, err
+		}
+		w.mu.Lock()
+		if w.rmSeq != rmSeq && try < 3 {
+			// A watch was removed meanwhile: one of ours may be it.
+			w.mu.Unlock()
+			continue
+		}
+		fresh, err = s.register(want, dirWDs, fileWDs)
+		w.mu.Unlock()
+		return fresh, err
+	}
+}
+
+// plan lists the directories to watch, each with the names in it that
+// matter, and the files to watch themselves.
+func plan(entries []Entry) (map[string]map[string]bool, []string, error) {
 	want := map[string]map[string]bool{}
 	add := func(dirPath, name string) {
 		if want[dirPath] == nil {
@@ -355,26 +394,135 @@ func (s *Sub) Arm(entries []Entry) (fresh bool, err error) {
 		}
 		want[dirPath][name] = true
 	}
-	for _, e := range entries {
-		p := filepath.Clean(e.Path)
-		if !filepath.IsAbs(p) {
-			return false, fmt.Errorf("%s is not absolute", p)
-		}
-		if e.Dir {
-			add(p, ".git")
-		}
+	chain := func(p string) {
 		for p != "/" {
 			parent := filepath.Dir(p)
 			add(parent, filepath.Base(p))
 			p = parent
 		}
 	}
-	if len(want) > MaxWatchesPerSub {
-		return false, fmt.Errorf("%d directories to watch, over the limit of %d", len(want), MaxWatchesPerSub)
+	var files []string
+	for _, e := range entries {
+		p := filepath.Clean(e.Path)
+		if !filepath.IsAbs(p) {
+			return nil, nil, fmt.Errorf("%s is not absolute", p)
+		}
+		chain(p)
+		resolved, links := resolveLinks(p)
+		for _, l := range links {
+			chain(l)
+		}
+		if resolved != p {
+			chain(resolved)
+		}
+		if e.Dir {
+			add(p, ".git")
+			if resolved != p {
+				add(resolved, ".git")
+			}
+		}
+		if e.File {
+			files = append(files, resolved)
+		}
 	}
+	if len(want)+len(files) > MaxWatchesPerSub {
+		return nil, nil, fmt.Errorf("%d watches needed, over the limit of %d", len(want)+len(files), MaxWatchesPerSub)
+	}
+	return want, files, nil
+}
+
+// resolveLinks follows every symbolic link of the absolute path p, as the
+// kernel does, and returns where p leads and the path of every link on
+// the way (a link re-pointed changes the entry in its directory). A part
+// that does not exist ends the walk: what is left is taken as written.
+func resolveLinks(p string) (resolved string, links []string) {
+	rest, cur := p, "/"
+	for hops := 0; rest != "" && hops < 40; {
+		var comp string
+		comp, rest = cutFirst(rest)
+		switch comp {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := filepath.Join(cur, comp)
+		target, err := os.Readlink(next)
+		if err != nil { // not a link, or nothing there
+			cur = next
+			continue
+		}
+		hops++
+		links = append(links, next)
+		if filepath.IsAbs(target) {
+			cur = "/"
+		}
+		rest = target + "/" + rest
+	}
+	if rest != "" {
+		cur = filepath.Join(cur, rest)
+	}
+	return cur, links
+}
+
+// cutFirst splits the first component off a slash-separated path.
+func cutFirst(p string) (comp, rest string) {
+	p = strings.TrimLeft(p, "/")
+	if i := strings.IndexByte(p, '/'); i >= 0 {
+		return p[:i], p[i+1:]
+	}
+	return p, ""
+}
+
+// addWatches adds an inotify watch on each directory and file, on local
+// file systems only; w.mu is not held. A file that is not there is not
+// watched: its directory's entry reports its creation.
+func (w *Watcher) addWatches(dirs map[string]map[string]bool, files []string) (dirWDs map[string]int32, fileWDs []int32, err error) {
+	dirWDs = make(map[string]int32, len(dirs))
+	for path := range dirs {
+		wd, err := w.addWatch(path, mask)
+		if err != nil {
+			return nil, nil, err
+		}
+		dirWDs[path] = wd
+	}
+	for _, path := range files {
+		wd, err := w.addWatch(path, fileMask)
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		fileWDs = append(fileWDs, wd)
+	}
+	return dirWDs, fileWDs, nil
+}
+
+// addWatch checks that path is on a local file system and watches it.
+func (w *Watcher) addWatch(path string, m uint32) (int32, error) {
+	var st unix.Statfs_t
+	if err := sysx.IgnoringEINTR(func() error { return unix.Statfs(path, &st) }); err != nil {
+		return -1, &os.PathError{Op: "statfs", Path: path, Err: err}
+	}
+	if _, ok := localTypes[int64(st.Type)]; !ok {
+		return -1, fmt.Errorf("%s is on a file system (type %#x) whose changes inotify may not report", path, st.Type)
+	}
+	wd, err := unix.InotifyAddWatch(w.fd, path, m)
+	if err != nil {
+		if errors.Is(err, unix.ENOSPC) {
+			return -1, fmt.Errorf("inotify watch limit reached (fs.inotify.max_user_watches) watching %s", path)
+		}
+		return -1, &os.PathError{Op: "inotify_add_watch", Path: path, Err: err}
+	}
+	return int32(wd), nil
+}
+
+// register records what the subscription depends on, on the watches just
+// added, and drops what it registered before; w.mu is held.
+func (s *Sub) register(want map[string]map[string]bool, dirWDs map[string]int32, fileWDs []int32) (fresh bool, err error) {
 	w := s.w
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	if s.closed {
 		return false, errors.New("the watch subscription was closed")
 	}
@@ -384,27 +532,28 @@ func (s *Sub) Arm(entries []Entry) (fresh bool, err error) {
 		had[r] = true
 	}
 	s.regs = nil
-	for dirPath, names := range want {
-		d, err := w.watchDir(dirPath)
-		if err != nil {
-			s.regs = append(s.regs, old...)
-			s.unregister()
-			return false, err
+	keep := func(d *dir, name string) {
+		// An entry this subscription did not have: events about it
+		// before now reached no one here.
+		fresh = fresh || !had[reg{d, name}]
+		if d.names[name] == nil {
+			d.names[name] = map[*Sub]int{}
 		}
+		d.names[name][s]++
+		d.subs[s]++
+		s.regs = append(s.regs, reg{d, name})
+	}
+	for path, names := range want {
+		d := w.record(dirWDs[path], path)
 		for name := range names {
-			// An entry this subscription did not have: events about it
-			// before now reached no one here.
-			fresh = fresh || !had[reg{d, name}]
-			if d.names[name] == nil {
-				d.names[name] = map[*Sub]int{}
-			}
-			d.names[name][s]++
-			d.subs[s]++
-			s.regs = append(s.regs, reg{d, name})
+			keep(d, name)
 		}
 	}
-	// Drop the old registrations only now: a directory both need keeps
-	// its watch, and stays not fresh.
+	for _, wd := range fileWDs {
+		keep(w.record(wd, ""), "")
+	}
+	// Drop the old registrations only now: a watch both need is kept, and
+	// is not fresh.
 	kept := s.regs
 	s.regs = old
 	s.unregister()
@@ -412,30 +561,17 @@ func (s *Sub) Arm(entries []Entry) (fresh bool, err error) {
 	return fresh, nil
 }
 
-// watchDir watches the directory at path, on a local file system, and
-// returns its record. w.mu is held.
-func (w *Watcher) watchDir(path string) (*dir, error) {
-	var st unix.Statfs_t
-	if err := sysx.IgnoringEINTR(func() error { return unix.Statfs(path, &st) }); err != nil {
-		return nil, &os.PathError{Op: "statfs", Path: path, Err: err}
-	}
-	if _, ok := localTypes[int64(st.Type)]; !ok {
-		return nil, fmt.Errorf("%s is on a file system (type %#x) whose changes inotify may not report", path, st.Type)
-	}
-	wd, err := unix.InotifyAddWatch(w.fd, path, mask)
-	if err != nil {
-		if errors.Is(err, unix.ENOSPC) {
-			return nil, fmt.Errorf("inotify watch limit reached (fs.inotify.max_user_watches) watching %s", path)
+// record returns the record of a watch, made if new; w.mu is held.
+func (w *Watcher) record(wd int32, path string) *dir {
+	if d := w.byWD[wd]; d != nil {
+		if path != "" {
+			d.path = path
 		}
-		return nil, &os.PathError{Op: "inotify_add_watch", Path: path, Err: err}
+		return d
 	}
-	if d := w.byWD[int32(wd)]; d != nil {
-		d.path = path
-		return d, nil
-	}
-	d := &dir{path: path, wd: int32(wd), names: map[string]map[*Sub]int{}, subs: map[*Sub]int{}}
-	w.byWD[int32(wd)] = d
-	return d, nil
+	d := &dir{path: path, wd: wd, names: map[string]map[*Sub]int{}, subs: map[*Sub]int{}}
+	w.byWD[wd] = d
+	return d
 }
 
 // unregister drops what the subscription registered, and the watches no
@@ -457,6 +593,7 @@ func (s *Sub) unregister() {
 		}
 		if len(d.subs) == 0 && d.wd >= 0 {
 			unix.InotifyRmWatch(w.fd, uint32(d.wd))
+			w.rmSeq++
 			delete(w.byWD, d.wd)
 			d.wd = -1
 		}

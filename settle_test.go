@@ -34,9 +34,10 @@ func settleDuration(t *testing.T) time.Duration {
 // renamed) must not become a guard that passes every check forever.
 func TestBindingDuringRefTransients(t *testing.T) {
 	loops := map[string][][]string{
-		"branch renames":        {{"branch", "-m", "main", "trunk"}, {"branch", "-m", "trunk", "main"}},
-		"renames and pack-refs": {{"branch", "-m", "main", "trunk"}, {"pack-refs", "--all"}, {"branch", "-m", "trunk", "main"}, {"pack-refs", "--all"}},
-		"renames and gc":        {{"branch", "-m", "main", "trunk"}, {"gc", "-q"}, {"branch", "-m", "trunk", "main"}, {"gc", "-q"}},
+		"branch renames":             {{"branch", "-m", "main", "trunk"}, {"branch", "-m", "trunk", "main"}},
+		"renames of the only branch": {{"branch", "-m", "main", "trunk"}, {"branch", "-m", "trunk", "main"}},
+		"renames and pack-refs":      {{"branch", "-m", "main", "trunk"}, {"pack-refs", "--all"}, {"branch", "-m", "trunk", "main"}, {"pack-refs", "--all"}},
+		"renames and gc":             {{"branch", "-m", "main", "trunk"}, {"gc", "-q"}, {"branch", "-m", "trunk", "main"}, {"gc", "-q"}},
 	}
 	for name, cmds := range loops {
 		t.Run(name, func(t *testing.T) {

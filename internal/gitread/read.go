@@ -429,6 +429,8 @@ func (r *reader) headName(c *Checkout, hashLen int) {
 // following links: a .git created in it changes its modification time, and
 // a directory replaced by another, or by a link, changes its identity.
 func (r *reader) findWorktree(c *Checkout) error {
+	oneFS := !acrossFileSystems()
+	var device uint64
 	for dir := c.SourceDir; ; {
 		dotgit := filepath.Join(dir, ".git")
 		found, err := r.probeDotGit(c, dir, dotgit)
@@ -440,13 +442,39 @@ func (r *reader) findWorktree(c *Checkout) error {
 			return err
 		}
 		r.addDep(dir, true, st)
+		if dir == c.SourceDir {
+			device = st.dev
+		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
 			c.Reason = "no Git worktree holds " + c.SourceDir
 			return nil
 		}
+		// Git stops at a file system boundary, unless
+		// GIT_DISCOVERY_ACROSS_FILESYSTEM says otherwise: a mount placed
+		// on the way to the module takes it out of the worktree.
+		if oneFS {
+			pst, err := r.fs.Lstat(parent)
+			if err != nil {
+				return err
+			}
+			if pst.present && pst.dev != device {
+				r.addDep(parent, true, pst)
+				c.Reason = "no Git worktree holds " + c.SourceDir + " on its file system (git stops at the mount point " + dir + ")"
+				return nil
+			}
+		}
 		dir = parent
 	}
+}
+
+// acrossFileSystems is GIT_DISCOVERY_ACROSS_FILESYSTEM as git reads it.
+func acrossFileSystems() bool {
+	switch strings.ToLower(os.Getenv("GIT_DISCOVERY_ACROSS_FILESYSTEM")) {
+	case "true", "yes", "on", "1":
+		return true
+	}
+	return false
 }
 
 // probeDotGit decides whether dotgit makes dir a worktree's top level.
@@ -540,6 +568,7 @@ func (r *reader) validHead(path string) (why string, err error) {
 	if len(data) > 255 { // Git reads 255 bytes of it
 		data = data[:255]
 	}
+	data = cString(data)
 	if rest, ok := bytes.CutPrefix(data, []byte("ref:")); ok && bytes.HasPrefix(bytes.TrimLeft(rest, gitSpace), []byte("refs/")) {
 		return "", nil
 	}
@@ -559,7 +588,7 @@ func (r *reader) commonDir(gitDir string) (string, error) {
 	if err != nil || !ok {
 		return gitDir, err
 	}
-	p := strings.TrimRight(string(data), "\r\n")
+	p := string(cString([]byte(strings.TrimRight(string(data), "\r\n"))))
 	if p == "" {
 		return gitDir, nil
 	}
@@ -578,7 +607,7 @@ func (r *reader) followGitFile(c *Checkout, dotgit string) error {
 	if !ok {
 		return &fs.PathError{Op: "read", Path: dotgit, Err: changedError("changed while it was read")}
 	}
-	target, found := strings.CutPrefix(strings.TrimRight(string(data), "\r\n"), "gitdir: ")
+	target, found := strings.CutPrefix(string(cString([]byte(strings.TrimRight(string(data), "\r\n")))), "gitdir: ")
 	if !found || target == "" {
 		return &fs.PathError{Op: "read", Path: dotgit, Err: errors.New("not a gitdir file")}
 	}
@@ -661,7 +690,7 @@ func (r *reader) readRef(path string) (looseRef, error) {
 // parseLooseRef is Git's parse_loose_ref_contents: "ref:" and a ref name,
 // or an object id followed by nothing or white space.
 func parseLooseRef(data []byte, hashLen int) (symref, oid string, ok bool) {
-	data = bytes.TrimRight(data, gitSpace)
+	data = cString(bytes.TrimRight(data, gitSpace))
 	if rest, sym := bytes.CutPrefix(data, []byte("ref:")); sym {
 		return string(bytes.TrimLeft(rest, gitSpace)), "", true
 	}
@@ -769,7 +798,8 @@ func lookupPackedRef(data []byte, name string, hashLen int) (string, error) {
 		} else {
 			data = nil
 		}
-		line = bytes.TrimRight(line, "\r")
+		// A CR before the LF is part of the ref name, as for git: such a
+		// line names no ref this lookup can ask for.
 		if len(line) == 0 || line[0] == '#' || line[0] == '^' {
 			continue
 		}

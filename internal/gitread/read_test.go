@@ -336,3 +336,46 @@ func TestCoreWorktreeAndBare(t *testing.T) {
 		assert.Equal(t, git(t, dir, "rev-parse", "HEAD"), rev)
 	})
 }
+
+// Bytes git reads its own way: a CR before an LF in packed-refs is part of
+// the ref's name, and a NUL ends what git reads of HEAD, a loose ref and a
+// .git file. Read agrees with git rev-parse HEAD in each case.
+func TestReadsBytesAsGitDoes(t *testing.T) {
+	cases := []struct {
+		name  string
+		setup func(t *testing.T, dir, rev string)
+	}{
+		{"packed-refs with CRLF", func(t *testing.T, dir, rev string) {
+			git(t, dir, "pack-refs", "--all")
+			p := filepath.Join(dir, ".git", "packed-refs")
+			data, err := os.ReadFile(p)
+			require.NoError(t, err)
+			writeFile(t, p, strings.ReplaceAll(string(data), "\n", "\r\n"))
+		}},
+		{"HEAD with a NUL", func(t *testing.T, dir, rev string) {
+			writeFile(t, filepath.Join(dir, ".git", "HEAD"), "ref: refs/heads/main\x00junk\n")
+		}},
+		{"a loose ref with a NUL", func(t *testing.T, dir, rev string) {
+			writeFile(t, filepath.Join(dir, ".git", "refs", "heads", "main"), rev+"\x00junk\n")
+		}},
+		{"a .git file with a NUL", func(t *testing.T, dir, rev string) {
+			require.NoError(t, os.Rename(filepath.Join(dir, ".git"), filepath.Join(dir, "..", "sep.git")))
+			writeFile(t, filepath.Join(dir, ".git"), "gitdir: ../sep.git\x00junk\n")
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(tempDir(t), "agent")
+			module, rev := agentRepo(t, dir)
+			tc.setup(t, dir, rev)
+			out, gitErr := gittest.Command(dir, "rev-parse", "--verify", "-q", "HEAD").Output()
+			got, err := readHead(t, module)
+			if gitErr != nil {
+				assert.True(t, err != nil || got == "", "Read gives %q where git rev-parse fails", got)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, strings.TrimSpace(string(out)), got)
+		})
+	}
+}

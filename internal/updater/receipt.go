@@ -182,9 +182,12 @@ func checkStrictJSON(data []byte) error {
 // maxJSONDepth bounds nesting, so that no input recurses without end.
 const maxJSONDepth = 32
 
-// checkObject reads the rest of an object whose '{' was read.
+// checkObject reads the rest of an object whose '{' was read. Keys are
+// compared as encoding/json matches them to fields, without case (and with
+// Unicode's simple folding: "ſ" is "s"), so that "OUTCOME" cannot stand
+// beside, or for, "outcome".
 func checkObject(dec *json.Decoder, depth int) error {
-	seen := map[string]bool{}
+	var seen []string
 	for {
 		tok, err := dec.Token()
 		if err != nil {
@@ -197,15 +200,25 @@ func checkObject(dec *json.Decoder, depth int) error {
 		if !ok {
 			return errors.New("not JSON: a key that is no string")
 		}
-		if seen[key] {
-			return fmt.Errorf("key %q appears twice", key)
+		for _, k := range seen {
+			if strings.EqualFold(k, key) {
+				return fmt.Errorf("key %q appears twice (as %q)", key, k)
+			}
 		}
-		seen[key] = true
+		for _, field := range receiptFields {
+			if key != field && strings.EqualFold(key, field) {
+				return fmt.Errorf("key %q is not %q", key, field)
+			}
+		}
+		seen = append(seen, key)
 		if err := checkValue(dec, depth); err != nil {
 			return err
 		}
 	}
 }
+
+// receiptFields are the keys the receipt's schema names, in every object.
+var receiptFields = []string{"schema", "update_id", "outcome", "started_at", "finished_at", "pre_update", "post_update", "sha"}
 
 // checkValue reads one value.
 func checkValue(dec *json.Decoder, depth int) error {

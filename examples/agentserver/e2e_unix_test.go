@@ -313,3 +313,27 @@ func TestNoReloadAfterAFailedUpdate(t *testing.T) {
 		})
 	}
 }
+
+// The checkout moves again during an exec handoff, to a commit that no
+// longer tracks the module: the new image cannot bind. It fails closed and
+// stays up: no connection error, no 5xx, and it answers 409 at the end.
+func TestExecHandoffWhenTheCheckoutMovesAgain(t *testing.T) {
+	d := newDeployment(t)
+	d.start(t, reloadExec)
+	c := d.client(t)
+	c.until(t, "from the old code", func(a answer) bool { return a.revision == d.loaded })
+	d.update(t, "git", "pull", "-q", "--ff-only")
+	c.until(t, "a 409", func(a answer) bool { return a.status == http.StatusConflict })
+	gittest.Git(t, d.dir, "rm", "-q", "--cached", "run_agent.py")
+	gittest.Git(t, d.dir, "commit", "-q", "-m", "untrack the module")
+	c.until(t, "a 409 after the move", func(a answer) bool { return a.status == http.StatusConflict && !a.restartScheduled })
+	time.Sleep(500 * time.Millisecond)
+	answers := c.finish()
+	for i, a := range answers {
+		require.NoError(t, a.err, "answer %d", i)
+		require.Less(t, a.status, 500, "answer %d: %+v", i, a)
+	}
+	last := answers[len(answers)-1]
+	assert.Equal(t, http.StatusConflict, last.status, "the server is up and fails closed")
+	assert.True(t, last.retryable)
+}

@@ -18,10 +18,10 @@ import (
 // handoff re-executes this program with the listening socket kept open
 // across exec: connections that arrive meanwhile wait in the socket's
 // backlog for the new image, so none is refused. The HTTP server stops
-// accepting, tells clients to close their connections, and finishes what
-// it serves; then the process image is replaced, keeping its ID, so a
-// supervisor sees the same process. It returns only when that failed, and
-// the server then serves again on the same socket.
+// accepting and closes every connection once it answered the request it
+// serves (see quiesce); then the process image is replaced, keeping its
+// ID, so a supervisor sees the same process. It returns only when that
+// failed, and the server then serves again on the same socket.
 func handoff(a *app, ln net.Listener, plan *runtimeguard.Reload) error {
 	tl, ok := ln.(*net.TCPListener)
 	if !ok {
@@ -47,17 +47,25 @@ func handoff(a *app, ln net.Listener, plan *runtimeguard.Reload) error {
 		return err
 	}
 
-	a.shutdown()
+	if err := a.quiesce(); err != nil {
+		a.relisten(sock)
+		return err
+	}
 	err = syscall.Exec(exe, os.Args, env)
 
 	// The exec failed: serve again on the socket, on the old code.
-	relisten, lerr := net.FileListener(sock)
+	return errors.Join(err, a.relisten(sock))
+}
+
+// relisten serves again on the socket sock holds.
+func (a *app) relisten(sock *os.File) error {
+	ln, err := net.FileListener(sock)
 	sock.Close()
-	if lerr != nil {
-		return errors.Join(err, lerr)
+	if err != nil {
+		return err
 	}
-	a.serve(relisten)
-	return err
+	a.serve(ln)
+	return nil
 }
 
 // inherit clears close-on-exec on f, so that the new image keeps it.

@@ -24,7 +24,7 @@ func handoff(a *app, _ net.Listener, _ *runtimeguard.Reload) error {
 	if !a.supervised {
 		return errors.New("an exec reload needs a supervisor here (--supervised)")
 	}
-	a.shutdown()
+	_ = a.quiesce()
 	os.Exit(exitReload)
 	return nil
 }

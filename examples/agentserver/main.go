@@ -87,10 +87,22 @@ func main() {
 	opts := runtimeguard.Options{ModulePath: *module, HomeDir: *home, Python: *python, Layout: layout, Logger: logger}
 	opts.ExpectRevision = os.Getenv(expectEnv) // set by the process this one replaced
 	guard, err := runtimeguard.New(opts)
-	if err != nil {
+	if err != nil && opts.ExpectRevision == "" {
 		log.Fatal(err)
 	}
 	releaseInheritedLock()
+	if err != nil {
+		// A reloaded image whose new code cannot be bound (the checkout
+		// moved during the handoff) fails closed and stays up: it answers
+		// every request with the 409 until an operator restarts it.
+		logger.Error("the reloaded code could not be bound; answering 409 until restarted", "error", err)
+		serveStale(ln, &runtimeguard.StaleError{
+			Message:  "The agent changed on disk while the server reloaded it. Restart the server manually to load the new code.",
+			Captured: opts.ExpectRevision,
+			Err:      err,
+		})
+		return
+	}
 	id := guard.Identity()
 	logger.Info("bound", "source_dir", id.SourceDir, "revision", id.Revision, "sessions", *state)
 
@@ -108,29 +120,112 @@ func main() {
 	srv.Wait()
 }
 
+// serveStale answers every request with the stale 409 until the process
+// is stopped.
+func serveStale(ln net.Listener, se *runtimeguard.StaleError) {
+	hs := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runtimeguard.WriteStale(w, se)
+	})}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go hs.Serve(ln)
+	<-ctx.Done()
+	_ = hs.Close()
+}
+
 // app is the HTTP server in front of the Server: replaced, on the same
 // socket, when a handoff fails.
 type app struct {
 	handler    http.Handler
 	drain      time.Duration
 	supervised bool
+	conns      counter // open connections, for a handoff to wait on
 
-	mu sync.Mutex // protects hs and ln
-	hs *http.Server
-	ln net.Listener
+	mu     sync.Mutex // protects hs, ln and served
+	hs     *http.Server
+	ln     net.Listener
+	served chan struct{} // closed when hs.Serve returned
 }
 
 // serve serves on ln until shutdown or a handoff.
 func (a *app) serve(ln net.Listener) {
-	hs := &http.Server{Handler: a.handler, ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: a.handler, ReadHeaderTimeout: 10 * time.Second, ConnState: a.track}
+	served := make(chan struct{})
 	a.mu.Lock()
-	a.hs, a.ln = hs, ln
+	a.hs, a.ln, a.served = hs, ln, served
 	a.mu.Unlock()
 	go func() {
-		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		defer close(served)
+		err := hs.Serve(ln)
+		if err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 			log.Fatal(err)
 		}
 	}()
+}
+
+// track counts open connections.
+func (a *app) track(_ net.Conn, state http.ConnState) {
+	switch state {
+	case http.StateNew:
+		a.conns.add(1)
+	case http.StateClosed, http.StateHijacked:
+		a.conns.add(-1)
+	}
+}
+
+// counter counts, and tells when the count is zero.
+type counter struct {
+	mu   sync.Mutex
+	n    int
+	zero chan struct{} // closed while n is 0
+}
+
+func (c *counter) add(d int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.zero == nil {
+		c.zero = make(chan struct{})
+		close(c.zero)
+	}
+	was := c.n
+	c.n += d
+	switch {
+	case was == 0 && c.n > 0:
+		c.zero = make(chan struct{})
+	case was > 0 && c.n == 0:
+		close(c.zero)
+	}
+}
+
+// idle returns a channel closed while the count is zero.
+func (c *counter) idle() <-chan struct{} {
+	c.add(0)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.zero
+}
+
+// quiesce stops accepting and waits, at most the drain time, until every
+// connection is closed, each after the response to the request it is
+// serving: the socket stays open through its other descriptor, and new
+// connections wait in its backlog. Unlike http.Server.Shutdown, it lets a
+// connection accepted a moment ago serve the request it reads, rather than
+// close it unanswered.
+func (a *app) quiesce() error {
+	a.mu.Lock()
+	hs, ln, served := a.hs, a.ln, a.served
+	a.mu.Unlock()
+	hs.SetKeepAlivesEnabled(false) // idle connections close now, busy ones after their response
+	if err := ln.Close(); err != nil {
+		return err
+	}
+	<-served // every connection it accepted is counted
+	select {
+	case <-a.conns.idle():
+		return nil
+	case <-time.After(a.drain):
+		return errors.New("connections still open at the drain deadline")
+	}
 }
 
 // shutdown stops accepting and waits, at most the drain time, for what is

@@ -22,8 +22,9 @@ type binding struct {
 	// boundAt is when the binding's first read began: a receipt must have
 	// finished after it to allow a reload.
 	boundAt time.Time
-	// sig is closed once a check finds the binding stale.
-	sig *signal
+	// sig is closed once a check finds the binding stale; replaced once
+	// the guard binds anew.
+	sig, replaced *signal
 	// configured is the module path as configured, absolute and clean with
 	// its links unresolved: every full read resolves it again, and a path
 	// that now leads to another module file makes the runtime stale.

@@ -165,6 +165,7 @@ func (g *Guard) Capture(modulePath string) error {
 	}
 	if old := g.bound.Swap(b); old != nil {
 		old.close() // an inert binding replaced
+		old.replaced.fire()
 	}
 	return nil
 }
@@ -193,7 +194,7 @@ func (g *Guard) bind(cfg *config, abs string) (*binding, error) {
 			time.Sleep(backoff)
 			backoff = min(2*backoff, maxBindBackoff)
 		}
-		b := &binding{configured: abs, boundAt: e.now(), sig: &signal{c: make(chan struct{})}}
+		b := &binding{configured: abs, boundAt: e.now(), sig: newSignal(), replaced: newSignal()}
 		call, err := b.fullRead(e, cfg.alwaysRead, cfg.timeout, true)
 		if err == nil {
 			err = call.err

@@ -445,6 +445,14 @@ func TestObserveReportsWhatItRead(t *testing.T) {
 type recordHandler struct {
 	mu      sync.Mutex
 	records []slog.Record
+	lines   int // counted by countingWriter
+}
+
+// count is how many lines were written.
+func (h *recordHandler) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lines
 }
 
 func (h *recordHandler) Enabled(context.Context, slog.Level) bool { return true }

@@ -253,6 +253,7 @@ func (g *Guard) Rebind(r *Reload) error {
 	}
 	g.bound.Store(b)
 	r.b.close() // the old binding's watches
+	r.b.replaced.fire()
 	g.staleSeen.Store(false)
 	if cfg.logger != nil {
 		cfg.logger.Info("runtimeguard: bound to the reloaded code", "from", r.From, "to", r.To, "update_id", r.Receipt.UpdateID)
@@ -284,25 +285,74 @@ func (g *Guard) firstSignal() *signal {
 	if s := g.first.Load(); s != nil {
 		return s
 	}
-	g.first.CompareAndSwap(nil, &signal{c: make(chan struct{})})
+	g.first.CompareAndSwap(nil, newSignal())
 	return g.first.Load()
 }
 
 // Watch checks the checkout until ctx is done, so that [Guard.Changed]
 // fires without a request, and returns ctx's error. On the watch path (see
-// [Observation].Check) it checks when the kernel reports an event, with no
-// polling; elsewhere every interval. A stale check is logged as any other.
+// [Observation].Check) it checks when the kernel reports an event about
+// what the answer depends on, with no polling; elsewhere every interval,
+// which must be positive. Once the checkout moved, Changed has fired and
+// Watch rests until the guard binds anew ([Guard.Rebind], [Guard.Capture]).
+// A stale check is logged as any other.
 func (g *Guard) Watch(ctx context.Context, interval time.Duration) error {
 	if interval <= 0 {
 		return fmt.Errorf("runtimeguard: watch interval %v is not positive", interval)
 	}
-	_ = g.EnsureCurrent()
-	if wt := g.waiter(); wt != nil {
+	for {
+		b := g.bound.Load()
+		if b != nil && b.id.Revision != "" {
+			_ = g.EnsureCurrent()
+			if !b.sig.fired() {
+				if err := g.watchBinding(ctx, b, interval); err != nil {
+					return err
+				}
+			}
+		}
+		// Stale: nothing more to tell until the guard binds anew.
+		// Unbound or inert: look again every interval for a binding.
+		var rebound, tick <-chan struct{}
+		if b != nil && b.id.Revision != "" {
+			rebound = b.replaced.c
+		} else {
+			tick = afterChan(interval)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-rebound:
+		case <-tick:
+		}
+	}
+}
+
+// afterChan is time.After as a channel of struct{}.
+func afterChan(d time.Duration) <-chan struct{} {
+	c := make(chan struct{})
+	time.AfterFunc(d, func() { close(c) })
+	return c
+}
+
+// watchEventGap spaces the wakeups of a watch by events that were about
+// nothing it depends on: a burst of writes beside the checkout costs a
+// wakeup per gap, not one per write.
+const watchEventGap = 5 * time.Millisecond
+
+// watchBinding checks b until it is stale or replaced, or ctx is done.
+func (g *Guard) watchBinding(ctx context.Context, b *binding, interval time.Duration) error {
+	if wt := g.waiter(b); wt != nil {
 		defer wt.Close()
 		stop := context.AfterFunc(ctx, wt.Stop)
 		defer stop()
 		for wt.Wait() {
-			_ = g.EnsureCurrent()
+			if s := b.snap.Load(); s == nil || !s.watched || s.sub.Dirty() {
+				_ = g.EnsureCurrent()
+			}
+			if b.sig.fired() || b.replaced.fired() {
+				return nil
+			}
+			time.Sleep(watchEventGap)
 		}
 		return ctx.Err()
 	}
@@ -312,18 +362,19 @@ func (g *Guard) Watch(ctx context.Context, interval time.Duration) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-b.replaced.c:
+			return nil
 		case <-t.C:
 		}
 		_ = g.EnsureCurrent()
+		if b.sig.fired() {
+			return nil
+		}
 	}
 }
 
-// waiter is an event source for Watch when the guard is on the watch path.
-func (g *Guard) waiter() *watch.Waiter {
-	b := g.bound.Load()
-	if b == nil {
-		return nil
-	}
+// waiter is an event source for watching b, when b is on the watch path.
+func (g *Guard) waiter(b *binding) *watch.Waiter {
 	s := b.snap.Load()
 	if s == nil || !s.watched {
 		return nil
@@ -339,6 +390,9 @@ func (g *Guard) waiter() *watch.Waiter {
 	return wt
 }
 
+// newSignal returns a signal that has not fired.
+func newSignal() *signal { return &signal{c: make(chan struct{})} }
+
 // signal is a channel closed once.
 type signal struct {
 	c    chan struct{}
@@ -346,3 +400,13 @@ type signal struct {
 }
 
 func (s *signal) fire() { s.once.Do(func() { close(s.c) }) }
+
+// fired reports whether the signal fired.
+func (s *signal) fired() bool {
+	select {
+	case <-s.c:
+		return true
+	default:
+		return false
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -354,4 +356,44 @@ func TestWatchIsEventDriven(t *testing.T) {
 	}
 	cancel()
 	assert.ErrorIs(t, <-done, context.Canceled)
+}
+
+// A stale guard's Watch rests: a Debug logger writing into a directory the
+// guard watches (an ancestor of the checkout) does not make it check, log
+// and wake again without end.
+func TestWatchRestsOnceStale(t *testing.T) {
+	tmp := tempDir(t)
+	dir := filepath.Join(tmp, "agent")
+	module, _ := agentRepo(t, dir)
+	logFile, err := os.Create(filepath.Join(tmp, "server.log"))
+	require.NoError(t, err)
+	defer logFile.Close()
+	h := &recordHandler{}
+	logger := slog.New(slog.NewTextHandler(io.MultiWriter(logFile, countingWriter{h}), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	g, err := newGuard(Options{ModulePath: module, HomeDir: tmp, Logger: logger}, testEnv(nil))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Watch(ctx, 10*time.Millisecond) }()
+	commit(t, dir, "run_agent.py", "moved\n")
+	<-g.Changed()
+	before := h.count()
+	for i := 0; i < 50; i++ { // writes beside the checkout, as a log does
+		_, err := logFile.WriteString("unrelated\n")
+		require.NoError(t, err)
+		time.Sleep(2 * time.Millisecond)
+	}
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	assert.LessOrEqual(t, h.count()-before, 2, "log lines after the guard went stale")
+}
+
+// countingWriter counts the lines a logger writes.
+type countingWriter struct{ h *recordHandler }
+
+func (w countingWriter) Write(p []byte) (int, error) {
+	w.h.mu.Lock()
+	defer w.h.mu.Unlock()
+	w.h.lines += strings.Count(string(p), "\n")
+	return len(p), nil
 }

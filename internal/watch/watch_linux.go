@@ -285,6 +285,10 @@ func (s *Sub) Clear() uint64 {
 // MarkDirty makes the next check read again.
 func (s *Sub) MarkDirty() { s.dirty.Store(true) }
 
+// Dirty reports whether an event touched what the subscription depends on
+// since its read began.
+func (s *Sub) Dirty() bool { return s.dirty.Load() }
+
 // drain reads every queued event and marks the subscriptions they touch;
 // w.mu is held.
 func (w *Watcher) drain() {

@@ -27,6 +27,9 @@ func (s *Sub) Clear() uint64 { return 0 }
 // MarkDirty does nothing here.
 func (s *Sub) MarkDirty() {}
 
+// Dirty is always true here.
+func (s *Sub) Dirty() bool { return true }
+
 // Arm fails here.
 func (s *Sub) Arm([]Entry) (bool, error) { return false, ErrUnsupported }
 

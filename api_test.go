@@ -179,3 +179,35 @@ func TestStateWordsMatchTheUpdaters(t *testing.T) {
 	assert.Equal(t, string(updater.UpdateIncomplete), string(UpdateIncomplete))
 	assert.Equal(t, updater.DefaultMaxAge, DefaultMaxMarkerAge)
 }
+
+// Options are resolved once, at New: a relative HomeDir or Python is made
+// absolute then, so that a later chdir of the host's moves nothing; a
+// change to HermesLayout does not change what the zero Layout means.
+func TestOptionsResolvedOnce(t *testing.T) {
+	tmp := tempDir(t)
+	writeMarker(t, filepath.Join(tmp, "home", hermesMarker), os.Getpid(), time.Now())
+	t.Chdir(tmp)
+	g, err := New(Options{HomeDir: "home", Python: filepath.Join("install", "venv", "bin", "python")})
+	require.NoError(t, err)
+	t.Chdir(os.TempDir())
+	o := g.Observe()
+	assert.Equal(t, filepath.Join(tmp, "home", hermesMarker), o.MarkerPath)
+	assert.Equal(t, MarkerActive, o.Marker)
+	assert.Equal(t, []string{filepath.Join(tmp, "install")}, o.InstallRoots)
+
+	saved := HermesLayout
+	t.Cleanup(func() { HermesLayout = saved })
+	HermesLayout.Marker = "changed"
+	g, err = New(Options{HomeDir: tmp})
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(tmp, hermesMarker), g.Observe().MarkerPath)
+}
+
+// An expected revision of the wrong length for the repository's object
+// format is an error at New, not a guard that is stale forever.
+func TestExpectRevisionOfAnotherFormat(t *testing.T) {
+	dir := tempDir(t)
+	module, _ := agentRepo(t, dir)
+	_, err := New(Options{ModulePath: module, HomeDir: dir, ExpectRevision: strings.Repeat("a", 64)})
+	assert.ErrorContains(t, err, "64 hex digits")
+}

@@ -126,7 +126,7 @@ func (opts *Options) resolve(e *env) (*config, error) {
 	}
 	layout := opts.Layout
 	if layout.isZero() {
-		layout = HermesLayout
+		layout = hermesLayout()
 	}
 	if err := layout.validate(); err != nil {
 		return nil, err
@@ -150,7 +150,16 @@ func (opts *Options) resolve(e *env) (*config, error) {
 		noWatch:    opts.NoWatch,
 		logger:     opts.Logger,
 	}
+	if c.python != "" {
+		// Resolved now: a later chdir of the host's must not move it.
+		if abs, err := filepath.Abs(c.python); err == nil {
+			c.python = abs
+		}
+	}
 	if home := homeDir(opts.HomeDir, &layout); home != "" {
+		if abs, err := filepath.Abs(home); err == nil {
+			home = abs
+		}
 		c.markerPath = filepath.Join(home, filepath.FromSlash(layout.Marker))
 		if layout.Receipt != "" {
 			c.receiptPath = filepath.Join(home, filepath.FromSlash(layout.Receipt))
@@ -164,9 +173,12 @@ func (opts *Options) resolve(e *env) (*config, error) {
 		" loaded it. Restart "+server+" manually to load the new code.")
 	c.reloadMessage = cmp.Or(opts.ReloadMessage, agent+" changed on disk after "+server+
 		" loaded it. "+server+" is reloading to load the new code; retry shortly.")
-	for _, m := range []struct{ name, text string }{{"Message", c.message}, {"ReloadMessage", c.reloadMessage}} {
+	for _, m := range []struct{ name, text string }{
+		{"the stale message (Message, or AgentName and ServerName)", c.message},
+		{"the reload message (ReloadMessage, or AgentName and ServerName)", c.reloadMessage},
+	} {
 		if strings.Contains(strings.ToLower(m.text), "success") {
-			return nil, fmt.Errorf("runtimeguard: %s %q contains the word \"success\"", m.name, m.text)
+			return nil, fmt.Errorf("runtimeguard: %s %q contains the word \"success\": nothing here proves that an update succeeded", m.name, m.text)
 		}
 	}
 	if r := opts.ExpectRevision; r != "" {

@@ -161,6 +161,9 @@ func (g *Guard) Capture(modulePath string) error {
 		if b.id.Revision == "" {
 			return fmt.Errorf("runtimeguard: bind %s with ExpectRevision %s: %w (%s)", abs, cfg.expect, ErrNotCheckout, b.reason)
 		}
+		if len(cfg.expect) != len(b.id.Revision) {
+			return fmt.Errorf("runtimeguard: ExpectRevision %s has %d hex digits; the repository's object ids have %d", cfg.expect, len(cfg.expect), len(b.id.Revision))
+		}
 		b.id.Revision = cfg.expect
 	}
 	if old := g.bound.Swap(b); old != nil {
@@ -238,6 +241,9 @@ func (g *Guard) bind(cfg *config, abs string) (*binding, error) {
 // Concurrent checks share such a read only when it began after they
 // arrived, and wait for one at most [Options.ReadTimeout].
 //
+// A check answers for the checkout as it is: one that moved back to the
+// bound revision is current again ([Guard.Changed] stays closed).
+//
 // EnsureCurrent never schedules, requests or performs a restart.
 func (g *Guard) EnsureCurrent() error {
 	b := g.bound.Load()
@@ -263,7 +269,7 @@ func (g *Guard) EnsureCurrent() error {
 	if r := g.scheduled.Load(); r != nil && r.b == b {
 		se.Message, se.RestartScheduled = cfg.reloadMessage, true
 	}
-	g.logStale(cfg, se)
+	g.logStale(cfg, b, se)
 	return se
 }
 
@@ -318,16 +324,19 @@ func (g *Guard) observe(cfg *config, b *binding) Observation {
 	return cfg.observeAt(src)
 }
 
-func (g *Guard) logStale(cfg *config, se *StaleError) {
-	if cfg.logger == nil {
+// logStale logs a stale check of b: the first at Warn, later ones at
+// Debug, none for a binding the guard no longer uses (a check that began
+// before a Rebind).
+func (g *Guard) logStale(cfg *config, b *binding, se *StaleError) {
+	if cfg.logger == nil || g.bound.Load() != b {
 		return
 	}
 	n := g.staleCount.Add(1)
 	if g.staleSeen.CompareAndSwap(false, true) {
-		cfg.logger.Warn("runtimeguard: the loaded runtime is stale; restart manually", "stale", se, "stale_checks", n)
+		cfg.logger.Warn("runtimeguard: the loaded runtime is stale", "stale", se, "restart_scheduled", se.RestartScheduled, "stale_checks", n)
 		return
 	}
-	cfg.logger.Debug("runtimeguard: stale runtime refused again", "stale", se, "stale_checks", n)
+	cfg.logger.Debug("runtimeguard: stale runtime refused again", "stale", se, "restart_scheduled", se.RestartScheduled, "stale_checks", n)
 }
 
 // env is the part of the environment a guard touches, replaceable per

@@ -37,16 +37,23 @@ type Layout struct {
 }
 
 // HermesLayout is the layout of the Hermes Agent's updater (hermes
-// update), the zero [Layout]: home $HERMES_HOME or ~/.hermes, marker
-// .hermes-update-in-progress, recovery markers .update-incomplete and
-// .lazy-refresh-incomplete, receipt logs/update_receipts/latest.json, no
-// lock file.
-var HermesLayout = Layout{
-	HomeEnv:         "HERMES_HOME",
-	DefaultHome:     ".hermes",
-	Marker:          ".hermes-update-in-progress",
-	RecoveryMarkers: []string{".update-incomplete", ".lazy-refresh-incomplete"},
-	Receipt:         "logs/update_receipts/latest.json",
+// update), which the zero [Layout] stands for: home $HERMES_HOME or
+// ~/.hermes, marker .hermes-update-in-progress, recovery markers
+// .update-incomplete and .lazy-refresh-incomplete, receipt
+// logs/update_receipts/latest.json, no lock file. Copy it to describe an
+// updater that differs in a field; changing it changes nothing else (the
+// zero Layout keeps meaning the Hermes layout).
+var HermesLayout = hermesLayout()
+
+// hermesLayout returns a fresh copy of the Hermes layout.
+func hermesLayout() Layout {
+	return Layout{
+		HomeEnv:         "HERMES_HOME",
+		DefaultHome:     ".hermes",
+		Marker:          ".hermes-update-in-progress",
+		RecoveryMarkers: []string{".update-incomplete", ".lazy-refresh-incomplete"},
+		Receipt:         "logs/update_receipts/latest.json",
+	}
 }
 
 // isZero reports whether l is the zero Layout.
@@ -59,7 +66,7 @@ func (l *Layout) isZero() bool {
 // marker is a file name.
 func (l *Layout) validate() error {
 	if l.Marker == "" {
-		return fmt.Errorf("runtimeguard: Layout.Marker is empty")
+		return fmt.Errorf("runtimeguard: Layout.Marker is empty: a Layout other than the zero one is taken as it is; copy HermesLayout to change some of its fields")
 	}
 	for _, f := range []struct{ name, path string }{
 		{"DefaultHome", l.DefaultHome}, {"Marker", l.Marker}, {"Receipt", l.Receipt}, {"Lock", l.Lock},

@@ -72,6 +72,9 @@ func (g *Guard) PlanReload() (*Reload, error) {
 	if b == nil || b.id.Revision == "" {
 		return nil, notReady("the guard is not bound to a tracked checkout")
 	}
+	if g.scheduled.Load() != nil {
+		return nil, notReady("a reload is scheduled already")
+	}
 	if cfg.receiptPath == "" {
 		return nil, notReady("the updater's layout has no receipt, or no home directory is known")
 	}
@@ -177,15 +180,23 @@ func notReady(why string) error { return fmt.Errorf("%w: %s", ErrNotReady, why) 
 // on, until [Guard.Rebind] or [Reload.Release], every stale answer says
 // "restart_scheduled": true with [Options.ReloadMessage], which asks the
 // client to retry shortly. The plan's receipt can allow no second reload
-// of this guard.
-func (r *Reload) Schedule() {
+// of this guard. At most one plan of a guard is scheduled at a time:
+// scheduling a second, or one released or carried out, is an error, and
+// the host must not carry it out.
+func (r *Reload) Schedule() error {
 	if r.done.Load() {
-		return
+		return errors.New("runtimeguard: schedule: the plan was released or carried out")
 	}
-	r.g.scheduled.Store(r)
+	if !r.g.scheduled.CompareAndSwap(nil, r) {
+		if r.g.scheduled.Load() == r {
+			return nil
+		}
+		return errors.New("runtimeguard: schedule: another reload of this guard is scheduled")
+	}
 	r.g.receiptsMu.Lock()
 	r.g.receipts = append(r.g.receipts, r.Receipt)
 	r.g.receiptsMu.Unlock()
+	return nil
 }
 
 // Release abandons the plan: stale answers no longer say a restart is

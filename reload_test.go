@@ -184,7 +184,7 @@ func TestRebindAfterPlan(t *testing.T) {
 	_, err = updater.Lock(lock, true)
 	require.ErrorIs(t, err, updater.ErrLocked, "an updater's lock while a plan holds it")
 
-	r.Schedule()
+	require.NoError(t, r.Schedule())
 	var se *StaleError
 	require.ErrorAs(t, c.g.EnsureCurrent(), &se)
 	p := se.Payload()
@@ -225,7 +225,7 @@ func TestRebindAfterHEADMovedAgain(t *testing.T) {
 	c.success(t)
 	r, err := c.g.PlanReload()
 	require.NoError(t, err)
-	r.Schedule()
+	require.NoError(t, r.Schedule())
 	third := commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 3\n")
 	err = c.g.Rebind(r)
 	assert.ErrorIs(t, err, ErrStale)
@@ -238,6 +238,26 @@ func TestRebindAfterHEADMovedAgain(t *testing.T) {
 	assert.Error(t, c.g.Rebind(r), "a plan rebinds once")
 }
 
+// One plan of a guard is scheduled at a time: a second plan is not made
+// while one is, and one released or carried out cannot be scheduled.
+func TestOneScheduledPlanAtATime(t *testing.T) {
+	c := newReloadCase(t)
+	c.success(t)
+	p1, err := c.g.PlanReload()
+	require.NoError(t, err)
+	p2, err := c.g.PlanReload()
+	require.NoError(t, err, "two plans before either is scheduled")
+	require.NoError(t, p1.Schedule())
+	require.NoError(t, p1.Schedule(), "scheduling again is no error")
+	assert.ErrorContains(t, p2.Schedule(), "another reload")
+	p2.Release()
+	_, err = c.g.PlanReload()
+	assert.ErrorIs(t, err, ErrNotReady)
+	assert.ErrorContains(t, err, "scheduled already")
+	require.NoError(t, c.g.Rebind(p1))
+	assert.Error(t, p1.Schedule(), "a plan carried out")
+}
+
 // Released plans give today's payload back, exactly.
 func TestReleasedPlanRestoresThePayload(t *testing.T) {
 	c := newReloadCase(t)
@@ -246,7 +266,7 @@ func TestReleasedPlanRestoresThePayload(t *testing.T) {
 	require.ErrorAs(t, c.g.EnsureCurrent(), &before)
 	r, err := c.g.PlanReload()
 	require.NoError(t, err)
-	r.Schedule()
+	require.NoError(t, r.Schedule())
 	r.Release()
 	r.Release()
 	var after *StaleError
@@ -272,7 +292,7 @@ func TestNoReloadStorm(t *testing.T) {
 			require.ErrorIs(t, err, ErrNotReady)
 			continue
 		}
-		r.Schedule()
+		require.NoError(t, r.Schedule())
 		if c.g.Rebind(r) == nil {
 			reloads++
 		}
@@ -284,7 +304,7 @@ func TestNoReloadStorm(t *testing.T) {
 	d.success(t)
 	r, err := d.g.PlanReload()
 	require.NoError(t, err)
-	r.Schedule()
+	require.NoError(t, r.Schedule())
 	r.Release()
 	_, err = d.g.PlanReload()
 	assert.ErrorIs(t, err, ErrNotReady)

@@ -100,7 +100,9 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	plan.Schedule()
+	if err := plan.Schedule(); err != nil {
+		return err
+	}
 	err = g.EnsureCurrent()
 	if errors.As(err, &se) {
 		say("11. the guard proves a reload safe; while the server reloads, the 409 says restart_scheduled: %v", se.Payload().RestartScheduled)

@@ -62,7 +62,11 @@ func (rl *reloader) try(s *Server) bool {
 		}
 		return false
 	}
-	plan.Schedule()
+	if err := plan.Schedule(); err != nil {
+		plan.Release()
+		rl.log().Warn("reload plan", "error", err)
+		return false
+	}
 	rl.running = true
 	rl.finished = make(chan struct{})
 	rl.log().Info("reload scheduled", "from", plan.From, "to", plan.To, "update_id", plan.Receipt.UpdateID, "mode", rl.mode)

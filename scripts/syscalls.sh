@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Counts the system calls of one check of an unchanged checkout: strace -f -c
-# over `runtimeguard check --repeat N` minus the same run with --repeat 0,
+# over `runtimeguard check --repeat N+1` minus the same run with --repeat 1,
 # divided by N, on the watch path and on the stat path (--no-watch), for a
 # loose and a packed branch. Needs strace and git. Usage:
 # scripts/syscalls.sh [N]
@@ -37,8 +37,8 @@ for path in watch stat; do
 	flags=()
 	[ "$path" = stat ] && flags=(--no-watch)
 	for layout in loose packed; do
-		base=$(count "$tmp/$layout" 0 "${flags[@]}")
-		many=$(count "$tmp/$layout" "$n" "${flags[@]}")
+		base=$(count "$tmp/$layout" 1 "${flags[@]}")
+		many=$(count "$tmp/$layout" "$((n + 1))" "${flags[@]}")
 		echo "== $path path, $layout branch ref: system calls per check, over $n checks"
 		join -a 2 -e 0 -o 0,1.2,2.2 <(echo "$base") <(echo "$many") |
 			awk -v n="$n" '{ d = $3 - $2; if (d / n >= 0.01) printf "  %-16s %8.2f\n", $1, d / n; t += d } END { printf "  %-16s %8.2f\n", "all", t / n }'

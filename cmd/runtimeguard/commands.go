@@ -41,6 +41,9 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	if err := c.parse(args, 0); err != nil {
 		return err
 	}
+	if err := gf.validate(); err != nil {
+		return err
+	}
 	if gf.module == "" {
 		return usagef("--module is required")
 	}
@@ -140,13 +143,16 @@ func cmdCheck(args []string, stdout, stderr io.Writer) error {
 	if err := c.parse(args, 0); err != nil {
 		return err
 	}
+	if err := gf.validate(); err != nil {
+		return err
+	}
 	switch {
 	case gf.module == "" || *expect == "":
 		return usagef("--module and --expect are required")
 	case !gitread.IsRevision(*expect):
 		return usagef("--expect %q is not a full hex object id (40 or 64 hex digits)", *expect)
-	case *repeat < 0:
-		return usagef("--repeat must not be negative")
+	case *repeat < 1:
+		return usagef("--repeat must be at least 1: a check is what this command is for")
 	}
 	opts := gf.options()
 	opts.ExpectRevision, opts.NoWatch = *expect, *noWatch
@@ -218,6 +224,9 @@ func cmdWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	gf.register(c.fs)
 	interval := c.fs.Duration("interval", time.Second, "how often to check")
 	if err := c.parse(args, 0); err != nil {
+		return err
+	}
+	if err := gf.validate(); err != nil {
 		return err
 	}
 	if gf.module == "" {

@@ -87,6 +87,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "version":
 		err = cmdVersion(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
+		if cmd == "help" && len(rest) == 1 && rest[0] != "help" {
+			return run(ctx, []string{rest[0], "-h"}, stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	default:
@@ -194,6 +197,16 @@ func (f *guardFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.receipt, "receipt", h.Receipt, "the updater's latest receipt, a `PATH` relative to the home")
 	fs.StringVar(&f.lock, "lock", h.Lock, "the updater's lock file, a `PATH` relative to the home (default none)")
 	fs.StringVar(&f.recovery, "recovery", strings.Join(h.RecoveryMarkers, ","), "the recovery markers' file `NAMES`, separated by commas")
+}
+
+// validate reports layout flags that describe no layout, as a usage error.
+func (f *guardFlags) validate() error {
+	opts := f.options()
+	opts.ModulePath = ""
+	if _, err := runtimeguard.Observe(opts); err != nil {
+		return usagef("%s", strings.TrimPrefix(err.Error(), "runtimeguard: "))
+	}
+	return nil
 }
 
 // options are the guard options the flags describe.

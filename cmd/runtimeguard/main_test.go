@@ -141,6 +141,10 @@ func TestCheckUsage(t *testing.T) {
 		{"check", "--module", module, "--expect", rev, "extra"},
 		{"check", "--bogus"},
 		{"check", "--module", module, "--expect", rev, "--repeat", "-1"},
+		{"check", "--module", module, "--expect", rev, "--repeat", "0"},
+		{"status", "--module", module, "--marker", "../../etc/passwd"},
+		{"status", "--module", module, "--marker", ""},
+		{"check", "--module", module, "--expect", rev, "--recovery", "a/b"},
 		{"frobnicate"},
 		{},
 	} {
@@ -183,12 +187,15 @@ func TestHelp(t *testing.T) {
 			assert.Empty(t, r.stderr, "%s %s", cmd, flag)
 		}
 	}
+	r := runCmd(t, gittest.TempDir(t), "help", "status")
+	assert.Equal(t, 0, r.code)
+	assert.Contains(t, r.stdout, "Usage: runtimeguard status", "help COMMAND is COMMAND's help")
 	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}} {
 		r := runCmd(t, gittest.TempDir(t), args...)
 		assert.Equal(t, 0, r.code)
 		assert.Contains(t, r.stdout, "runtimeguard status --module FILE")
 	}
-	r := runCmd(t, gittest.TempDir(t), "version", "-h")
+	r = runCmd(t, gittest.TempDir(t), "version", "-h")
 	assert.NotContains(t, r.stdout, "Flags:")
 	// A flag error goes to standard error with the usage, exit 2.
 	r = runCmd(t, gittest.TempDir(t), "status", "--bogus")
@@ -430,6 +437,19 @@ func TestUpdateFailure(t *testing.T) {
 	assert.Equal(t, 1, r.code)
 	assert.Equal(t, "failed", c.receipt(t)["outcome"])
 	assert.Contains(t, r.stderr, ".update-incomplete")
+}
+
+// The command runs in the module's worktree, wherever the tool is run.
+func TestUpdateRunsInTheWorktree(t *testing.T) {
+	c := newUpdateCase(t)
+	args := []string{"update", "--module", c.module, "--home", c.home, "--", "git", "pull", "-q", "--ff-only"}
+	cmd := commandProcess(args...)
+	cmd.Dir = gittest.TempDir(t) // not the checkout
+	cmd.Env = append(cmd.Env, gittest.Env...)
+	r := runProcess(t, cmd)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, c.ahead, git(t, c.dir, "rev-parse", "HEAD"))
+	assert.Equal(t, "success", c.receipt(t)["outcome"])
 }
 
 // Another live updater's marker, or the lock held, refuses the update

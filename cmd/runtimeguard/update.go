@@ -27,7 +27,12 @@ that speaks the update protocol a runtime guard reads:
   6. write the receipt: "success" only if COMMAND exited 0, HEAD is
      readable and no recovery marker was left; "failed" otherwise; each
      atomically and durably, as latest and as a file of its own;
-  7. remove the marker, release the lock, exit with COMMAND's status.
+  7. remove the marker, release the lock.
+
+COMMAND runs in the top-level directory of the module's worktree (--dir
+to choose another). The tool exits with COMMAND's exit status when it ran
+and failed; 1 when it could not run, was killed by a signal, or the
+receipt says failed for another reason; 0 for a success receipt.
 
 A guarded server with a reload plan loads the new code only on such a
 success receipt. Do not wrap an updater that keeps its own marker and
@@ -41,7 +46,11 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var gf guardFlags
 	gf.register(c.fs)
 	wait := c.fs.Duration("wait", 5*time.Second, "how long to wait for the lock (a reload's plan holds it while the server hands over)")
+	workDir := c.fs.String("dir", "", "the `DIR` COMMAND runs in (default the top level of the module's worktree)")
 	if err := c.parse(args, -1); err != nil {
+		return err
+	}
+	if err := gf.validate(); err != nil {
 		return err
 	}
 	argv := c.fs.Args()
@@ -97,15 +106,21 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer os.Remove(o.MarkerPath)
 	r := updater.Receipt{UpdateID: updater.NewUpdateID(), Outcome: updater.OutcomeRunning, StartedAt: start.UTC()}
-	r.PreUpdate.SHA = headOf(gf.module)
+	before, _ := gitread.Inspect(gf.module)
+	r.PreUpdate.SHA = before.Revision
+	dir := *workDir
+	if dir == "" {
+		dir = cmpOr(before.TopLevel, before.SourceDir)
+	}
 	if err := updater.WriteReceipt(o.ReceiptPath, r, pid); err != nil {
 		return err
 	}
 
-	code, runErr := runUpdater(ctx, argv, stdout, stderr)
+	code, runErr := runUpdater(ctx, dir, argv, stdout, stderr)
 	r.FinishedAt = time.Now().UTC()
-	r.PostUpdate.SHA = headOf(gf.module)
-	after, err := runtimeguard.Observe(gf.options())
+	after, readErr := gitread.Inspect(gf.module)
+	r.PostUpdate.SHA = after.Revision
+	observed, err := runtimeguard.Observe(gf.options())
 	if err != nil {
 		return err
 	}
@@ -113,12 +128,16 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	switch {
 	case runErr != nil:
 		why = runErr.Error()
+	case code < 0:
+		why = argv[0] + " was killed by a signal"
 	case code != 0:
 		why = fmt.Sprintf("%s exited %d", argv[0], code)
+	case readErr != nil:
+		why = "the checkout cannot be read after the update: " + readErr.Error()
 	case r.PostUpdate.SHA == "":
-		why = "HEAD is not readable after the update"
-	case len(after.RecoveryMarkers) > 0:
-		why = "the recovery marker " + after.RecoveryMarkers[0] + " was left"
+		why = "the module has no revision after the update: " + after.Reason
+	case len(observed.RecoveryMarkers) > 0:
+		why = "the recovery marker " + observed.RecoveryMarkers[0] + " was left"
 	}
 	r.Outcome = updater.OutcomeSuccess
 	if why != "" {
@@ -148,8 +167,9 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // runUpdater runs argv with the tool's standard streams and returns its
 // exit status. A signal to the tool interrupts the command, which has
 // thirty seconds to end.
-func runUpdater(ctx context.Context, argv []string, stdout, stderr io.Writer) (int, error) {
+func runUpdater(ctx context.Context, dir string, argv []string, stdout, stderr io.Writer) (int, error) {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
 	cmd.Cancel = func() error {
 		if runtime.GOOS == "windows" {
@@ -169,12 +189,10 @@ func runUpdater(ctx context.Context, argv []string, stdout, stderr io.Writer) (i
 	return 0, nil
 }
 
-// headOf is HEAD's revision for the module's checkout, or empty when it
-// cannot be read.
-func headOf(module string) string {
-	c, err := gitread.Inspect(module)
-	if err != nil {
-		return ""
+// cmpOr is the first of a and b that is not empty.
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
 	}
-	return c.Revision
+	return b
 }

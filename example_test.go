@@ -27,6 +27,15 @@ func checkout() string {
 	return module
 }
 
+// tempDir makes a directory for an example.
+func tempDir() string {
+	dir, err := os.MkdirTemp("", "runtimeguard-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	return dir
+}
+
 // update writes content to the module and commits it, as an updater would.
 func update(module, content string) {
 	repo, err := demorepo.Open(filepath.Dir(module))
@@ -43,10 +52,12 @@ func update(module, content string) {
 func Example() {
 	module := checkout()
 	defer os.RemoveAll(filepath.Dir(module))
+	home := tempDir()
+	defer os.RemoveAll(home)
 
 	guard, err := runtimeguard.New(runtimeguard.Options{
-		ModulePath: module,
-		HomeDir:    filepath.Dir(module), // where the updater keeps its marker
+		ModulePath: module, // the file the server loaded
+		HomeDir:    home,   // where the updater keeps its marker and receipts
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -174,4 +185,100 @@ func ExampleStaleError_Payload() {
 	}
 	// Output:
 	// 409 incomplete false
+}
+
+// A host that reloads by itself: a plan only where the updater's success
+// receipt proves the update finished, then the reload, then the binding.
+func ExampleGuard_PlanReload() {
+	module := checkout()
+	defer os.RemoveAll(filepath.Dir(module))
+	home := tempDir()
+	defer os.RemoveAll(home)
+	guard, err := runtimeguard.New(runtimeguard.Options{ModulePath: module, HomeDir: home})
+	if err != nil {
+		log.Fatal(err)
+	}
+	from := guard.Identity().Revision
+	update(module, "class AIAgent: revision = 2\n")
+	_, err = guard.PlanReload()
+	fmt.Println("no receipt:", errors.Is(err, runtimeguard.ErrNotReady))
+
+	// The updater writes its receipt (runtimeguard update does this for
+	// any updater).
+	to := headOf(module)
+	receipt := fmt.Sprintf(`{"schema": 1, "update_id": "u1", "outcome": "success", "started_at": %q, "finished_at": %q, "pre_update": {"sha": %q}, "post_update": {"sha": %q}}`,
+		time.Now().UTC().Format(time.RFC3339Nano), time.Now().UTC().Format(time.RFC3339Nano), from, to)
+	path := filepath.Join(home, "logs", "update_receipts", "latest.json")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		log.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(receipt), 0o644); err != nil {
+		log.Fatal(err)
+	}
+
+	plan, err := guard.PlanReload()
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := plan.Schedule(); err != nil { // the 409s now say restart_scheduled
+		log.Fatal(err)
+	}
+	var stale *runtimeguard.StaleError
+	if errors.As(guard.EnsureCurrent(), &stale) {
+		fmt.Println("restart scheduled:", stale.Payload().RestartScheduled)
+	}
+	// … stop admitting guarded work, drain it, restart the workers …
+	if err := guard.Rebind(plan); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("reloaded:", guard.Identity().Revision == to, guard.EnsureCurrent())
+	// Output:
+	// no receipt: true
+	// restart scheduled: true
+	// reloaded: true <nil>
+}
+
+// A server that imports its agent lazily binds when it loads it.
+func ExampleGuard_Capture() {
+	module := checkout()
+	defer os.RemoveAll(filepath.Dir(module))
+	var guard runtimeguard.Guard // unbound: every check passes
+	fmt.Println(guard.EnsureCurrent())
+	// … the agent module is imported on the first request …
+	if err := guard.Capture(module); err != nil {
+		log.Fatal(err)
+	}
+	update(module, "class AIAgent: revision = 2\n")
+	fmt.Println(errors.Is(guard.EnsureCurrent(), runtimeguard.ErrStale))
+	// Output:
+	// <nil>
+	// true
+}
+
+// A host that could not bind (the checkout moved, or cannot be read)
+// still says what the updater is doing.
+func ExampleObserve() {
+	home := tempDir()
+	defer os.RemoveAll(home)
+	marker := filepath.Join(home, runtimeguard.HermesLayout.Marker)
+	body := fmt.Sprintf("%d\n%d\n", os.Getpid(), time.Now().Unix())
+	if err := os.WriteFile(marker, []byte(body), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	o, err := runtimeguard.Observe(runtimeguard.Options{HomeDir: home})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(o.Marker, o.State)
+	// Output:
+	// active active
+}
+
+// headOf is the revision the checkout of module is at.
+func headOf(module string) string {
+	g, err := runtimeguard.New(runtimeguard.Options{ModulePath: module, HomeDir: os.TempDir()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	return g.Identity().Revision
 }

@@ -234,6 +234,13 @@ func (w *Watcher) consume(sl *slot, n int) {
 			mounts = true
 		}
 	}
+	w.apply(mounts)
+}
+
+// apply drains the queued inotify events, and makes every subscription
+// dirty first when the mount table changed, inside one odd sequence
+// number so that a lock-free reader sees either all of it or none.
+func (w *Watcher) apply(mounts bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.seq.Add(1)
@@ -259,11 +266,7 @@ func (s *Sub) Settle(gen uint64) bool {
 	} else {
 		return false
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.seq.Add(1)
-	w.drain()
-	w.seq.Add(1)
+	w.apply(false)
 	return !s.dirty.Load() && s.gen.Load() == gen
 }
 
@@ -663,15 +666,7 @@ func (wt *Waiter) Wait() bool {
 			mounts = true
 		}
 	}
-	w := wt.w
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.seq.Add(1)
-	if mounts {
-		w.dirtyAll()
-	}
-	w.drain()
-	w.seq.Add(1)
+	wt.w.apply(mounts)
 	return true
 }
 

@@ -3,10 +3,9 @@
 package runtimeguard
 
 import (
-	"os"
-	"os/exec"
 	"testing"
 
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/windows"
 )
@@ -16,7 +15,7 @@ import (
 // no other process.
 func exitedPID(t *testing.T) int {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd := gittest.Self([]string{"-test.run=^$"})
 	require.NoError(t, cmd.Start())
 	h, err := windows.OpenProcess(windows.SYNCHRONIZE|windows.PROCESS_QUERY_LIMITED_INFORMATION, false, uint32(cmd.Process.Pid))
 	require.NoError(t, err)

@@ -26,9 +26,6 @@ import (
 // it (so they run under Wine too).
 const commandEnv = "RUNTIMEGUARD_BE_THE_COMMAND"
 
-// binary is the program the tests run as the command: this test binary.
-var binary = os.Args[0]
-
 func TestMain(m *testing.M) {
 	if os.Getenv(commandEnv) != "" {
 		main()
@@ -44,9 +41,7 @@ type result struct {
 
 // commandProcess returns the command with args, to run as a process.
 func commandProcess(args ...string) *exec.Cmd {
-	cmd := exec.Command(binary, args...)
-	cmd.Env = append(os.Environ(), commandEnv+"=1")
-	return cmd
+	return gittest.Self(args, commandEnv+"=1")
 }
 
 // runCmd runs the command with args and HERMES_HOME set to home.

@@ -97,8 +97,7 @@ func (d *deployment) start(t *testing.T, mode string) {
 	t.Helper()
 	args := fmt.Sprintf("--module %s --home %s --lock update.lock --state %s --addr 127.0.0.1:0 --reload %s --drain 5s",
 		filepath.Join(d.dir, "run_agent.py"), d.home, d.state, mode)
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), serverEnv+"="+args)
+	cmd := gittest.Self(nil, serverEnv+"="+args)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	var logs bytes.Buffer

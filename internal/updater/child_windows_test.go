@@ -3,10 +3,10 @@
 package updater
 
 import (
-	"os"
 	"os/exec"
 	"testing"
 
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -14,8 +14,7 @@ import (
 // standard input) that lives until the test ends or it is killed.
 func longChild(t *testing.T) *exec.Cmd {
 	t.Helper()
-	child := exec.Command(os.Args[0])
-	child.Env = append(os.Environ(), waitChildEnv+"=1")
+	child := gittest.Self(nil, waitChildEnv+"=1")
 	stdin, err := child.StdinPipe()
 	require.NoError(t, err)
 	require.NoError(t, child.Start())

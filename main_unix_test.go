@@ -7,10 +7,17 @@ import (
 	"testing"
 )
 
+// cleanups are directories made once per run and shared by tests (test
+// fixtures that are copied per case), removed when the run ends.
+var cleanups []string
+
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if benchRepo.root != "" {
 		os.RemoveAll(benchRepo.root)
+	}
+	for _, dir := range cleanups {
+		os.RemoveAll(dir)
 	}
 	os.Exit(code)
 }

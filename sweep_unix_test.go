@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,19 +34,61 @@ type deploy struct {
 
 func newDeploy(t *testing.T) *deploy {
 	t.Helper()
-	d := &deploy{root: tempDir(t)}
+	tmpl := deployTemplate(t)
+	d := &deploy{root: tempDir(t), first: tmpl.first, rev: tmpl.rev, rev2: tmpl.rev2}
+	// A copy of the template: the same histories, made with one process
+	// instead of a dozen git commands per case.
+	if out, err := exec.Command("cp", "-a", tmpl.root+"/.", d.root).CombinedOutput(); err != nil {
+		t.Fatalf("copying the deploy template: %v: %s", err, out)
+	}
 	d.v1 = filepath.Join(d.root, "releases", "v1")
 	d.v1b = filepath.Join(d.root, "releases", "v1b")
 	d.v2 = filepath.Join(d.root, "releases", "v2")
-	d.first = initRepo(t, d.v1, map[string]string{"pkg/run_agent.py": "x = 1\n", "lib.py": "y\n"})
-	d.rev = commit(t, d.v1, "lib.py", "y = 2\n")
-	git(t, d.root, "clone", "-q", d.v1, d.v1b)
-	git(t, d.root, "clone", "-q", d.v1, d.v2)
-	d.rev2 = commit(t, d.v2, "pkg/run_agent.py", "x = 2\n")
-	symlink(t, filepath.Join("releases", "v1"), filepath.Join(d.root, "current"))
-	require.NoError(t, os.MkdirAll(filepath.Join(d.root, "app"), 0o755))
-	symlink(t, filepath.Join("..", "releases", "v1", "pkg", "run_agent.py"), filepath.Join(d.root, "app", "run_agent.py"))
 	return d
+}
+
+var (
+	deployOnce sync.Once
+	deployTmpl *deploy
+	deployErr  string
+)
+
+// deployTemplate makes the deploy layout once per run, in a directory
+// TestMain removes; newDeploy copies it.
+func deployTemplate(t *testing.T) *deploy {
+	t.Helper()
+	deployOnce.Do(func() {
+		root, err := os.MkdirTemp("", "runtimeguard-deploy-")
+		if err != nil {
+			deployErr = err.Error()
+			return
+		}
+		cleanups = append(cleanups, root)
+		// The template is made by a test of its own so that a failure
+		// is reported once, with git's output, and fails every case.
+		ok := t.Run("deploy template", func(t *testing.T) {
+			d := &deploy{root: root}
+			d.v1 = filepath.Join(root, "releases", "v1")
+			d.v1b = filepath.Join(root, "releases", "v1b")
+			d.v2 = filepath.Join(root, "releases", "v2")
+			d.first = initRepo(t, d.v1, map[string]string{"pkg/run_agent.py": "x = 1\n", "lib.py": "y\n"})
+			d.rev = commit(t, d.v1, "lib.py", "y = 2\n")
+			git(t, root, "clone", "-q", d.v1, d.v1b)
+			git(t, root, "clone", "-q", d.v1, d.v2)
+			d.rev2 = commit(t, d.v2, "pkg/run_agent.py", "x = 2\n")
+			symlink(t, filepath.Join("releases", "v1"), filepath.Join(root, "current"))
+			require.NoError(t, os.MkdirAll(filepath.Join(root, "app"), 0o755))
+			symlink(t, filepath.Join("..", "releases", "v1", "pkg", "run_agent.py"), filepath.Join(root, "app", "run_agent.py"))
+			deployTmpl = d
+		})
+		if !ok {
+			deployErr = "the deploy template could not be made"
+		}
+	})
+	if deployTmpl == nil {
+		t.Fatal(deployErr)
+	}
+	return deployTmpl
 }
 
 // symlink makes a link at path whose text is target.

@@ -1,6 +1,7 @@
 package updater
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,8 +106,8 @@ func checkNumber(t *testing.T, oracle *pyOracle, s string) {
 }
 
 // FuzzReadUpdateMarker: any bytes in a real marker file classify as one of
-// the four words, the file is left as it was, a marker over the age limit is
-// stale whatever its process ID, and no process is asked about unless the
+// the four words, the file is left as it was, a time that is not finite is
+// unknown, a marker over the age limit is stale whatever its process ID, and no process is asked about unless the
 // body parsed, its time is within the age limit and its process ID is one
 // this platform can ask about.
 func FuzzReadUpdateMarker(f *testing.F) {
@@ -139,7 +140,11 @@ func FuzzReadUpdateMarker(f *testing.F) {
 		if !markerStates[got] || got == Absent {
 			t.Fatalf("readMarker(%q) = %q", body, got)
 		}
-		if parsed && started <= nowSec && nowSec-started > DefaultMaxAge.Seconds() && got != Stale {
+		finite := !math.IsNaN(started) && !math.IsInf(started, 0)
+		if parsed && !finite && got != Unknown {
+			t.Fatalf("readMarker(%q) = %q, want %q: its time is not finite", body, got, Unknown)
+		}
+		if parsed && finite && started <= nowSec && nowSec-started > DefaultMaxAge.Seconds() && got != Stale {
 			t.Fatalf("readMarker(%q) = %q, want %q: over age, whatever the process ID", body, got, Stale)
 		}
 		after, err := os.ReadFile(path)

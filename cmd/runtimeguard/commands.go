@@ -200,7 +200,7 @@ type markerJSON struct {
 }
 
 func cmdMarker(args []string, stdout, stderr io.Writer) error {
-	c := newCommand("marker", "marker [--json] PATH", stdout, stderr)
+	c := newCommand("marker", "marker [--json] [--max-age D] PATH", stdout, stderr)
 	asJSON := c.fs.Bool("json", false, `print {"path", "state", "reason"}`)
 	maxAge := c.fs.Duration("max-age", runtimeguard.DefaultMaxMarkerAge, "the `AGE` past which a marker is stale")
 	if err := c.parse(args, 1); err != nil {
@@ -209,7 +209,7 @@ func cmdMarker(args []string, stdout, stderr io.Writer) error {
 	if *maxAge <= 0 {
 		return usagef("--max-age must be positive")
 	}
-	path := c.fs.Arg(0)
+	path := c.args[0]
 	m := updater.System.ReadMarker(path, *maxAge)
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(markerJSON{Path: path, State: string(m.State), Reason: m.Reason})

@@ -8,7 +8,7 @@
 //	runtimeguard demo
 //	runtimeguard status --module FILE [--json] [LAYOUT FLAGS]
 //	runtimeguard check  --module FILE --expect REV [LAYOUT FLAGS]
-//	runtimeguard marker [--json] PATH
+//	runtimeguard marker [--json] [--max-age D] PATH
 //	runtimeguard watch  --module FILE [--interval D] [LAYOUT FLAGS]
 //	runtimeguard update --module FILE [LAYOUT FLAGS] -- COMMAND [ARGS...]
 //	runtimeguard version
@@ -127,7 +127,8 @@ func (e exitCode) Error() string { return fmt.Sprintf("exit %d", int(e)) }
 type command struct {
 	fs       *flag.FlagSet
 	synopsis string
-	doc      string // printed after the synopsis, when set
+	doc      string   // printed after the synopsis, when set
+	args     []string // the positional arguments, once parsed
 	stdout   io.Writer
 	stderr   io.Writer
 }
@@ -159,24 +160,43 @@ func (c *command) printUsage(w io.Writer) {
 }
 
 // parse parses args and rejects positional arguments beyond want (-1: any
-// number). Help goes to standard output with exit 0; a flag error, which
-// the flag package has printed, is followed by the usage on standard error
-// and exit 2.
+// number, and flags end at the first positional argument, as for a command
+// line to run). With a fixed number, flags and positional arguments may be
+// mixed (marker PATH --json), up to a "--" after which all is positional.
+// Help goes to standard output with exit 0; a flag error, which the flag
+// package has printed, is followed by the usage on standard error and exit
+// 2.
 func (c *command) parse(args []string, want int) error {
-	if err := c.fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			c.printUsage(c.stdout)
-			return exitCode(exitOK)
+	var positional []string
+	for rest := args; ; {
+		if err := c.fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				c.printUsage(c.stdout)
+				return exitCode(exitOK)
+			}
+			c.printUsage(c.stderr)
+			return exitCode(exitUsage)
 		}
-		c.printUsage(c.stderr)
-		return exitCode(exitUsage)
+		left := c.fs.Args()
+		if len(left) == 0 {
+			break
+		}
+		// The flag package stops at the first non-flag argument, or
+		// consumes a "--" and stops after it.
+		if want < 0 || len(left) < len(rest) && rest[len(rest)-len(left)-1] == "--" {
+			positional = append(positional, left...)
+			break
+		}
+		positional = append(positional, left[0])
+		rest = left[1:]
 	}
-	if want >= 0 && c.fs.NArg() != want {
+	if want >= 0 && len(positional) != want {
 		if want == 0 {
-			return usagef("unexpected argument %q", c.fs.Arg(0))
+			return usagef("unexpected argument %q", positional[0])
 		}
-		return usagef("want %d argument(s), got %d", want, c.fs.NArg())
+		return usagef("want %d argument(s), got %d", want, len(positional))
 	}
+	c.args = positional
 	return nil
 }
 

@@ -225,6 +225,22 @@ func TestMarker(t *testing.T) {
 	var m map[string]string
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &m))
 	assert.Equal(t, map[string]string{"path": path, "state": "unknown", "reason": "a directory"}, m)
+
+	// Flags may follow the path; after "--" a name that starts with a dash
+	// is a path.
+	r2 := runCmd(t, dir, "marker", path, "--json")
+	assert.Equal(t, r, r2)
+	dash := filepath.Join(dir, "-json")
+	require.NoError(t, os.Mkdir(dash, 0o755))
+	cmd := commandProcess("marker", "--json", "--", "-json")
+	cmd.Dir = dir
+	r = runProcess(t, cmd)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &m))
+	assert.Equal(t, map[string]string{"path": "-json", "state": "unknown", "reason": "a directory"}, m)
+	assert.Equal(t, 2, runCmd(t, dir, "marker", path, "--bogus").code)
+	assert.Equal(t, 2, runCmd(t, dir, "marker", path, "--json", "b").code)
+	assert.Equal(t, 2, runCmd(t, dir, "marker", "--", path, "b").code)
 }
 
 // status on a module the index does not track still names the ref HEAD is

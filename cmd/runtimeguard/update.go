@@ -53,7 +53,7 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := gf.validate(); err != nil {
 		return err
 	}
-	argv := c.fs.Args()
+	argv := c.args
 	switch {
 	case gf.module == "":
 		return usagef("--module is required")

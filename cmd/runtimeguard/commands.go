@@ -84,10 +84,13 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 		row("git dir", s.GitDir)
 		row("object format", s.ObjectFormat)
 		row("tracked", fmt.Sprint(s.Tracked))
-		if s.HeadRef == "" {
-			row("HEAD", "detached")
-		} else {
+		switch {
+		case s.HeadRef != "":
 			row("HEAD", s.HeadRef)
+		case s.ReadError != "":
+			row("HEAD", "unreadable")
+		default:
+			row("HEAD", "detached")
 		}
 	}
 	switch {

@@ -264,6 +264,21 @@ func TestStatusOfUntrackedAndNonGitModules(t *testing.T) {
 	assert.Equal(t, "", s["head_ref"])
 }
 
+// status on a linked worktree whose HEAD cannot be read says so, rather
+// than calling HEAD detached.
+func TestStatusOfUnreadableHead(t *testing.T) {
+	module, _ := checkout(t)
+	linked := filepath.Join(gittest.TempDir(t), "linked")
+	git(t, filepath.Dir(module), "worktree", "add", "-q", linked)
+	gitDir := git(t, linked, "rev-parse", "--absolute-git-dir")
+	require.NoError(t, os.Remove(filepath.Join(gitDir, "HEAD")))
+	require.NoError(t, os.Mkdir(filepath.Join(gitDir, "HEAD"), 0o755))
+	r := runCmd(t, gittest.TempDir(t), "status", "--module", filepath.Join(linked, filepath.Base(module)))
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^HEAD:\s+unreadable$`, r.stdout)
+	assert.Regexp(t, `(?m)^revision:\s+unreadable: .*HEAD is a directory`, r.stdout)
+}
+
 func TestStatusJSON(t *testing.T) {
 	home := gittest.TempDir(t)
 	module, rev := checkout(t)

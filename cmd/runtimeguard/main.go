@@ -204,14 +204,19 @@ func (c *command) parse(args []string, want int) error {
 // updater's files.
 type guardFlags struct {
 	module, home, python string
+	homeEnv, defaultHome string
 	marker, receipt      string
 	lock, recovery       string
+	fs                   *flag.FlagSet // where they are registered
 }
 
 func (f *guardFlags) register(fs *flag.FlagSet) {
 	h := runtimeguard.HermesLayout
+	f.fs = fs
 	fs.StringVar(&f.module, "module", "", "the module `FILE` the server loaded (required)")
-	fs.StringVar(&f.home, "home", "", "the updater's home `DIR` (default $"+h.HomeEnv+" or ~/"+h.DefaultHome+")")
+	fs.StringVar(&f.home, "home", "", "the updater's home `DIR` (default $"+h.HomeEnv+" or ~/"+h.DefaultHome+": see --home-env, --default-home)")
+	fs.StringVar(&f.homeEnv, "home-env", h.HomeEnv, "the environment `VARIABLE` that names the home, when --home is not given")
+	fs.StringVar(&f.defaultHome, "default-home", h.DefaultHome, "the home, a `PATH` relative to the user's home directory, when neither --home nor the variable is set (none when --home-env is given without it)")
 	fs.StringVar(&f.python, "python", "", "the agent's interpreter `PATH`, as configured")
 	fs.StringVar(&f.marker, "marker", h.Marker, "the in-progress marker, a `PATH` relative to the home")
 	fs.StringVar(&f.receipt, "receipt", h.Receipt, "the updater's latest receipt, a `PATH` relative to the home")
@@ -219,19 +224,42 @@ func (f *guardFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.recovery, "recovery", strings.Join(h.RecoveryMarkers, ","), "the recovery markers' file `NAMES`, separated by commas")
 }
 
-// validate reports layout flags that describe no layout, as a usage error.
+// validate reports layout flags that describe no layout, as a usage error
+// that names the flag.
 func (f *guardFlags) validate() error {
+	if f.marker == "" {
+		return usagef("--marker must not be empty")
+	}
 	opts := f.options()
 	opts.ModulePath = ""
 	if _, err := runtimeguard.Observe(opts); err != nil {
-		return usagef("%s", strings.TrimPrefix(err.Error(), "runtimeguard: "))
+		msg := strings.TrimPrefix(err.Error(), "runtimeguard: ")
+		return usagef("%s", layoutFlagNames.Replace(msg))
 	}
 	return nil
 }
 
+// set reports whether the flag was given on the command line.
+func set(fs *flag.FlagSet, name string) bool {
+	found := false
+	fs.Visit(func(f *flag.Flag) { found = found || f.Name == name })
+	return found
+}
+
+// layoutFlagNames names the flags behind the Layout fields an error names.
+var layoutFlagNames = strings.NewReplacer(
+	"Layout.HomeEnv", "--home-env", "Layout.DefaultHome", "--default-home",
+	"Layout.Marker", "--marker", "Layout.Receipt", "--receipt",
+	"Layout.Lock", "--lock", "Layout.RecoveryMarkers", "--recovery",
+)
+
 // options are the guard options the flags describe.
 func (f *guardFlags) options() runtimeguard.Options {
 	layout := runtimeguard.HermesLayout
+	layout.HomeEnv, layout.DefaultHome = f.homeEnv, f.defaultHome
+	if f.fs != nil && set(f.fs, "home-env") && !set(f.fs, "default-home") {
+		layout.DefaultHome = "" // another updater's variable, not Hermes's fallback
+	}
 	layout.Marker, layout.Receipt, layout.Lock = f.marker, f.receipt, f.lock
 	layout.RecoveryMarkers = nil
 	for _, name := range strings.Split(f.recovery, ",") {

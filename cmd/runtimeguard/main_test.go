@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -500,4 +501,106 @@ func TestUpdateRefuses(t *testing.T) {
 	require.NoError(t, lock.Close())
 	r = c.update(t, "git", "pull", "-q", "--ff-only")
 	assert.Equal(t, 0, r.code, r.stderr)
+}
+
+// A module path that leads nowhere or outside Git, or a --dir that is no
+// directory, is a usage error before anything runs or is written: a typo
+// must not run git pull wherever the tool was started.
+func TestUpdateRefusesBadInput(t *testing.T) {
+	c := newUpdateCase(t)
+	ran := filepath.Join(gittest.TempDir(t), "ran")
+	outside := filepath.Join(gittest.TempDir(t), "run_agent.py")
+	require.NoError(t, os.WriteFile(outside, []byte("x\n"), 0o644))
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"typo", []string{"--module", filepath.Join(c.dir, "run_agnet.py")}, "--module"},
+		{"outside Git", []string{"--module", outside}, "no Git worktree"},
+		{"missing dir", []string{"--module", c.module, "--dir", filepath.Join(c.dir, "nope")}, "--dir"},
+		{"dir is a file", []string{"--module", c.module, "--dir", c.module}, "not a directory"},
+		{"negative wait", []string{"--module", c.module, "--wait", "-1s"}, "--wait"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := commandProcess(append(append([]string{"update", "--home", c.home}, tc.args...), "--", "sh", "-c", "touch "+ran)...)
+			cmd.Dir = c.dir
+			cmd.Env = append(cmd.Env, gittest.Env...)
+			r := runProcess(t, cmd)
+			assert.Equal(t, 2, r.code, r.stderr)
+			assert.Contains(t, r.stderr, tc.want)
+			assert.NoFileExists(t, ran, "the command ran")
+			assert.NoDirExists(t, filepath.Join(c.home, "logs"), "a receipt was written")
+			assert.NoFileExists(t, filepath.Join(c.home, ".hermes-update-in-progress"))
+		})
+	}
+}
+
+// Without a lock file, of updaters started at once exactly one runs its
+// command: the marker is created exclusively.
+func TestUpdateWithoutLockIsExclusive(t *testing.T) {
+	c := newUpdateCase(t)
+	ran := filepath.Join(gittest.TempDir(t), "ran")
+	for round := 0; round < 5; round++ {
+		require.NoError(t, os.RemoveAll(ran))
+		var wg sync.WaitGroup
+		results := make([]result, 4)
+		for i := range results {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cmd := commandProcess("update", "--module", c.module, "--home", c.home, "--", "sh", "-c", "echo run >> "+ran+"; sleep 0.3")
+				cmd.Dir = c.dir
+				cmd.Env = append(cmd.Env, gittest.Env...)
+				results[i] = runProcess(t, cmd)
+			}()
+		}
+		wg.Wait()
+		data, err := os.ReadFile(ran)
+		require.NoError(t, err)
+		assert.Equal(t, "run\n", string(data), "round %d: %+v", round, results)
+		ok := 0
+		for _, r := range results {
+			if r.code == 0 {
+				ok++
+			} else {
+				assert.Regexp(t, `refused: another updater (is running|wrote)`, r.stderr)
+			}
+		}
+		assert.Equal(t, 1, ok, "round %d: %+v", round, results)
+	}
+}
+
+// Another updater's layout is described by flags, its home included; a
+// flag that describes no layout is a usage error that names the flag.
+func TestLayoutFlags(t *testing.T) {
+	module, _ := checkout(t)
+	home := gittest.TempDir(t)
+	cmd := commandProcess("status", "--json", "--module", module, "--home-env", "PLUGINHOST_HOME",
+		"--marker", "deploy.lock.pid", "--receipt", "deploys/last.json", "--recovery", ".deploy-failed")
+	cmd.Env = append(cmd.Env, "PLUGINHOST_HOME="+home)
+	r := runProcess(t, cmd)
+	require.Equal(t, 0, r.code, r.stderr)
+	var s map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &s))
+	assert.Equal(t, filepath.Join(home, "deploy.lock.pid"), s["marker_path"])
+	assert.Equal(t, filepath.Join(home, "deploys", "last.json"), s["receipt_path"])
+
+	// Another updater's variable, unset, is no home: not Hermes's ~/.hermes.
+	r = runCmd(t, home, "update", "--module", module, "--home-env", "PLUGINHOST_HOME", "--", "git", "status")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, "no home directory is known: set --home or $PLUGINHOST_HOME")
+
+	for _, tc := range []struct{ args []string }{
+		{[]string{"--marker", ""}},
+		{[]string{"--receipt", "/abs/last.json"}},
+		{[]string{"--lock", "../outside.lock"}},
+		{[]string{"--default-home", "../x"}},
+		{[]string{"--recovery", "a/b"}},
+	} {
+		r := runCmd(t, home, append([]string{"status", "--module", module}, tc.args...)...)
+		assert.Equal(t, 2, r.code, "%v: %s", tc.args, r.stderr)
+		assert.Contains(t, r.stderr, tc.args[0], "%v: the error names the flag", tc.args)
+		assert.NotContains(t, r.stderr, "Layout", "%v: a CLI error speaks of flags", tc.args)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,7 +22,8 @@ that speaks the update protocol a runtime guard reads:
 
   1. take the layout's lock file exclusively (--lock; refuse if it is held);
   2. refuse if another live updater holds the in-progress marker;
-  3. write the marker (this process's ID and the time), record HEAD;
+  3. write the marker (this process's ID and the time; created exclusively,
+     so of two updaters started at once one goes on), record HEAD;
   4. write a receipt with outcome "running";
   5. run COMMAND;
   6. write the receipt: "success" only if COMMAND exited 0, HEAD is
@@ -30,7 +32,8 @@ that speaks the update protocol a runtime guard reads:
   7. remove the marker, release the lock.
 
 COMMAND runs in the top-level directory of the module's worktree (--dir
-to choose another). The tool exits with COMMAND's exit status when it ran
+to choose another); a --module in no Git worktree is refused before
+anything runs. The tool exits with COMMAND's exit status when it ran
 and failed; 1 when it could not run, was killed by a signal, or the
 receipt says failed for another reason; 0 for a success receipt.
 
@@ -59,6 +62,23 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usagef("--module is required")
 	case len(argv) == 0:
 		return usagef("no COMMAND to run after --")
+	case *wait < 0:
+		return usagef("--wait must not be negative")
+	}
+	// Refuse before anything is written: a typo in --module must not run
+	// COMMAND (git pull) wherever the tool was started.
+	if ck, err := gitread.Inspect(gf.module); ck.TopLevel == "" {
+		if err != nil {
+			return usagef("--module: %v", err)
+		}
+		return usagef("--module: %s is in no Git worktree (%s)", gf.module, ck.Reason)
+	}
+	if *workDir != "" {
+		if fi, err := os.Stat(*workDir); err != nil {
+			return usagef("--dir: %v", err)
+		} else if !fi.IsDir() {
+			return usagef("--dir: %s is not a directory", *workDir)
+		}
 	}
 	o, err := runtimeguard.Observe(gf.options())
 	if err != nil {
@@ -66,7 +86,10 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	switch {
 	case o.MarkerPath == "":
-		return errors.New("no home directory is known: set --home or the layout's environment variable")
+		if gf.homeEnv == "" {
+			return errors.New("no home directory is known: set --home")
+		}
+		return fmt.Errorf("no home directory is known: set --home or $%s", gf.homeEnv)
 	case o.ReceiptPath == "":
 		return errors.New("the layout has no receipt (--receipt)")
 	}
@@ -101,7 +124,12 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 
 	pid, start := os.Getpid(), time.Now()
-	if err := updater.WriteMarker(o.MarkerPath, pid, start); err != nil {
+	// Created exclusively where none was: of two updaters that found no
+	// marker at once, one goes on. A stale marker is replaced.
+	if err := updater.WriteMarker(o.MarkerPath, pid, start, o.Marker == runtimeguard.MarkerStale); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("refused: another updater wrote %s first", o.MarkerPath)
+		}
 		return err
 	}
 	defer os.Remove(o.MarkerPath)

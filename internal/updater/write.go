@@ -14,13 +14,19 @@ import (
 
 // WriteMarker writes the in-progress marker at path for process pid, which
 // started the update at started: line 1 the process ID, line 2 the Unix
-// time in seconds. It makes the marker's directory if it is missing.
-func WriteMarker(path string, pid int, started time.Time) error {
+// time in seconds. It makes the marker's directory if it is missing. With
+// replace false the marker must not exist (an error matching fs.ErrExist
+// says another updater wrote one first); with replace true it replaces a
+// marker the caller found stale.
+func WriteMarker(path string, pid int, started time.Time, replace bool) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	body := fmt.Sprintf("%d\n%.6f\n", pid, float64(started.UnixNano())/1e9)
-	return durable.WriteFile(path, []byte(body), 0o644)
+	body := []byte(fmt.Sprintf("%d\n%.6f\n", pid, float64(started.UnixNano())/1e9))
+	if replace {
+		return durable.WriteFile(path, body, 0o644)
+	}
+	return durable.CreateFile(path, body, 0o644)
 }
 
 // NewUpdateID returns a fresh update_id: 16 random hex digits.

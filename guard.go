@@ -297,9 +297,11 @@ func (g *Guard) Observe() Observation {
 
 // Observe is [Guard.Observe] without a guard: it reads the updater's files
 // for the install opts describe, its source directory being the directory
-// of opts.ModulePath (links resolved), without reading the checkout. It
-// serves a host that could not bind (New failed: the checkout could not be
-// read, or is moving) and still wants to say what the updater is doing.
+// of opts.ModulePath (links resolved as far as they lead), without reading
+// the checkout. It serves a host that could not bind (New failed: the
+// checkout could not be read, is moving, or the module is missing) and
+// still wants to say what the updater is doing; its error is for options
+// that describe no install.
 func Observe(opts Options) (Observation, error) {
 	cfg, err := opts.resolve(systemEnv)
 	if err != nil {
@@ -309,7 +311,11 @@ func Observe(opts Options) (Observation, error) {
 	if opts.ModulePath != "" {
 		mod, err := gitread.ResolvePath(opts.ModulePath)
 		if err != nil {
-			return Observation{}, err
+			// A module path that leads nowhere still names a directory
+			// whose recovery markers may say why.
+			if mod, err = gitread.Abs(opts.ModulePath); err != nil {
+				return Observation{}, err
+			}
 		}
 		src = filepath.Dir(mod)
 	}

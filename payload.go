@@ -1,6 +1,7 @@
 package runtimeguard
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -62,18 +63,22 @@ type StaleError struct {
 func (e *StaleError) Error() string {
 	var b strings.Builder
 	b.WriteString("runtimeguard: ")
-	b.WriteString(e.Message)
+	b.WriteString(cmp.Or(e.Message, defaultMessage))
 	b.WriteString(" (loaded revision ")
-	b.WriteString(e.Captured)
-	if e.Current != "" {
+	b.WriteString(cmp.Or(e.Captured, "none"))
+	switch {
+	case e.Current != "":
 		b.WriteString(", checkout now at ")
 		b.WriteString(e.Current)
-	} else {
-		b.WriteString(", checkout now has no readable revision")
-	}
-	if e.Err != nil {
-		b.WriteString(": ")
+		if e.Err != nil {
+			b.WriteString(": ")
+			b.WriteString(e.Err.Error())
+		}
+	case e.Err != nil:
+		b.WriteString(", checkout now: ")
 		b.WriteString(e.Err.Error())
+	default:
+		b.WriteString(", checkout now has no revision")
 	}
 	if e.State != "" {
 		b.WriteString("; update state ")
@@ -161,9 +166,12 @@ func WriteStale(w http.ResponseWriter, err error) bool {
 // WriteStale is the package's [WriteStale] for a handler that checks by
 // hand: with [Options.ProblemDetails], a request r that prefers
 // application/problem+json gets the RFC 9457 problem document, as from
-// [Guard.Middleware].
+// [Guard.Middleware]. A nil r gets the plain JSON payload.
 func (g *Guard) WriteStale(w http.ResponseWriter, r *http.Request, err error) bool {
-	return writeStale(w, err, g.config().problem && prefersProblem(r.Header.Values("Accept")))
+	if !errors.As(err, new(*StaleError)) {
+		return false
+	}
+	return writeStale(w, err, r != nil && g.config().problem && prefersProblem(r.Header.Values("Accept")))
 }
 
 func writeStale(w http.ResponseWriter, err error, problem bool) bool {

@@ -72,6 +72,21 @@ func TestWriteStaleIgnoresOtherErrors(t *testing.T) {
 	assert.Zero(t, rec.Body.Len())
 }
 
+// A hand-written handler may have no request at hand: no panic, and the
+// plain JSON form.
+func TestGuardWriteStaleWithoutRequest(t *testing.T) {
+	g, err := New(Options{ProblemDetails: true})
+	require.NoError(t, err)
+	rec := httptest.NewRecorder()
+	assert.False(t, g.WriteStale(rec, nil, nil))
+	assert.False(t, g.WriteStale(rec, nil, os.ErrNotExist))
+	assert.Zero(t, rec.Body.Len())
+	require.True(t, g.WriteStale(rec, nil, sampleStale))
+	assert.Equal(t, http.StatusConflict, rec.Code)
+	assert.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+	golden(t, "stale-409.json", rec.Body.Bytes())
+}
+
 func TestWriteStaleProblemGolden(t *testing.T) {
 	g, err := New(Options{ProblemDetails: true})
 	require.NoError(t, err)
@@ -113,7 +128,8 @@ func TestStaleErrorText(t *testing.T) {
 		" (loaded revision 1111111111111111111111111111111111111111, checkout now at 2222222222222222222222222222222222222222; update state unverified)",
 		sampleStale.Error())
 	unreadable := &StaleError{Message: "m", Captured: "abc", Err: os.ErrNotExist}
-	assert.Equal(t, "runtimeguard: m (loaded revision abc, checkout now has no readable revision: file does not exist)", unreadable.Error())
+	assert.Equal(t, "runtimeguard: m (loaded revision abc, checkout now: file does not exist)", unreadable.Error())
+	assert.Equal(t, "runtimeguard: "+defaultMessage+" (loaded revision none, checkout now has no revision)", (&StaleError{}).Error())
 	assert.ErrorIs(t, unreadable, os.ErrNotExist)
 	assert.ErrorIs(t, unreadable, ErrStale)
 }

@@ -184,6 +184,9 @@ func notReady(why string) error { return fmt.Errorf("%w: %s", ErrNotReady, why) 
 // scheduling a second, or one released or carried out, is an error, and
 // the host must not carry it out.
 func (r *Reload) Schedule() error {
+	if r == nil {
+		return errors.New("runtimeguard: schedule: no plan")
+	}
 	if r.done.Load() {
 		return errors.New("runtimeguard: schedule: the plan was released or carried out")
 	}
@@ -201,8 +204,12 @@ func (r *Reload) Schedule() error {
 
 // Release abandons the plan: stale answers no longer say a restart is
 // scheduled, and the layout's lock is released. It is safe to call more
-// than once, and after [Guard.Rebind].
+// than once, after [Guard.Rebind], and on a nil plan (defer it right after
+// [Guard.PlanReload], whatever that returned).
 func (r *Reload) Release() {
+	if r == nil {
+		return // the plan PlanReload did not make
+	}
 	r.done.Store(true)
 	r.g.scheduled.CompareAndSwap(r, nil)
 	r.mu.Lock()
@@ -218,6 +225,9 @@ func (r *Reload) Release() {
 // process by exec passes it on (clearing its close-on-exec flag); the new
 // process closes it once it has bound, which releases the lock.
 func (r *Reload) LockFile() *os.File {
+	if r == nil {
+		return nil
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.lock

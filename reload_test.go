@@ -259,6 +259,20 @@ func TestOneScheduledPlanAtATime(t *testing.T) {
 }
 
 // Released plans give today's payload back, exactly.
+// A nil plan, what a failed PlanReload returns, is safe to release and
+// cannot be scheduled or bound.
+func TestNilPlan(t *testing.T) {
+	c := newReloadCase(t)
+	r, err := c.g.PlanReload()
+	require.ErrorIs(t, err, ErrNotReady)
+	require.Nil(t, r)
+	defer r.Release()
+	r.Release()
+	assert.Nil(t, r.LockFile())
+	assert.Error(t, r.Schedule())
+	assert.Error(t, c.g.Rebind(r))
+}
+
 func TestReleasedPlanRestoresThePayload(t *testing.T) {
 	c := newReloadCase(t)
 	c.success(t)

@@ -184,14 +184,14 @@ func printStale(stdout, stderr io.Writer, err error) error {
 		return jerr
 	}
 	fmt.Fprintf(stdout, "%s\n", body)
-	now := se.Current
-	if now == "" {
-		now = "no readable revision"
-		if se.Err != nil {
-			now += " (" + se.Err.Error() + ")"
-		}
+	now := "at " + se.Current
+	switch {
+	case se.Current == "" && se.Err != nil:
+		now = "unusable: " + se.Err.Error()
+	case se.Current == "":
+		now = "at no revision"
 	}
-	fmt.Fprintf(stderr, "runtimeguard check: stale: loaded %s, the checkout is now at %s\n", se.Captured, now)
+	fmt.Fprintf(stderr, "runtimeguard check: stale: loaded %s, the checkout is now %s\n", se.Captured, now)
 	return exitCode(exitStale)
 }
 

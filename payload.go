@@ -63,7 +63,7 @@ type StaleError struct {
 func (e *StaleError) Error() string {
 	var b strings.Builder
 	b.WriteString("runtimeguard: ")
-	b.WriteString(cmp.Or(e.Message, defaultMessage))
+	b.WriteString(cmp.Or(e.Message, "the loaded runtime is stale"))
 	b.WriteString(" (loaded revision ")
 	b.WriteString(cmp.Or(e.Captured, "none"))
 	switch {

@@ -129,7 +129,7 @@ func TestStaleErrorText(t *testing.T) {
 		sampleStale.Error())
 	unreadable := &StaleError{Message: "m", Captured: "abc", Err: os.ErrNotExist}
 	assert.Equal(t, "runtimeguard: m (loaded revision abc, checkout now: file does not exist)", unreadable.Error())
-	assert.Equal(t, "runtimeguard: "+defaultMessage+" (loaded revision none, checkout now has no revision)", (&StaleError{}).Error())
+	assert.Equal(t, "runtimeguard: the loaded runtime is stale (loaded revision none, checkout now has no revision)", (&StaleError{}).Error())
 	assert.ErrorIs(t, unreadable, os.ErrNotExist)
 	assert.ErrorIs(t, unreadable, ErrStale)
 }

@@ -74,7 +74,10 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(s)
+		if err := enc.Encode(s); err != nil {
+			return err
+		}
+		return readErr
 	}
 	row := func(k, v string) { fmt.Fprintf(stdout, "%-18s %s\n", k+":", v) }
 	row("module", s.ModulePath)
@@ -126,7 +129,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	case s.ReceiptPath != "":
 		row("receipt", "none ("+s.ReceiptPath+")")
 	}
-	return nil
+	return readErr // printed as a revision too; the exit status says it
 }
 
 func formatTime(t time.Time) string {
@@ -213,6 +216,9 @@ func cmdMarker(args []string, stdout, stderr io.Writer) error {
 		return usagef("--max-age must be positive")
 	}
 	path := c.args[0]
+	if path == "" {
+		return usagef("the marker PATH is empty")
+	}
 	m := updater.System.ReadMarker(path, *maxAge)
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(markerJSON{Path: path, State: string(m.State), Reason: m.Reason})
@@ -225,7 +231,7 @@ func cmdWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	c := newCommand("watch", "watch --module FILE [--interval D] [flags]", stdout, stderr)
 	var gf guardFlags
 	gf.register(c.fs)
-	interval := c.fs.Duration("interval", time.Second, "how often to check")
+	interval := c.fs.Duration("interval", time.Second, "how often to check, a `DURATION` such as 500ms")
 	if err := c.parse(args, 0); err != nil {
 		return err
 	}

@@ -5,17 +5,22 @@
 //
 // Usage:
 //
-//	runtimeguard demo
+//	runtimeguard demo [--keep]
 //	runtimeguard status --module FILE [--json] [LAYOUT FLAGS]
-//	runtimeguard check  --module FILE --expect REV [LAYOUT FLAGS]
+//	runtimeguard check  --module FILE --expect REV [--repeat N] [--no-watch] [LAYOUT FLAGS]
 //	runtimeguard marker [--json] [--max-age D] PATH
 //	runtimeguard watch  --module FILE [--interval D] [LAYOUT FLAGS]
-//	runtimeguard update --module FILE [LAYOUT FLAGS] -- COMMAND [ARGS...]
+//	runtimeguard update --module FILE [--dir DIR] [--wait D] [LAYOUT FLAGS] -- COMMAND [ARGS...]
 //	runtimeguard version
 //
-// Exit codes: 0 success (and, for check, a current runtime), 1 an error,
-// 2 a usage error, 3 a stale runtime (check), and for update the exit
-// status of the command it ran.
+// Layout flags: --home DIR (or --home-env VAR and --default-home PATH),
+// --python PATH, --marker PATH, --receipt PATH, --lock PATH, --recovery
+// NAMES; Hermes's layout by default.
+//
+// Exit codes: 0 success (and, for check, a current runtime), 1 an error
+// (for status, a checkout that could not be read), 2 a usage error, 3 a
+// stale runtime (check), and for update the exit status of the command it
+// ran when that failed.
 package main
 
 import (
@@ -87,6 +92,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "version":
 		err = cmdVersion(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
+		if cmd == "help" && len(rest) > 1 {
+			fmt.Fprintf(stderr, "runtimeguard help: want at most one command, got %d\nRun 'runtimeguard help' for usage.\n", len(rest))
+			return exitUsage
+		}
 		if cmd == "help" && len(rest) == 1 && rest[0] != "help" {
 			return run(ctx, []string{rest[0], "-h"}, stdout, stderr)
 		}

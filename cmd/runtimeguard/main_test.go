@@ -191,6 +191,10 @@ func TestHelp(t *testing.T) {
 		assert.Equal(t, 0, r.code)
 		assert.Contains(t, r.stdout, "runtimeguard status --module FILE")
 	}
+	r = runCmd(t, gittest.TempDir(t), "help", "status", "extra")
+	assert.Equal(t, 2, r.code)
+	assert.Empty(t, r.stdout)
+	assert.Contains(t, r.stderr, "at most one command")
 	r = runCmd(t, gittest.TempDir(t), "version", "-h")
 	assert.NotContains(t, r.stdout, "Flags:")
 	// A flag error goes to standard error with the usage, exit 2.
@@ -218,6 +222,9 @@ func TestMarker(t *testing.T) {
 	assert.Equal(t, "unknown: not a process ID and a time on two lines of UTF-8\n", runCmd(t, dir, "marker", path).stdout)
 	assert.Equal(t, 2, runCmd(t, dir, "marker").code)
 	assert.Equal(t, 2, runCmd(t, dir, "marker", "a", "b").code)
+	r = runCmd(t, dir, "marker", "")
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.stderr, "PATH is empty")
 
 	require.NoError(t, os.Remove(path))
 	require.NoError(t, os.Mkdir(path, 0o755))
@@ -275,9 +282,15 @@ func TestStatusOfUnreadableHead(t *testing.T) {
 	require.NoError(t, os.Remove(filepath.Join(gitDir, "HEAD")))
 	require.NoError(t, os.Mkdir(filepath.Join(gitDir, "HEAD"), 0o755))
 	r := runCmd(t, gittest.TempDir(t), "status", "--module", filepath.Join(linked, filepath.Base(module)))
-	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, 1, r.code, "a checkout that cannot be read is an error")
 	assert.Regexp(t, `(?m)^HEAD:\s+unreadable$`, r.stdout)
 	assert.Regexp(t, `(?m)^revision:\s+unreadable: .*HEAD is a directory`, r.stdout)
+	assert.Contains(t, r.stderr, "HEAD is a directory")
+	r = runCmd(t, gittest.TempDir(t), "status", "--json", "--module", filepath.Join(linked, filepath.Base(module)))
+	assert.Equal(t, 1, r.code)
+	var s map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &s), "the JSON is printed all the same")
+	assert.Contains(t, s["read_error"], "HEAD is a directory")
 }
 
 func TestStatusJSON(t *testing.T) {
@@ -364,14 +377,15 @@ func TestWatchPrintsChangesAndStopsOnSignal(t *testing.T) {
 }
 
 // A checkout that cannot be read is still described, with its recovery
-// markers, and the read error.
+// markers, and the read error; the exit status is 1.
 func TestStatusOfUnreadableCheckout(t *testing.T) {
 	module, _ := checkout(t)
 	dir := filepath.Dir(module)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, ".git", "refs", "heads", "main"), []byte("garbage\n"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, ".update-incomplete"), nil, 0o644))
 	r := runCmd(t, gittest.TempDir(t), "status", "--module", module, "--json")
-	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, 1, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "not a ref")
 	var s map[string]any
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &s))
 	assert.Contains(t, s["read_error"], filepath.Join("refs", "heads", "main"))

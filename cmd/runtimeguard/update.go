@@ -48,7 +48,7 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	c.doc = updateDoc
 	var gf guardFlags
 	gf.register(c.fs)
-	wait := c.fs.Duration("wait", 5*time.Second, "how long to wait for the lock (a reload's plan holds it while the server hands over)")
+	wait := c.fs.Duration("wait", 5*time.Second, "how long to wait for the lock, a `DURATION` (a reload's plan holds it while the server hands over)")
 	workDir := c.fs.String("dir", "", "the `DIR` COMMAND runs in (default the top level of the module's worktree)")
 	if err := c.parse(args, -1); err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -335,4 +336,33 @@ func TestExecHandoffWhenTheCheckoutMovesAgain(t *testing.T) {
 	last := answers[len(answers)-1]
 	assert.Equal(t, http.StatusConflict, last.status, "the server is up and fails closed")
 	assert.True(t, last.retryable)
+}
+
+// Help goes to standard output with exit 0; a bad command line to standard
+// error with exit 2.
+func TestCommandLine(t *testing.T) {
+	run := func(args string) (stdout, stderr string, code int) {
+		cmd := gittest.Self(nil, serverEnv+"="+args)
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else {
+			require.NoError(t, err)
+		}
+		return o.String(), e.String(), code
+	}
+	stdout, stderr, code := run("-h")
+	assert.Equal(t, 0, code)
+	assert.Contains(t, stdout, "Usage: agentserver --module FILE")
+	assert.Contains(t, stdout, "-reload")
+	assert.Empty(t, stderr)
+	for _, args := range []string{"--bogus", "--reload sometimes --module x.py", "--addr 127.0.0.1:0"} {
+		stdout, stderr, code = run(args)
+		assert.Equal(t, 2, code, args)
+		assert.Empty(t, stdout, args)
+		assert.Contains(t, stderr, "Usage: agentserver", args)
+	}
 }

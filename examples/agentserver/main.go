@@ -32,6 +32,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"log/slog"
 	"net"
@@ -53,6 +54,14 @@ const (
 	lockFDEnv   = "AGENTSERVER_LOCK_FD"   // the plan's lock, to close once bound
 )
 
+// usage prints the command line and the flags to w.
+func usage(w io.Writer) {
+	fmt.Fprintf(w, "Usage: agentserver --module FILE [flags]\n\nFlags:\n")
+	flag.CommandLine.SetOutput(w)
+	flag.PrintDefaults()
+	flag.CommandLine.SetOutput(io.Discard)
+}
+
 func main() {
 	module := flag.String("module", "", "the agent module `FILE` this server loads (required)")
 	home := flag.String("home", "", "the updater's home `DIR` (default $HERMES_HOME or ~/.hermes)")
@@ -64,9 +73,19 @@ func main() {
 	reload := flag.String("reload", reloadOff, "how to load new code: off, inprocess or exec")
 	drain := flag.Duration("drain", 10*time.Second, "how long in-flight work may take to finish before a reload")
 	supervised := flag.Bool("supervised", false, "a supervisor starts the server again when it exits with status 75 (exec reloads on Windows)")
-	flag.Parse()
+	flag.CommandLine.Init(os.Args[0], flag.ContinueOnError)
+	flag.CommandLine.SetOutput(io.Discard)
+	if err := flag.CommandLine.Parse(os.Args[1:]); errors.Is(err, flag.ErrHelp) {
+		usage(os.Stdout) // asked for: standard output, exit 0
+		return
+	} else if err != nil {
+		fmt.Fprintf(os.Stderr, "agentserver: %v\n", err)
+		usage(os.Stderr)
+		os.Exit(2)
+	}
 	if *module == "" || (*reload != reloadOff && *reload != reloadInProcess && *reload != reloadExec) {
-		flag.Usage()
+		fmt.Fprintln(os.Stderr, "agentserver: --module is required, and --reload is off, inprocess or exec")
+		usage(os.Stderr)
 		os.Exit(2)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))

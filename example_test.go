@@ -1,6 +1,7 @@
 package runtimeguard_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log"
@@ -236,6 +237,33 @@ func ExampleGuard_PlanReload() {
 	// no receipt: true
 	// restart scheduled: true
 	// reloaded: true <nil>
+}
+
+// A host that wants to know the moment the checkout moved, without
+// waiting for a request (to plan a reload, or show a banner), runs Watch
+// and waits on Changed.
+func ExampleGuard_Changed() {
+	module := checkout()
+	defer os.RemoveAll(filepath.Dir(module))
+	home := tempDir()
+	defer os.RemoveAll(home)
+	guard, err := runtimeguard.New(runtimeguard.Options{ModulePath: module, HomeDir: home})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go guard.Watch(ctx, 100*time.Millisecond) // events where the kernel has them; else every 100ms
+
+	update(module, "class AIAgent: revision = 2\n")
+	select {
+	case <-guard.Changed():
+		fmt.Println("the checkout moved:", errors.Is(guard.EnsureCurrent(), runtimeguard.ErrStale))
+	case <-time.After(time.Minute):
+		fmt.Println("no change seen")
+	}
+	// Output:
+	// the checkout moved: true
 }
 
 // A server that imports its agent lazily binds when it loads it.

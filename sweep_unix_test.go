@@ -274,6 +274,50 @@ func TestSweepAgainstGit(t *testing.T) {
 		{"a socket named .git in pkg", direct, func(t *testing.T, d *deploy) {
 			mksocket(t, filepath.Join(d.v1, "pkg", ".git"))
 		}, false, false},
+
+		// What makes a directory a Git directory to git: a valid HEAD,
+		// objects and refs that pass access(2) for X_OK. A Git directory
+		// that stops being one is passed over; a directory on the way to
+		// the module that becomes one is a bare repository to git.
+		{".git/objects moved away", direct, func(t *testing.T, d *deploy) {
+			require.NoError(t, os.Rename(filepath.Join(d.v1, ".git", "objects"), filepath.Join(d.root, "objects.moved")))
+		}, true, false},
+		{".git/refs moved away", direct, func(t *testing.T, d *deploy) {
+			require.NoError(t, os.Rename(filepath.Join(d.v1, ".git", "refs"), filepath.Join(d.root, "refs.moved")))
+		}, true, false},
+		{".git/objects a file without execute permission", direct, func(t *testing.T, d *deploy) {
+			objects := filepath.Join(d.v1, ".git", "objects")
+			require.NoError(t, os.Rename(objects, filepath.Join(d.root, "objects.moved")))
+			require.NoError(t, os.WriteFile(objects, nil, 0o644))
+		}, true, false},
+		{".git/objects an executable file", direct, func(t *testing.T, d *deploy) {
+			objects := filepath.Join(d.v1, ".git", "objects")
+			require.NoError(t, os.Rename(objects, filepath.Join(d.root, "objects.moved")))
+			require.NoError(t, os.WriteFile(objects, nil, 0o755))
+		}, false, false},
+		{".git/refs a link to a directory", direct, func(t *testing.T, d *deploy) {
+			refs := filepath.Join(d.v1, ".git", "refs")
+			require.NoError(t, os.Rename(refs, filepath.Join(d.root, "refs.moved")))
+			symlink(t, filepath.Join(d.root, "refs.moved"), refs)
+		}, false, false},
+		{"pkg made a bare repository", direct, func(t *testing.T, d *deploy) {
+			pkg := filepath.Join(d.v1, "pkg")
+			require.NoError(t, os.WriteFile(filepath.Join(pkg, "HEAD"), []byte(d.first+"\n"), 0o644))
+			require.NoError(t, os.Mkdir(filepath.Join(pkg, "objects"), 0o755))
+			require.NoError(t, os.Mkdir(filepath.Join(pkg, "refs"), 0o755))
+		}, true, false},
+		{"pkg holds HEAD, objects and refs, HEAD not valid", direct, func(t *testing.T, d *deploy) {
+			pkg := filepath.Join(d.v1, "pkg")
+			require.NoError(t, os.WriteFile(filepath.Join(pkg, "HEAD"), []byte("not a ref\n"), 0o644))
+			require.NoError(t, os.Mkdir(filepath.Join(pkg, "objects"), 0o755))
+			require.NoError(t, os.Mkdir(filepath.Join(pkg, "refs"), 0o755))
+		}, false, false},
+		{"pkg made a bare repository with executable files", direct, func(t *testing.T, d *deploy) {
+			pkg := filepath.Join(d.v1, "pkg")
+			require.NoError(t, os.WriteFile(filepath.Join(pkg, "HEAD"), []byte("ref: refs/heads/main\n"), 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(pkg, "objects"), nil, 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(pkg, "refs"), nil, 0o755))
+		}, true, false},
 		{"HEAD a link to /dev/null", direct, func(t *testing.T, d *deploy) {
 			head := filepath.Join(d.v1, ".git", "HEAD")
 			require.NoError(t, os.Remove(head))
@@ -335,5 +379,39 @@ func TestSweepAgainstGit(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A directory on the way to the module that holds HEAD, objects and refs
+// but no valid HEAD is passed over, as git passes over it; once its HEAD is
+// rewritten in place to a valid one (no rename, no new entry in the
+// directory), git takes it for a bare repository, and so does every check.
+func TestBareSignatureRewrittenInPlace(t *testing.T) {
+	for _, m := range pathModes {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			d := newDeploy(t)
+			pkg := filepath.Join(d.v1, "pkg")
+			head := filepath.Join(pkg, "HEAD")
+			require.NoError(t, os.WriteFile(head, []byte("not a ref, not yet\n"), 0o644))
+			require.NoError(t, os.Mkdir(filepath.Join(pkg, "objects"), 0o755))
+			require.NoError(t, os.Mkdir(filepath.Join(pkg, "refs"), 0o755))
+			module := filepath.Join(pkg, "run_agent.py")
+			_, rev, tracked, ok := gitVerdict(t, module)
+			require.True(t, ok && tracked && rev == d.rev, "git passes over pkg")
+
+			g := bindFast(t, module, m.env(t))
+			require.Equal(t, d.rev, g.Identity().Revision)
+			require.NoError(t, checkWithin(t, g))
+			f, err := os.OpenFile(head, os.O_WRONLY|os.O_TRUNC, 0)
+			require.NoError(t, err)
+			_, err = f.WriteString("ref: refs/heads/main\n")
+			require.NoError(t, err)
+			require.NoError(t, f.Close())
+
+			_, _, tracked, _ = gitVerdict(t, module)
+			require.False(t, tracked, "git takes pkg for a bare repository")
+			assert.ErrorIs(t, checkWithin(t, g), ErrStale)
+		})
 	}
 }

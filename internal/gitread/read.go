@@ -144,6 +144,11 @@ func ResolvePath(p string) (string, error) {
 type Dep struct {
 	Path     string
 	NoFollow bool
+	// Identity, for a directory whose entries do not matter (a Git
+	// directory's objects and refs), compares what is at Path, not its
+	// timestamps: a commit that adds an object directory reads nothing
+	// again. Where a stamp has no inode number it is the whole stamp.
+	Identity bool
 	Stamp    Stamp
 }
 
@@ -158,7 +163,7 @@ func (d Deps) Unchanged(fs *FS) bool {
 			stat = fs.Lstat
 		}
 		st, err := stat(d[i].Path)
-		if err != nil || st != d[i].Stamp {
+		if err != nil || st != d[i].Stamp && !(d[i].Identity && st.sameIdentity(d[i].Stamp)) {
 			return false
 		}
 	}
@@ -169,7 +174,7 @@ func (d Deps) Unchanged(fs *FS) bool {
 // changes after readStart: see Stamp.Settled.
 func (d Deps) Settled(readStart time.Time) bool {
 	for i := range d {
-		if !d[i].Stamp.Settled(readStart) {
+		if !(d[i].Identity && d[i].Stamp.hasIdentity()) && !d[i].Stamp.Settled(readStart) {
 			return false
 		}
 	}
@@ -228,6 +233,12 @@ type reader struct {
 
 func (r *reader) addDep(path string, nofollow bool, st Stamp) {
 	r.deps = append(r.deps, Dep{Path: path, NoFollow: nofollow, Stamp: st})
+}
+
+// addIdentityDep records that the answer depends on what is at path (links
+// followed), not on its timestamps.
+func (r *reader) addIdentityDep(path string, st Stamp) {
+	r.deps = append(r.deps, Dep{Path: path, Identity: true, Stamp: st})
 }
 
 // readFile reads the regular file at path, following links, and records
@@ -445,6 +456,15 @@ func (r *reader) findWorktree(c *Checkout) error {
 		if dir == c.SourceDir {
 			device = st.dev
 		}
+		// Where no .git makes dir a worktree, git takes dir itself for a
+		// bare repository when it is a Git directory: the module then is
+		// in no worktree.
+		if bare, err := r.isBare(dir); err != nil || bare {
+			if bare {
+				c.Reason = "git finds the bare repository " + dir + " before any worktree holding " + c.SourceDir
+			}
+			return err
+		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
 			c.Reason = "no Git worktree holds " + c.SourceDir
@@ -508,11 +528,25 @@ func (r *reader) probeDotGit(c *Checkout, dir, dotgit string) (bool, error) {
 	return false, nil
 }
 
+// isBare reports whether git, finding no .git in dir, takes dir for a bare
+// repository. Nothing named HEAD in dir is the common case, and needs no
+// dependency of its own: a HEAD made in dir changes dir's stamp.
+func (r *reader) isBare(dir string) (bool, error) {
+	st, err := r.fs.Lstat(filepath.Join(dir, "HEAD"))
+	if err != nil || !st.present {
+		return false, err
+	}
+	why, err := r.isGitDir(dir)
+	return why == "" && err == nil, err
+}
+
 // isGitDir is Git's is_git_directory: HEAD is a valid HEAD, and the common
-// directory has objects and refs directories. It returns why dir is not a
-// Git directory, or "" when it is. What it looks at is recorded, so that a
+// directory's objects and refs pass access(2) for X_OK (a directory, or an
+// executable file: git asks no more). It returns why dir is not a Git
+// directory, or "" when it is. What it looks at is recorded, so that a
 // directory passed over because it was no Git directory is read again once
-// it becomes one.
+// it becomes one, and one taken for a Git directory is read again once it
+// is no longer one (objects moved away).
 func (r *reader) isGitDir(dir string) (why string, err error) {
 	if why, err := r.validHead(filepath.Join(dir, "HEAD")); why != "" || err != nil {
 		return why, err
@@ -527,9 +561,12 @@ func (r *reader) isGitDir(dir string) (why string, err error) {
 		if err != nil {
 			return "", err
 		}
-		if !st.present || !st.dir {
-			r.addDep(p, false, st)
-			return p + " is not a directory", nil
+		r.addIdentityDep(p, st)
+		if !st.present {
+			return p + " does not exist", nil
+		}
+		if !searchable(p, st) {
+			return p + " fails access(2) for X_OK", nil
 		}
 	}
 	return "", nil

@@ -30,6 +30,20 @@ const (
 	coarseTimestampMargin = 3 * time.Second
 )
 
+// hasIdentity reports whether s tells one file from another by its inode.
+func (s Stamp) hasIdentity() bool { return s.present && s.ino != 0 }
+
+// sameIdentity reports whether s and o stamp the same file, of the same
+// type and permissions, whatever its timestamps and size. Without inode
+// numbers it is equality.
+func (s Stamp) sameIdentity(o Stamp) bool {
+	if !s.hasIdentity() || !o.hasIdentity() {
+		return s == o
+	}
+	return s.present == o.present && s.dir == o.dir && s.link == o.link &&
+		s.dev == o.dev && s.ino == o.ino && s.mode == o.mode
+}
+
 // Present reports whether something was at the path.
 func (s Stamp) Present() bool { return s.present }
 

@@ -143,3 +143,7 @@ func (s Stamp) regular() bool { return s.present && fs.FileMode(s.mode).IsRegula
 // isLinkLoop reports an open without following that met a link: never,
 // here, where reads are not made without following links.
 func isLinkLoop(error) bool { return false }
+
+// searchable is what git asks of a Git directory's objects and refs. Git
+// for Windows drops X_OK from access(2): anything there will do.
+func searchable(_ string, st Stamp) bool { return st.present }

@@ -165,3 +165,14 @@ func (s Stamp) regular() bool { return s.present && s.mode&unix.S_IFMT == unix.S
 
 // isLinkLoop reports an open with O_NOFOLLOW that met a symbolic link.
 func isLinkLoop(err error) bool { return errors.Is(err, unix.ELOOP) }
+
+// searchable is access(2) for X_OK, which git asks of a Git directory's
+// objects and refs.
+func searchable(path string, _ Stamp) bool {
+	for {
+		err := unix.Access(path, unix.X_OK)
+		if !errors.Is(err, unix.EINTR) {
+			return err == nil
+		}
+	}
+}

@@ -391,6 +391,10 @@ func (s *Sub) Arm(entries []Entry) (fresh bool, err error) {
 	}
 }
 
+// discoveryNames are the entries that make a directory on the way to the
+// module a worktree's top level (.git) or, to git, a bare repository.
+var discoveryNames = [...]string{".git", "HEAD", "objects", "refs"}
+
 // plan lists the directories to watch, each with the names in it that
 // matter, and the files to watch themselves.
 func plan(entries []Entry) (map[string]map[string]bool, []string, error) {
@@ -423,9 +427,11 @@ func plan(entries []Entry) (map[string]map[string]bool, []string, error) {
 			chain(resolved)
 		}
 		if e.Dir {
-			add(p, ".git")
-			if resolved != p {
-				add(resolved, ".git")
+			for _, name := range discoveryNames {
+				add(p, name)
+				if resolved != p {
+					add(resolved, name)
+				}
 			}
 		}
 		if e.File {

@@ -2,6 +2,7 @@ package runtimeguard
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/runtimeguard/runtimeguard/internal/updater"
@@ -129,10 +130,18 @@ func (r *Receipt) UnmarshalJSON(data []byte) error {
 	return json.Unmarshal(data, (*receiptJSON)(r))
 }
 
-// observeAt reads the updater's files for an install whose source
-// directory is src.
-func (c *config) observeAt(src string) Observation {
-	u := c.env.upd.Observe(c.markerPath, c.maxAge, updater.InstallRoots(src, c.python), c.recovery)
+// observeAt reads the updater's files for the installs whose source
+// directories are srcs.
+func (c *config) observeAt(srcs ...string) Observation {
+	var roots []string
+	for _, src := range srcs {
+		for _, r := range updater.InstallRoots(src, c.python) {
+			if !slices.Contains(roots, r) {
+				roots = append(roots, r)
+			}
+		}
+	}
+	u := c.env.upd.Observe(c.markerPath, c.maxAge, roots, c.recovery)
 	o := Observation{
 		MarkerPath:      u.MarkerPath,
 		Marker:          MarkerState(u.Marker.State),

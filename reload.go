@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,7 +60,9 @@ type Reload struct {
 //   - the updater's receipt is schema 1 with outcome "success", its
 //     post_update.sha is HEAD now, and it finished after the guard bound;
 //   - no update marker is present (the marker is absent);
-//   - no recovery marker is present, and every install root was searched;
+//   - no recovery marker is present, and every install root was searched:
+//     the bound install's and, where the configured path now leads to
+//     another directory, that one's;
 //   - nothing of it changed while it was read;
 //   - no earlier plan of this guard was scheduled on the same receipt.
 //
@@ -106,13 +110,20 @@ const maxPlanReads = 3
 // plan reads the view and checks the conditions of PlanReload.
 func (g *Guard) plan(cfg *config, b *binding) (*Reload, error) {
 	for try := 0; try < maxPlanReads; try++ {
-		before := cfg.observeAt(b.id.SourceDir)
+		// The recovery markers of the install the configured path leads
+		// to now count as much as the bound one's: a deploy that flips a
+		// link loads that install's code.
+		srcs := []string{b.id.SourceDir}
+		if mod, err := gitread.ResolvePath(b.configured); err == nil && filepath.Dir(mod) != b.id.SourceDir {
+			srcs = append(srcs, filepath.Dir(mod))
+		}
+		before := cfg.observeAt(srcs...)
 		c, deps, err := gitread.Read(cfg.env.git, b.configured, false)
-		after := cfg.observeAt(b.id.SourceDir)
+		after := cfg.observeAt(srcs...)
 		if err != nil {
 			return nil, notReady("the checkout cannot be read: " + err.Error())
 		}
-		if !deps.Unchanged(cfg.env.git) || !sameObservation(&before, &after) {
+		if !deps.Unchanged(cfg.env.git) || !sameObservation(&before, &after) || !slices.Contains(srcs, c.SourceDir) {
 			continue
 		}
 		if why := g.unproven(b, &c, &after); why != "" {

@@ -132,7 +132,7 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		return err
 	}
-	defer os.Remove(o.MarkerPath)
+	defer updater.RemoveMarker(o.MarkerPath, pid, start) // ours only
 	r := updater.Receipt{UpdateID: updater.NewUpdateID(), Outcome: updater.OutcomeRunning, StartedAt: start.UTC()}
 	before, _ := gitread.Inspect(gf.module)
 	r.PreUpdate.SHA = before.Revision

@@ -1,10 +1,13 @@
 package updater
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -22,11 +25,34 @@ func WriteMarker(path string, pid int, started time.Time, replace bool) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	body := []byte(fmt.Sprintf("%d\n%.6f\n", pid, float64(started.UnixNano())/1e9))
+	body := markerBody(pid, started)
 	if replace {
 		return durable.WriteFile(path, body, 0o644)
 	}
 	return durable.CreateFile(path, body, 0o644)
+}
+
+func markerBody(pid int, started time.Time) []byte {
+	return []byte(fmt.Sprintf("%d\n%.6f\n", pid, float64(started.UnixNano())/1e9))
+}
+
+// RemoveMarker removes the marker at path only if it is the one
+// WriteMarker wrote for pid and started: a marker another updater wrote
+// since (one that found this one stale) is left to it. It reports whether
+// it removed the marker.
+func RemoveMarker(path string, pid int, started time.Time) (bool, error) {
+	fi, err := os.Lstat(path)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > MaxMarkerBytes {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = nil
+		}
+		return false, err
+	}
+	data, err := os.ReadFile(path)
+	if err != nil || !bytes.Equal(data, markerBody(pid, started)) {
+		return false, err
+	}
+	return true, os.Remove(path)
 }
 
 // NewUpdateID returns a fresh update_id: 16 random hex digits.

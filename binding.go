@@ -3,6 +3,7 @@ package runtimeguard
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"sync"
@@ -163,6 +164,21 @@ func (b *binding) run(call *readCall, e *env, alwaysRead, mustExist bool) {
 	}
 	b.snap.Store(s)
 	call.rev, call.snap = c.Revision, s
+}
+
+// installDirs are the source directories whose recovery markers count:
+// the bound one and, where the configured path now leads to another
+// directory (a deploy flipped a link), that one, whose code a reload
+// would load.
+func (b *binding) installDirs() []string {
+	dirs := []string{b.id.SourceDir}
+	if b.configured == "" {
+		return dirs
+	}
+	if mod, err := gitread.ResolvePath(b.configured); err == nil && filepath.Dir(mod) != b.id.SourceDir {
+		dirs = append(dirs, filepath.Dir(mod))
+	}
+	return dirs
 }
 
 // errElsewhere is a configured module path that now leads to another file

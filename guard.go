@@ -323,11 +323,10 @@ func Observe(opts Options) (Observation, error) {
 }
 
 func (g *Guard) observe(cfg *config, b *binding) Observation {
-	src := ""
-	if b != nil {
-		src = b.id.SourceDir
+	if b == nil {
+		return cfg.observeAt("")
 	}
-	return cfg.observeAt(src)
+	return cfg.observeAt(b.installDirs()...)
 }
 
 // logStale logs a stale check of b: the first at Warn, later ones at

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -110,13 +109,7 @@ const maxPlanReads = 3
 // plan reads the view and checks the conditions of PlanReload.
 func (g *Guard) plan(cfg *config, b *binding) (*Reload, error) {
 	for try := 0; try < maxPlanReads; try++ {
-		// The recovery markers of the install the configured path leads
-		// to now count as much as the bound one's: a deploy that flips a
-		// link loads that install's code.
-		srcs := []string{b.id.SourceDir}
-		if mod, err := gitread.ResolvePath(b.configured); err == nil && filepath.Dir(mod) != b.id.SourceDir {
-			srcs = append(srcs, filepath.Dir(mod))
-		}
+		srcs := b.installDirs()
 		before := cfg.observeAt(srcs...)
 		c, deps, err := gitread.Read(cfg.env.git, b.configured, false)
 		after := cfg.observeAt(srcs...)

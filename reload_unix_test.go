@@ -29,7 +29,8 @@ func TestPlanReloadFIFOReceipt(t *testing.T) {
 }
 
 // A deploy that flips a link loads the install the link leads to now: its
-// recovery markers stop a plan as the bound install's do.
+// recovery markers stop a plan as the bound install's do, and the stale
+// answer and the observation report them.
 func TestPlanReloadSeesTheNewInstallsRecoveryMarkers(t *testing.T) {
 	root := tempDir(t)
 	v1, v2 := filepath.Join(root, "v1"), filepath.Join(root, "v2")
@@ -47,7 +48,10 @@ func TestPlanReloadSeesTheNewInstallsRecoveryMarkers(t *testing.T) {
 	require.NoError(t, os.Rename(current+".new", current))
 	writeFile(t, filepath.Join(v2, hermesIncomplete), "")
 	writeFile(t, filepath.Join(home, filepath.FromSlash(HermesLayout.Receipt)), receipt("success", loaded, moved, time.Now()))
-	require.ErrorIs(t, g.EnsureCurrent(), ErrStale)
+	var se *StaleError
+	require.ErrorAs(t, g.EnsureCurrent(), &se)
+	assert.Equal(t, UpdateIncomplete, se.State, "the 409 says the install it leads to is half updated")
+	assert.Contains(t, g.Observe().RecoveryMarkers, filepath.Join(resolved(t, v2), hermesIncomplete))
 	r, err := g.PlanReload()
 	require.ErrorIs(t, err, ErrNotReady)
 	assert.Nil(t, r)

@@ -318,6 +318,23 @@ func TestSweepAgainstGit(t *testing.T) {
 			require.NoError(t, os.WriteFile(filepath.Join(pkg, "objects"), nil, 0o755))
 			require.NoError(t, os.WriteFile(filepath.Join(pkg, "refs"), nil, 0o755))
 		}, true, false},
+		{"refs/heads a file, the branch packed", direct, func(t *testing.T, d *deploy) {
+			git(t, d.v1, "pack-refs", "--all")
+			heads := filepath.Join(d.v1, ".git", "refs", "heads")
+			require.NoError(t, os.RemoveAll(heads))
+			require.NoError(t, os.WriteFile(heads, nil, 0o644))
+		}, true, false},
+		{"refs an executable file, the branch packed", direct, func(t *testing.T, d *deploy) {
+			git(t, d.v1, "pack-refs", "--all")
+			refs := filepath.Join(d.v1, ".git", "refs")
+			require.NoError(t, os.RemoveAll(refs))
+			require.NoError(t, os.WriteFile(refs, nil, 0o755))
+		}, true, false},
+		{"refs/heads removed, the branch packed", direct, func(t *testing.T, d *deploy) {
+			git(t, d.v1, "pack-refs", "--all")
+			require.NoError(t, os.RemoveAll(filepath.Join(d.v1, ".git", "refs", "heads")))
+		}, false, false},
+		{"core.bare set", direct, func(t *testing.T, d *deploy) { git(t, d.v1, "config", "core.bare", "true") }, true, false},
 		{"HEAD a link to /dev/null", direct, func(t *testing.T, d *deploy) {
 			head := filepath.Join(d.v1, ".git", "HEAD")
 			require.NoError(t, os.Remove(head))

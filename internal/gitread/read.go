@@ -372,11 +372,22 @@ func (r *reader) readAt(src, mod string) (Checkout, error) {
 		return c, fmt.Errorf("%s: %w", c.CommonDir, err)
 	}
 	c.ObjectFormat = format.objectFormat
-	// core.worktree names the worktree, relative to the Git directory: the
-	// .git found only led to the repository. Git ignores it in a linked
-	// worktree. core.bare is not read: git still reads the index and HEAD
-	// of a repository that says it is bare, and the guard keeps guarding.
-	if format.worktreeSet && c.CommonDir == c.GitDir {
+	// core.bare and core.worktree count only where the Git directory has
+	// no commondir (git ignores both in a linked worktree). With core.bare
+	// true git has no worktree (core.worktree is then ignored): it still
+	// reads HEAD and the index, but matches ls-files' paths from the top
+	// level, whatever the directory it runs in, so a module below the top
+	// level is tracked by no answer git gives. core.worktree names the
+	// worktree, relative to the Git directory: the .git found only led to
+	// the repository.
+	switch {
+	case format.bareSet && format.bare && c.CommonDir == c.GitDir:
+		if c.SourceDir != c.TopLevel {
+			c.Reason = "the repository's config says core.bare = true: git has no worktree, and takes the module's path from the top level " + c.TopLevel
+			r.headName(&c, format.hashLen)
+			return c, nil
+		}
+	case format.worktreeSet && c.CommonDir == c.GitDir:
 		if c.TopLevel, _, err = r.resolve(joinRelative(c.GitDir, format.worktree)); err != nil {
 			return c, fmt.Errorf("core.worktree: %w", err)
 		}
@@ -670,6 +681,7 @@ func joinRelative(base, p string) string {
 // looseRef is what a loose ref path holds.
 type looseRef struct {
 	found  bool   // a file or a symbolic ref is there
+	notDir bool   // nothing, as a part of the path is not a directory
 	symref string // the ref it names, for a symbolic ref
 	data   []byte // the file's content, for anything else found
 }
@@ -688,7 +700,7 @@ func (r *reader) readRef(path string) (looseRef, error) {
 		switch {
 		case !st.present || st.dir:
 			r.addDep(path, true, st)
-			return looseRef{}, nil
+			return looseRef{notDir: st.notDir}, nil
 		case st.link:
 			target, err := os.Readlink(path)
 			if err != nil {
@@ -778,6 +790,12 @@ func (r *reader) resolveHead(c *Checkout, hashLen int) (packed []byte, err error
 		}
 		if name == "HEAD" {
 			return packed, &fs.PathError{Op: "read", Path: path, Err: fs.ErrNotExist}
+		}
+		if ref.notDir {
+			// Git's files backend goes on to packed-refs for a ref that
+			// does not exist (ENOENT) or is a directory, not for one a
+			// file is in the way of (ENOTDIR): the ref resolves to nothing.
+			return packed, nil
 		}
 		if !packedRead {
 			packed, _, err = r.readFile(filepath.Join(c.CommonDir, "packed-refs"), maxPackedRefs)

@@ -306,8 +306,9 @@ func TestIndexFixtures(t *testing.T) {
 }
 
 // core.worktree moves the worktree away from the directory holding .git;
-// core.bare does not stop git from reading the index and HEAD. Either way
-// the module is tracked, or not, as git says in the module's directory.
+// core.bare takes the worktree away, though git still reads HEAD and the
+// index. Either way the module is tracked, or not, as git says in the
+// module's directory.
 func TestCoreWorktreeAndBare(t *testing.T) {
 	t.Run("core.worktree a subdirectory", func(t *testing.T) {
 		dir := tempDir(t)
@@ -328,12 +329,27 @@ func TestCoreWorktreeAndBare(t *testing.T) {
 	})
 	t.Run("core.bare", func(t *testing.T) {
 		dir := tempDir(t)
-		module, _ := agentRepo(t, dir)
-		git(t, dir, "config", "core.bare", "true")
-		git(t, dir, "ls-files", "--error-unmatch", "run_agent.py")
-		rev, err := ReadRevision(dir, module)
+		rev := gittest.Init(t, dir, map[string]string{"run_agent.py": "x\n", "pkg/run_agent.py": "y\n"})
+		for _, value := range []string{"true", "yes", "1"} {
+			git(t, dir, "config", "core.bare", value)
+			// At the top level git matches the module as ever.
+			git(t, dir, "ls-files", "--error-unmatch", "run_agent.py")
+			got, err := ReadRevision(dir, filepath.Join(dir, "run_agent.py"))
+			require.NoError(t, err)
+			assert.Equal(t, rev, got, "core.bare = %s, module at the top level", value)
+			// Below it, git has no worktree to take the path from: the
+			// pathspec "run_agent.py" is the top level's file.
+			pkg := filepath.Join(dir, "pkg")
+			assert.Equal(t, rev, git(t, pkg, "rev-parse", "HEAD"))
+			assert.Equal(t, "run_agent.py", git(t, pkg, "ls-files", "--", "run_agent.py"), "git lists the top level's file")
+			got, err = ReadRevision(pkg, filepath.Join(pkg, "run_agent.py"))
+			require.NoError(t, err)
+			assert.Empty(t, got, "core.bare = %s, module below the top level", value)
+		}
+		git(t, dir, "config", "core.bare", "false")
+		got, err := ReadRevision(filepath.Join(dir, "pkg"), filepath.Join(dir, "pkg", "run_agent.py"))
 		require.NoError(t, err)
-		assert.Equal(t, git(t, dir, "rev-parse", "HEAD"), rev)
+		assert.Equal(t, rev, got)
 	})
 }
 

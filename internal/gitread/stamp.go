@@ -10,6 +10,7 @@ import (
 // or rewritten. present is false when nothing is at the path.
 type Stamp struct {
 	present  bool
+	notDir   bool // nothing at the path, because a part of it is not a directory (ENOTDIR)
 	dir      bool
 	link     bool // a symbolic link (only from lstat)
 	dev, ino uint64
@@ -43,6 +44,11 @@ func (s Stamp) sameIdentity(o Stamp) bool {
 	return s.present == o.present && s.dir == o.dir && s.link == o.link &&
 		s.dev == o.dev && s.ino == o.ino && s.mode == o.mode
 }
+
+// NotDir reports whether nothing was at the path because a part of the
+// path is not a directory: git's ENOTDIR, which ends a ref lookup where
+// ENOENT goes on to packed-refs.
+func (s Stamp) NotDir() bool { return s.notDir }
 
 // Present reports whether something was at the path.
 func (s Stamp) Present() bool { return s.present }

@@ -7,28 +7,48 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 )
 
 // StatStamp stats path. Without inode numbers or a change time, a Stamp is
 // the type, size and modification time; the racy rule in stamp.settled is
 // what makes it sound.
 func StatStamp(path string) (Stamp, error) {
-	return stampOfStat(os.Stat(path))
+	fi, err := os.Stat(path)
+	return stampOfStat(path, fi, err)
 }
 
 // LstatStamp is StatStamp without following a final symbolic link.
 func LstatStamp(path string) (Stamp, error) {
-	return stampOfStat(os.Lstat(path))
+	fi, err := os.Lstat(path)
+	return stampOfStat(path, fi, err)
 }
 
-func stampOfStat(fi fs.FileInfo, err error) (Stamp, error) {
+func stampOfStat(path string, fi fs.FileInfo, err error) (Stamp, error) {
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return Stamp{}, nil
+			return Stamp{notDir: !validDirPrefix(path)}, nil
 		}
 		return Stamp{}, err
 	}
 	return stampOfInfo(fi), nil
+}
+
+// validDirPrefix reports whether the nearest part of path above it that
+// exists is a directory: nothing at path is then git's ENOENT, else its
+// ENOTDIR (Git for Windows tells the two apart this way).
+func validDirPrefix(path string) bool {
+	for p := filepath.Dir(path); ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		switch {
+		case err == nil:
+			return fi.IsDir()
+		case !errors.Is(err, fs.ErrNotExist):
+			return true
+		case filepath.Dir(p) == p:
+			return true
+		}
+	}
 }
 
 // stampOfInfo keeps the type bits of the mode only: permission bits are
@@ -116,7 +136,7 @@ func ReadRegular(path string, limit int64, nofollow bool) ([]byte, Stamp, error)
 	fi, err := stat(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, Stamp{}, nil
+			return nil, Stamp{notDir: !validDirPrefix(path)}, nil
 		}
 		return nil, Stamp{}, err
 	}
@@ -126,7 +146,7 @@ func ReadRegular(path string, limit int64, nofollow bool) ([]byte, Stamp, error)
 	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, Stamp{}, nil
+			return nil, Stamp{notDir: !validDirPrefix(path)}, nil
 		}
 		return nil, Stamp{}, err
 	}

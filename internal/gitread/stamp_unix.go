@@ -36,8 +36,8 @@ func stampPath(path string, nofollow bool) (Stamp, error) {
 		}
 	}
 	if err != nil {
-		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
-			return Stamp{}, nil
+		if s, ok := absentStamp(err); ok {
+			return s, nil
 		}
 		op := "stat"
 		if nofollow {
@@ -100,8 +100,8 @@ func ReadRegular(path string, limit int64, nofollow bool) ([]byte, Stamp, error)
 		statFn, flags = unix.Lstat, flags|unix.O_NOFOLLOW
 	}
 	if err := sysx.IgnoringEINTR(func() error { return statFn(path, &st) }); err != nil {
-		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
-			return nil, Stamp{}, nil
+		if s, ok := absentStamp(err); ok {
+			return nil, s, nil
 		}
 		return nil, Stamp{}, &fs.PathError{Op: "stat", Path: path, Err: err}
 	}
@@ -115,8 +115,8 @@ func ReadRegular(path string, limit int64, nofollow bool) ([]byte, Stamp, error)
 		return err
 	})
 	if err != nil {
-		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
-			return nil, Stamp{}, nil // removed since the stat: as if stat came later
+		if s, ok := absentStamp(err); ok {
+			return nil, s, nil // removed since the stat: as if stat came later
 		}
 		return nil, Stamp{}, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
@@ -175,4 +175,17 @@ func searchable(path string, _ Stamp) bool {
 			return err == nil
 		}
 	}
+}
+
+// absentStamp is the stamp of nothing at a path, for the errors that mean
+// nothing is there: ENOENT, and ENOTDIR (a part of the path is not a
+// directory), which git tells apart.
+func absentStamp(err error) (Stamp, bool) {
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return Stamp{}, true
+	case errors.Is(err, unix.ENOTDIR):
+		return Stamp{notDir: true}, true
+	}
+	return Stamp{}, false
 }

@@ -57,7 +57,8 @@ type Reload struct {
 //   - the guard is bound to a tracked checkout and is stale;
 //   - HEAD now names a full revision;
 //   - the updater's receipt is schema 1 with outcome "success", its
-//     post_update.sha is HEAD now, and it finished after the guard bound;
+//     post_update.sha is HEAD now, and it finished after the guard bound
+//     and not after now (a receipt from the future proves nothing);
 //   - no update marker is present (the marker is absent);
 //   - no recovery marker is present, and every install root was searched:
 //     the bound install's and, where the configured path now leads to
@@ -119,7 +120,7 @@ func (g *Guard) plan(cfg *config, b *binding) (*Reload, error) {
 		if !deps.Unchanged(cfg.env.git) || !sameObservation(&before, &after) || !slices.Contains(srcs, c.SourceDir) {
 			continue
 		}
-		if why := g.unproven(b, &c, &after); why != "" {
+		if why := g.unproven(b, &c, &after, cfg.env.now()); why != "" {
 			return nil, notReady(why)
 		}
 		return &Reload{
@@ -136,18 +137,14 @@ func (g *Guard) plan(cfg *config, b *binding) (*Reload, error) {
 
 // unproven says which condition of a safe reload the view fails, or ""
 // when it holds them all.
-func (g *Guard) unproven(b *binding, c *gitread.Checkout, o *Observation) string {
+func (g *Guard) unproven(b *binding, c *gitread.Checkout, o *Observation, now time.Time) string {
 	switch {
 	case c.Revision == "":
 		return "HEAD names no revision: " + c.Reason
 	case c.Revision == b.id.Revision && c.ModulePath == b.id.ModulePath:
 		return "the guard is not stale"
-	case o.Marker != MarkerAbsent:
-		return fmt.Sprintf("the update marker %s is %s (%s)", o.MarkerPath, o.Marker, o.MarkerReason)
-	case len(o.RecoveryMarkers) > 0:
-		return "the recovery marker " + o.RecoveryMarkers[0] + " is present"
-	case o.State == UpdateUnknown:
-		return "an install root could not be searched for recovery markers"
+	case updaterBusy(o) != "":
+		return updaterBusy(o)
 	case o.Receipt == nil && o.ReceiptProblem != "":
 		return "the receipt " + o.ReceiptPath + " is not usable: " + o.ReceiptProblem
 	case o.Receipt == nil:
@@ -156,11 +153,29 @@ func (g *Guard) unproven(b *binding, c *gitread.Checkout, o *Observation) string
 		return fmt.Sprintf("the receipt's outcome is %q, not \"success\"", o.Receipt.Outcome)
 	case o.Receipt.To != c.Revision:
 		return fmt.Sprintf("the receipt is for revision %q, and HEAD is at %s", o.Receipt.To, c.Revision)
+	case o.Receipt.FinishedAt.After(now):
+		// A receipt from the future would stay "after" every binding,
+		// in this process and the next: never proof of this update.
+		return fmt.Sprintf("the receipt finished at %s, in the future (now %s): a clock ahead, or a local time without a zone read as UTC",
+			o.Receipt.FinishedAt.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano))
 	case !o.Receipt.FinishedAt.After(b.boundAt):
 		return fmt.Sprintf("the receipt finished at %s, not after the guard bound at %s",
 			o.Receipt.FinishedAt.UTC().Format(time.RFC3339Nano), b.boundAt.UTC().Format(time.RFC3339Nano))
 	case g.scheduledReceipt(o.Receipt):
 		return "a reload was already scheduled on the receipt of update " + o.Receipt.UpdateID
+	}
+	return ""
+}
+
+// updaterBusy says what of an update is running or half done, or "".
+func updaterBusy(o *Observation) string {
+	switch {
+	case o.Marker != MarkerAbsent:
+		return fmt.Sprintf("the update marker %s is %s (%s)", o.MarkerPath, o.Marker, o.MarkerReason)
+	case len(o.RecoveryMarkers) > 0:
+		return "the recovery marker " + o.RecoveryMarkers[0] + " is present"
+	case o.State == UpdateUnknown:
+		return "an install root could not be searched for recovery markers"
 	}
 	return ""
 }
@@ -250,9 +265,12 @@ func (g *Guard) scheduledReceipt(r *Receipt) bool {
 }
 
 // Rebind binds the guard to the plan's new code, for a host that reloaded
-// it in this process, provided the checkout still is at r.To: the same
-// settled read as New's. Otherwise it returns an error and the guard stays
-// bound to the old revision, and stale. Either way the plan is done: its
+// it in this process, provided the checkout still is at r.To (the same
+// settled read as New's) and the updater's files still say what the plan
+// proved: no update marker, no recovery marker, the same receipt.
+// Otherwise it returns an error (matching [ErrStale] for a checkout that
+// moved, [ErrNotReady] for the updater's files) and the guard stays bound
+// to the old revision, and stale. Either way the plan is done: its
 // lock is released and stale answers no longer say a restart is scheduled.
 func (g *Guard) Rebind(r *Reload) error {
 	if r == nil || r.g != g {
@@ -273,8 +291,21 @@ func (g *Guard) Rebind(r *Reload) error {
 		return fmt.Errorf("runtimeguard: rebind %s: %w", r.b.configured, err)
 	}
 	if b.id.Revision != r.To || b.id.ModulePath != r.Identity.ModulePath {
+		b.close()
 		return fmt.Errorf("runtimeguard: rebind: the checkout is at %q (%s), not at the planned %s: %w",
 			b.id.Revision, b.id.ModulePath, r.To, ErrStale)
+	}
+	// Without a lock, an update may have begun since the plan: a marker, a
+	// recovery marker or another receipt says the code on disk may not be
+	// what the plan proved.
+	o := cfg.observeAt(b.installDirs()...)
+	why := updaterBusy(&o)
+	if why == "" && (o.Receipt == nil || *o.Receipt != r.Receipt) {
+		why = "the receipt " + o.ReceiptPath + " is no longer the plan's"
+	}
+	if why != "" {
+		b.close()
+		return fmt.Errorf("runtimeguard: rebind: %s: %w", why, ErrNotReady)
 	}
 	g.bound.Store(b)
 	r.b.close() // the old binding's watches

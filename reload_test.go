@@ -89,6 +89,9 @@ func TestPlanReloadConditions(t *testing.T) {
 		{"finished before binding", func(t *testing.T, c *reloadCase) {
 			c.writeReceipt(t, receipt("success", c.loaded, c.moved, time.Now().Add(-time.Hour)))
 		}, "not after the guard bound"},
+		{"finished in the future", func(t *testing.T, c *reloadCase) {
+			c.writeReceipt(t, receipt("success", c.loaded, c.moved, time.Now().Add(time.Hour)))
+		}, "in the future"},
 		{"a live marker", func(t *testing.T, c *reloadCase) {
 			c.success(t)
 			writeMarker(t, filepath.Join(c.home, hermesMarker), os.Getpid(), time.Now())
@@ -259,6 +262,43 @@ func TestOneScheduledPlanAtATime(t *testing.T) {
 }
 
 // Released plans give today's payload back, exactly.
+// Without a lock file, an update may begin between the plan and the
+// binding of the new code: Rebind reads the updater's files again, and a
+// marker, a recovery marker or another receipt keeps the guard stale.
+func TestRebindRefusesAnUpdateBegunSinceThePlan(t *testing.T) {
+	cases := []struct {
+		name   string
+		change func(t *testing.T, c *reloadCase)
+	}{
+		{"a live marker", func(t *testing.T, c *reloadCase) {
+			writeMarker(t, filepath.Join(c.home, hermesMarker), os.Getpid(), time.Now())
+		}},
+		{"a recovery marker", func(t *testing.T, c *reloadCase) {
+			writeFile(t, filepath.Join(c.dir, hermesIncomplete), "")
+		}},
+		{"a failed receipt", func(t *testing.T, c *reloadCase) {
+			c.writeReceipt(t, receipt("failed", c.moved, c.moved, time.Now()))
+		}},
+		{"no receipt", func(t *testing.T, c *reloadCase) { require.NoError(t, os.Remove(c.receiptPath())) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newReloadCase(t)
+			c.success(t)
+			r, err := c.g.PlanReload()
+			require.NoError(t, err)
+			require.NoError(t, r.Schedule())
+			tc.change(t, c)
+			err = c.g.Rebind(r)
+			require.ErrorIs(t, err, ErrNotReady)
+			assert.Equal(t, c.loaded, c.g.Identity().Revision, "still bound to the old code")
+			var se *StaleError
+			require.ErrorAs(t, c.g.EnsureCurrent(), &se)
+			assert.False(t, se.RestartScheduled, "the plan is done")
+		})
+	}
+}
+
 // A nil plan, what a failed PlanReload returns, is safe to release and
 // cannot be scheduled or bound.
 func TestNilPlan(t *testing.T) {

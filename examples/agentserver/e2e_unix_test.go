@@ -94,11 +94,11 @@ func newDeployment(t *testing.T) *deployment {
 }
 
 // start runs the server with the reload mode and waits for its address.
-func (d *deployment) start(t *testing.T, mode string) {
+func (d *deployment) start(t *testing.T, mode string, env ...string) {
 	t.Helper()
 	args := fmt.Sprintf("--module %s --home %s --lock update.lock --state %s --addr 127.0.0.1:0 --reload %s --drain 5s",
 		filepath.Join(d.dir, "run_agent.py"), d.home, d.state, mode)
-	cmd := gittest.Self(nil, serverEnv+"="+args)
+	cmd := gittest.Self(nil, append([]string{serverEnv + "=" + args}, env...)...)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	var logs bytes.Buffer
@@ -336,6 +336,29 @@ func TestExecHandoffWhenTheCheckoutMovesAgain(t *testing.T) {
 	last := answers[len(answers)-1]
 	assert.Equal(t, http.StatusConflict, last.status, "the server is up and fails closed")
 	assert.True(t, last.retryable)
+}
+
+// The image an exec handoff starts binds the planned revision only if no
+// update began meanwhile: with a live update marker (an updater that took
+// no lock) it answers 409 and never serves the code on disk.
+func TestHandoffImageRefusesAnUpdateUnderWay(t *testing.T) {
+	d := newDeployment(t)
+	require.NoError(t, os.MkdirAll(d.home, 0o755))
+	marker := filepath.Join(d.home, ".hermes-update-in-progress")
+	require.NoError(t, os.WriteFile(marker, []byte(fmt.Sprintf("%d\n%d\n", os.Getpid(), time.Now().Unix())), 0o644))
+	d.start(t, reloadExec, expectEnv+"="+d.loaded)
+	for i := 0; i < 3; i++ {
+		resp, err := http.Post("http://"+d.addr+"/api/chat/start", "application/json", strings.NewReader(`{"session_id":"s1","message":"hello"}`))
+		require.NoError(t, err)
+		var body map[string]any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+		resp.Body.Close()
+		assert.Equal(t, http.StatusConflict, resp.StatusCode)
+		assert.Equal(t, true, body["retryable"])
+		assert.Equal(t, false, body["restart_scheduled"])
+	}
+	_, err := os.Stat(d.state)
+	assert.ErrorIs(t, err, os.ErrNotExist, "no session state was written")
 }
 
 // Help goes to standard output with exit 0; a bad command line to standard

@@ -109,6 +109,14 @@ func main() {
 	if err != nil && opts.ExpectRevision == "" {
 		log.Fatal(err)
 	}
+	if err == nil && opts.ExpectRevision != "" {
+		// Without a lock file an update may have begun since the plan:
+		// the new code is at the planned revision, but perhaps half
+		// replaced. What Guard.Rebind checks in process, checked here.
+		if o := guard.Observe(); o.Marker != runtimeguard.MarkerAbsent || len(o.RecoveryMarkers) > 0 || o.State == runtimeguard.UpdateUnknown {
+			err = fmt.Errorf("an update began during the handoff: marker %s, recovery markers %v, update state %s", o.Marker, o.RecoveryMarkers, o.State)
+		}
+	}
 	releaseInheritedLock()
 	if err != nil {
 		// A reloaded image whose new code cannot be bound (the checkout
@@ -148,6 +156,7 @@ func serveStale(ln net.Listener, se *runtimeguard.StaleError) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go hs.Serve(ln)
+	fmt.Printf("listening %s\n", ln.Addr())
 	<-ctx.Done()
 	_ = hs.Close()
 }

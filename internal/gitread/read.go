@@ -363,9 +363,16 @@ func (r *reader) readAt(src, mod string) (Checkout, error) {
 	if err := r.findWorktree(&c); err != nil || c.TopLevel == "" {
 		return c, err
 	}
-	config, _, err := r.readFile(filepath.Join(c.CommonDir, "config"), maxConfigBytes)
+	configPath := filepath.Join(c.CommonDir, "config")
+	config, st, err := r.fs.ReadFile(configPath, maxConfigBytes, false)
 	if err != nil {
 		return c, err
+	}
+	r.addDep(configPath, false, st)
+	if st.dir {
+		// A missing config is a repository of format 0 to git; a
+		// directory is one it cannot read.
+		return c, &fs.PathError{Op: "read", Path: configPath, Err: errIsDir}
 	}
 	format, err := parseRepoFormat(config)
 	if err != nil {
@@ -376,17 +383,15 @@ func (r *reader) readAt(src, mod string) (Checkout, error) {
 	// no commondir (git ignores both in a linked worktree). With core.bare
 	// true git has no worktree (core.worktree is then ignored): it still
 	// reads HEAD and the index, but matches ls-files' paths from the top
-	// level, whatever the directory it runs in, so a module below the top
-	// level is tracked by no answer git gives. core.worktree names the
-	// worktree, relative to the Git directory: the .git found only led to
-	// the repository.
+	// level, whatever the directory it runs in, so the module is tracked
+	// when the index holds its file name at the top level. core.worktree
+	// names the worktree, relative to the Git directory: the .git found
+	// only led to the repository.
+	bare := format.bareSet && format.bare && c.CommonDir == c.GitDir
 	switch {
-	case format.bareSet && format.bare && c.CommonDir == c.GitDir:
-		if c.SourceDir != c.TopLevel {
-			c.Reason = "the repository's config says core.bare = true: git has no worktree, and takes the module's path from the top level " + c.TopLevel
-			r.headName(&c, format.hashLen)
-			return c, nil
-		}
+	case bare:
+		// ls-files then matches the module's name from the top level,
+		// whatever the directory it runs in.
 	case format.worktreeSet && c.CommonDir == c.GitDir:
 		if c.TopLevel, _, err = r.resolve(joinRelative(c.GitDir, format.worktree)); err != nil {
 			return c, fmt.Errorf("core.worktree: %w", err)
@@ -394,6 +399,9 @@ func (r *reader) readAt(src, mod string) (Checkout, error) {
 	}
 
 	rel, err := filepath.Rel(c.TopLevel, mod)
+	if bare && err == nil {
+		rel = filepath.Base(mod)
+	}
 	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
 		c.Reason = "the module is outside the worktree " + c.TopLevel
 		r.headName(&c, format.hashLen)
@@ -626,8 +634,9 @@ func (r *reader) validHead(path string) (why string, err error) {
 	return path + " holds neither a ref nor an object id", nil
 }
 
-// gitSpace is what Git's isspace accepts.
-const gitSpace = " \t\n\v\f\r"
+// gitSpace is what Git's own isspace accepts (git-compat-util.h): not
+// the C library's, which adds \v and \f.
+const gitSpace = " \t\n\r"
 
 // commonDir is the directory holding the shared refs and config of the Git
 // directory gitDir: the one its commondir file names, else gitDir itself.

@@ -329,25 +329,25 @@ func TestCoreWorktreeAndBare(t *testing.T) {
 	})
 	t.Run("core.bare", func(t *testing.T) {
 		dir := tempDir(t)
-		rev := gittest.Init(t, dir, map[string]string{"run_agent.py": "x\n", "pkg/run_agent.py": "y\n"})
+		rev := gittest.Init(t, dir, map[string]string{"run_agent.py": "x\n", "pkg/run_agent.py": "y\n", "pkg/lib.py": "z\n"})
+		pkg := filepath.Join(dir, "pkg")
 		for _, value := range []string{"true", "yes", "1"} {
 			git(t, dir, "config", "core.bare", value)
-			// At the top level git matches the module as ever.
-			git(t, dir, "ls-files", "--error-unmatch", "run_agent.py")
-			got, err := ReadRevision(dir, filepath.Join(dir, "run_agent.py"))
+			// git has no worktree: it matches the module's name from the
+			// top level, whatever the directory it runs in.
+			for _, module := range []string{filepath.Join(dir, "run_agent.py"), filepath.Join(pkg, "run_agent.py")} {
+				git(t, filepath.Dir(module), "ls-files", "--error-unmatch", "run_agent.py")
+				got, err := ReadRevision(filepath.Dir(module), module)
+				require.NoError(t, err)
+				assert.Equal(t, rev, got, "core.bare = %s, %s: git matches the top level's run_agent.py", value, module)
+			}
+			assert.Error(t, gittest.Command(pkg, "ls-files", "--error-unmatch", "lib.py").Run())
+			got, err := ReadRevision(pkg, filepath.Join(pkg, "lib.py"))
 			require.NoError(t, err)
-			assert.Equal(t, rev, got, "core.bare = %s, module at the top level", value)
-			// Below it, git has no worktree to take the path from: the
-			// pathspec "run_agent.py" is the top level's file.
-			pkg := filepath.Join(dir, "pkg")
-			assert.Equal(t, rev, git(t, pkg, "rev-parse", "HEAD"))
-			assert.Equal(t, "run_agent.py", git(t, pkg, "ls-files", "--", "run_agent.py"), "git lists the top level's file")
-			got, err = ReadRevision(pkg, filepath.Join(pkg, "run_agent.py"))
-			require.NoError(t, err)
-			assert.Empty(t, got, "core.bare = %s, module below the top level", value)
+			assert.Empty(t, got, "core.bare = %s, pkg/lib.py: no lib.py at the top level", value)
 		}
 		git(t, dir, "config", "core.bare", "false")
-		got, err := ReadRevision(filepath.Join(dir, "pkg"), filepath.Join(dir, "pkg", "run_agent.py"))
+		got, err := ReadRevision(pkg, filepath.Join(pkg, "lib.py"))
 		require.NoError(t, err)
 		assert.Equal(t, rev, got)
 	})
@@ -373,6 +373,33 @@ func TestReadsBytesAsGitDoes(t *testing.T) {
 		}},
 		{"a loose ref with a NUL", func(t *testing.T, dir, rev string) {
 			writeFile(t, filepath.Join(dir, ".git", "refs", "heads", "main"), rev+"\x00junk\n")
+		}},
+		// Git's isspace is " \t\n\r": a \v or \f is no white space.
+		{"a loose ref ending in a vertical tab", func(t *testing.T, dir, rev string) {
+			writeFile(t, filepath.Join(dir, ".git", "refs", "heads", "main"), rev+"\v")
+		}},
+		{"a loose ref ending in a form feed", func(t *testing.T, dir, rev string) {
+			writeFile(t, filepath.Join(dir, ".git", "refs", "heads", "main"), rev+"\f\n")
+		}},
+		{"a loose ref ending in a tab and CRLF", func(t *testing.T, dir, rev string) {
+			writeFile(t, filepath.Join(dir, ".git", "refs", "heads", "main"), rev+"\t\r\n")
+		}},
+		{"HEAD ending in a vertical tab", func(t *testing.T, dir, rev string) {
+			writeFile(t, filepath.Join(dir, ".git", "HEAD"), "ref: refs/heads/main\v\n")
+		}},
+		{"HEAD an object id and a vertical tab", func(t *testing.T, dir, rev string) {
+			writeFile(t, filepath.Join(dir, ".git", "HEAD"), rev+"\v\n")
+		}},
+		{"HEAD with a vertical tab after ref:", func(t *testing.T, dir, rev string) {
+			writeFile(t, filepath.Join(dir, ".git", "HEAD"), "ref:\vrefs/heads/main\n")
+		}},
+		{"HEAD with a tab after ref:", func(t *testing.T, dir, rev string) {
+			writeFile(t, filepath.Join(dir, ".git", "HEAD"), "ref:\trefs/heads/main\n")
+		}},
+		{"a config that is a directory", func(t *testing.T, dir, rev string) {
+			config := filepath.Join(dir, ".git", "config")
+			require.NoError(t, os.Remove(config))
+			require.NoError(t, os.Mkdir(config, 0o755))
 		}},
 		{"a .git file with a NUL", func(t *testing.T, dir, rev string) {
 			require.NoError(t, os.Rename(filepath.Join(dir, ".git"), filepath.Join(dir, "..", "sep.git")))

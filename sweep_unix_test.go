@@ -335,6 +335,17 @@ func TestSweepAgainstGit(t *testing.T) {
 			require.NoError(t, os.RemoveAll(filepath.Join(d.v1, ".git", "refs", "heads")))
 		}, false, false},
 		{"core.bare set", direct, func(t *testing.T, d *deploy) { git(t, d.v1, "config", "core.bare", "true") }, true, false},
+		{"core.bare set in config.worktree", direct, func(t *testing.T, d *deploy) {
+			git(t, d.v1, "config", "extensions.worktreeConfig", "true")
+			require.NoError(t, os.WriteFile(filepath.Join(d.v1, ".git", "config.worktree"), []byte("[core]\n\tbare = true\n"), 0o644))
+		}, true, false},
+		{"core.worktree set in config.worktree", direct, func(t *testing.T, d *deploy) {
+			git(t, d.v1, "config", "extensions.worktreeConfig", "true")
+			require.NoError(t, os.WriteFile(filepath.Join(d.v1, ".git", "config.worktree"), []byte("[core]\n\tworktree = ../pkg\n"), 0o644))
+		}, true, false},
+		{"extensions.worktreeConfig set alone", direct, func(t *testing.T, d *deploy) {
+			git(t, d.v1, "config", "extensions.worktreeConfig", "true")
+		}, false, false},
 		{"HEAD a link to /dev/null", direct, func(t *testing.T, d *deploy) {
 			head := filepath.Join(d.v1, ".git", "HEAD")
 			require.NoError(t, os.Remove(head))

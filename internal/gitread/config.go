@@ -22,12 +22,38 @@ type repoFormat struct {
 	hashLen      int    // hex digits in an object id
 	// bare is core.bare when bareSet, and worktree is core.worktree when
 	// worktreeSet; like Git, they are taken only from a config that states
-	// format version 0 or 1. Git's later readings of them (core.bare from
-	// every config file, both from config.worktree under
-	// extensions.worktreeConfig) are not made here.
+	// format version 0 or 1. Git's later reading of core.bare from every
+	// config file is not made here; config.worktree is read by the caller
+	// (see worktreeConfig).
 	bare, bareSet bool
 	worktree      string
 	worktreeSet   bool
+	// worktreeConfig is extensions.worktreeConfig: git then takes
+	// core.bare and core.worktree from the Git directory's config.worktree
+	// too, and honours them even in a linked worktree.
+	worktreeConfig bool
+}
+
+// worktreeOverrides reads core.bare and core.worktree from a
+// config.worktree, as Git's read_worktree_config does, over what the
+// repository's config said.
+func (f *repoFormat) worktreeOverrides(config []byte) error {
+	return walkGitConfig(config, func(key, value []byte, hasValue bool) error {
+		switch string(key) {
+		case "core.bare":
+			b, err := configBool("core.bare", value, hasValue)
+			if err != nil {
+				return err
+			}
+			f.bare, f.bareSet = b, true
+		case "core.worktree":
+			if !hasValue {
+				return errors.New("core.worktree has no value")
+			}
+			f.worktree, f.worktreeSet = string(value), true
+		}
+		return nil
+	})
 }
 
 // parseRepoFormat reads a repository's config and checks, as Git's setup
@@ -79,6 +105,7 @@ type formatReader struct {
 	bare, bareSet   bool
 	worktree        string
 	worktreeSet     bool
+	worktreeConfig  bool
 }
 
 // entry takes one config entry into account.
@@ -113,8 +140,12 @@ func (r *formatReader) extension(key, name string, value []byte, hasValue bool) 
 	switch name {
 	case "noop":
 		return nil
-	case "preciousobjects", "worktreeconfig":
+	case "preciousobjects":
 		_, err := configBool(key, value, hasValue)
+		return err
+	case "worktreeconfig":
+		b, err := configBool(key, value, hasValue)
+		r.worktreeConfig = b
 		return err
 	case "partialclone":
 		if !hasValue {
@@ -175,6 +206,7 @@ func (r *formatReader) format() (repoFormat, error) {
 		}
 		f.bare, f.bareSet = r.bare, r.bareSet
 		f.worktree, f.worktreeSet = r.worktree, r.worktreeSet
+		f.worktreeConfig = r.worktreeConfig
 	}
 	if r.refStorage != "files" {
 		return f, unsupportedf("ref storage %q is not supported: only the files backend (loose refs and packed-refs) is read", r.refStorage)

@@ -381,19 +381,40 @@ func (r *reader) readAt(src, mod string) (Checkout, error) {
 	}
 	c.ObjectFormat = format.objectFormat
 	// core.bare and core.worktree count only where the Git directory has
-	// no commondir (git ignores both in a linked worktree). With core.bare
+	// no commondir (git ignores both in a linked worktree), or under
+	// extensions.worktreeConfig. With core.bare
 	// true git has no worktree (core.worktree is then ignored): it still
 	// reads HEAD and the index, but matches ls-files' paths from the top
 	// level, whatever the directory it runs in, so the module is tracked
 	// when the index holds its file name at the top level. core.worktree
 	// names the worktree, relative to the Git directory: the .git found
 	// only led to the repository.
-	bare := format.bareSet && format.bare && c.CommonDir == c.GitDir
+	hasCommon := c.CommonDir != c.GitDir
+	if format.worktreeConfig {
+		// extensions.worktreeConfig: git reads core.bare and
+		// core.worktree from the Git directory's config.worktree too, and
+		// honours them (and the repository config's) in a linked
+		// worktree as well.
+		path := filepath.Join(c.GitDir, "config.worktree")
+		data, st, err := r.fs.ReadFile(path, maxConfigBytes, false)
+		if err != nil {
+			return c, err
+		}
+		r.addDep(path, false, st)
+		if st.dir {
+			return c, &fs.PathError{Op: "read", Path: path, Err: errIsDir}
+		}
+		if err := format.worktreeOverrides(data); err != nil {
+			return c, fmt.Errorf("%s: %w", path, err)
+		}
+		hasCommon = false
+	}
+	bare := format.bareSet && format.bare && !hasCommon
 	switch {
 	case bare:
 		// ls-files then matches the module's name from the top level,
 		// whatever the directory it runs in.
-	case format.worktreeSet && c.CommonDir == c.GitDir:
+	case format.worktreeSet && !hasCommon:
 		if c.TopLevel, _, err = r.resolve(joinRelative(c.GitDir, format.worktree)); err != nil {
 			return c, fmt.Errorf("core.worktree: %w", err)
 		}

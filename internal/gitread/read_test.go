@@ -353,6 +353,42 @@ func TestCoreWorktreeAndBare(t *testing.T) {
 	})
 }
 
+// Under extensions.worktreeConfig git takes core.bare and core.worktree
+// from the Git directory's config.worktree, and honours them, and the
+// repository config's, in a linked worktree too.
+func TestWorktreeConfig(t *testing.T) {
+	dir := tempDir(t)
+	rev := gittest.Init(t, filepath.Join(dir, "main"), map[string]string{"pkg/run_agent.py": "x\n"})
+	linked := filepath.Join(dir, "linked")
+	git(t, filepath.Join(dir, "main"), "worktree", "add", "-q", "--detach", linked)
+	module := filepath.Join(linked, "pkg", "run_agent.py")
+	gitDir := git(t, linked, "rev-parse", "--absolute-git-dir")
+	agree := func(what string) {
+		t.Helper()
+		_, gitErr := gittest.Command(filepath.Dir(module), "ls-files", "--error-unmatch", "run_agent.py").Output()
+		got, err := ReadRevision(filepath.Dir(module), module)
+		require.NoError(t, err, what)
+		if gitErr == nil {
+			assert.Equal(t, rev, got, "%s: git tracks the module", what)
+		} else {
+			assert.Empty(t, got, "%s: git does not track the module", what)
+		}
+	}
+	agree("a linked worktree")
+	git(t, linked, "config", "core.bare", "true")
+	agree("core.bare in the common config, ignored in a linked worktree")
+	git(t, linked, "config", "extensions.worktreeConfig", "true")
+	agree("core.bare in the common config, honoured under worktreeConfig")
+	git(t, linked, "config", "--unset", "core.bare")
+	agree("worktreeConfig, no core.bare")
+	writeFile(t, filepath.Join(gitDir, "config.worktree"), "[core]\n\tbare = true\n")
+	agree("core.bare in the linked worktree's config.worktree")
+	writeFile(t, filepath.Join(gitDir, "config.worktree"), "[core]\n\tworktree = "+filepath.Join(linked, "pkg")+"\n")
+	agree("core.worktree in the linked worktree's config.worktree")
+	writeFile(t, filepath.Join(gitDir, "config.worktree"), "[core]\n\tbare = false\n")
+	agree("core.bare false in config.worktree")
+}
+
 // Bytes git reads its own way: a CR before an LF in packed-refs is part of
 // the ref's name, and a NUL ends what git reads of HEAD, a loose ref and a
 // .git file. Read agrees with git rev-parse HEAD in each case.

@@ -25,13 +25,37 @@ type repoFormat struct {
 	// format version 0 or 1. Git's later reading of core.bare from every
 	// config file is not made here; config.worktree is read by the caller
 	// (see worktreeConfig).
-	bare, bareSet bool
-	worktree      string
-	worktreeSet   bool
+	worktreeKeys
 	// worktreeConfig is extensions.worktreeConfig: git then takes
 	// core.bare and core.worktree from the Git directory's config.worktree
 	// too, and honours them even in a linked worktree.
 	worktreeConfig bool
+}
+
+// worktreeKeys are core.bare and core.worktree, each with whether it was
+// set.
+type worktreeKeys struct {
+	bare, bareSet bool
+	worktree      string
+	worktreeSet   bool
+}
+
+// take reads key when it is one of the two, as git does.
+func (w *worktreeKeys) take(key string, value []byte, hasValue bool) error {
+	switch key {
+	case "core.bare":
+		b, err := configBool(key, value, hasValue)
+		if err != nil {
+			return err
+		}
+		w.bare, w.bareSet = b, true
+	case "core.worktree":
+		if !hasValue {
+			return errors.New("core.worktree has no value")
+		}
+		w.worktree, w.worktreeSet = string(value), true
+	}
+	return nil
 }
 
 // worktreeOverrides reads core.bare and core.worktree from a
@@ -39,20 +63,7 @@ type repoFormat struct {
 // repository's config said.
 func (f *repoFormat) worktreeOverrides(config []byte) error {
 	return walkGitConfig(config, func(key, value []byte, hasValue bool) error {
-		switch string(key) {
-		case "core.bare":
-			b, err := configBool("core.bare", value, hasValue)
-			if err != nil {
-				return err
-			}
-			f.bare, f.bareSet = b, true
-		case "core.worktree":
-			if !hasValue {
-				return errors.New("core.worktree has no value")
-			}
-			f.worktree, f.worktreeSet = string(value), true
-		}
-		return nil
+		return f.take(string(key), value, hasValue)
 	})
 }
 
@@ -102,10 +113,8 @@ type formatReader struct {
 	refStorage      string
 	compatSet       bool
 	v1Only, unknown []string // extensions by name, in file order
-	bare, bareSet   bool
-	worktree        string
-	worktreeSet     bool
-	worktreeConfig  bool
+	worktreeKeys
+	worktreeConfig bool
 }
 
 // entry takes one config entry into account.
@@ -120,17 +129,8 @@ func (r *formatReader) entry(key, value []byte, hasValue bool) error {
 			return fmt.Errorf("bad numeric config value %q for core.repositoryformatversion", value)
 		}
 		r.version = v
-	case "core.bare":
-		b, err := configBool("core.bare", value, hasValue)
-		if err != nil {
-			return err
-		}
-		r.bare, r.bareSet = b, true
-	case "core.worktree":
-		if !hasValue {
-			return errors.New("core.worktree has no value")
-		}
-		r.worktree, r.worktreeSet = string(value), true
+	default:
+		return r.take(string(key), value, hasValue)
 	}
 	return nil
 }
@@ -204,9 +204,7 @@ func (r *formatReader) format() (repoFormat, error) {
 		case r.version == 0 && len(r.v1Only) > 0:
 			return f, fmt.Errorf("repository format version 0 has the version 1 extensions %s", quotedList(r.v1Only))
 		}
-		f.bare, f.bareSet = r.bare, r.bareSet
-		f.worktree, f.worktreeSet = r.worktree, r.worktreeSet
-		f.worktreeConfig = r.worktreeConfig
+		f.worktreeKeys, f.worktreeConfig = r.worktreeKeys, r.worktreeConfig
 	}
 	if r.refStorage != "files" {
 		return f, unsupportedf("ref storage %q is not supported: only the files backend (loose refs and packed-refs) is read", r.refStorage)

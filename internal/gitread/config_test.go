@@ -160,7 +160,7 @@ func TestParseRepoFormat(t *testing.T) {
 		unsupported bool   // the error matches errors.ErrUnsupported
 	}{
 		{"empty", "", sha1, "", false},
-		{"git init", gitInitConfig, repoFormat{objectFormat: "sha1", hashLen: 40, bareSet: true}, "", false},
+		{"git init", gitInitConfig, repoFormat{objectFormat: "sha1", hashLen: 40, worktreeKeys: worktreeKeys{bareSet: true}}, "", false},
 		{"core on one line", "[core] repositoryformatversion = 0\n", sha1, "", false},
 		{"byte order mark", "\ufeff" + v1 + "[extensions]\n\tobjectformat = sha256\n", sha256, "", false},
 		{"legacy section", v0 + "[remote.origin]\n\turl = x\n", sha1, "", false},
@@ -212,10 +212,10 @@ func TestParseRepoFormat(t *testing.T) {
 		{"worktreeConfig not a boolean", v1 + "[extensions]\n\tworktreeConfig = maybe\n", sha1, "bad boolean config value", false},
 		{"preciousObjects not a boolean", v1 + "[extensions]\n\tpreciousObjects = 1x\n", sha1, "bad boolean config value", false},
 		{"partialClone without a value", v1 + "[extensions]\n\tpartialClone\n", sha1, "extensions.partialclone has no value", false},
-		{"core.bare", v0 + "\tbare = true\n", repoFormat{objectFormat: "sha1", hashLen: 40, bare: true, bareSet: true}, "", false},
+		{"core.bare", v0 + "\tbare = true\n", repoFormat{objectFormat: "sha1", hashLen: 40, worktreeKeys: worktreeKeys{bare: true, bareSet: true}}, "", false},
 		{"core.bare not a boolean", v0 + "\tbare = maybe\n", sha1, "bad boolean config value", false},
-		{"core.worktree", v0 + "\tworktree = ../wt\n\tworktree = ../other\n", repoFormat{objectFormat: "sha1", hashLen: 40, worktree: "../other", worktreeSet: true}, "", false},
-		{"core.worktree empty", v0 + "\tworktree =\n", repoFormat{objectFormat: "sha1", hashLen: 40, worktreeSet: true}, "", false},
+		{"core.worktree", v0 + "\tworktree = ../wt\n\tworktree = ../other\n", repoFormat{objectFormat: "sha1", hashLen: 40, worktreeKeys: worktreeKeys{worktree: "../other", worktreeSet: true}}, "", false},
+		{"core.worktree empty", v0 + "\tworktree =\n", repoFormat{objectFormat: "sha1", hashLen: 40, worktreeKeys: worktreeKeys{worktreeSet: true}}, "", false},
 		{"core.worktree without a value", v0 + "\tworktree\n", sha1, "core.worktree has no value", false},
 		{"core.worktree without a version", "[core]\n\tworktree = ../wt\n\tbare = true\n", sha1, "", false},
 		{"malformed", v0 + "\tbare = \"x\n", sha1, "config line 3: unterminated quote", false},

@@ -364,16 +364,9 @@ func (r *reader) readAt(src, mod string) (Checkout, error) {
 	if err := r.findWorktree(&c); err != nil || c.TopLevel == "" {
 		return c, err
 	}
-	configPath := filepath.Join(c.CommonDir, "config")
-	config, st, err := r.fs.ReadFile(configPath, maxConfigBytes, false)
+	config, err := r.readConfig(filepath.Join(c.CommonDir, "config"))
 	if err != nil {
 		return c, err
-	}
-	r.addDep(configPath, false, st)
-	if st.dir {
-		// A missing config is a repository of format 0 to git; a
-		// directory is one it cannot read.
-		return c, &fs.PathError{Op: "read", Path: configPath, Err: errIsDir}
 	}
 	format, err := parseRepoFormat(config)
 	if err != nil {
@@ -396,13 +389,9 @@ func (r *reader) readAt(src, mod string) (Checkout, error) {
 		// honours them (and the repository config's) in a linked
 		// worktree as well.
 		path := filepath.Join(c.GitDir, "config.worktree")
-		data, st, err := r.fs.ReadFile(path, maxConfigBytes, false)
+		data, err := r.readConfig(path)
 		if err != nil {
 			return c, err
-		}
-		r.addDep(path, false, st)
-		if st.dir {
-			return c, &fs.PathError{Op: "read", Path: path, Err: errIsDir}
 		}
 		if err := format.worktreeOverrides(data); err != nil {
 			return c, fmt.Errorf("%s: %w", path, err)
@@ -460,6 +449,20 @@ func (r *reader) readAt(src, mod string) (Checkout, error) {
 		}
 	}
 	return c, nil
+}
+
+// readConfig reads a config file and records it. A missing one is an
+// empty config to git; a directory is one it cannot read.
+func (r *reader) readConfig(path string) ([]byte, error) {
+	data, st, err := r.fs.ReadFile(path, maxConfigBytes, false)
+	if err != nil {
+		return nil, err
+	}
+	r.addDep(path, false, st)
+	if st.dir {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: errIsDir}
+	}
+	return data, nil
 }
 
 // headName fills in the ref HEAD names, for diagnostics of a checkout

@@ -103,8 +103,15 @@ func indexHasPath(data []byte, path string, hashLen int) (bool, error) {
 		}
 		sig := string(body[off : off+4])
 		size := binary.BigEndian.Uint32(body[off+4 : off+8])
-		if sig == "link" {
+		switch {
+		case sig == "link":
 			return false, errSplitIndex
+		case sig == "sdir":
+			// A sparse index: its directory entries are matched above.
+		case sig[0] < 'A' || sig[0] > 'Z':
+			// Git skips an extension it does not know only when its
+			// signature starts with a capital: any other is required.
+			return false, unsupportedf("index extension %q is required, and this package does not read it", sig)
 		}
 		if uint64(size) > uint64(len(body)-off-8) {
 			return false, errors.New("index extension is truncated")

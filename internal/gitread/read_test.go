@@ -2,6 +2,7 @@ package gitread
 
 import (
 	"bytes"
+	"crypto/sha1"
 	"errors"
 	"os"
 	"path/filepath"
@@ -268,6 +269,40 @@ func TestHostileSymbolicRefIsRefused(t *testing.T) {
 		assert.Empty(t, rev, "HEAD -> %q", target)
 		out, gitErr := gittest.Command(dir, "rev-parse", "HEAD").CombinedOutput()
 		assert.Error(t, gitErr, "git rev-parse HEAD with HEAD -> %q: %s", target, out)
+	}
+}
+
+// An index extension git does not know is skipped when its signature
+// starts with a capital (optional) and refused otherwise: ls-files fails,
+// and so does the read, with an error matching errors.ErrUnsupported.
+func TestIndexExtensionsAsGitReadsThem(t *testing.T) {
+	for _, tc := range []struct {
+		sig         string
+		unsupported bool
+	}{{"ABCD", false}, {"Zzzz", false}, {"abcd", true}, {"1bcd", true}, {"sDIR", true}} {
+		t.Run(tc.sig, func(t *testing.T) {
+			dir := tempDir(t)
+			module, rev := agentRepo(t, dir)
+			path := filepath.Join(dir, ".git", "index")
+			data, err := os.ReadFile(path)
+			require.NoError(t, err)
+			body := append(bytes.Clone(data[:len(data)-20]), tc.sig...)
+			body = append(body, 0, 0, 0, 4, 'd', 'a', 't', 'a')
+			sum := sha1.Sum(body)
+			require.NoError(t, os.WriteFile(path, append(body, sum[:]...), 0o644))
+
+			gitErr := gittest.Command(dir, "ls-files", "--error-unmatch", "run_agent.py").Run()
+			got, err := ReadRevision(dir, module)
+			if tc.unsupported {
+				require.Error(t, gitErr, "git refuses the %s extension", tc.sig)
+				assert.ErrorIs(t, err, errors.ErrUnsupported)
+				assert.Empty(t, got)
+			} else {
+				require.NoError(t, gitErr, "git skips the %s extension", tc.sig)
+				require.NoError(t, err)
+				assert.Equal(t, rev, got)
+			}
+		})
 	}
 }
 

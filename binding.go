@@ -26,9 +26,10 @@ type binding struct {
 	// sig is closed once a check finds the binding stale; replaced once
 	// the guard binds anew.
 	sig, replaced *signal
-	// configured is the module path as configured, absolute and clean with
-	// its links unresolved: every full read resolves it again, and a path
-	// that now leads to another module file makes the runtime stale.
+	// configured is the module path as configured, absolute (see
+	// gitread.Abs: on Unix, not cleaned) with its links unresolved: every
+	// full read resolves it again, and a path that now leads to another
+	// module file makes the runtime stale.
 	configured string
 
 	snap atomic.Pointer[snapshot]

@@ -443,3 +443,36 @@ func TestBareSignatureRewrittenInPlace(t *testing.T) {
 		})
 	}
 }
+
+// A configured path with ".." after a link leads where the kernel (and the
+// interpreter that loads the module) takes it: to the parent of the link's
+// target, not of the link. The guard binds to that module, and sees its
+// checkout move, and the link re-pointed.
+func TestDotDotAfterALink(t *testing.T) {
+	for _, m := range pathModes {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			root := tempDir(t)
+			a, b := filepath.Join(root, "a"), filepath.Join(root, "b")
+			initRepo(t, a, map[string]string{"pkg/run_agent.py": "x = 'a'\n", "pkg/sub/keep": ""})
+			revB := initRepo(t, b, map[string]string{"pkg/run_agent.py": "x = 'b'\n", "pkg/sub/keep": ""})
+			symlink(t, filepath.Join(b, "pkg", "sub"), filepath.Join(a, "pkg", "l"))
+			configured := a + "/pkg/l/../run_agent.py" // not cleaned: Join would
+			data, err := os.ReadFile(configured)
+			require.NoError(t, err)
+			require.Equal(t, "x = 'b'\n", string(data), "the kernel reads b's module")
+
+			g := bindFast(t, configured, m.env(t))
+			assert.Equal(t, revB, g.Identity().Revision)
+			assert.Equal(t, resolved(t, filepath.Join(b, "pkg", "run_agent.py")), g.Identity().ModulePath)
+			require.NoError(t, checkWithin(t, g))
+			commit(t, b, "pkg/run_agent.py", "x = 'b2'\n")
+			assert.ErrorIs(t, checkWithin(t, g), ErrStale, "b moved")
+
+			g = bindFast(t, configured, m.env(t))
+			require.NoError(t, checkWithin(t, g))
+			repoint(t, filepath.Join(a, "pkg", "sub"), filepath.Join(a, "pkg", "l"))
+			assert.ErrorIs(t, checkWithin(t, g), ErrStale, "the link now leads into a")
+		})
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -111,24 +112,40 @@ func Inspect(modulePath string) (Checkout, error) {
 	return c, nil
 }
 
-// Abs makes a configured module path absolute and clean.
+// Abs makes a configured module path absolute. On Unix it is not cleaned:
+// a ".." after a symbolic link leads to the parent of the link's target,
+// as the kernel (and the interpreter that loads the module) resolves it,
+// not to the directory the link is in; the resolution, link by link, does
+// the rest. On Windows, where the system itself removes ".." from a path
+// before it follows anything, it is cleaned.
 func Abs(modulePath string) (string, error) {
 	if modulePath == "" {
 		return "", errors.New("runtimeguard: empty module path")
 	}
-	abs, err := filepath.Abs(modulePath)
+	if runtime.GOOS == "windows" {
+		abs, err := filepath.Abs(modulePath)
+		if err != nil {
+			return "", fmt.Errorf("runtimeguard: module path: %w", err)
+		}
+		return abs, nil
+	}
+	if filepath.IsAbs(modulePath) {
+		return modulePath, nil
+	}
+	wd, err := os.Getwd()
 	if err != nil {
 		return "", fmt.Errorf("runtimeguard: module path: %w", err)
 	}
-	return abs, nil
+	return wd + string(filepath.Separator) + modulePath, nil
 }
 
-// ResolvePath makes a path absolute with links resolved; a missing final
-// element is kept as it is, so a deleted module still names its place.
+// ResolvePath makes a path absolute (see Abs) with links resolved; a
+// missing final element is kept as it is, so a deleted module still names
+// its place.
 func ResolvePath(p string) (string, error) {
-	abs, err := filepath.Abs(p)
+	abs, err := Abs(p)
 	if err != nil {
-		return "", fmt.Errorf("runtimeguard: %w", err)
+		return "", err
 	}
 	r := reader{fs: System}
 	resolved, _, err := r.resolve(abs)

@@ -25,7 +25,8 @@ const (
 
 // indexHasPath reports whether the Git index in data tracks path (slash
 // separated, relative to the top level), compared byte for byte: no pathspec
-// magic. A sparse directory entry that contains path tracks it too. The
+// magic. A path under a sparse directory entry is unsupported: git decides
+// by the entry's tree. The
 // index is checked whole: header, every entry, the extensions and the
 // trailing checksum; hashLen is 40 (SHA-1) or 64 (SHA-256) hex digits.
 func indexHasPath(data []byte, path string, hashLen int) (bool, error) {
@@ -93,8 +94,13 @@ func indexHasPath(data []byte, path string, hashLen int) (bool, error) {
 			}
 		}
 		if !found {
-			found = bytes.Equal(name, target) ||
-				(mode == indexSparseDir && len(name) > 0 && name[len(name)-1] == '/' && bytes.HasPrefix(target, name))
+			found = bytes.Equal(name, target)
+			if mode == indexSparseDir && len(name) > 0 && name[len(name)-1] == '/' && bytes.HasPrefix(target, name) {
+				// Whether git tracks a path under a sparse directory
+				// entry depends on the entry's tree, which git expands
+				// from the object store and this package does not read.
+				return false, unsupportedf("%s is under the sparse directory entry %s of the index, whose tree this package does not read", target, name)
+			}
 		}
 	}
 	for off < len(body) {

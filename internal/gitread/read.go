@@ -683,9 +683,19 @@ const gitSpace = " \t\n\r"
 // commonDir is the directory holding the shared refs and config of the Git
 // directory gitDir: the one its commondir file names, else gitDir itself.
 func (r *reader) commonDir(gitDir string) (string, error) {
-	data, ok, err := r.readFile(filepath.Join(gitDir, "commondir"), maxSmallFileBytes)
-	if err != nil || !ok {
+	path := filepath.Join(gitDir, "commondir")
+	data, st, err := r.fs.ReadFile(path, maxSmallFileBytes, false)
+	if err != nil {
 		return gitDir, err
+	}
+	r.addDep(path, false, st)
+	switch {
+	case !st.present:
+		return gitDir, nil
+	case st.dir || len(data) == 0:
+		// Git reads a commondir that is there or dies: a directory, or
+		// a file of no bytes, fails every git command.
+		return gitDir, &fs.PathError{Op: "read", Path: path, Err: errors.New("a directory or an empty file, which git cannot read")}
 	}
 	p := string(cString([]byte(strings.TrimRight(string(data), "\r\n"))))
 	if p == "" {

@@ -141,14 +141,19 @@ func TestReadRevisionLayouts(t *testing.T) {
 		git(t, dir, "sparse-checkout", "set", "--cone", "--sparse-index", "src")
 		module := filepath.Join(dir, "run_agent.py")
 		assertReadsHead(t, dir, module)
-		// A path inside a sparse directory entry is tracked too.
+		// Whether a path under a sparse directory entry is tracked is in
+		// the entry's tree, which is not read: unsupported, not a guess.
 		require.Contains(t, git(t, dir, "ls-files", "--sparse"), "docs/")
 		index, err := os.ReadFile(filepath.Join(dir, ".git", "index"))
 		require.NoError(t, err)
-		for path, want := range map[string]bool{"docs/more/deeper.txt": true, "docs/big.txt": true, "docsx/a": false, "doc": false} {
+		for _, path := range []string{"docs/more/deeper.txt", "docs/big.txt", "docs/not-in-the-tree.txt"} {
+			_, err := indexHasPath(index, path, 40)
+			assert.ErrorIs(t, err, errors.ErrUnsupported, "indexHasPath(%q) in a sparse index", path)
+		}
+		for _, path := range []string{"docsx/a", "doc", "run_agent.py"} {
 			got, err := indexHasPath(index, path, 40)
 			require.NoError(t, err)
-			assert.Equal(t, want, got, "indexHasPath(%q) in a sparse index", path)
+			assert.Equal(t, path == "run_agent.py", got, "indexHasPath(%q) in a sparse index", path)
 		}
 	})
 	t.Run("sha256", func(t *testing.T) {
@@ -422,6 +427,38 @@ func TestWorktreeConfig(t *testing.T) {
 	agree("core.worktree in the linked worktree's config.worktree")
 	writeFile(t, filepath.Join(gitDir, "config.worktree"), "[core]\n\tbare = false\n")
 	agree("core.bare false in config.worktree")
+}
+
+// A commondir that is there must be readable, as git reads it or dies: a
+// directory or an empty file fails git, and the read; a lone newline is a
+// commondir of nothing to both.
+func TestCommondirGitCannotRead(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		make func(path string) error
+		fail bool
+	}{
+		{"empty", func(p string) error { return os.WriteFile(p, nil, 0o644) }, true},
+		{"a directory", func(p string) error { return os.Mkdir(p, 0o755) }, true},
+		{"a newline", func(p string) error { return os.WriteFile(p, []byte("\n"), 0o644) }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := tempDir(t)
+			module, rev := agentRepo(t, dir)
+			require.NoError(t, tc.make(filepath.Join(dir, ".git", "commondir")))
+			_, gitErr := gittest.Command(dir, "rev-parse", "HEAD").Output()
+			got, err := ReadRevision(dir, module)
+			if tc.fail {
+				require.Error(t, gitErr)
+				assert.Error(t, err)
+				assert.Empty(t, got)
+			} else {
+				require.NoError(t, gitErr)
+				require.NoError(t, err)
+				assert.Equal(t, rev, got)
+			}
+		})
+	}
 }
 
 // Bytes git reads its own way: a CR before an LF in packed-refs is part of

@@ -62,11 +62,10 @@ type Watcher struct {
 	// was even and unchanged around its poll.
 	seq atomic.Uint64
 
-	mu    sync.Mutex // protects byWD, subs, rmSeq and the draining
-	byWD  map[int32]*dir
-	subs  map[*Sub]struct{}
-	rmSeq uint64 // watches removed so far
-	buf   []byte
+	mu   sync.Mutex // protects byWD, subs, the adding and removing of watches, and the draining
+	byWD map[int32]*dir
+	subs map[*Sub]struct{}
+	buf  []byte
 }
 
 // slot is an epoll set holding the inotify descriptor and a descriptor of
@@ -370,25 +369,19 @@ func (s *Sub) Arm(entries []Entry) (fresh bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	// The watches are added and registered under the lock that removals
+	// take: inotify_add_watch hands out the same wd for an inode already
+	// watched, and a subscription that closed in between would remove the
+	// watch this one is about to count on, which then reports nothing.
+	// Arming comes with a full read only, so checks rarely wait on it.
 	w := s.w
-	for try := 0; ; try++ {
-		w.mu.Lock()
-		rmSeq := w.rmSeq
-		w.mu.Unlock()
-		dirWDs, fileWDs, err := w.addWatches(want, files)
-		if err != nil {
-			return false, err
-		}
-		w.mu.Lock()
-		if w.rmSeq != rmSeq && try < 3 {
-			// A watch was removed meanwhile: one of ours may be it.
-			w.mu.Unlock()
-			continue
-		}
-		fresh, err = s.register(want, dirWDs, fileWDs)
-		w.mu.Unlock()
-		return fresh, err
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	dirWDs, fileWDs, err := w.addWatches(want, files)
+	if err != nil {
+		return false, err
 	}
+	return s.register(want, dirWDs, fileWDs)
 }
 
 // discoveryNames are the entries that make a directory on the way to the
@@ -606,7 +599,6 @@ func (s *Sub) unregister() {
 		}
 		if len(d.subs) == 0 && d.wd >= 0 {
 			unix.InotifyRmWatch(w.fd, uint32(d.wd))
-			w.rmSeq++
 			delete(w.byWD, d.wd)
 			d.wd = -1
 		}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -617,4 +618,38 @@ func TestLayoutFlags(t *testing.T) {
 		assert.Contains(t, r.stderr, tc.args[0], "%v: the error names the flag", tc.args)
 		assert.NotContains(t, r.stderr, "Layout", "%v: a CLI error speaks of flags", tc.args)
 	}
+}
+
+// An update tool killed while its command runs leaves the lock held by the
+// command until it ends: no other update and no reload plan can start on a
+// half-run update.
+func TestUpdateKilledKeepsTheLockWhileItsCommandRuns(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("the command inherits the lock on Unix only")
+	}
+	c := newUpdateCase(t)
+	done := filepath.Join(gittest.TempDir(t), "done")
+	cmd := commandProcess("update", "--module", c.module, "--home", c.home, "--lock", "update.lock", "--", "sh", "-c", "sleep 2; touch "+done)
+	cmd.Dir = c.dir
+	cmd.Env = append(cmd.Env, gittest.Env...)
+	require.NoError(t, cmd.Start())
+	marker := filepath.Join(c.home, ".hermes-update-in-progress")
+	require.Eventually(t, func() bool { _, err := os.Stat(marker); return err == nil }, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait()
+
+	lockPath := filepath.Join(c.home, "update.lock")
+	_, err := updater.Lock(lockPath, false)
+	assert.ErrorIs(t, err, updater.ErrLocked, "the killed tool's command still holds the lock")
+	r := c.update(t, "true")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, "holds")
+	require.Eventually(t, func() bool { _, err := os.Stat(done); return err == nil }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool {
+		l, err := updater.Lock(lockPath, false)
+		if err == nil {
+			l.Close()
+		}
+		return err == nil
+	}, 10*time.Second, 20*time.Millisecond, "the lock is free once the command ended")
 }

@@ -32,7 +32,8 @@ that speaks the update protocol a runtime guard reads:
   7. remove the marker, release the lock.
 
 COMMAND runs in the top-level directory of the module's worktree (--dir
-to choose another); a --module in no Git worktree is refused before
+to choose another), holding the lock too (as descriptor 3, on Unix), so
+that the lock outlives a killed tool until COMMAND ends; a --module in no Git worktree is refused before
 anything runs. The tool exits with COMMAND's exit status when it ran
 and failed; 1 when it could not run, was killed by a signal, or the
 receipt says failed for another reason; 0 for a success receipt.
@@ -94,11 +95,12 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return errors.New("the layout has no receipt (--receipt)")
 	}
 
+	var lock *os.File
 	if o.LockPath != "" {
 		if err := os.MkdirAll(filepath.Dir(o.LockPath), 0o755); err != nil {
 			return err
 		}
-		lock, err := updater.Lock(o.LockPath, true)
+		lock, err = updater.Lock(o.LockPath, true)
 		for deadline := time.Now().Add(*wait); errors.Is(err, updater.ErrLocked) && time.Now().Before(deadline); {
 			time.Sleep(50 * time.Millisecond)
 			lock, err = updater.Lock(o.LockPath, true)
@@ -144,7 +146,7 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 
-	code, runErr := runUpdater(ctx, dir, argv, stdout, stderr)
+	code, runErr := runUpdater(ctx, dir, argv, lock, stdout, stderr)
 	r.FinishedAt = time.Now().UTC()
 	after, readErr := gitread.Inspect(gf.module)
 	r.PostUpdate.SHA = after.Revision
@@ -195,10 +197,16 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // runUpdater runs argv with the tool's standard streams and returns its
 // exit status. A signal to the tool interrupts the command, which has
 // thirty seconds to end.
-func runUpdater(ctx context.Context, dir string, argv []string, stdout, stderr io.Writer) (int, error) {
+func runUpdater(ctx context.Context, dir string, argv []string, lock *os.File, stdout, stderr io.Writer) (int, error) {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
+	if lock != nil && runtime.GOOS != "windows" {
+		// The command holds the lock too (as descriptor 3): a tool that is
+		// killed leaves the lock held until its command ends, so no other
+		// update and no reload plan starts while the command still runs.
+		cmd.ExtraFiles = []*os.File{lock}
+	}
 	cmd.Cancel = func() error {
 		if runtime.GOOS == "windows" {
 			return cmd.Process.Kill()

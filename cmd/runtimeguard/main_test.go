@@ -628,13 +628,13 @@ func TestUpdateKilledKeepsTheLockWhileItsCommandRuns(t *testing.T) {
 		t.Skip("the command inherits the lock on Unix only")
 	}
 	c := newUpdateCase(t)
-	done := filepath.Join(gittest.TempDir(t), "done")
-	cmd := commandProcess("update", "--module", c.module, "--home", c.home, "--lock", "update.lock", "--", "sh", "-c", "sleep 2; touch "+done)
+	tmp := gittest.TempDir(t)
+	started, done := filepath.Join(tmp, "started"), filepath.Join(tmp, "done")
+	cmd := commandProcess("update", "--module", c.module, "--home", c.home, "--lock", "update.lock", "--", "sh", "-c", "touch "+started+"; sleep 5; touch "+done)
 	cmd.Dir = c.dir
 	cmd.Env = append(cmd.Env, gittest.Env...)
 	require.NoError(t, cmd.Start())
-	marker := filepath.Join(c.home, ".hermes-update-in-progress")
-	require.Eventually(t, func() bool { _, err := os.Stat(marker); return err == nil }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { _, err := os.Stat(started); return err == nil }, 30*time.Second, 10*time.Millisecond, "the command runs")
 	require.NoError(t, cmd.Process.Kill())
 	_ = cmd.Wait()
 

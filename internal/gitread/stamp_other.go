@@ -27,11 +27,23 @@ func LstatStamp(path string) (Stamp, error) {
 func stampOfStat(path string, fi fs.FileInfo, err error) (Stamp, error) {
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return Stamp{notDir: !validDirPrefix(path)}, nil
+			return absentStamp(path, err), nil
 		}
 		return Stamp{}, err
 	}
 	return stampOfInfo(fi), nil
+}
+
+// absentStamp is the stamp of nothing at path, which err (not-exist) said:
+// git's ENOTDIR when a part of path is not a directory, else its ENOENT.
+// The parents are looked at only where the error leaves it open: a stat
+// of an absent file in a directory that exists (a packed branch's loose
+// ref, on every check of the stat path) costs nothing more.
+func absentStamp(path string, err error) Stamp {
+	if finalMissing(err) {
+		return Stamp{}
+	}
+	return Stamp{notDir: !validDirPrefix(path)}
 }
 
 // validDirPrefix reports whether the nearest part of path above it that
@@ -136,7 +148,7 @@ func ReadRegular(path string, limit int64, nofollow bool) ([]byte, Stamp, error)
 	fi, err := stat(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, Stamp{notDir: !validDirPrefix(path)}, nil
+			return nil, absentStamp(path, err), nil
 		}
 		return nil, Stamp{}, err
 	}
@@ -146,7 +158,7 @@ func ReadRegular(path string, limit int64, nofollow bool) ([]byte, Stamp, error)
 	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, Stamp{notDir: !validDirPrefix(path)}, nil
+			return nil, absentStamp(path, err), nil
 		}
 		return nil, Stamp{}, err
 	}

@@ -1,10 +1,13 @@
 package gitread
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // A snapshot is trusted only once its files' timestamps are safely older
@@ -22,4 +25,31 @@ func TestStampSettled(t *testing.T) {
 	changed.ctime = fine.mtime + int64(time.Hour)
 	assert.False(t, changed.Settled(time.Unix(0, fine.mtime+int64(time.Minute))), "a recent ctime is not settled")
 	assert.True(t, Stamp{}.Settled(time.Unix(0, 0)), "an absent file is settled")
+}
+
+// Nothing at a path is git's ENOTDIR when a part of the path is a file,
+// else its ENOENT, on every platform and from every way of stamping.
+func TestAbsentStampTellsNotDir(t *testing.T) {
+	dir := tempDir(t)
+	file := filepath.Join(dir, "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	for _, tc := range []struct {
+		path   string
+		notDir bool
+	}{
+		{filepath.Join(dir, "missing"), false},
+		{filepath.Join(dir, "missing", "deeper"), false},
+		{filepath.Join(file, "x"), true},
+		{filepath.Join(file, "x", "y"), true},
+	} {
+		for name, stamp := range map[string]func(string) (Stamp, error){"stat": StatStamp, "lstat": LstatStamp} {
+			st, err := stamp(tc.path)
+			require.NoError(t, err, "%s %s", name, tc.path)
+			assert.False(t, st.Present(), "%s %s", name, tc.path)
+			assert.Equal(t, tc.notDir, st.NotDir(), "%s %s", name, tc.path)
+		}
+		_, st, err := ReadRegular(tc.path, 100, false)
+		require.NoError(t, err, tc.path)
+		assert.Equal(t, tc.notDir, st.NotDir(), "ReadRegular %s", tc.path)
+	}
 }

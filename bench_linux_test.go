@@ -30,13 +30,7 @@ func BenchmarkEnsureCurrentWatch(b *testing.B) {
 	benchLayouts(b, func(b *testing.B, module string) {
 		g := watchedGuard(b, module)
 		b.Logf("watched for changes of:%s", depList(g))
-		b.ReportAllocs()
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			if err := g.EnsureCurrent(); err != nil {
-				b.Fatal(err)
-			}
-		}
+		benchChecks(b, g)
 	})
 }
 
@@ -44,17 +38,7 @@ func BenchmarkEnsureCurrentWatch(b *testing.B) {
 // goroutines.
 func BenchmarkEnsureCurrentWatchParallel(b *testing.B) {
 	benchLayouts(b, func(b *testing.B, module string) {
-		g := watchedGuard(b, module)
-		b.ReportAllocs()
-		b.ResetTimer()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if err := g.EnsureCurrent(); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
+		benchChecksParallel(b, watchedGuard(b, module))
 	})
 }
 

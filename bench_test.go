@@ -161,37 +161,47 @@ func BenchmarkEnsureCurrent(b *testing.B) {
 	benchLayouts(b, func(b *testing.B, module string) {
 		g := settledGuard(b, module)
 		b.Logf("a check stats:%s", depList(g))
-		b.ReportAllocs()
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			if err := g.EnsureCurrent(); err != nil {
-				b.Fatal(err)
-			}
-		}
+		benchChecks(b, g)
 	})
 }
 
 // BenchmarkEnsureCurrentParallel is the same from GOMAXPROCS goroutines.
 func BenchmarkEnsureCurrentParallel(b *testing.B) {
 	benchLayouts(b, func(b *testing.B, module string) {
-		g := settledGuard(b, module)
-		b.ReportAllocs()
-		b.ResetTimer()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if err := g.EnsureCurrent(); err != nil {
-					b.Error(err)
-					return
-				}
+		benchChecksParallel(b, settledGuard(b, module))
+	})
+}
+
+// benchChecks times b.N checks of g, which must all pass.
+func benchChecks(b *testing.B, g *Guard) {
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := g.EnsureCurrent(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchChecksParallel is benchChecks from GOMAXPROCS goroutines.
+func benchChecksParallel(b *testing.B, g *Guard) {
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := g.EnsureCurrent(); err != nil {
+				b.Error(err)
+				return
 			}
-		})
+		}
 	})
 }
 
 // BenchmarkStatFloor is one stat (or lstat) of each file the answer depends
 // on, the list a bound guard keeps (logged by BenchmarkEnsureCurrent):
-// HEAD, the branch's loose ref (absent when packed), packed-refs when the
-// branch lives there, the index, the config, and for the linked layout the
+// HEAD, commondir (absent), the Git directory's objects and refs, the
+// config, the index, the branch's loose ref (absent when packed),
+// packed-refs when the branch lives there, and for the linked layout the
 // link and the directories between the top level and the module. No
 // correct check by stat can pay less.
 func BenchmarkStatFloor(b *testing.B) {

@@ -19,6 +19,42 @@ type Cache struct {
 	pid     int64
 	started float64
 	proc    *procHandle // the marker's process, where the platform keeps one
+
+	receipts map[string]cachedReceipt // parses of receipt files, by path
+	dirs     map[string]cachedDir     // listings of marker directories, by path
+}
+
+// cachedReceipt is the parse of a receipt file while its stamp is stamp.
+type cachedReceipt struct {
+	stamp gitread.Stamp
+	r     *Receipt
+	why   string
+}
+
+// maxCachedReceipts bounds the receipts a Cache keeps: beyond it, the
+// cache starts over.
+const maxCachedReceipts = 2 * MaxReceiptFiles
+
+// receipt returns the cached parse of the receipt at path, when its stamp
+// is still st.
+func (c *Cache) receipt(path string, st gitread.Stamp) (*Receipt, string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.receipts[path]
+	if !ok || e.stamp != st {
+		return nil, "", false
+	}
+	return e.r, e.why, true
+}
+
+// rememberReceipt keeps the parse of the receipt at path, stamped st.
+func (c *Cache) rememberReceipt(path string, st gitread.Stamp, r *Receipt, why string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.receipts == nil || len(c.receipts) >= maxCachedReceipts {
+		c.receipts = make(map[string]cachedReceipt)
+	}
+	c.receipts[path] = cachedReceipt{st, r, why}
 }
 
 // parsed returns the cached parse of the marker at path, when its stamp is

@@ -144,8 +144,11 @@ func FuzzReadUpdateMarker(f *testing.F) {
 		if parsed && !finite && got != Unknown {
 			t.Fatalf("readMarker(%q) = %q, want %q: its time is not finite", body, got, Unknown)
 		}
-		if parsed && finite && started <= nowSec && nowSec-started > DefaultMaxAge.Seconds() && got != Stale {
-			t.Fatalf("readMarker(%q) = %q, want %q: over age, whatever the process ID", body, got, Stale)
+		if parsed && finite && started <= nowSec && parsedPID <= 0 && got != Unknown {
+			t.Fatalf("readMarker(%q) = %q, want %q: a process ID of zero or less, whatever the age", body, got, Unknown)
+		}
+		if parsed && finite && started <= nowSec && parsedPID > 0 && nowSec-started > DefaultMaxAge.Seconds() && got != Stale {
+			t.Fatalf("readMarker(%q) = %q, want %q: over age, whatever the positive process ID", body, got, Stale)
 		}
 		after, err := os.ReadFile(path)
 		if err != nil || string(after) != string(body) {

@@ -120,10 +120,29 @@ var System = &Env{Now: time.Now, Probe: ProbeProcess, Open: SafeOpen}
 // never blocks, never follows a symbolic link, never reads more than
 // MaxMarkerBytes+1 bytes and never changes the file. An empty path (no home
 // directory known) is unknown.
+//
+// An updater that releases its marker by renaming it aside first (to
+// <marker>.cas-release-<pid>-<id>, then reading and removing it) has not
+// finished while that process lives: such a release in flight makes the
+// marker active; one whose process is gone counts for nothing. Any other
+// <marker>.cas-* artifact is an updater's cleanup left unresolved, and
+// unknown.
 func (e *Env) ReadMarker(path string, maxAge time.Duration) Marker {
 	if path == "" {
 		return Marker{Unknown, "no home directory is known"}
 	}
+	m := e.readMarkerFile(path, maxAge)
+	if m.State == Active {
+		return m
+	}
+	if a := e.markerArtifacts(path); a.State == Active || a.State == Unknown && m.State != Unknown {
+		return a
+	}
+	return m
+}
+
+// readMarkerFile classifies the marker file at path alone.
+func (e *Env) readMarkerFile(path string, maxAge time.Duration) Marker {
 	var st gitread.Stamp
 	if e.Cache != nil {
 		var err error
@@ -198,9 +217,10 @@ func ParseMarker(body []byte) (pid int64, started float64, ok bool) {
 }
 
 // classify judges a parsed marker in the order of the hermes-webui guard: a
-// time that is not finite or lies in the future is unknown; then the age
-// limit, whatever the process ID; then a process ID this platform cannot ask
-// about is unknown; then liveness.
+// time that is not finite or lies in the future is unknown; so is a
+// process ID of zero or less, whatever the marker's age; then the age
+// limit; then a process ID too large for this platform is unknown; then
+// liveness.
 func (e *Env) classify(pid int64, started float64, maxAge time.Duration) Marker {
 	nowSec := float64(e.Now().UnixNano()) / 1e9
 	switch {
@@ -208,9 +228,11 @@ func (e *Env) classify(pid int64, started float64, maxAge time.Duration) Marker 
 		return Marker{Unknown, "its time is not finite"}
 	case started > nowSec:
 		return Marker{Unknown, "its time lies in the future"}
+	case pid <= 0:
+		return Marker{Unknown, fmt.Sprintf("process ID %d names no process", pid)}
 	case nowSec-started > maxAge.Seconds():
 		return Marker{Stale, fmt.Sprintf("older than %v", maxAge)}
-	case pid <= 0 || pid > maxPID:
+	case pid > maxPID:
 		return Marker{Unknown, fmt.Sprintf("process ID %d cannot be asked about here", pid)}
 	}
 	info := e.probeCached(pid)

@@ -37,8 +37,8 @@ func TestReadUpdateMarker(t *testing.T) {
 		{"negative pid", fmt.Sprintf("-5\n%d\n", now.Unix()), Unknown},
 		{"pid past the platform limit", fmt.Sprintf("%d\n%d\n", int64(maxPID)+1, now.Unix()), Unknown},
 		{"pid 2^100", fmt.Sprintf("1267650600228229401496703205376\n%d\n", now.Unix()), Unknown},
-		{"pid zero over age", fmt.Sprintf("0\n%d\n", old.Unix()), Stale},
-		{"negative pid over age", fmt.Sprintf("-5\n%d\n", old.Unix()), Stale},
+		{"pid zero over age", fmt.Sprintf("0\n%d\n", old.Unix()), Unknown},
+		{"negative pid over age", fmt.Sprintf("-5\n%d\n", old.Unix()), Unknown},
 		{"pid past the platform limit over age", fmt.Sprintf("%d\n%d\n", int64(maxPID)+1, old.Unix()), Stale},
 		{"pid 2^100 over age", fmt.Sprintf("1267650600228229401496703205376\n%d\n", old.Unix()), Stale},
 		{"pid 2^100 in the future", fmt.Sprintf("1267650600228229401496703205376\n%d\n", now.Add(time.Hour).Unix()), Unknown},
@@ -143,8 +143,10 @@ func TestMarkerAgeIsCheckedBeforeLiveness(t *testing.T) {
 }
 
 // The checks run in order: a time that is not finite or in the future,
-// then the age limit, then the process ID's range, and none of them asks
-// about a process.
+// then a process ID of zero or less, then the age limit, then a process ID
+// too large for the platform, and none of them asks about a process. (The
+// hermes-webui guard rejects a process ID of zero or less before its age
+// rule, and one too large for the platform after it.)
 func TestMarkerCheckOrder(t *testing.T) {
 	now := time.Unix(1700000000, 0)
 	cases := []struct {
@@ -154,8 +156,9 @@ func TestMarkerCheckOrder(t *testing.T) {
 		{"0\n1699999000\n", Unknown},
 		{"-1\n1699999000\n", Unknown},
 		{"1267650600228229401496703205376\n1699999000\n", Unknown},
-		{"0\n1690000000\n", Stale},
-		{"-1\n1690000000\n", Stale},
+		{"0\n1690000000\n", Unknown},
+		{"-1\n1690000000\n", Unknown},
+		{"-1267650600228229401496703205376\n1690000000\n", Unknown},
 		{"1267650600228229401496703205376\n1690000000\n", Stale},
 		{"-1267650600228229401496703205376\n-inf\n", Unknown},
 		{"0\nnan\n", Unknown},

@@ -2,12 +2,15 @@ package updater
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -15,8 +18,10 @@ import (
 const ReceiptSchema = 1
 
 // MaxReceiptBytes is the largest receipt that is read; at most one byte
-// more is ever read.
-const MaxReceiptBytes = 64 << 10
+// more is ever read. An updater's receipt grows with its steps (300 steps
+// make about 75 KB); 4 MiB is far beyond any it writes, and still a
+// bounded read.
+const MaxReceiptBytes = 4 << 20
 
 // The outcomes a receipt reports.
 const (
@@ -31,13 +36,23 @@ const (
 // it ran: which update, how it ended, when, and the code revision before
 // and after. Its JSON is the receipt's schema.
 type Receipt struct {
-	Schema     int       `json:"schema"`
-	UpdateID   string    `json:"update_id"`
-	Outcome    string    `json:"outcome"`
-	StartedAt  time.Time `json:"started_at"`
-	FinishedAt time.Time `json:"finished_at,omitzero"`
-	PreUpdate  State     `json:"pre_update"`
-	PostUpdate State     `json:"post_update"`
+	Schema int `json:"schema"`
+	// UpdateID and CorrelationID name the run where the updater wrote
+	// them: the first generation of Hermes's writer writes update_id, the
+	// third correlation_id (often null), the second neither.
+	UpdateID      string    `json:"update_id,omitempty"`
+	CorrelationID string    `json:"correlation_id,omitempty"`
+	Outcome       string    `json:"outcome"`
+	StartedAt     time.Time `json:"started_at"`
+	FinishedAt    time.Time `json:"finished_at,omitzero"`
+	PreUpdate     State     `json:"pre_update"`
+	PostUpdate    State     `json:"post_update"`
+
+	// ID identifies the receipt for the reader: "update_id:" and the
+	// update_id, else "correlation_id:" and the correlation_id, else
+	// "sha256:" and the digest of the receipt's bytes (a reader of a file
+	// adds the file's identity). It is never written.
+	ID string `json:"-"`
 }
 
 // State is the state of the code on one side of an update: its revision,
@@ -52,13 +67,14 @@ var ErrUnknownSchema = errors.New("unknown receipt schema")
 
 // receiptJSON is the receipt as written.
 type receiptJSON struct {
-	Schema     *int      `json:"schema"`
-	UpdateID   *string   `json:"update_id"`
-	Outcome    *string   `json:"outcome"`
-	StartedAt  *string   `json:"started_at"`
-	FinishedAt *string   `json:"finished_at"`
-	PreUpdate  *stateRef `json:"pre_update"`
-	PostUpdate *stateRef `json:"post_update"`
+	Schema        *int      `json:"schema"`
+	UpdateID      *string   `json:"update_id"`
+	CorrelationID *string   `json:"correlation_id"`
+	Outcome       *string   `json:"outcome"`
+	StartedAt     *string   `json:"started_at"`
+	FinishedAt    *string   `json:"finished_at"`
+	PreUpdate     *stateRef `json:"pre_update"`
+	PostUpdate    *stateRef `json:"post_update"`
 }
 
 type stateRef struct {
@@ -67,8 +83,8 @@ type stateRef struct {
 
 // ParseReceipt decodes a receipt strictly: UTF-8, one JSON object and
 // nothing after it, no key twice in any object, and for schema 1 every
-// field of the right type: update_id and outcome (one of the five
-// outcomes) strings, started_at (and finished_at unless the outcome is
+// field of the right type: update_id and correlation_id strings or null
+// where present, outcome (one of the five outcomes) a string, started_at (and finished_at unless the outcome is
 // running) times in ISO 8601 (RFC 3339; a time without an offset is UTC),
 // pre_update and post_update objects whose sha, when present and not null,
 // is a full hex object id. Unknown keys are allowed. A receipt of another
@@ -94,10 +110,21 @@ func ParseReceipt(data []byte) (Receipt, error) {
 		return Receipt{Schema: *raw.Schema}, fmt.Errorf("schema %d: %w", *raw.Schema, ErrUnknownSchema)
 	}
 	r := Receipt{Schema: *raw.Schema}
-	if raw.UpdateID == nil || *raw.UpdateID == "" {
-		return r, errors.New("no update_id")
+	if raw.UpdateID != nil {
+		r.UpdateID = *raw.UpdateID
 	}
-	r.UpdateID = *raw.UpdateID
+	if raw.CorrelationID != nil {
+		r.CorrelationID = *raw.CorrelationID
+	}
+	switch {
+	case r.UpdateID != "":
+		r.ID = "update_id:" + r.UpdateID
+	case r.CorrelationID != "":
+		r.ID = "correlation_id:" + r.CorrelationID
+	default:
+		sum := sha256.Sum256(data)
+		r.ID = "sha256:" + hex.EncodeToString(sum[:])
+	}
 	if raw.Outcome == nil {
 		return r, errors.New("no outcome")
 	}
@@ -170,7 +197,7 @@ func checkStrictJSON(data []byte) error {
 	if tok != json.Delim('{') {
 		return errors.New("not a JSON object")
 	}
-	if err := checkObject(dec, 1); err != nil {
+	if err := checkObject(dec, 1, true); err != nil {
 		return err
 	}
 	if _, err := dec.Token(); err != io.EOF {
@@ -185,9 +212,11 @@ const maxJSONDepth = 32
 // checkObject reads the rest of an object whose '{' was read. Keys are
 // compared as encoding/json matches them to fields, without case (and with
 // Unicode's simple folding: "ſ" is "s"), so that "OUTCOME" cannot stand
-// beside, or for, "outcome".
-func checkObject(dec *json.Decoder, depth int) error {
-	var seen []string
+// beside, or for, "outcome". In the objects decoded into fields (the
+// receipt and its pre_update and post_update), a key that folds to a
+// field's name must be that name. The check is linear in the keys.
+func checkObject(dec *json.Decoder, depth int, decoded bool) error {
+	seen := make(map[string]string)
 	for {
 		tok, err := dec.Token()
 		if err != nil {
@@ -200,28 +229,61 @@ func checkObject(dec *json.Decoder, depth int) error {
 		if !ok {
 			return errors.New("not JSON: a key that is no string")
 		}
-		for _, k := range seen {
-			if strings.EqualFold(k, key) {
-				return fmt.Errorf("key %q appears twice (as %q)", key, k)
-			}
+		folded := foldKey(key)
+		if k, dup := seen[folded]; dup {
+			return fmt.Errorf("key %q appears twice (as %q)", key, k)
 		}
-		for _, field := range receiptFields {
-			if key != field && strings.EqualFold(key, field) {
+		seen[folded] = key
+		if decoded {
+			if field, ok := receiptFields[folded]; ok && field != key {
 				return fmt.Errorf("key %q is not %q", key, field)
 			}
 		}
-		seen = append(seen, key)
-		if err := checkValue(dec, depth); err != nil {
+		nested := decoded && depth == 1 && (key == "pre_update" || key == "post_update")
+		if err := checkValue(dec, depth, nested); err != nil {
 			return err
 		}
 	}
 }
 
-// receiptFields are the keys the receipt's schema names, in every object.
-var receiptFields = []string{"schema", "update_id", "outcome", "started_at", "finished_at", "pre_update", "post_update", "sha"}
+// foldKey maps s to one representative of the strings strings.EqualFold
+// takes for it: each rune becomes the least rune of its simple folding
+// orbit (for an ASCII letter, its upper case).
+func foldKey(s string) string {
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+	}
+	if ascii {
+		return strings.ToUpper(s)
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		b.WriteRune(least)
+	}
+	return b.String()
+}
+
+// receiptFields are the keys the receipt's schema names, by their folded
+// form.
+var receiptFields = func() map[string]string {
+	m := make(map[string]string)
+	for _, f := range []string{"schema", "update_id", "correlation_id", "outcome", "started_at", "finished_at", "pre_update", "post_update", "sha"} {
+		m[foldKey(f)] = f
+	}
+	return m
+}()
 
 // checkValue reads one value.
-func checkValue(dec *json.Decoder, depth int) error {
+func checkValue(dec *json.Decoder, depth int, decoded bool) error {
 	if depth > maxJSONDepth {
 		return fmt.Errorf("nested deeper than %d", maxJSONDepth)
 	}
@@ -231,10 +293,10 @@ func checkValue(dec *json.Decoder, depth int) error {
 	}
 	switch tok {
 	case json.Delim('{'):
-		return checkObject(dec, depth+1)
+		return checkObject(dec, depth+1, decoded)
 	case json.Delim('['):
 		for dec.More() {
-			if err := checkValue(dec, depth+1); err != nil {
+			if err := checkValue(dec, depth+1, false); err != nil {
 				return err
 			}
 		}
@@ -243,25 +305,4 @@ func checkValue(dec *json.Decoder, depth int) error {
 		}
 	}
 	return nil
-}
-
-// ReadReceipt reads the receipt at path with the marker's care: no links,
-// no FIFOs, at most MaxReceiptBytes, strict JSON. It returns the receipt,
-// or nil and why there is none: "" when nothing is at the path.
-func (e *Env) ReadReceipt(path string) (*Receipt, string) {
-	body, kind, why := e.Open(path, MaxReceiptBytes)
-	switch kind {
-	case FileAbsent:
-		return nil, ""
-	case FileUnusable:
-		return nil, why
-	}
-	r, err := ParseReceipt(body)
-	if errors.Is(err, ErrUnknownSchema) {
-		return nil, "ignored: " + err.Error()
-	}
-	if err != nil {
-		return nil, err.Error()
-	}
-	return &r, ""
 }

@@ -29,6 +29,7 @@ func TestParseReceipt(t *testing.T) {
 		StartedAt:  time.Date(2026, 11, 30, 5, 0, 0, 0, time.UTC),
 		FinishedAt: time.Date(2026, 11, 30, 5, 1, 2, 5e8, time.UTC),
 		PreUpdate:  State{SHA: shaA}, PostUpdate: State{SHA: shaB},
+		ID: "update_id:u1",
 	}, r)
 
 	naive, err := ParseReceipt([]byte(`{"schema":1,"update_id":"u","outcome":"running","started_at":"2026-11-30T05:00:00.123456"}`))
@@ -103,7 +104,7 @@ func FuzzParseReceipt(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if r.Schema != ReceiptSchema || r.UpdateID == "" || r.StartedAt.IsZero() {
+		if r.Schema != ReceiptSchema || r.ID == "" || r.StartedAt.IsZero() {
 			t.Fatalf("accepted %q as %+v", data, r)
 		}
 		switch r.Outcome {
@@ -138,7 +139,7 @@ func TestWriteReceiptRoundTrip(t *testing.T) {
 		require.NoError(t, err)
 		got, err := ParseReceipt(data)
 		require.NoError(t, err, "%s", data)
-		done.Schema = ReceiptSchema
+		done.Schema, done.ID = ReceiptSchema, "update_id:"+done.UpdateID
 		assert.Equal(t, done, got, p)
 	}
 }

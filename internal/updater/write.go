@@ -15,21 +15,83 @@ import (
 	"github.com/runtimeguard/runtimeguard/internal/durable"
 )
 
-// WriteMarker writes the in-progress marker at path for process pid, which
-// started the update at started: line 1 the process ID, line 2 the Unix
-// time in seconds. It makes the marker's directory if it is missing. With
-// replace false the marker must not exist (an error matching fs.ErrExist
-// says another updater wrote one first); with replace true it replaces a
-// marker the caller found stale.
-func WriteMarker(path string, pid int, started time.Time, replace bool) error {
+// ErrMarkerHeld is the error of ClaimMarker when another update holds the
+// marker, or something at its path proves nothing.
+var ErrMarkerHeld = errors.New("the update marker is held")
+
+// ClaimMarker writes the in-progress marker at path for process pid, which
+// started the update at started (line 1 the process ID, line 2 the Unix
+// time in seconds), as exclusively where a stale marker was as where none
+// was: of any number of updaters started at once, one claims it. A stale
+// marker is first renamed aside as a release of this process (so that a
+// reader sees an update in flight meanwhile), and replaced only if the
+// file renamed is the one judged stale; a marker that is active or
+// unknown, a release in flight, or an updater's other artifact refuses
+// with an error matching ErrMarkerHeld that names it. It makes the
+// marker's directory if it is missing.
+func (e *Env) ClaimMarker(path string, pid int, started time.Time, maxAge time.Duration) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
 	body := markerBody(pid, started)
-	if replace {
-		return durable.WriteFile(path, body, 0o644)
+	for try := 0; try < 3; try++ {
+		m := e.ReadMarker(path, maxAge)
+		switch m.State {
+		case Active, Unknown:
+			return fmt.Errorf("%w: %s is %s (%s)", ErrMarkerHeld, path, m.State, m.Reason)
+		case Stale:
+			// Judge the bytes that will be compared, not an earlier read:
+			// the file may be another updater's claim by now.
+			stale, kind, _ := e.Open(path, MaxMarkerBytes)
+			if kind != FileRead {
+				continue
+			}
+			if p, at, ok := ParseMarker(stale); !ok || e.classify(p, at, maxAge).State != Stale {
+				continue
+			}
+			aside := releaseName(path, os.Getpid())
+			if err := os.Rename(path, aside); err != nil {
+				if errors.Is(err, fs.ErrNotExist) {
+					continue
+				}
+				return err
+			}
+			moved, kind, _ := e.Open(aside, MaxMarkerBytes)
+			if kind != FileRead || !bytes.Equal(moved, stale) {
+				// Another updater's marker, written since: put it back,
+				// unless yet another took the path meanwhile.
+				if err := os.Link(aside, path); err != nil && !errors.Is(err, fs.ErrExist) {
+					return fmt.Errorf("restoring the update marker %s from %s: %w", path, aside, err)
+				}
+				_ = os.Remove(aside)
+				continue
+			}
+			err := durable.CreateFile(path, body, 0o644)
+			_ = os.Remove(aside)
+			if errors.Is(err, fs.ErrExist) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+		default:
+			err := durable.CreateFile(path, body, 0o644)
+			if errors.Is(err, fs.ErrExist) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+		}
+		// Ours now; an artifact of another updater's beside it means
+		// that one is claiming or releasing at the same time: yield.
+		if a := e.markerArtifacts(path); a.State != Absent {
+			_, _ = RemoveMarker(path, pid, started)
+			return fmt.Errorf("%w: %s", ErrMarkerHeld, a.Reason)
+		}
+		return nil
 	}
-	return durable.CreateFile(path, body, 0o644)
+	return fmt.Errorf("%w: %s kept changing while it was claimed", ErrMarkerHeld, path)
 }
 
 func markerBody(pid int, started time.Time) []byte {
@@ -37,9 +99,11 @@ func markerBody(pid int, started time.Time) []byte {
 }
 
 // RemoveMarker removes the marker at path only if it is the one
-// WriteMarker wrote for pid and started: a marker another updater wrote
-// since (one that found this one stale) is left to it. It reports whether
-// it removed the marker.
+// ClaimMarker wrote for pid and started: a marker another updater wrote
+// since (one that found this one stale) is left to it. It releases the
+// marker as Hermes's updater does, renaming it aside first, so that no
+// reader sees the path free before the file there is known to be ours. It
+// reports whether it removed the marker.
 func RemoveMarker(path string, pid int, started time.Time) (bool, error) {
 	fi, err := os.Lstat(path)
 	if err != nil || !fi.Mode().IsRegular() || fi.Size() > MaxMarkerBytes {
@@ -48,11 +112,21 @@ func RemoveMarker(path string, pid int, started time.Time) (bool, error) {
 		}
 		return false, err
 	}
-	data, err := os.ReadFile(path)
-	if err != nil || !bytes.Equal(data, markerBody(pid, started)) {
+	aside := releaseName(path, os.Getpid())
+	if err := os.Rename(path, aside); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = nil
+		}
 		return false, err
 	}
-	return true, os.Remove(path)
+	data, err := os.ReadFile(aside)
+	if err != nil || !bytes.Equal(data, markerBody(pid, started)) {
+		if lerr := os.Link(aside, path); lerr != nil && !errors.Is(lerr, fs.ErrExist) {
+			return false, fmt.Errorf("restoring the update marker %s from %s: %w", path, aside, lerr)
+		}
+		return false, errors.Join(err, os.Remove(aside))
+	}
+	return true, os.Remove(aside)
 }
 
 // NewUpdateID returns a fresh update_id: 16 random hex digits.
@@ -64,8 +138,9 @@ func NewUpdateID() string {
 
 // WriteReceipt writes r, atomically and durably, at latest and, once the
 // run has finished, as update_<time>_<pid>_<update_id>.json beside it: the
-// receipt of every run is kept, the latest one is where readers look. It
-// makes the receipts' directory if it is missing.
+// receipts of the last 20 runs are kept (by modification time), the latest
+// one is where readers look first. It makes the receipts' directory if it
+// is missing.
 func WriteReceipt(latest string, r Receipt, pid int) error {
 	if r.Schema == 0 {
 		r.Schema = ReceiptSchema
@@ -80,10 +155,10 @@ func WriteReceipt(latest string, r Receipt, pid int) error {
 		return err
 	}
 	if !r.FinishedAt.IsZero() {
-		name := fmt.Sprintf("update_%s_%d_%s.json", r.StartedAt.UTC().Format("20060102T150405Z"), pid, r.UpdateID)
-		if err := durable.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+		if err := durable.WriteFile(filepath.Join(dir, ReceiptFileName(&r, pid)), data, 0o644); err != nil {
 			return err
 		}
+		defer pruneReceipts(dir, ReceiptHistoryPattern)
 	}
 	return durable.WriteFile(latest, data, 0o644)
 }

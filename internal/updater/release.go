@@ -1,0 +1,171 @@
+package updater
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/runtimeguard/runtimeguard/internal/gitread"
+)
+
+// ReleaseInfix is what an updater puts between the marker's name and its
+// process ID when it renames the marker aside to release it.
+const ReleaseInfix = ".cas-release-"
+
+// artifactInfix starts the name of every artifact an updater leaves beside
+// its marker while it claims or releases it.
+const artifactInfix = ".cas-"
+
+// maxMarkerDirEntries bounds the entries read from the marker's directory
+// to find artifacts beside the marker.
+const maxMarkerDirEntries = 4096
+
+// cachedDir is the artifacts found beside a marker while the directory's
+// stamp is stamp.
+type cachedDir struct {
+	stamp gitread.Stamp
+	names []string
+	why   string
+}
+
+// markerArtifacts classifies the artifacts beside the marker at path: a
+// release whose process lives is active, an artifact that proves nothing
+// (or a directory that cannot be searched) unknown, and otherwise the
+// answer is absent.
+func (e *Env) markerArtifacts(path string) Marker {
+	dir, base := filepath.Split(path)
+	names, why := e.artifactNames(filepath.Clean(dir), base)
+	if why != "" {
+		return Marker{Unknown, "the marker's directory cannot be searched: " + why}
+	}
+	result := Marker{State: Absent}
+	for _, name := range names {
+		m := e.classifyArtifact(filepath.Join(dir, name), strings.TrimPrefix(name, base))
+		switch {
+		case m.State == Active:
+			return m
+		case m.State == Unknown && result.State != Unknown:
+			result = m
+		}
+	}
+	return result
+}
+
+// classifyArtifact judges one artifact, suffix being its name less the
+// marker's.
+func (e *Env) classifyArtifact(path, suffix string) Marker {
+	rest, ok := strings.CutPrefix(suffix, ReleaseInfix)
+	if !ok {
+		return Marker{Unknown, fmt.Sprintf("%s is an updater's unresolved cleanup of the marker", filepath.Base(path))}
+	}
+	digits, _, _ := strings.Cut(rest, "-")
+	pid, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || pid <= 0 || strings.Trim(digits, "0123456789") != "" {
+		return Marker{Unknown, fmt.Sprintf("%s names no process", filepath.Base(path))}
+	}
+	if pid > maxPID {
+		return Marker{Unknown, fmt.Sprintf("%s names process %d, which cannot be asked about here", filepath.Base(path), pid)}
+	}
+	info := e.Probe(pid)
+	switch info.State {
+	case ProcessGone:
+		return Marker{State: Absent}
+	case ProcessAlive:
+		// A process that started after the rename (its change time) is
+		// not the releaser: its ID was reused.
+		if st, err := gitread.LstatStamp(path); err == nil && st.Present() && !info.Start.IsZero() &&
+			info.Start.After(st.ChangedAt().Add(pidReuseSlack)) {
+			return Marker{State: Absent}
+		}
+		return Marker{Active, fmt.Sprintf("process %d is releasing the marker (%s): the update has not finished", pid, filepath.Base(path))}
+	}
+	return Marker{Unknown, fmt.Sprintf("whether process %d, releasing the marker, lives cannot be told", pid)}
+}
+
+// artifactNames lists the names in dir that start with base and the
+// artifact infix, through the cache while the directory's stamp is the
+// same and settled.
+func (e *Env) artifactNames(dir, base string) ([]string, string) {
+	st, err := gitread.LstatStamp(dir)
+	if err != nil {
+		return nil, err.Error()
+	}
+	if !st.Present() {
+		return nil, ""
+	}
+	if e.Cache != nil {
+		if names, why, ok := e.Cache.dir(dir, st); ok {
+			return names, why
+		}
+	}
+	names, why := listArtifacts(dir, base+artifactInfix)
+	if e.Cache != nil && st.Settled(e.Now()) {
+		if after, err := gitread.LstatStamp(dir); err == nil && after == st {
+			e.Cache.rememberDir(dir, st, names, why)
+		}
+	}
+	return names, why
+}
+
+func listArtifacts(dir, prefix string) ([]string, string) {
+	f, err := os.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, ""
+	}
+	if err != nil {
+		return nil, err.Error()
+	}
+	defer f.Close()
+	var names []string
+	read := 0
+	for {
+		batch, err := f.Readdirnames(256)
+		read += len(batch)
+		if read > maxMarkerDirEntries {
+			return nil, fmt.Sprintf("more than %d entries", maxMarkerDirEntries)
+		}
+		for _, n := range batch {
+			if strings.HasPrefix(n, prefix) {
+				names = append(names, n)
+			}
+		}
+		if err == io.EOF || len(batch) == 0 {
+			return names, ""
+		}
+		if err != nil {
+			return nil, err.Error()
+		}
+	}
+}
+
+// dir returns the cached artifacts of dir, when its stamp is still st.
+func (c *Cache) dir(dir string, st gitread.Stamp) ([]string, string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d, ok := c.dirs[dir]
+	if !ok || d.stamp != st {
+		return nil, "", false
+	}
+	return d.names, d.why, true
+}
+
+// rememberDir keeps the artifacts of dir, stamped st.
+func (c *Cache) rememberDir(dir string, st gitread.Stamp, names []string, why string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dirs == nil || len(c.dirs) > 64 {
+		c.dirs = make(map[string]cachedDir)
+	}
+	c.dirs[dir] = cachedDir{st, names, why}
+}
+
+// releaseName is the name a release of the marker at path by process pid
+// renames it to.
+func releaseName(path string, pid int) string {
+	return path + ReleaseInfix + strconv.Itoa(pid) + "-" + NewUpdateID()
+}

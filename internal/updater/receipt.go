@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 	"unicode"
@@ -186,49 +185,119 @@ func parseTime(s string) (time.Time, error) {
 
 // checkStrictJSON accepts exactly one JSON object with nothing after it
 // and no key twice in any object: a duplicated "outcome" must not be read
-// as whichever came last.
+// as whichever came last. It is one linear pass over bytes that
+// encoding/json has validated.
 func checkStrictJSON(data []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	tok, err := dec.Token()
-	if err != nil {
-		return fmt.Errorf("not JSON: %w", err)
-	}
-	if tok != json.Delim('{') {
-		return errors.New("not a JSON object")
-	}
-	if err := checkObject(dec, 1, true); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
+	if !json.Valid(data) {
+		dec := json.NewDecoder(bytes.NewReader(data))
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return fmt.Errorf("not JSON: %w", err)
+		}
 		return errors.New("data after the JSON object")
 	}
-	return nil
+	s := jsonScanner{data: data}
+	s.space()
+	if s.i >= len(data) || data[s.i] != '{' {
+		return errors.New("not a JSON object")
+	}
+	return s.object(1, true)
 }
 
 // maxJSONDepth bounds nesting, so that no input recurses without end.
 const maxJSONDepth = 32
 
-// checkObject reads the rest of an object whose '{' was read. Keys are
-// compared as encoding/json matches them to fields, without case (and with
-// Unicode's simple folding: "ſ" is "s"), so that "OUTCOME" cannot stand
-// beside, or for, "outcome". In the objects decoded into fields (the
-// receipt and its pre_update and post_update), a key that folds to a
-// field's name must be that name. The check is linear in the keys.
-func checkObject(dec *json.Decoder, depth int, decoded bool) error {
-	seen := make(map[string]string)
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return fmt.Errorf("not JSON: %w", err)
+// jsonScanner walks JSON that is known to be valid.
+type jsonScanner struct {
+	data []byte
+	i    int
+}
+
+func (s *jsonScanner) space() {
+	for s.i < len(s.data) {
+		switch s.data[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
 		}
-		if tok == json.Delim('}') {
+	}
+}
+
+// str reads the string at s.i (its opening quote) and returns its text.
+func (s *jsonScanner) str() string {
+	start := s.i
+	s.i++
+	escaped := false
+	for s.data[s.i] != '"' {
+		if s.data[s.i] == '\\' {
+			escaped = true
+			s.i++
+		}
+		s.i++
+	}
+	s.i++
+	if !escaped {
+		return string(s.data[start+1 : s.i-1])
+	}
+	var v string
+	_ = json.Unmarshal(s.data[start:s.i], &v) // valid JSON: it decodes
+	return v
+}
+
+// value reads one value at s.i.
+func (s *jsonScanner) value(depth int, decoded bool) error {
+	if depth > maxJSONDepth {
+		return fmt.Errorf("nested deeper than %d", maxJSONDepth)
+	}
+	switch s.data[s.i] {
+	case '{':
+		return s.object(depth+1, decoded)
+	case '[':
+		s.i++
+		s.space()
+		if s.data[s.i] == ']' {
+			s.i++
 			return nil
 		}
-		key, ok := tok.(string)
-		if !ok {
-			return errors.New("not JSON: a key that is no string")
+		for {
+			s.space()
+			if err := s.value(depth+1, false); err != nil {
+				return err
+			}
+			s.space()
+			c := s.data[s.i]
+			s.i++
+			if c == ']' {
+				return nil
+			}
 		}
+	case '"':
+		s.str()
+	default:
+		for s.i < len(s.data) && !strings.ContainsRune(",]} \t\n\r", rune(s.data[s.i])) {
+			s.i++
+		}
+	}
+	return nil
+}
+
+// object reads the object at s.i (its '{'). Keys are compared as
+// encoding/json matches them to fields, without case (and with Unicode's
+// simple folding: "ſ" is "s"), so that "OUTCOME" cannot stand beside, or
+// for, "outcome". In the objects decoded into fields (the receipt and its
+// pre_update and post_update), a key that folds to a field's name must be
+// that name.
+func (s *jsonScanner) object(depth int, decoded bool) error {
+	s.i++
+	seen := make(map[string]string)
+	for {
+		s.space()
+		if s.data[s.i] == '}' {
+			s.i++
+			return nil
+		}
+		key := s.str()
 		folded := foldKey(key)
 		if k, dup := seen[folded]; dup {
 			return fmt.Errorf("key %q appears twice (as %q)", key, k)
@@ -239,9 +308,16 @@ func checkObject(dec *json.Decoder, depth int, decoded bool) error {
 				return fmt.Errorf("key %q is not %q", key, field)
 			}
 		}
+		s.space()
+		s.i++ // the colon
+		s.space()
 		nested := decoded && depth == 1 && (key == "pre_update" || key == "post_update")
-		if err := checkValue(dec, depth, nested); err != nil {
+		if err := s.value(depth, nested); err != nil {
 			return err
+		}
+		s.space()
+		if s.data[s.i] == ',' {
+			s.i++
 		}
 	}
 }
@@ -281,28 +357,3 @@ var receiptFields = func() map[string]string {
 	}
 	return m
 }()
-
-// checkValue reads one value.
-func checkValue(dec *json.Decoder, depth int, decoded bool) error {
-	if depth > maxJSONDepth {
-		return fmt.Errorf("nested deeper than %d", maxJSONDepth)
-	}
-	tok, err := dec.Token()
-	if err != nil {
-		return fmt.Errorf("not JSON: %w", err)
-	}
-	switch tok {
-	case json.Delim('{'):
-		return checkObject(dec, depth+1, decoded)
-	case json.Delim('['):
-		for dec.More() {
-			if err := checkValue(dec, depth+1, false); err != nil {
-				return err
-			}
-		}
-		if _, err := dec.Token(); err != nil {
-			return fmt.Errorf("not JSON: %w", err)
-		}
-	}
-	return nil
-}

@@ -3,9 +3,9 @@ package updater
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
-	"path/filepath"
 	"testing"
 	"time"
 

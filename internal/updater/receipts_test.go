@@ -1,0 +1,290 @@
+package updater
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// hermesReceipt returns the fixture name (written by a generation of the
+// Hermes Agent's own receipt writer), its post_update.sha and times
+// rewritten: the revision to sha, finished_at to finished (started a
+// second before).
+func hermesReceipt(t testing.TB, name, sha string, finished time.Time) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "hermes-receipts", name))
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(data, &m))
+	iso := func(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000+00:00") }
+	m["started_at"] = iso(finished.Add(-time.Second))
+	m["finished_at"] = iso(finished)
+	if sha != "" {
+		m["post_update"].(map[string]any)["sha"] = sha
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	require.NoError(t, enc.Encode(m))
+	return b.Bytes()
+}
+
+// Every generation's receipt parses, and is named by what it carries: an
+// update_id, a correlation_id, or its own bytes.
+func TestParseHermesReceipts(t *testing.T) {
+	for _, tc := range []struct {
+		name, outcome, idPrefix string
+	}{
+		{"gen1-update-id-success.json", OutcomeSuccess, "update_id:cbb7f64cc2e84a219879acf0c9b1f053"},
+		{"gen1-update-id-failed.json", OutcomeFailed, "update_id:892b2b33b40a41409e16cc8e461bc9b0"},
+		{"gen1-300-steps-success.json", OutcomeSuccess, "update_id:"},
+		{"gen2-no-id-success.json", OutcomeSuccess, "sha256:"},
+		{"gen3-correlation-success-latest.json", OutcomeSuccess, "correlation_id:corr-123"},
+		{"gen3-correlation-success-retained.json", OutcomeSuccess, "correlation_id:corr-123"},
+	} {
+		data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "hermes-receipts", tc.name))
+		require.NoError(t, err)
+		r, err := ParseReceipt(data)
+		require.NoError(t, err, "ParseReceipt(%s)", tc.name)
+		assert.Equal(t, tc.outcome, r.Outcome, tc.name)
+		assert.True(t, strings.HasPrefix(r.ID, tc.idPrefix), "ParseReceipt(%s).ID = %q, want prefix %q", tc.name, r.ID, tc.idPrefix)
+		assert.Len(t, r.PostUpdate.SHA, 40, tc.name)
+		assert.False(t, r.FinishedAt.IsZero(), tc.name)
+	}
+	// A correlation_id of null is no identity; the bytes are.
+	nullID := []byte(`{"schema":1,"correlation_id":null,"outcome":"success","started_at":"2026-12-01T08:13:40.356347+00:00","finished_at":"2026-12-01T08:13:40.393545+00:00","pre_update":{},"post_update":{"sha":null}}`)
+	r, err := ParseReceipt(nullID)
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(r.ID, "sha256:"), r.ID)
+	assert.Empty(t, r.PostUpdate.SHA, "a null sha names no revision")
+}
+
+// The duplicate-key check is linear: a receipt of the largest size made of
+// short keys parses in well under a second (the quadratic check took
+// seconds).
+func TestParseReceiptManyKeys(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"schema":1,"update_id":"u","outcome":"success","started_at":"2026-11-30T05:00:00Z","finished_at":"2026-11-30T05:00:01Z","x":{`)
+	for i := 0; b.Len() < MaxReceiptBytes-64; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"%x":0`, i)
+	}
+	b.WriteString(`}}`)
+	start := time.Now()
+	_, err := ParseReceipt([]byte(b.String()))
+	require.NoError(t, err)
+	t.Logf("%d bytes of short keys parsed in %v", b.Len(), time.Since(start))
+	dup := strings.Replace(b.String(), `"1":0`, `"0":0`, 1)
+	_, err = ParseReceipt([]byte(dup))
+	assert.ErrorContains(t, err, "appears twice")
+}
+
+// receiptDir is a home's receipts directory with its sources.
+type receiptDir struct {
+	dir     string
+	sources []ReceiptSource
+}
+
+func newReceiptDir(t *testing.T) *receiptDir {
+	dir := filepath.Join(tempDir(t), "logs", "update_receipts")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	return &receiptDir{dir, []ReceiptSource{{Latest: filepath.Join(dir, "latest.json"), History: filepath.Join(dir, ReceiptHistoryPattern)}}}
+}
+
+func (d *receiptDir) write(t *testing.T, name string, data []byte) string {
+	t.Helper()
+	p := filepath.Join(d.dir, name)
+	require.NoError(t, os.WriteFile(p, data, 0o644))
+	return p
+}
+
+const (
+	headSHA  = "3333333333333333333333333333333333333333"
+	otherSHA = "4444444444444444444444444444444444444444"
+)
+
+// The receipt that counts is the newest written since the listing before:
+// latest.json or a retained one, whichever finished last.
+func TestNewestReceipt(t *testing.T) {
+	t0 := time.Now().Add(-time.Hour)
+	e := testEnv(nil)
+
+	t.Run("a lost latest.json", func(t *testing.T) {
+		d := newReceiptDir(t)
+		d.write(t, "latest.json", hermesReceipt(t, "gen1-update-id-success.json", otherSHA, t0))
+		before := ListReceipts(d.sources)
+		p := d.write(t, "update_20261201_081340_12054.json", hermesReceipt(t, "gen2-no-id-success.json", headSHA, t0.Add(time.Minute)))
+		r, why := e.NewestReceipt(ListReceipts(d.sources), &before)
+		require.Empty(t, why)
+		require.NotNil(t, r)
+		assert.Equal(t, p, r.Path)
+		assert.Equal(t, headSHA, r.PostUpdate.SHA)
+		assert.Contains(t, r.ID, "sha256:", "a receipt without ids is named by its bytes")
+	})
+	t.Run("a newer retained failure beats latest.json", func(t *testing.T) {
+		d := newReceiptDir(t)
+		before := ListReceipts(d.sources)
+		d.write(t, "latest.json", hermesReceipt(t, "gen3-correlation-success-latest.json", headSHA, t0.Add(time.Minute)))
+		p := d.write(t, "update_20261201_081341_1_x.json", hermesReceipt(t, "gen1-update-id-failed.json", headSHA, t0.Add(2*time.Minute)))
+		r, why := e.NewestReceipt(ListReceipts(d.sources), &before)
+		require.Empty(t, why)
+		assert.Equal(t, p, r.Path)
+		assert.Equal(t, OutcomeFailed, r.Outcome)
+	})
+	t.Run("nothing written since", func(t *testing.T) {
+		d := newReceiptDir(t)
+		d.write(t, "latest.json", hermesReceipt(t, "gen1-update-id-success.json", headSHA, t0))
+		d.write(t, "update_1.json", hermesReceipt(t, "gen1-update-id-success.json", headSHA, t0))
+		before := ListReceipts(d.sources)
+		r, why := e.NewestReceipt(ListReceipts(d.sources), &before)
+		assert.Nil(t, r)
+		assert.Empty(t, why)
+		// Without a listing before, every file counts.
+		r, why = e.NewestReceipt(ListReceipts(d.sources), nil)
+		require.Empty(t, why)
+		assert.Equal(t, OutcomeSuccess, r.Outcome)
+	})
+	t.Run("equally new and disagreeing", func(t *testing.T) {
+		d := newReceiptDir(t)
+		before := ListReceipts(d.sources)
+		d.write(t, "latest.json", hermesReceipt(t, "gen1-update-id-success.json", headSHA, t0))
+		d.write(t, "update_2.json", hermesReceipt(t, "gen1-update-id-failed.json", headSHA, t0))
+		r, why := e.NewestReceipt(ListReceipts(d.sources), &before)
+		assert.Nil(t, r)
+		assert.Contains(t, why, "disagree")
+	})
+	t.Run("a byte-equal copy agrees", func(t *testing.T) {
+		d := newReceiptDir(t)
+		before := ListReceipts(d.sources)
+		data := hermesReceipt(t, "gen1-300-steps-success.json", headSHA, t0)
+		require.Greater(t, len(data), 64<<10, "the long receipt is over the old cap")
+		d.write(t, "update_3_cbb7.json", data)
+		latest := d.write(t, "latest.json", data)
+		r, why := e.NewestReceipt(ListReceipts(d.sources), &before)
+		require.Empty(t, why)
+		assert.Equal(t, latest, r.Path, "of equal receipts, the first by path")
+		assert.Equal(t, headSHA, r.PostUpdate.SHA)
+	})
+	t.Run("too many receipts", func(t *testing.T) {
+		d := newReceiptDir(t)
+		for i := 0; i <= MaxReceiptFiles; i++ {
+			d.write(t, fmt.Sprintf("update_%04d.json", i), []byte("{}"))
+		}
+		_, why := e.NewestReceipt(ListReceipts(d.sources), nil)
+		assert.Contains(t, why, "more than")
+	})
+}
+
+// latest.json written in place (Hermes's second generation) can be met
+// half written: that read proves nothing and leaves nothing behind, so the
+// same receipt, once whole, is read.
+func TestNewestReceiptHalfWritten(t *testing.T) {
+	d := newReceiptDir(t)
+	e := testEnv(nil)
+	e.Cache = new(Cache)
+	before := ListReceipts(d.sources)
+	whole := hermesReceipt(t, "gen2-no-id-success.json", headSHA, time.Now().Add(-time.Minute))
+	latest := filepath.Join(d.dir, "latest.json")
+	f, err := os.OpenFile(latest, os.O_WRONLY|os.O_CREATE, 0o644)
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = f.Write(whole[:len(whole)/2])
+	require.NoError(t, err)
+	r, why := e.NewestReceipt(ListReceipts(d.sources), &before)
+	assert.Nil(t, r)
+	assert.Contains(t, why, "not usable")
+
+	_, err = f.Write(whole[len(whole)/2:])
+	require.NoError(t, err)
+	r, why = e.NewestReceipt(ListReceipts(d.sources), &before)
+	require.Empty(t, why)
+	assert.Equal(t, headSHA, r.PostUpdate.SHA)
+}
+
+// A parse is made once per change of the file: an unchanged receipt is
+// answered from the cache, a rewritten one read again.
+func TestReceiptParsedOncePerChange(t *testing.T) {
+	d := newReceiptDir(t)
+	var opens int
+	e := testEnv(nil)
+	e.Cache = new(Cache)
+	e.Open = func(path string, limit int64) ([]byte, FileKind, string) {
+		opens++
+		return SafeOpen(path, limit)
+	}
+	// The clock a second ahead: the files written here are old enough for
+	// their stamps to tell a rewrite (Git's racy rule).
+	e.Now = func() time.Time { return time.Now().Add(time.Second) }
+	d.write(t, "latest.json", hermesReceipt(t, "gen1-300-steps-success.json", headSHA, time.Now().Add(-time.Hour)))
+	for i := 0; i < 5; i++ {
+		r, why := e.NewestReceipt(ListReceipts(d.sources), nil)
+		require.Empty(t, why)
+		require.NotNil(t, r)
+	}
+	assert.Equal(t, 1, opens, "five looks at an unchanged receipt")
+	d.write(t, "latest.json", hermesReceipt(t, "gen1-update-id-failed.json", headSHA, time.Now().Add(-time.Minute)))
+	r, _ := e.NewestReceipt(ListReceipts(d.sources), nil)
+	assert.Equal(t, OutcomeFailed, r.Outcome)
+	assert.Equal(t, 2, opens)
+}
+
+// exitedPID returns the process ID of a child that has exited.
+func exitedPID(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	require.NoError(t, cmd.Run())
+	return cmd.ProcessState.Pid()
+}
+
+// A marker released by renaming it aside is active while its releaser
+// lives, and nothing once it is gone; any other artifact is unknown.
+func TestMarkerRelease(t *testing.T) {
+	home := tempDir(t)
+	path := filepath.Join(home, markerName)
+	e := System
+	assert.Equal(t, Absent, e.ReadMarker(path, DefaultMaxAge).State)
+
+	live := fmt.Sprintf("%s%s%d-%s", path, ReleaseInfix, os.Getpid(), "6f1c2a8e-0d3b-4b1e-9a55-3f1e2d4c5b6a")
+	writeMarker(t, live, os.Getpid(), time.Now())
+	m := e.ReadMarker(path, DefaultMaxAge)
+	assert.Equal(t, Active, m.State, "a release in flight, the marker gone: %s", m.Reason)
+	assert.Contains(t, m.Reason, "releasing")
+	writeMarker(t, path, exitedPID(t), time.Now())
+	assert.Equal(t, Active, e.ReadMarker(path, DefaultMaxAge).State, "a stale marker and a live release")
+	require.NoError(t, os.Remove(path))
+	require.NoError(t, os.Remove(live))
+
+	dead := fmt.Sprintf("%s%s%d-%s", path, ReleaseInfix, exitedPID(t), "x")
+	writeMarker(t, dead, os.Getpid(), time.Now())
+	assert.Equal(t, Absent, e.ReadMarker(path, DefaultMaxAge).State, "a release whose process is gone")
+	writeMarker(t, path, os.Getpid(), time.Now())
+	assert.Equal(t, Active, e.ReadMarker(path, DefaultMaxAge).State)
+	require.NoError(t, os.Remove(path))
+	require.NoError(t, os.Remove(dead))
+
+	writeFile(t, path+".cas-claim-123", "")
+	assert.Equal(t, Unknown, e.ReadMarker(path, DefaultMaxAge).State, "an unresolved artifact")
+	require.NoError(t, os.Remove(path+".cas-claim-123"))
+	writeFile(t, path+ReleaseInfix+"abc-x", "")
+	assert.Equal(t, Unknown, e.ReadMarker(path, DefaultMaxAge).State, "a release that names no process")
+	require.NoError(t, os.Remove(path+ReleaseInfix+"abc-x"))
+
+	// A marker that another file merely starts like is not its artifact.
+	writeFile(t, path+"-notes", "")
+	assert.Equal(t, Absent, e.ReadMarker(path, DefaultMaxAge).State)
+
+	// A third line (Hermes's handoff-bridge) changes nothing.
+	writeFile(t, path, fmt.Sprintf("%d\n%d\nhandoff-bridge\n", os.Getpid(), time.Now().Unix()))
+	assert.Equal(t, Active, e.ReadMarker(path, DefaultMaxAge).State)
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
+	"github.com/runtimeguard/runtimeguard/internal/updater"
 	"github.com/runtimeguard/runtimeguard/internal/watch"
 )
 
@@ -23,6 +24,11 @@ type binding struct {
 	// boundAt is when the binding's first read began: a receipt must have
 	// finished after it to allow a reload.
 	boundAt time.Time
+	// receiptsAt stamps the updater's receipt files as they were before
+	// the binding's first read (nil where the layout has none): only a
+	// receipt written since, in a file not in it or changed, can allow a
+	// reload, whatever time the receipt claims.
+	receiptsAt *updater.ReceiptFiles
 	// sig is closed once a check finds the binding stale; replaced once
 	// the guard binds anew.
 	sig, replaced *signal

@@ -46,15 +46,20 @@ type Options struct {
 	// AgentName and ServerName name the two products in the default
 	// messages. Empty: "Hermes Agent" and "Hermes WebUI".
 	AgentName, ServerName string
-	// Message replaces the whole stale message. Empty: "<agent> changed on
-	// disk after <server> loaded it. Restart <server> manually to load the
-	// new code." No message may contain the word "success": nothing here
-	// proves that an update succeeded.
+	// Message replaces the whole stale message. Empty: "<agent> was
+	// updated on disk after <server> loaded it. Restart <server> manually
+	// to load the new code." No message may contain the word "success":
+	// nothing here proves that an update succeeded.
 	Message string
 	// ReloadMessage replaces the stale message while a reload is scheduled
-	// (see [Reload.Schedule]). Empty: "<agent> changed on disk after
+	// (see [Reload.Schedule]). Empty: "<agent> was updated on disk after
 	// <server> loaded it. <server> is reloading to load the new code;
-	// retry shortly." It may not contain the word "success" either.
+	// retry shortly." It may not contain the word "success" either. While
+	// a [Reloader] waits for an update to be proven finished, stale answers
+	// say "<agent> was updated on disk after <server> loaded it. <server>
+	// reloads by itself once the update is proven finished; retry
+	// shortly." (ReloadMessage where both Message and ReloadMessage are
+	// set).
 	ReloadMessage string
 	// ProblemDetails lets [Guard.Middleware] and [Guard.WriteStale] answer
 	// with an RFC 9457 problem document when the request prefers
@@ -100,8 +105,12 @@ const (
 // guard owns for its lifetime.
 type config struct {
 	env           *env
-	markerPath    string // "" when no home directory is known
-	receiptPath   string // "" when the layout has no receipt or no home is known
+	homes         *updaterHomes // nil when no home directory is known
+	markerRel     string        // Layout.Marker, Receipt and ReceiptHistory, native
+	receiptRel    string
+	historyRel    string
+	markerPath    string // the marker in the guard's home; "" when no home directory is known
+	receiptPath   string // the latest receipt in the guard's home; "" when the layout has none or no home is known
 	lockPath      string // "" when the layout has no lock or no home is known
 	recovery      []string
 	python        string
@@ -109,6 +118,7 @@ type config struct {
 	timeout       time.Duration
 	message       string
 	reloadMessage string
+	autoMessage   string // while a Reloader waits for the proof of a reload
 	problem       bool
 	alwaysRead    bool
 	noWatch       bool
@@ -160,19 +170,28 @@ func (opts *Options) resolve(e *env) (*config, error) {
 		if abs, err := filepath.Abs(home); err == nil {
 			home = abs
 		}
-		c.markerPath = filepath.Join(home, filepath.FromSlash(layout.Marker))
+		c.homes = newUpdaterHomes(home, layout.Profiles, e.now)
+		c.markerRel = filepath.FromSlash(layout.Marker)
+		c.receiptRel = filepath.FromSlash(layout.Receipt)
+		c.historyRel = filepath.FromSlash(layout.ReceiptHistory)
+		c.markerPath = filepath.Join(home, c.markerRel)
 		if layout.Receipt != "" {
-			c.receiptPath = filepath.Join(home, filepath.FromSlash(layout.Receipt))
+			c.receiptPath = filepath.Join(home, c.receiptRel)
 		}
 		if layout.Lock != "" {
 			c.lockPath = filepath.Join(home, filepath.FromSlash(layout.Lock))
 		}
 	}
 	agent, server := cmp.Or(opts.AgentName, defaultAgentName), cmp.Or(opts.ServerName, defaultServerName)
-	c.message = cmp.Or(opts.Message, agent+" changed on disk after "+server+
+	c.message = cmp.Or(opts.Message, agent+" was updated on disk after "+server+
 		" loaded it. Restart "+server+" manually to load the new code.")
-	c.reloadMessage = cmp.Or(opts.ReloadMessage, agent+" changed on disk after "+server+
+	c.reloadMessage = cmp.Or(opts.ReloadMessage, agent+" was updated on disk after "+server+
 		" loaded it. "+server+" is reloading to load the new code; retry shortly.")
+	c.autoMessage = agent + " was updated on disk after " + server + " loaded it. " + server +
+		" reloads by itself once the update is proven finished; retry shortly."
+	if opts.Message != "" && opts.ReloadMessage != "" {
+		c.autoMessage = c.reloadMessage
+	}
 	for _, m := range []struct{ name, text string }{
 		{"the stale message (Message, or AgentName and ServerName)", c.message},
 		{"the reload message (ReloadMessage, or AgentName and ServerName)", c.reloadMessage},

@@ -79,7 +79,7 @@ func Example() {
 	// before the update: <nil>
 	// after the update, stale: true
 	// 409 application/json
-	// {"error":"Hermes Agent changed on disk after Hermes WebUI loaded it. Restart Hermes WebUI manually to load the new code.","type":"agent_runtime_stale","retryable":true,"restart_scheduled":false,"agent_update_state":"unverified"}
+	// {"error":"Hermes Agent was updated on disk after Hermes WebUI loaded it. Restart Hermes WebUI manually to load the new code.","type":"agent_runtime_stale","retryable":true,"restart_scheduled":false,"agent_update_state":"unverified"}
 }
 
 // The middleware answers 409 before the handler runs, so a stale runtime
@@ -201,7 +201,7 @@ func ExampleGuard_PlanReload() {
 	}
 	from := guard.Identity().Revision
 	update(module, "class AIAgent: revision = 2\n")
-	_, err = guard.PlanReload()
+	_, err = guard.PlanReload(context.Background())
 	fmt.Println("no receipt:", errors.Is(err, runtimeguard.ErrNotReady))
 
 	// The updater writes its receipt (runtimeguard update does this for
@@ -217,7 +217,7 @@ func ExampleGuard_PlanReload() {
 		log.Fatal(err)
 	}
 
-	plan, err := guard.PlanReload()
+	plan, err := guard.PlanReload(context.Background())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func ExampleGuard_PlanReload() {
 		fmt.Println("restart scheduled:", stale.Payload().RestartScheduled)
 	}
 	// … stop admitting guarded work, drain it, restart the workers …
-	if err := guard.Rebind(plan); err != nil {
+	if err := guard.Rebind(context.Background(), plan); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("reloaded:", guard.Identity().Revision == to, guard.EnsureCurrent())

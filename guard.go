@@ -1,6 +1,7 @@
 package runtimeguard
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -85,8 +86,8 @@ type Guard struct {
 	staleCount atomic.Uint64
 
 	scheduled  atomic.Pointer[Reload] // the reload the host carries out, if any
-	receiptsMu sync.Mutex             // protects receipts
-	receipts   []Receipt              // the receipts of scheduled reloads
+	receiptsMu sync.Mutex             // protects spentIDs
+	spentIDs   []string               // the receipts of scheduled reloads, by ID
 }
 
 // New validates opts and, when opts.ModulePath is set, binds to it now. A
@@ -189,15 +190,26 @@ const (
 // identity, least of all an inert one; a checkout that does not settle
 // within maxBindAttempts reads is an error.
 func (g *Guard) bind(cfg *config, abs string) (*binding, error) {
+	return g.bindCtx(context.Background(), cfg, abs)
+}
+
+// bindCtx is bind, its pauses ended by ctx.
+func (g *Guard) bindCtx(ctx context.Context, cfg *config, abs string) (*binding, error) {
 	e := cfg.env
 	backoff := time.Millisecond
 	var unsettled error
 	for attempt := 0; attempt < maxBindAttempts; attempt++ {
 		if attempt > 0 {
-			time.Sleep(backoff)
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil, ctx.Err()
+			case <-t.C:
+			}
 			backoff = min(2*backoff, maxBindBackoff)
 		}
-		b := &binding{configured: abs, boundAt: e.now(), sig: newSignal(), replaced: newSignal()}
+		b := &binding{configured: abs, boundAt: e.now(), receiptsAt: cfg.listReceipts(), sig: newSignal(), replaced: newSignal()}
 		call, err := b.fullRead(e, cfg.alwaysRead, cfg.timeout, true)
 		if err == nil {
 			err = call.err
@@ -261,7 +273,7 @@ func (g *Guard) EnsureCurrent() error {
 	b.sig.fire()
 	se := &StaleError{
 		Message:  cfg.message,
-		State:    g.observe(cfg, b).State,
+		State:    g.observe(cfg, b, noReceipt).State,
 		Captured: b.id.Revision,
 		Current:  rev,
 		Err:      err,
@@ -284,11 +296,11 @@ func (g *Guard) Identity() Identity {
 
 // Observe reads the updater's files now, as a stale check does, and reports
 // everything it found: the marker, the recovery markers of the install
-// roots, the receipt, and the update state they add up to.
+// roots, the newest receipt, and the update state they add up to.
 func (g *Guard) Observe() Observation {
 	cfg := g.config()
 	b := g.bound.Load()
-	o := g.observe(cfg, b)
+	o := g.observe(cfg, b, newestReceipt)
 	if b != nil && b.id.Revision != "" {
 		o.Check, o.CheckReason = b.path(cfg.alwaysRead)
 	}
@@ -319,14 +331,14 @@ func Observe(opts Options) (Observation, error) {
 		}
 		src = filepath.Dir(mod)
 	}
-	return cfg.observeAt(src), nil
+	return cfg.observeAt(newestReceipt, src), nil
 }
 
-func (g *Guard) observe(cfg *config, b *binding) Observation {
+func (g *Guard) observe(cfg *config, b *binding, rr receiptRead) Observation {
 	if b == nil {
-		return cfg.observeAt("")
+		return cfg.observeAt(rr, "")
 	}
-	return cfg.observeAt(b.installDirs()...)
+	return cfg.observeAt(rr, b.installDirs()...)
 }
 
 // logStale logs a stale check of b: the first at Warn, later ones at

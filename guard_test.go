@@ -357,7 +357,7 @@ func TestMessageNamesProducts(t *testing.T) {
 	commit(t, dir, "run_agent.py", "x = 2\n")
 	var se *StaleError
 	require.ErrorAs(t, g.EnsureCurrent(), &se)
-	assert.Equal(t, "Plugin Pack changed on disk after Gateway loaded it. Restart Gateway manually to load the new code.", se.Message)
+	assert.Equal(t, "Plugin Pack was updated on disk after Gateway loaded it. Restart Gateway manually to load the new code.", se.Message)
 
 	g, err = New(Options{ModulePath: module, HomeDir: dir, Message: "restart required"})
 	require.NoError(t, err)

@@ -42,7 +42,7 @@ const (
 	hermesMarker     = ".hermes-update-in-progress"
 	hermesIncomplete = ".update-incomplete"
 	hermesLazy       = ".lazy-refresh-incomplete"
-	defaultMessage   = "Hermes Agent changed on disk after Hermes WebUI loaded it. Restart Hermes WebUI manually to load the new code."
+	defaultMessage   = "Hermes Agent was updated on disk after Hermes WebUI loaded it. Restart Hermes WebUI manually to load the new code."
 )
 
 // readMarker classifies the marker at path as a guard with the default

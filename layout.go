@@ -2,6 +2,7 @@ package runtimeguard
 
 import (
 	"fmt"
+	"path"
 	"path/filepath"
 	"strings"
 )
@@ -27,20 +28,43 @@ type Layout struct {
 	// RecoveryMarkers are the file names of the recovery markers an
 	// interrupted update leaves in an install root.
 	RecoveryMarkers []string
-	// Receipt is the updater's latest receipt, relative to the home.
-	// Empty: the updater writes none, and no reload is ever planned.
+	// Receipt is the updater's latest receipt, relative to the home: the
+	// file it rewrites after each run. Empty: none.
 	Receipt string
+	// ReceiptHistory names the receipts the updater keeps of each run,
+	// relative to the home, its last element a pattern as [path.Match]
+	// takes it, such as "logs/update_receipts/update_*.json". The newest
+	// receipt of these and Receipt is the one that counts: an updater may
+	// write its own run's file and leave an older run's latest receipt.
+	// Empty: none. With neither Receipt nor ReceiptHistory, no reload is
+	// ever planned.
+	ReceiptHistory string
 	// Lock is the lock file the updater holds while it runs, relative to
 	// the home: a reload plan holds it shared until the new code is bound.
 	// Empty: the updater takes none.
 	Lock string
+	// Profiles names the directory of a home that holds the homes of
+	// named profiles, which share its install, such as "profiles". The
+	// updater may run in any of them: a guard whose home is
+	// <root>/<Profiles>/<name> or <root> reads the marker and the receipts
+	// of <root> and of every profile home under it (at most 64). Empty:
+	// only the guard's own home.
+	Profiles string
 }
 
 // HermesLayout is the layout of the Hermes Agent's updater (hermes
 // update), which the zero [Layout] stands for: home $HERMES_HOME or
 // ~/.hermes, marker .hermes-update-in-progress, recovery markers
-// .update-incomplete and .lazy-refresh-incomplete, receipt
-// logs/update_receipts/latest.json, no lock file. Copy it to describe an
+// .update-incomplete and .lazy-refresh-incomplete, receipts
+// logs/update_receipts/latest.json and the retained
+// logs/update_receipts/update_*.json, named profiles' homes under
+// profiles, no lock file.
+//
+// Hermes's updater keeps the marker in the home of its process
+// ($HERMES_HOME, else ~/.hermes) and the receipts in the home of the
+// profile it updates for, which may be <root>/profiles/<name> while the
+// process's home is the root: so a guard reads both, wherever its own
+// home is. Copy it to describe an
 // updater that differs in a field; changing it changes nothing else (the
 // zero Layout keeps meaning the Hermes layout).
 var HermesLayout = hermesLayout()
@@ -53,13 +77,15 @@ func hermesLayout() Layout {
 		Marker:          ".hermes-update-in-progress",
 		RecoveryMarkers: []string{".update-incomplete", ".lazy-refresh-incomplete"},
 		Receipt:         "logs/update_receipts/latest.json",
+		ReceiptHistory:  "logs/update_receipts/update_*.json",
+		Profiles:        "profiles",
 	}
 }
 
 // isZero reports whether l is the zero Layout.
 func (l *Layout) isZero() bool {
 	return l.HomeEnv == "" && l.DefaultHome == "" && l.Marker == "" &&
-		len(l.RecoveryMarkers) == 0 && l.Receipt == "" && l.Lock == ""
+		len(l.RecoveryMarkers) == 0 && l.Receipt == "" && l.ReceiptHistory == "" && l.Lock == "" && l.Profiles == ""
 }
 
 // validate checks that every path stays inside the home and every recovery
@@ -69,11 +95,20 @@ func (l *Layout) validate() error {
 		return fmt.Errorf("runtimeguard: Layout.Marker is empty: a Layout other than the zero one is taken as it is; copy HermesLayout to change some of its fields")
 	}
 	for _, f := range []struct{ name, path string }{
-		{"DefaultHome", l.DefaultHome}, {"Marker", l.Marker}, {"Receipt", l.Receipt}, {"Lock", l.Lock},
+		{"DefaultHome", l.DefaultHome}, {"Marker", l.Marker}, {"Receipt", l.Receipt},
+		{"ReceiptHistory", l.ReceiptHistory}, {"Lock", l.Lock}, {"Profiles", l.Profiles},
 	} {
 		if f.path != "" && !filepath.IsLocal(filepath.FromSlash(f.path)) {
 			return fmt.Errorf("runtimeguard: Layout.%s %q is not a relative path that stays inside its directory", f.name, f.path)
 		}
+	}
+	if l.ReceiptHistory != "" {
+		if _, err := path.Match(path.Base(l.ReceiptHistory), ""); err != nil || strings.ContainsAny(path.Dir(l.ReceiptHistory), "*?[\\") {
+			return fmt.Errorf("runtimeguard: Layout.ReceiptHistory %q is not a directory and a file name pattern", l.ReceiptHistory)
+		}
+	}
+	if l.Profiles != "" && strings.ContainsAny(l.Profiles, `/\`) {
+		return fmt.Errorf("runtimeguard: Layout.Profiles %q is not a directory name", l.Profiles)
 	}
 	for _, name := range l.RecoveryMarkers {
 		if name == "" || strings.ContainsAny(name, `/\`) || !filepath.IsLocal(name) {

@@ -68,7 +68,9 @@ const (
 // the command-line tool's status.
 type Observation struct {
 	// MarkerPath is the update marker's path, empty when no home directory
-	// is known.
+	// is known. Where the layout has profiles, it is the marker of
+	// whichever home says the most (an active marker over an unknown one,
+	// over a stale one, over none), the guard's own home first.
 	MarkerPath string `json:"marker_path"`
 	// Marker is the marker's state, and MarkerReason why.
 	Marker       MarkerState `json:"update_marker"`
@@ -79,11 +81,14 @@ type Observation struct {
 	RecoveryMarkers []string `json:"recovery_markers"`
 	// State is the update state they add up to.
 	State UpdateState `json:"update_state"`
-	// ReceiptPath is the updater's latest receipt; empty when the layout
+	// ReceiptPath is the file of the newest receipt (the latest receipt,
+	// or one the updater retained of a run); where none was read, the
+	// layout's latest receipt in the guard's home. Empty when the layout
 	// has none or no home directory is known.
 	ReceiptPath string `json:"receipt_path,omitempty"`
-	// Receipt is what it says; nil when there is none that could be read,
-	// and ReceiptProblem then says why, unless there is no file at all.
+	// Receipt is what the newest receipt says; nil when there is none that
+	// could be read, and ReceiptProblem then says why, unless there is no
+	// receipt at all.
 	Receipt        *Receipt `json:"receipt,omitempty"`
 	ReceiptProblem string   `json:"receipt_problem,omitempty"`
 	// LockPath is the updater's lock file; empty when the layout has none
@@ -101,9 +106,18 @@ type Observation struct {
 // Receipt is what the updater wrote after a run (or, with outcome
 // "running", while it runs): schema 1 of the updater's receipt.
 type Receipt struct {
-	// UpdateID names the run, and Outcome is how it ended: "running",
-	// "success", "partial", "failed" or "refused".
-	UpdateID, Outcome string
+	// ID identifies the receipt: "update_id:" and the update_id where the
+	// updater wrote one, else "correlation_id:" and the correlation_id,
+	// else "sha256:" and a digest of the receipt's bytes with its file's
+	// identity. A plan scheduled on a receipt spends it.
+	ID string
+	// UpdateID and CorrelationID name the run, where the updater wrote
+	// them (Hermes's updater writes one, the other or neither, by its
+	// version).
+	UpdateID, CorrelationID string
+	// Outcome is how the run ended: "running", "success", "partial",
+	// "failed" or "refused".
+	Outcome string
 	// From and To are the code revisions before and after the run
 	// (pre_update.sha and post_update.sha), empty where none was recorded.
 	From, To string
@@ -114,12 +128,14 @@ type Receipt struct {
 
 // receiptJSON is a Receipt with the tool's snake_case keys.
 type receiptJSON struct {
-	UpdateID   string    `json:"update_id"`
-	Outcome    string    `json:"outcome"`
-	From       string    `json:"from,omitempty"`
-	To         string    `json:"to,omitempty"`
-	StartedAt  time.Time `json:"started_at"`
-	FinishedAt time.Time `json:"finished_at,omitzero"`
+	ID            string    `json:"id"`
+	UpdateID      string    `json:"update_id,omitempty"`
+	CorrelationID string    `json:"correlation_id,omitempty"`
+	Outcome       string    `json:"outcome"`
+	From          string    `json:"from,omitempty"`
+	To            string    `json:"to,omitempty"`
+	StartedAt     time.Time `json:"started_at"`
+	FinishedAt    time.Time `json:"finished_at,omitzero"`
 }
 
 // MarshalJSON writes the receipt with snake_case keys, as the tool does.
@@ -130,9 +146,48 @@ func (r *Receipt) UnmarshalJSON(data []byte) error {
 	return json.Unmarshal(data, (*receiptJSON)(r))
 }
 
+// receiptRead says which receipt a look at the updater's files reads: none
+// (the stale path needs only the update state), the newest of all, or the
+// newest written since a listing.
+type receiptRead struct {
+	read  bool
+	since *updater.ReceiptFiles
+}
+
+var (
+	noReceipt     = receiptRead{}
+	newestReceipt = receiptRead{read: true}
+)
+
+// receiptsSince reads the newest receipt written since the listing rf.
+func receiptsSince(rf *updater.ReceiptFiles) receiptRead { return receiptRead{read: true, since: rf} }
+
+// markerRank orders marker states by how much they say an update may be
+// under way: of the markers of several homes, the highest counts.
+var markerRank = map[updater.MarkerState]int{updater.Absent: 0, updater.Stale: 1, updater.Unknown: 2, updater.Active: 3}
+
+// readMarkers classifies the marker of every home and returns the one that
+// counts, with its path: the guard's own, unless another home's says more.
+func (c *config) readMarkers() (updater.Marker, string) {
+	paths := c.markerPaths()
+	if len(paths) == 0 {
+		return c.env.upd.ReadMarker("", c.maxAge), ""
+	}
+	best, bestPath := c.env.upd.ReadMarker(paths[0], c.maxAge), paths[0]
+	for _, p := range paths[1:] {
+		if best.State == updater.Active {
+			break
+		}
+		if m := c.env.upd.ReadMarker(p, c.maxAge); markerRank[m.State] > markerRank[best.State] {
+			best, bestPath = m, p
+		}
+	}
+	return best, bestPath
+}
+
 // observeAt reads the updater's files for the installs whose source
-// directories are srcs.
-func (c *config) observeAt(srcs ...string) Observation {
+// directories are srcs, and the receipt rr asks for.
+func (c *config) observeAt(rr receiptRead, srcs ...string) Observation {
 	var roots []string
 	for _, src := range srcs {
 		for _, r := range updater.InstallRoots(src, c.python) {
@@ -141,29 +196,42 @@ func (c *config) observeAt(srcs ...string) Observation {
 			}
 		}
 	}
-	u := c.env.upd.Observe(c.markerPath, c.maxAge, roots, c.recovery)
+	m, mpath := c.readMarkers()
+	present, rootsRead := updater.RecoveryMarkers(roots, c.recovery)
 	o := Observation{
-		MarkerPath:      u.MarkerPath,
-		Marker:          MarkerState(u.Marker.State),
-		MarkerReason:    u.Marker.Reason,
-		InstallRoots:    nonNil(u.InstallRoots),
-		RecoveryMarkers: nonNil(u.RecoveryMarkers),
-		State:           UpdateState(u.State),
+		MarkerPath:      mpath,
+		Marker:          MarkerState(m.State),
+		MarkerReason:    m.Reason,
+		InstallRoots:    nonNil(roots),
+		RecoveryMarkers: nonNil(present),
+		State:           UpdateState(updater.Combine(m.State, len(present) > 0, rootsRead)),
 		ReceiptPath:     c.receiptPath,
 		LockPath:        c.lockPath,
 	}
-	if c.receiptPath != "" {
-		r, problem := c.env.upd.ReadReceipt(c.receiptPath)
-		if r != nil {
+	if srcs := c.receiptSources(); rr.read && len(srcs) > 0 {
+		f, problem := c.env.upd.NewestReceipt(updater.ListReceipts(srcs), rr.since)
+		if f != nil {
+			o.ReceiptPath = f.Path
 			o.Receipt = &Receipt{
-				UpdateID: r.UpdateID, Outcome: r.Outcome,
-				StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
-				From: r.PreUpdate.SHA, To: r.PostUpdate.SHA,
+				ID: f.ID, UpdateID: f.UpdateID, CorrelationID: f.CorrelationID, Outcome: f.Outcome,
+				StartedAt: f.StartedAt, FinishedAt: f.FinishedAt,
+				From: f.PreUpdate.SHA, To: f.PostUpdate.SHA,
 			}
 		}
 		o.ReceiptProblem = problem
 	}
 	return o
+}
+
+// listReceipts stamps the receipt files of every home, for a later look at
+// what was written since.
+func (c *config) listReceipts() *updater.ReceiptFiles {
+	srcs := c.receiptSources()
+	if len(srcs) == 0 {
+		return nil
+	}
+	rf := updater.ListReceipts(srcs)
+	return &rf
 }
 
 // nonNil is s, or an empty slice for nil, so that JSON says [] not null.

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
@@ -33,6 +33,11 @@ var ErrNotReady = errors.New("runtimeguard: no reload is proven safe")
 // Either way, the new code's binding is the last check: if HEAD moved on
 // meanwhile, it fails closed, and a later receipt allows a later reload.
 // A host that does not go ahead calls [Reload.Release].
+//
+// A Reload is safe for concurrent use. Its life moves one way: made, then
+// scheduled ([Reload.Schedule]), then done ([Reload.Release] or
+// [Guard.Rebind]); once Release or Rebind has returned, the plan is not
+// scheduled and cannot be, whatever ran beside them.
 type Reload struct {
 	// From is the revision the guard is bound to, To the one the new code
 	// is at.
@@ -42,12 +47,22 @@ type Reload struct {
 	// Receipt is the updater's receipt that proves the update.
 	Receipt Receipt
 
-	g    *Guard
-	b    *binding // the binding the plan replaces
-	lock *os.File // the layout's lock, held shared until the new code is bound
-	done atomic.Bool
-	mu   sync.Mutex // protects lock
+	g     *Guard
+	b     *binding   // the binding the plan replaces
+	mu    sync.Mutex // protects lock and state
+	lock  *os.File   // the layout's lock, held shared until the new code is bound
+	state planState
 }
+
+// planState is where a plan is in its life: made, scheduled, or done
+// (released or carried out). It only moves forward.
+type planState int
+
+const (
+	planMade planState = iota
+	planScheduled
+	planDone
+)
 
 // PlanReload proves that a reload is safe and returns the plan, or an error
 // matching [ErrNotReady] that names the condition that failed. All of these
@@ -56,9 +71,12 @@ type Reload struct {
 //
 //   - the guard is bound to a tracked checkout and is stale;
 //   - HEAD now names a full revision;
-//   - the updater's receipt is schema 1 with outcome "success", its
-//     post_update.sha is HEAD now, and it finished after the guard bound
-//     and not after now (a receipt from the future proves nothing);
+//   - the newest receipt the updater wrote since the guard bound (its
+//     latest receipt or one it retained of a run, judged by the files: a
+//     receipt file that was there unchanged when the guard bound proves
+//     nothing, whatever time it claims) is schema 1 with outcome
+//     "success", its post_update.sha is HEAD now, and it claims to have
+//     finished after the guard bound and not after now;
 //   - no update marker is present (the marker is absent);
 //   - no recovery marker is present, and every install root was searched:
 //     the bound install's and, where the configured path now leads to
@@ -70,7 +88,9 @@ type Reload struct {
 // the new code is bound ([Guard.Rebind]) or the plan is released, so that a
 // cooperating updater cannot start meanwhile; a lock held by an updater is
 // not ready. PlanReload creates the lock file if it is missing.
-func (g *Guard) PlanReload() (*Reload, error) {
+//
+// ctx bounds the rereads of a view that keeps changing.
+func (g *Guard) PlanReload(ctx context.Context) (*Reload, error) {
 	cfg := g.config()
 	b := g.bound.Load()
 	if b == nil || b.id.Revision == "" {
@@ -79,7 +99,7 @@ func (g *Guard) PlanReload() (*Reload, error) {
 	if g.scheduled.Load() != nil {
 		return nil, notReady("a reload is scheduled already")
 	}
-	if cfg.receiptPath == "" {
+	if b.receiptsAt == nil {
 		return nil, notReady("the updater's layout has no receipt, or no home directory is known")
 	}
 	var lock *os.File
@@ -93,7 +113,7 @@ func (g *Guard) PlanReload() (*Reload, error) {
 		}
 		lock = f
 	}
-	r, err := g.plan(cfg, b)
+	r, err := g.plan(ctx, cfg, b)
 	if err != nil {
 		if lock != nil {
 			lock.Close()
@@ -108,12 +128,16 @@ func (g *Guard) PlanReload() (*Reload, error) {
 const maxPlanReads = 3
 
 // plan reads the view and checks the conditions of PlanReload.
-func (g *Guard) plan(cfg *config, b *binding) (*Reload, error) {
+func (g *Guard) plan(ctx context.Context, cfg *config, b *binding) (*Reload, error) {
 	for try := 0; try < maxPlanReads; try++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		srcs := b.installDirs()
-		before := cfg.observeAt(srcs...)
+		rr := receiptsSince(b.receiptsAt)
+		before := cfg.observeAt(rr, srcs...)
 		c, deps, err := gitread.Read(cfg.env.git, b.configured, false)
-		after := cfg.observeAt(srcs...)
+		after := cfg.observeAt(rr, srcs...)
 		if err != nil {
 			return nil, notReady("the checkout cannot be read: " + err.Error())
 		}
@@ -146,13 +170,17 @@ func (g *Guard) unproven(b *binding, c *gitread.Checkout, o *Observation, now ti
 	case updaterBusy(o) != "":
 		return updaterBusy(o)
 	case o.Receipt == nil && o.ReceiptProblem != "":
-		return "the receipt " + o.ReceiptPath + " is not usable: " + o.ReceiptProblem
+		return pending(o.ReceiptProblem)
 	case o.Receipt == nil:
-		return "there is no receipt at " + o.ReceiptPath
+		return pending("no receipt was written since the guard bound at " + b.boundAt.UTC().Format(time.RFC3339Nano))
+	case o.Receipt.Outcome == updater.OutcomeRunning:
+		return pending("the receipt " + o.ReceiptPath + " says the update is running")
 	case o.Receipt.Outcome != updater.OutcomeSuccess:
 		return fmt.Sprintf("the receipt's outcome is %q, not \"success\"", o.Receipt.Outcome)
+	case o.Receipt.To == "":
+		return fmt.Sprintf("the receipt %s names no revision after the update, and HEAD is at %s", o.ReceiptPath, c.Revision)
 	case o.Receipt.To != c.Revision:
-		return fmt.Sprintf("the receipt is for revision %q, and HEAD is at %s", o.Receipt.To, c.Revision)
+		return fmt.Sprintf("the receipt %s is for revision %s, and HEAD is at %s", o.ReceiptPath, o.Receipt.To, c.Revision)
 	case o.Receipt.FinishedAt.After(now):
 		// A receipt from the future would stay "after" every binding,
 		// in this process and the next: never proof of this update.
@@ -161,15 +189,25 @@ func (g *Guard) unproven(b *binding, c *gitread.Checkout, o *Observation, now ti
 	case !o.Receipt.FinishedAt.After(b.boundAt):
 		return fmt.Sprintf("the receipt finished at %s, not after the guard bound at %s",
 			o.Receipt.FinishedAt.UTC().Format(time.RFC3339Nano), b.boundAt.UTC().Format(time.RFC3339Nano))
-	case g.scheduledReceipt(o.Receipt):
-		return "a reload was already scheduled on the receipt of update " + o.Receipt.UpdateID
+	case g.spent(o.Receipt.ID):
+		return "a reload was already scheduled on the receipt " + o.Receipt.ID
 	}
 	return ""
 }
 
+// pendingPrefix starts the reasons of a plan refused for now, on a view
+// that may change into a proof by itself (an update still running, a
+// receipt not yet written or half written): a host that reloads by itself
+// waits on them.
+const pendingPrefix = "not yet: "
+
+func pending(why string) string { return pendingPrefix + why }
+
 // updaterBusy says what of an update is running or half done, or "".
 func updaterBusy(o *Observation) string {
 	switch {
+	case o.Marker == MarkerActive:
+		return pending(fmt.Sprintf("the update marker %s is %s (%s)", o.MarkerPath, o.Marker, o.MarkerReason))
 	case o.Marker != MarkerAbsent:
 		return fmt.Sprintf("the update marker %s is %s (%s)", o.MarkerPath, o.Marker, o.MarkerReason)
 	case len(o.RecoveryMarkers) > 0:
@@ -193,7 +231,26 @@ func sameObservation(a, b *Observation) bool {
 	return true
 }
 
-func notReady(why string) error { return fmt.Errorf("%w: %s", ErrNotReady, why) }
+// notReadyError is an error matching ErrNotReady; pending marks a view
+// that may turn into a proof by itself.
+type notReadyError struct {
+	why     string
+	pending bool
+}
+
+func (e *notReadyError) Error() string        { return ErrNotReady.Error() + ": " + e.why }
+func (e *notReadyError) Is(target error) bool { return target == ErrNotReady }
+
+func notReady(why string) error {
+	rest, pending := strings.CutPrefix(why, pendingPrefix)
+	return &notReadyError{why: rest, pending: pending}
+}
+
+// isPending reports whether err is a plan refused for now only.
+func isPending(err error) bool {
+	var nr *notReadyError
+	return errors.As(err, &nr) && nr.pending
+}
 
 // Schedule tells the guard that the host is carrying the plan out: from now
 // on, until [Guard.Rebind] or [Reload.Release], every stale answer says
@@ -201,42 +258,54 @@ func notReady(why string) error { return fmt.Errorf("%w: %s", ErrNotReady, why) 
 // client to retry shortly. The plan's receipt can allow no second reload
 // of this guard. At most one plan of a guard is scheduled at a time:
 // scheduling a second, or one released or carried out, is an error, and
-// the host must not carry it out.
+// the host must not carry it out. Scheduling a scheduled plan again is a
+// no-op.
 func (r *Reload) Schedule() error {
 	if r == nil {
 		return errors.New("runtimeguard: schedule: no plan")
 	}
-	if r.done.Load() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch r.state {
+	case planScheduled:
+		return nil
+	case planDone:
 		return errors.New("runtimeguard: schedule: the plan was released or carried out")
 	}
 	if !r.g.scheduled.CompareAndSwap(nil, r) {
-		if r.g.scheduled.Load() == r {
-			return nil
-		}
 		return errors.New("runtimeguard: schedule: another reload of this guard is scheduled")
 	}
+	r.state = planScheduled
 	r.g.receiptsMu.Lock()
-	r.g.receipts = append(r.g.receipts, r.Receipt)
+	r.g.spentIDs = append(r.g.spentIDs, r.Receipt.ID)
 	r.g.receiptsMu.Unlock()
 	return nil
 }
 
 // Release abandons the plan: stale answers no longer say a restart is
 // scheduled, and the layout's lock is released. It is safe to call more
-// than once, after [Guard.Rebind], and on a nil plan (defer it right after
-// [Guard.PlanReload], whatever that returned).
+// than once, after [Guard.Rebind], concurrently with [Reload.Schedule], and
+// on a nil plan (defer it right after [Guard.PlanReload], whatever that
+// returned).
 func (r *Reload) Release() {
 	if r == nil {
 		return // the plan PlanReload did not make
 	}
-	r.done.Store(true)
-	r.g.scheduled.CompareAndSwap(r, nil)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.state = planDone
+	r.g.scheduled.CompareAndSwap(r, nil)
 	if r.lock != nil {
 		r.lock.Close()
 		r.lock = nil
 	}
+}
+
+// isDone reports whether the plan was released or carried out.
+func (r *Reload) isDone() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.state == planDone
 }
 
 // LockFile returns the open file that holds the layout's lock for the
@@ -252,32 +321,32 @@ func (r *Reload) LockFile() *os.File {
 	return r.lock
 }
 
-// scheduledReceipt reports whether a plan on receipt r was scheduled.
-func (g *Guard) scheduledReceipt(r *Receipt) bool {
+// spent reports whether a plan on the receipt id was scheduled.
+func (g *Guard) spent(id string) bool {
 	g.receiptsMu.Lock()
 	defer g.receiptsMu.Unlock()
-	for _, s := range g.receipts {
-		if s == *r {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(g.spentIDs, id)
 }
 
 // Rebind binds the guard to the plan's new code, for a host that reloaded
 // it in this process, provided the checkout still is at r.To (the same
 // settled read as New's) and the updater's files still say what the plan
-// proved: no update marker, no recovery marker, the same receipt.
-// Otherwise it returns an error (matching [ErrStale] for a checkout that
-// moved, [ErrNotReady] for the updater's files) and the guard stays bound
-// to the old revision, and stale. Either way the plan is done: its
-// lock is released and stale answers no longer say a restart is scheduled.
-func (g *Guard) Rebind(r *Reload) error {
+// proved: no update marker, no recovery marker, and the plan's receipt
+// still the newest written since the guard bound. Otherwise it returns an
+// error (matching [ErrStale] for a checkout that moved, [ErrNotReady] for
+// the updater's files, ctx's error when ctx ended the rereads of a moving
+// checkout) and the guard stays bound to the old revision, and stale.
+// Either way the plan is done: its lock is released and stale answers no
+// longer say a restart is scheduled.
+//
+// Call it after the new code was loaded: a checkout that moved while it
+// was loaded then fails here, and the guard stays stale.
+func (g *Guard) Rebind(ctx context.Context, r *Reload) error {
 	if r == nil || r.g != g {
 		return errors.New("runtimeguard: rebind: the plan is not this guard's")
 	}
 	defer r.Release()
-	if r.done.Load() {
+	if r.isDone() {
 		return errors.New("runtimeguard: rebind: the plan was released")
 	}
 	cfg := g.config()
@@ -286,7 +355,7 @@ func (g *Guard) Rebind(r *Reload) error {
 	if g.bound.Load() != r.b {
 		return errors.New("runtimeguard: rebind: the guard was bound anew since the plan was made")
 	}
-	b, err := g.bind(cfg, r.b.configured)
+	b, err := g.bindCtx(ctx, cfg, r.b.configured)
 	if err != nil {
 		return fmt.Errorf("runtimeguard: rebind %s: %w", r.b.configured, err)
 	}
@@ -298,12 +367,8 @@ func (g *Guard) Rebind(r *Reload) error {
 	// Without a lock, an update may have begun since the plan: a marker, a
 	// recovery marker or another receipt says the code on disk may not be
 	// what the plan proved.
-	o := cfg.observeAt(b.installDirs()...)
-	why := updaterBusy(&o)
-	if why == "" && (o.Receipt == nil || *o.Receipt != r.Receipt) {
-		why = "the receipt " + o.ReceiptPath + " is no longer the plan's"
-	}
-	if why != "" {
+	o := cfg.observeAt(receiptsSince(r.b.receiptsAt), b.installDirs()...)
+	if why := stillProven(&o, &r.Receipt); why != "" {
 		b.close()
 		return fmt.Errorf("runtimeguard: rebind: %s: %w", why, ErrNotReady)
 	}
@@ -312,9 +377,24 @@ func (g *Guard) Rebind(r *Reload) error {
 	r.b.replaced.fire()
 	g.staleSeen.Store(false)
 	if cfg.logger != nil {
-		cfg.logger.Info("runtimeguard: bound to the reloaded code", "from", r.From, "to", r.To, "update_id", r.Receipt.UpdateID)
+		cfg.logger.Info("runtimeguard: bound to the reloaded code", "from", r.From, "to", r.To, "receipt", r.Receipt.ID)
 	}
 	return nil
+}
+
+// stillProven says why o no longer shows what proved a plan on receipt,
+// or "" when it does.
+func stillProven(o *Observation, receipt *Receipt) string {
+	if why := updaterBusy(o); why != "" {
+		return strings.TrimPrefix(why, pendingPrefix)
+	}
+	if o.Receipt == nil || *o.Receipt != *receipt {
+		if o.ReceiptProblem != "" {
+			return o.ReceiptProblem
+		}
+		return "the newest receipt (" + o.ReceiptPath + ") is no longer the plan's"
+	}
+	return ""
 }
 
 // Changed returns a channel that is closed once the guard has seen its

@@ -82,10 +82,10 @@ func TestPlanReloadConditions(t *testing.T) {
 		}, `outcome is "refused"`},
 		{"running", func(t *testing.T, c *reloadCase) {
 			c.writeReceipt(t, fmt.Sprintf(`{"schema":1,"update_id":"u","outcome":"running","started_at":%q,"pre_update":{"sha":%q}}`, time.Now().UTC().Format(time.RFC3339), c.loaded))
-		}, `outcome is "running"`},
+		}, `says the update is running`},
 		{"another revision", func(t *testing.T, c *reloadCase) {
 			c.writeReceipt(t, receipt("success", c.loaded, strings.Repeat("b", 40), time.Now()))
-		}, "the receipt is for revision"},
+		}, "is for revision"},
 		{"finished before binding", func(t *testing.T, c *reloadCase) {
 			c.writeReceipt(t, receipt("success", c.loaded, c.moved, time.Now().Add(-time.Hour)))
 		}, "not after the guard bound"},
@@ -104,7 +104,7 @@ func TestPlanReloadConditions(t *testing.T) {
 			c.success(t)
 			writeFile(t, filepath.Join(c.dir, hermesIncomplete), "")
 		}, "recovery marker"},
-		{"no receipt", func(t *testing.T, c *reloadCase) {}, "there is no receipt"},
+		{"no receipt", func(t *testing.T, c *reloadCase) {}, "no receipt was written since the guard bound"},
 		{"a receipt that is a link", func(t *testing.T, c *reloadCase) {
 			target := filepath.Join(c.home, "elsewhere.json")
 			writeFile(t, target, receipt("success", c.loaded, c.moved, time.Now()))
@@ -121,7 +121,7 @@ func TestPlanReloadConditions(t *testing.T) {
 		}, "not usable"},
 		{"a receipt of an unknown schema", func(t *testing.T, c *reloadCase) {
 			c.writeReceipt(t, strings.Replace(receipt("success", c.loaded, c.moved, time.Now()), `"schema": 1`, `"schema": 2`, 1))
-		}, "ignored"},
+		}, "unknown receipt schema"},
 		{"not stale", func(t *testing.T, c *reloadCase) {
 			git(t, c.dir, "reset", "-q", "--hard", c.loaded)
 			c.writeReceipt(t, receipt("success", c.moved, c.loaded, time.Now()))
@@ -138,7 +138,7 @@ func TestPlanReloadConditions(t *testing.T) {
 			t.Parallel()
 			c := newReloadCase(t)
 			tc.setup(t, c)
-			r, err := c.g.PlanReload()
+			r, err := c.g.PlanReload(context.Background())
 			if tc.why == "" {
 				require.NoError(t, err)
 				assert.Equal(t, c.loaded, r.From)
@@ -181,7 +181,7 @@ func TestRebindAfterPlan(t *testing.T) {
 		t.Fatal("Changed did not fire on a stale check")
 	}
 
-	r, err := c.g.PlanReload()
+	r, err := c.g.PlanReload(context.Background())
 	require.NoError(t, err)
 	lock := filepath.Join(c.home, "update.lock")
 	_, err = updater.Lock(lock, true)
@@ -196,7 +196,7 @@ func TestRebindAfterPlan(t *testing.T) {
 	assert.NotContains(t, strings.ToLower(p.Error), "success")
 	assert.True(t, se.Problem().RestartScheduled)
 
-	require.NoError(t, c.g.Rebind(r))
+	require.NoError(t, c.g.Rebind(context.Background(), r))
 	assert.Equal(t, c.moved, c.g.Identity().Revision)
 	assert.NoError(t, c.g.EnsureCurrent())
 	require.Eventually(t, func() bool {
@@ -226,11 +226,11 @@ func TestRebindAfterPlan(t *testing.T) {
 func TestRebindAfterHEADMovedAgain(t *testing.T) {
 	c := newReloadCase(t)
 	c.success(t)
-	r, err := c.g.PlanReload()
+	r, err := c.g.PlanReload(context.Background())
 	require.NoError(t, err)
 	require.NoError(t, r.Schedule())
 	third := commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 3\n")
-	err = c.g.Rebind(r)
+	err = c.g.Rebind(context.Background(), r)
 	assert.ErrorIs(t, err, ErrStale)
 	assert.ErrorContains(t, err, third)
 	assert.Equal(t, c.loaded, c.g.Identity().Revision)
@@ -238,7 +238,7 @@ func TestRebindAfterHEADMovedAgain(t *testing.T) {
 	require.ErrorAs(t, c.g.EnsureCurrent(), &se)
 	assert.False(t, se.RestartScheduled)
 	assert.Equal(t, defaultMessage, se.Message)
-	assert.Error(t, c.g.Rebind(r), "a plan rebinds once")
+	assert.Error(t, c.g.Rebind(context.Background(), r), "a plan rebinds once")
 }
 
 // One plan of a guard is scheduled at a time: a second plan is not made
@@ -246,18 +246,18 @@ func TestRebindAfterHEADMovedAgain(t *testing.T) {
 func TestOneScheduledPlanAtATime(t *testing.T) {
 	c := newReloadCase(t)
 	c.success(t)
-	p1, err := c.g.PlanReload()
+	p1, err := c.g.PlanReload(context.Background())
 	require.NoError(t, err)
-	p2, err := c.g.PlanReload()
+	p2, err := c.g.PlanReload(context.Background())
 	require.NoError(t, err, "two plans before either is scheduled")
 	require.NoError(t, p1.Schedule())
 	require.NoError(t, p1.Schedule(), "scheduling again is no error")
 	assert.ErrorContains(t, p2.Schedule(), "another reload")
 	p2.Release()
-	_, err = c.g.PlanReload()
+	_, err = c.g.PlanReload(context.Background())
 	assert.ErrorIs(t, err, ErrNotReady)
 	assert.ErrorContains(t, err, "scheduled already")
-	require.NoError(t, c.g.Rebind(p1))
+	require.NoError(t, c.g.Rebind(context.Background(), p1))
 	assert.Error(t, p1.Schedule(), "a plan carried out")
 }
 
@@ -285,11 +285,11 @@ func TestRebindRefusesAnUpdateBegunSinceThePlan(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newReloadCase(t)
 			c.success(t)
-			r, err := c.g.PlanReload()
+			r, err := c.g.PlanReload(context.Background())
 			require.NoError(t, err)
 			require.NoError(t, r.Schedule())
 			tc.change(t, c)
-			err = c.g.Rebind(r)
+			err = c.g.Rebind(context.Background(), r)
 			require.ErrorIs(t, err, ErrNotReady)
 			assert.Equal(t, c.loaded, c.g.Identity().Revision, "still bound to the old code")
 			var se *StaleError
@@ -303,14 +303,14 @@ func TestRebindRefusesAnUpdateBegunSinceThePlan(t *testing.T) {
 // cannot be scheduled or bound.
 func TestNilPlan(t *testing.T) {
 	c := newReloadCase(t)
-	r, err := c.g.PlanReload()
+	r, err := c.g.PlanReload(context.Background())
 	require.ErrorIs(t, err, ErrNotReady)
 	require.Nil(t, r)
 	defer r.Release()
 	r.Release()
 	assert.Nil(t, r.LockFile())
 	assert.Error(t, r.Schedule())
-	assert.Error(t, c.g.Rebind(r))
+	assert.Error(t, c.g.Rebind(context.Background(), r))
 }
 
 func TestReleasedPlanRestoresThePayload(t *testing.T) {
@@ -318,7 +318,7 @@ func TestReleasedPlanRestoresThePayload(t *testing.T) {
 	c.success(t)
 	var before *StaleError
 	require.ErrorAs(t, c.g.EnsureCurrent(), &before)
-	r, err := c.g.PlanReload()
+	r, err := c.g.PlanReload(context.Background())
 	require.NoError(t, err)
 	require.NoError(t, r.Schedule())
 	r.Release()
@@ -341,13 +341,13 @@ func TestNoReloadStorm(t *testing.T) {
 			target = c.loaded
 		}
 		git(t, c.dir, "reset", "-q", "--hard", target)
-		r, err := c.g.PlanReload()
+		r, err := c.g.PlanReload(context.Background())
 		if err != nil {
 			require.ErrorIs(t, err, ErrNotReady)
 			continue
 		}
 		require.NoError(t, r.Schedule())
-		if c.g.Rebind(r) == nil {
+		if c.g.Rebind(context.Background(), r) == nil {
 			reloads++
 		}
 	}
@@ -356,11 +356,11 @@ func TestNoReloadStorm(t *testing.T) {
 	// A plan that was scheduled but not carried out spends its receipt too.
 	d := newReloadCase(t)
 	d.success(t)
-	r, err := d.g.PlanReload()
+	r, err := d.g.PlanReload(context.Background())
 	require.NoError(t, err)
 	require.NoError(t, r.Schedule())
 	r.Release()
-	_, err = d.g.PlanReload()
+	_, err = d.g.PlanReload(context.Background())
 	assert.ErrorIs(t, err, ErrNotReady)
 	assert.ErrorContains(t, err, "already scheduled")
 }
@@ -402,8 +402,8 @@ func TestChangedBeforeCapture(t *testing.T) {
 		t.Fatal("the channel from before Capture did not fire")
 	}
 	var r *Reload
-	assert.ErrorContains(t, g.Rebind(r), "not this guard's")
-	assert.ErrorContains(t, g.Rebind(&Reload{g: &Guard{}}), "not this guard's")
+	assert.ErrorContains(t, g.Rebind(context.Background(), r), "not this guard's")
+	assert.ErrorContains(t, g.Rebind(context.Background(), &Reload{g: &Guard{}}), "not this guard's")
 }
 
 // On the watch path, Watch waits on inotify events: with an interval of an

@@ -3,6 +3,7 @@
 package runtimeguard
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -18,7 +19,7 @@ func TestPlanReloadFIFOReceipt(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Dir(c.receiptPath()), 0o755))
 	mkfifo(t, c.receiptPath())
 	done := make(chan error, 1)
-	go func() { _, err := c.g.PlanReload(); done <- err }()
+	go func() { _, err := c.g.PlanReload(context.Background()); done <- err }()
 	select {
 	case err := <-done:
 		assert.ErrorIs(t, err, ErrNotReady)
@@ -52,16 +53,16 @@ func TestPlanReloadSeesTheNewInstallsRecoveryMarkers(t *testing.T) {
 	require.ErrorAs(t, g.EnsureCurrent(), &se)
 	assert.Equal(t, UpdateIncomplete, se.State, "the 409 says the install it leads to is half updated")
 	assert.Contains(t, g.Observe().RecoveryMarkers, filepath.Join(resolved(t, v2), hermesIncomplete))
-	r, err := g.PlanReload()
+	r, err := g.PlanReload(context.Background())
 	require.ErrorIs(t, err, ErrNotReady)
 	assert.Nil(t, r)
 	assert.ErrorContains(t, err, filepath.Join(resolved(t, v2), hermesIncomplete))
 
 	require.NoError(t, os.Remove(filepath.Join(v2, hermesIncomplete)))
-	r, err = g.PlanReload()
+	r, err = g.PlanReload(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, moved, r.To)
-	require.NoError(t, g.Rebind(r))
+	require.NoError(t, g.Rebind(context.Background(), r))
 	assert.Equal(t, resolved(t, v2), g.Identity().SourceDir)
 	assert.NoError(t, g.EnsureCurrent())
 }

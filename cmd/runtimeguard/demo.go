@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -84,7 +85,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	if err := os.Remove(filepath.Join(agent, incomplete)); err != nil {
 		return err
 	}
-	_, perr := g.PlanReload()
+	_, perr := g.PlanReload(context.Background())
 	say("9. the install is repaired, but without a receipt no reload is planned:\n   %v", perr)
 	r := updater.Receipt{
 		UpdateID: updater.NewUpdateID(), Outcome: updater.OutcomeSuccess,
@@ -96,7 +97,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	say("10. the updater writes its receipt: outcome %s, %s -> %s", r.Outcome, short(loaded), short(moved))
-	plan, err := g.PlanReload()
+	plan, err := g.PlanReload(context.Background())
 	if err != nil {
 		return err
 	}
@@ -107,7 +108,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	if errors.As(err, &se) {
 		say("11. the guard proves a reload safe; while the server reloads, the 409 says restart_scheduled: %v", se.Payload().RestartScheduled)
 	}
-	if err := g.Rebind(plan); err != nil {
+	if err := g.Rebind(context.Background(), plan); err != nil {
 		return err
 	}
 	say("12. the server restarts its workers and rebinds: revision %s, check: %s", short(g.Identity().Revision), verdict(g.EnsureCurrent()))

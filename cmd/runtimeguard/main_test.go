@@ -99,7 +99,7 @@ func TestDemo(t *testing.T) {
 		"update state: unverified",
 		"update state incomplete",
 		"no reload is planned",
-		"no reload is proven safe: there is no receipt",
+		"no reload is proven safe: no receipt was written since the guard bound",
 		"the 409 says restart_scheduled: true",
 		"check: current",
 	} {
@@ -117,7 +117,7 @@ func TestCheck(t *testing.T) {
 	moved := commitChange(t, module)
 	r = runCmd(t, home, "check", "--module", module, "--expect", rev)
 	assert.Equal(t, 3, r.code, r.stderr)
-	assert.Equal(t, `{"error":"Hermes Agent changed on disk after Hermes WebUI loaded it. Restart Hermes WebUI manually to load the new code.","type":"agent_runtime_stale","retryable":true,"restart_scheduled":false,"agent_update_state":"unverified"}`+"\n", r.stdout)
+	assert.Equal(t, `{"error":"Hermes Agent was updated on disk after Hermes WebUI loaded it. Restart Hermes WebUI manually to load the new code.","type":"agent_runtime_stale","retryable":true,"restart_scheduled":false,"agent_update_state":"unverified"}`+"\n", r.stdout)
 
 	// The update state reflects the home given.
 	require.NoError(t, os.WriteFile(filepath.Join(home, ".hermes-update-in-progress"), []byte(fmt.Sprintf("%d\n%d\n", os.Getpid(), time.Now().Unix())), 0o644))
@@ -556,8 +556,13 @@ func TestUpdateRefusesBadInput(t *testing.T) {
 func TestUpdateWithoutLockIsExclusive(t *testing.T) {
 	c := newUpdateCase(t)
 	ran := filepath.Join(gittest.TempDir(t), "ran")
-	for round := 0; round < 5; round++ {
+	for round := 0; round < 10; round++ {
 		require.NoError(t, os.RemoveAll(ran))
+		if round%2 == 1 {
+			// A stale marker (its process is gone) is replaced as
+			// exclusively as an absent one is created.
+			writeMarkerFile(t, filepath.Join(c.home, ".hermes-update-in-progress"), exitedPID(t), time.Now())
+		}
 		var wg sync.WaitGroup
 		results := make([]result, 4)
 		for i := range results {
@@ -579,7 +584,7 @@ func TestUpdateWithoutLockIsExclusive(t *testing.T) {
 			if r.code == 0 {
 				ok++
 			} else {
-				assert.Regexp(t, `refused: another updater (is running|wrote)`, r.stderr)
+				assert.Regexp(t, `refused: another updater (is running|holds the marker)`, r.stderr)
 			}
 		}
 		assert.Equal(t, 1, ok, "round %d: %+v", round, results)
@@ -652,4 +657,18 @@ func TestUpdateKilledKeepsTheLockWhileItsCommandRuns(t *testing.T) {
 		}
 		return err == nil
 	}, 10*time.Second, 20*time.Millisecond, "the lock is free once the command ended")
+}
+
+// exitedPID returns the process ID of a child that has exited.
+func exitedPID(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	require.NoError(t, cmd.Run())
+	return cmd.ProcessState.Pid()
+}
+
+// writeMarkerFile writes an update marker for pid, started at started.
+func writeMarkerFile(t *testing.T, path string, pid int, started time.Time) {
+	t.Helper()
+	require.NoError(t, os.WriteFile(path, fmt.Appendf(nil, "%d\n%d\n", pid, started.Unix()), 0o644))
 }

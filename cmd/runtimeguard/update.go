@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,8 +21,9 @@ that speaks the update protocol a runtime guard reads:
 
   1. take the layout's lock file exclusively (--lock; refuse if it is held);
   2. refuse if another live updater holds the in-progress marker;
-  3. write the marker (this process's ID and the time; created exclusively,
-     so of two updaters started at once one goes on), record HEAD;
+  3. write the marker (this process's ID and the time; claimed
+     exclusively, where none was and where a stale one was, so of two
+     updaters started at once one goes on), record HEAD;
   4. write a receipt with outcome "running";
   5. run COMMAND;
   6. write the receipt: "success" only if COMMAND exited 0, HEAD is
@@ -126,11 +126,11 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 
 	pid, start := os.Getpid(), time.Now()
-	// Created exclusively where none was: of two updaters that found no
-	// marker at once, one goes on. A stale marker is replaced.
-	if err := updater.WriteMarker(o.MarkerPath, pid, start, o.Marker == runtimeguard.MarkerStale); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("refused: another updater wrote %s first", o.MarkerPath)
+	// Claimed exclusively, where none was and where a stale one was: of
+	// two updaters started at once, one goes on.
+	if err := updater.System.ClaimMarker(o.MarkerPath, pid, start, runtimeguard.DefaultMaxMarkerAge); err != nil {
+		if errors.Is(err, updater.ErrMarkerHeld) {
+			return fmt.Errorf("refused: another updater holds the marker (%v)", err)
 		}
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"sync"
@@ -53,7 +54,7 @@ func (rl *reloader) try(s *Server) bool {
 		return false
 	}
 	rl.tried = time.Now()
-	plan, err := s.guard.PlanReload()
+	plan, err := s.guard.PlanReload(context.Background())
 	if err != nil {
 		if !errors.Is(err, runtimeguard.ErrNotReady) {
 			rl.log().Warn("reload plan", "error", err)
@@ -94,7 +95,7 @@ func (rl *reloader) carryOut(s *Server, plan *runtimeguard.Reload) {
 	case reloadInProcess:
 		// The new code's binding is the last check: only if HEAD still
 		// is the plan's revision do the workers load it.
-		if err := s.guard.Rebind(plan); err != nil {
+		if err := s.guard.Rebind(context.Background(), plan); err != nil {
 			rl.log().Warn("reload abandoned: the new code could not be bound", "error", err)
 			return
 		}

@@ -56,6 +56,18 @@ func (s Stamp) Present() bool { return s.present }
 // IsDir reports whether a directory was at the path.
 func (s Stamp) IsDir() bool { return s.dir }
 
+// FileID names the file s stamps by its device and inode, where the
+// platform has them, else by its size and modification time.
+func (s Stamp) FileID() string {
+	if s.hasIdentity() {
+		return fmt.Sprintf("%d:%d", s.dev, s.ino)
+	}
+	return fmt.Sprintf("%d@%d", s.size, s.mtime)
+}
+
+// ChangedAt is the later of the file's modification and change times.
+func (s Stamp) ChangedAt() time.Time { return time.Unix(0, max(s.mtime, s.ctime)) }
+
 // IsLink reports whether a symbolic link was at the path (lstat only).
 func (s Stamp) IsLink() bool { return s.link }
 

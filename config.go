@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -81,6 +82,11 @@ type Options struct {
 	// Logger receives the guard's transitions: the first stale check at
 	// Warn, later ones at Debug. Nil: silent.
 	Logger *slog.Logger
+	// OnStale, when set, is called with every stale answer that
+	// [Guard.Middleware] and [Reloader.Wrap] write, before it is written:
+	// to count, log, or start a reload. It must not write to the
+	// response, and runs on the request's goroutine.
+	OnStale func(r *http.Request, err *StaleError)
 }
 
 // DefaultMaxMarkerAge is the zero [Options.MaxMarkerAge]: an update marker
@@ -123,6 +129,7 @@ type config struct {
 	alwaysRead    bool
 	noWatch       bool
 	logger        *slog.Logger
+	onStale       func(*http.Request, *StaleError)
 	expect        string // ExpectRevision, lower case
 }
 
@@ -159,6 +166,7 @@ func (opts *Options) resolve(e *env) (*config, error) {
 		alwaysRead: opts.AlwaysRead,
 		noWatch:    opts.NoWatch,
 		logger:     opts.Logger,
+		onStale:    opts.OnStale,
 	}
 	if c.python != "" {
 		// Resolved now: a later chdir of the host's must not move it.

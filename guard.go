@@ -86,6 +86,8 @@ type Guard struct {
 	staleCount atomic.Uint64
 
 	scheduled  atomic.Pointer[Reload] // the reload the host carries out, if any
+	reloader   atomic.Bool            // a Reloader runs for the guard
+	auto       atomic.Int32           // the Reloader's state: autoIdle or autoWaiting
 	receiptsMu sync.Mutex             // protects spentIDs
 	spentIDs   []string               // the receipts of scheduled reloads, by ID
 }
@@ -280,6 +282,8 @@ func (g *Guard) EnsureCurrent() error {
 	}
 	if r := g.scheduled.Load(); r != nil && r.b == b {
 		se.Message, se.RestartScheduled = cfg.reloadMessage, true
+	} else if g.auto.Load() == autoWaiting {
+		se.Message = cfg.autoMessage
 	}
 	g.logStale(cfg, b, se)
 	return se

@@ -192,22 +192,40 @@ func writeStale(w http.ResponseWriter, err error, problem bool) bool {
 	h.Set("Content-Type", contentType)
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
+	if se.RestartScheduled {
+		h.Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
+	}
 	w.WriteHeader(http.StatusConflict)
 	_, _ = w.Write(append(body, '\n'))
 	return true
 }
 
 // Middleware runs [Guard.EnsureCurrent] before next and answers 409 without
-// calling next when the runtime is stale. With [Options.ProblemDetails], a
-// request that prefers application/problem+json gets the RFC 9457 form.
+// calling next when the runtime is stale, with Retry-After while a reload
+// is scheduled. With [Options.ProblemDetails], a request that prefers
+// application/problem+json gets the RFC 9457 form. [Options.OnStale] sees
+// every stale answer. (A host that reloads by itself wraps its handlers
+// with [Reloader.Wrap] instead, which also drains them for a reload.)
 func (g *Guard) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := g.EnsureCurrent(); err != nil {
-			g.WriteStale(w, r, err)
+			g.answerStale(w, r, err)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// answerStale hands a stale answer to the OnStale hook and writes it.
+func (g *Guard) answerStale(w http.ResponseWriter, r *http.Request, err error) {
+	var se *StaleError
+	if hook := g.config().onStale; hook != nil && errors.As(err, &se) {
+		hook(r, se)
+	}
+	if !g.WriteStale(w, r, err) {
+		// Not a stale error: EnsureCurrent returns no other.
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
 }
 
 // prefersProblem reports whether Accept rates application/problem+json

@@ -1,0 +1,370 @@
+package runtimeguard
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ReloaderOptions configures a [Reloader]. Exactly one of Restart and
+// Handover is set; the zero value of every other field is its documented
+// default.
+type ReloaderOptions struct {
+	// Restart loads the new code in this process (restarts the host's
+	// workers, re-imports its plugins), and returns once it is loaded;
+	// the Reloader then binds the guard to it ([Guard.Rebind]), which is
+	// the last check: a checkout that moved meanwhile keeps the guard
+	// stale. An error keeps the old binding, and the guard stale.
+	Restart func(ctx context.Context, plan *Reload) error
+	// Handover hands over to a new process instead: it starts the new
+	// code (re-executing the server, or exiting for its supervisor),
+	// which binds with [Options.ExpectRevision] set to plan.To. It returns
+	// only when the handover failed; the server then goes on, stale.
+	Handover func(ctx context.Context, plan *Reload) error
+	// DrainTimeout bounds how long guarded work in flight may take to
+	// finish before the new code is loaded; past it the reload is
+	// abandoned. Zero: [DefaultDrainTimeout].
+	DrainTimeout time.Duration
+	// ProofInterval is how often the updater's files are read again while
+	// the checkout has moved and no reload is proven yet (the update still
+	// runs, its receipt is not written). Zero: [DefaultProofInterval].
+	ProofInterval time.Duration
+	// Logger receives the reloads: planned, carried out, abandoned. Nil:
+	// the guard's [Options.Logger].
+	Logger *slog.Logger
+}
+
+// Defaults of [ReloaderOptions].
+const (
+	DefaultDrainTimeout  = 30 * time.Second
+	DefaultProofInterval = 250 * time.Millisecond
+)
+
+// RetryAfterSeconds is the Retry-After, in seconds, of a stale answer while
+// a reload is scheduled: the new code is usually bound within it.
+const RetryAfterSeconds = 1
+
+// Reloader carries out the reload protocol for a host, so that a host's
+// in-process reload is one constructor and one handler wrap:
+//
+//	rl, err := runtimeguard.NewReloader(ctx, guard, runtimeguard.ReloaderOptions{Restart: restartWorkers})
+//	http.Handle("/", rl.Wrap(mux))
+//
+// It learns of a move of the checkout without a request ([Guard.Watch]),
+// waits until the updater's files prove a reload safe or prove that none
+// can come (without the host polling: while the update still runs, it
+// reads the updater's files every [ReloaderOptions.ProofInterval]), plans
+// ([Guard.PlanReload]), schedules the plan, stops admitting new guarded
+// work and drains what runs, hands over, and releases the plan. Stale
+// answers say what it is doing: that the server reloads by itself while
+// the proof is awaited, that a reload is scheduled (with Retry-After)
+// once it is planned, and the guard's default message once a reload is
+// proven impossible (a failed update, a recovery marker).
+//
+// A Reloader is safe for concurrent use. It runs until the context given
+// to [NewReloader] is done.
+type Reloader struct {
+	g        *Guard
+	restart  func(context.Context, *Reload) error
+	handover func(context.Context, *Reload) error
+	drain    time.Duration
+	interval time.Duration
+	logger   *slog.Logger
+
+	gate gate
+	wake chan struct{} // a stale request asks for an early look
+	done chan struct{} // closed when the run ends
+
+	reloads, abandoned atomic.Uint64
+}
+
+// NewReloader starts a Reloader for g, which must be bound (or become
+// bound: a Reloader of an unbound guard waits for its binding). It runs
+// until ctx is done; its errors are for options that describe no reload.
+func NewReloader(ctx context.Context, g *Guard, opts ReloaderOptions) (*Reloader, error) {
+	switch {
+	case g == nil:
+		return nil, errors.New("runtimeguard: NewReloader: no guard")
+	case (opts.Restart == nil) == (opts.Handover == nil):
+		return nil, errors.New("runtimeguard: NewReloader: exactly one of ReloaderOptions.Restart and ReloaderOptions.Handover must be set")
+	case opts.DrainTimeout < 0:
+		return nil, errors.New("runtimeguard: ReloaderOptions.DrainTimeout is negative")
+	case opts.ProofInterval < 0:
+		return nil, errors.New("runtimeguard: ReloaderOptions.ProofInterval is negative")
+	}
+	if !g.reloader.CompareAndSwap(false, true) {
+		return nil, errors.New("runtimeguard: NewReloader: the guard has a Reloader already")
+	}
+	rl := &Reloader{
+		g:        g,
+		restart:  opts.Restart,
+		handover: opts.Handover,
+		drain:    cmp.Or(opts.DrainTimeout, DefaultDrainTimeout),
+		interval: cmp.Or(opts.ProofInterval, DefaultProofInterval),
+		logger:   cmp.Or(opts.Logger, g.config().logger),
+		wake:     make(chan struct{}, 1),
+		done:     make(chan struct{}),
+	}
+	if rl.logger == nil {
+		rl.logger = slog.New(slog.DiscardHandler)
+	}
+	rl.gate.init()
+	go rl.run(ctx)
+	return rl, nil
+}
+
+// Done returns a channel that is closed once the Reloader stopped: its
+// context is done, and no reload is under way.
+func (rl *Reloader) Done() <-chan struct{} { return rl.done }
+
+// Wrap runs guarded handlers: next runs only while the runtime is current
+// and no reload drains; a request that finds the runtime stale gets the
+// 409 ([Guard.WriteStale], flushed before anything restarts), and one that
+// arrives while a reload finishes (the runtime current again, the new code
+// not yet admitted) waits for it instead of failing. The guard's
+// [Options.OnStale] hook sees every stale answer.
+func (rl *Reloader) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for !rl.gate.enter() {
+			if err := rl.g.EnsureCurrent(); err != nil {
+				rl.refuse(w, r, err)
+				return
+			}
+			select { // current, gate closed: a reload is just finishing
+			case <-rl.gate.opened():
+			case <-r.Context().Done():
+				return
+			}
+		}
+		defer rl.gate.leave()
+		if err := rl.g.EnsureCurrent(); err != nil {
+			rl.refuse(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// refuse answers a stale request and flushes the answer.
+func (rl *Reloader) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	select {
+	case rl.wake <- struct{}{}:
+	default:
+	}
+	rl.g.answerStale(w, r, err)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// ReloaderStats counts what a Reloader did.
+type ReloaderStats struct {
+	// Reloads counts the reloads carried out; Abandoned the planned ones
+	// that were not (work that did not drain, a restart or a handover that
+	// failed, a checkout that moved again).
+	Reloads, Abandoned uint64
+}
+
+// Stats returns the Reloader's counts so far.
+func (rl *Reloader) Stats() ReloaderStats {
+	return ReloaderStats{Reloads: rl.reloads.Load(), Abandoned: rl.abandoned.Load()}
+}
+
+// The states of a guard's Reloader, which choose the stale message.
+const (
+	autoIdle    int32 = iota // no move seen, or a reload proven impossible
+	autoWaiting              // the checkout moved; the proof of a reload is awaited
+)
+
+func (rl *Reloader) run(ctx context.Context) {
+	defer close(rl.done)
+	defer rl.g.auto.Store(autoIdle)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	var watching sync.WaitGroup
+	watching.Add(1)
+	go func() {
+		defer watching.Done()
+		_ = rl.g.Watch(watchCtx, rl.interval)
+	}()
+	defer watching.Wait()
+	defer stopWatch()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-rl.g.Changed():
+		}
+		plan := rl.awaitProof(ctx)
+		if plan == nil {
+			return // ctx is done
+		}
+		rl.carryOut(ctx, plan)
+	}
+}
+
+// awaitProof plans until a plan is made, and returns it; nil once ctx is
+// done. While the view may still turn into a proof (the update runs), the
+// guard's stale answers say that the server reloads by itself; once it
+// cannot (a failed update), they give the guard's message again.
+func (rl *Reloader) awaitProof(ctx context.Context) *Reload {
+	last := ""
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-rl.wake:
+		}
+		plan, err := rl.g.PlanReload(ctx)
+		if err == nil {
+			return plan
+		}
+		state := autoIdle
+		if isPending(err) || !errors.Is(err, ErrNotReady) {
+			state = autoWaiting
+		}
+		rl.g.auto.Store(state)
+		if why := err.Error(); why != last {
+			last = why
+			rl.logger.Debug("runtimeguard: no reload yet", "why", why)
+		}
+		if !t.Stop() {
+			select {
+			case <-t.C:
+			default:
+			}
+		}
+		t.Reset(rl.interval)
+	}
+}
+
+// carryOut schedules plan, drains guarded work and hands over; anything
+// that fails leaves the server on the old code, stale.
+func (rl *Reloader) carryOut(ctx context.Context, plan *Reload) {
+	defer plan.Release()
+	defer rl.gate.open()
+	log := rl.logger.With("from", plan.From, "to", plan.To, "receipt", plan.Receipt.ID)
+	if err := plan.Schedule(); err != nil {
+		rl.abandon(log, "the plan could not be scheduled", err)
+		return
+	}
+	log.Info("runtimeguard: reload scheduled")
+	if !rl.gate.closeAndDrain(ctx, rl.drain) {
+		rl.abandon(log, "guarded work still ran at the drain deadline", nil)
+		return
+	}
+	if rl.handover != nil {
+		err := rl.handover(ctx, plan)
+		rl.abandon(log, "the handover failed", err)
+		return
+	}
+	if err := rl.restart(ctx, plan); err != nil {
+		rl.abandon(log, "the restart failed", err)
+		return
+	}
+	if err := rl.g.Rebind(ctx, plan); err != nil {
+		rl.abandon(log, "the new code could not be bound", err)
+		return
+	}
+	rl.g.auto.Store(autoIdle)
+	rl.reloads.Add(1)
+	log.Info("runtimeguard: reloaded")
+}
+
+func (rl *Reloader) abandon(log *slog.Logger, why string, err error) {
+	rl.abandoned.Add(1)
+	rl.g.auto.Store(autoIdle)
+	if err != nil {
+		log.Warn("runtimeguard: reload abandoned: "+why, "error", err)
+		return
+	}
+	log.Warn("runtimeguard: reload abandoned: " + why)
+}
+
+// gate counts guarded work in flight and, while a reload drains, admits
+// none.
+type gate struct {
+	mu     sync.Mutex    // protects the fields below
+	closed bool          // no guarded work is admitted
+	n      int           // guarded work in flight
+	idle   chan struct{} // closed once n is 0 while the gate is closed
+	openc  chan struct{} // closed while the gate is open
+}
+
+func (g *gate) init() {
+	g.openc = make(chan struct{})
+	close(g.openc)
+}
+
+// enter admits one piece of guarded work, unless the gate is closed.
+func (g *gate) enter() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.n++
+	return true
+}
+
+// leave ends a piece of guarded work.
+func (g *gate) leave() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.n--
+	if g.closed && g.n == 0 && g.idle != nil {
+		close(g.idle)
+		g.idle = nil
+	}
+}
+
+// opened returns a channel closed while the gate is open.
+func (g *gate) opened() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.openc
+}
+
+// closeAndDrain closes the gate and waits at most d for the work in
+// flight to end; it reports whether it did.
+func (g *gate) closeAndDrain(ctx context.Context, d time.Duration) bool {
+	g.mu.Lock()
+	if !g.closed {
+		g.closed = true
+		g.openc = make(chan struct{})
+	}
+	if g.n == 0 {
+		g.mu.Unlock()
+		return true
+	}
+	idle := make(chan struct{})
+	g.idle = idle
+	g.mu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-idle:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+// open admits guarded work again.
+func (g *gate) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		g.closed = false
+		g.idle = nil
+		close(g.openc)
+	}
+}

@@ -1,0 +1,215 @@
+package runtimeguard
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// reloaderCase is a guarded HTTP server with a Reloader whose restart is
+// recorded: the host code of an in-process reload.
+type reloaderCase struct {
+	*reloadCase
+	rl       *Reloader
+	srv      *httptest.Server
+	restarts atomic.Int32
+	fail     atomic.Bool   // the restart fails
+	release  chan struct{} // closed to let /slow return
+	entered  chan struct{} // /slow is running
+}
+
+func newReloaderCase(t *testing.T, stale func(*http.Request, *StaleError)) *reloaderCase {
+	t.Helper()
+	tmp := tempDir(t)
+	c := &reloaderCase{reloadCase: &reloadCase{dir: filepath.Join(tmp, "agent"), home: filepath.Join(tmp, "home")},
+		release: make(chan struct{}), entered: make(chan struct{}, 8)}
+	c.module, c.loaded = agentRepo(t, c.dir)
+	require.NoError(t, os.MkdirAll(c.home, 0o755))
+	var err error
+	c.g, err = New(Options{ModulePath: c.module, HomeDir: c.home, OnStale: stale})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	c.rl, err = NewReloader(ctx, c.g, ReloaderOptions{
+		ProofInterval: 10 * time.Millisecond,
+		DrainTimeout:  10 * time.Second,
+		Restart: func(ctx context.Context, plan *Reload) error {
+			c.restarts.Add(1)
+			if c.fail.Load() {
+				return errors.New("the workers did not start")
+			}
+			return nil
+		},
+	})
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, c.g.Identity().Revision) })
+	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
+		c.entered <- struct{}{}
+		<-c.release
+		io.WriteString(w, "done")
+	})
+	c.srv = httptest.NewServer(c.rl.Wrap(mux))
+	t.Cleanup(func() {
+		c.srv.Close()
+		cancel()
+		<-c.rl.Done()
+	})
+	return c
+}
+
+// answer is one response of the server.
+type answer struct {
+	code       int
+	body       string
+	retryAfter string
+	payload    Payload
+}
+
+func (c *reloaderCase) get(t *testing.T, path string) answer {
+	t.Helper()
+	resp, err := http.Get(c.srv.URL + path)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	a := answer{code: resp.StatusCode, body: string(body), retryAfter: resp.Header.Get("Retry-After")}
+	if a.code == http.StatusConflict {
+		require.NoError(t, json.Unmarshal(body, &a.payload), "%s", body)
+	}
+	return a
+}
+
+// The moment a host misses by itself: the checkout moves while the updater
+// still runs (its marker active, no receipt yet), so the first plan
+// fails. The Reloader waits, saying so in its 409s, and reloads once the
+// updater's receipt proves it; no request was answered anything but the
+// old code, a 409, or the new code.
+func TestReloaderWaitsForTheProof(t *testing.T) {
+	c := newReloaderCase(t, nil)
+	require.Equal(t, c.loaded, c.get(t, "/").body)
+
+	marker := filepath.Join(c.home, hermesMarker)
+	writeMarker(t, marker, os.Getpid(), time.Now()) // the updater runs
+	c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
+	require.Eventually(t, func() bool {
+		a := c.get(t, "/")
+		return a.code == http.StatusConflict && a.payload.Error == c.g.config().autoMessage
+	}, 10*time.Second, 5*time.Millisecond, "the 409 says the server reloads by itself")
+	a := c.get(t, "/")
+	assert.False(t, a.payload.RestartScheduled, "nothing is scheduled before the proof")
+	assert.Contains(t, a.payload.Error, "Hermes Agent was updated")
+	assert.NotContains(t, a.payload.Error, "manually")
+	assert.Equal(t, int32(0), c.restarts.Load(), "no restart while the update runs")
+
+	// The updater finishes: its receipt, then its marker removed.
+	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen2-no-id-success.json", c.moved, time.Now())))
+	require.NoError(t, os.Remove(marker))
+	require.Eventually(t, func() bool { return c.get(t, "/").code == http.StatusOK }, 10*time.Second, 5*time.Millisecond)
+	assert.Equal(t, c.moved, c.get(t, "/").body)
+	assert.Equal(t, int32(1), c.restarts.Load())
+	assert.Equal(t, ReloaderStats{Reloads: 1}, c.rl.Stats())
+
+	// And the next update reloads again.
+	writeMarker(t, marker, os.Getpid(), time.Now())
+	third := commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 3\n")
+	require.Eventually(t, func() bool { return c.get(t, "/").code == http.StatusConflict }, 10*time.Second, 5*time.Millisecond)
+	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen3-correlation-success-latest.json", third, time.Now())))
+	require.NoError(t, os.Remove(marker))
+	require.Eventually(t, func() bool { return c.get(t, "/").body == third }, 10*time.Second, 5*time.Millisecond)
+	assert.Equal(t, ReloaderStats{Reloads: 2}, c.rl.Stats())
+}
+
+// A failed update proves that no reload can come: the 409 goes back to
+// the guard's own message, and nothing restarts.
+func TestReloaderFailedUpdate(t *testing.T) {
+	var hooked atomic.Int32
+	c := newReloaderCase(t, func(r *http.Request, se *StaleError) { hooked.Add(1) })
+	c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
+	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-failed.json", c.moved, time.Now())))
+	require.Eventually(t, func() bool {
+		a := c.get(t, "/")
+		return a.code == http.StatusConflict && a.payload.Error == defaultMessage
+	}, 10*time.Second, 5*time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // several proof intervals
+	assert.Equal(t, int32(0), c.restarts.Load())
+	assert.Positive(t, hooked.Load(), "the stale hook saw the 409s")
+	assert.Empty(t, c.get(t, "/").retryAfter, "no Retry-After without a scheduled reload")
+}
+
+// Guarded work in flight drains before the restart; a request that comes
+// meanwhile is told a reload is scheduled, with Retry-After.
+func TestReloaderDrains(t *testing.T) {
+	c := newReloaderCase(t, nil)
+	slow := make(chan answer, 1)
+	go func() { slow <- c.get(t, "/slow") }()
+	<-c.entered
+	c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
+	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
+	var a answer
+	require.Eventually(t, func() bool {
+		a = c.get(t, "/")
+		return a.code == http.StatusConflict && a.payload.RestartScheduled
+	}, 10*time.Second, 5*time.Millisecond)
+	assert.Equal(t, "1", a.retryAfter)
+	assert.Equal(t, int32(0), c.restarts.Load(), "no restart while guarded work runs")
+	close(c.release)
+	assert.Equal(t, answer{code: http.StatusOK, body: "done"}, <-slow, "the work in flight finished on the old code")
+	require.Eventually(t, func() bool { return c.get(t, "/").body == c.moved }, 10*time.Second, 5*time.Millisecond)
+	assert.Equal(t, int32(1), c.restarts.Load())
+}
+
+// A restart that fails keeps the guard stale on the old code, and the
+// receipt allows no second attempt.
+func TestReloaderRestartFails(t *testing.T) {
+	c := newReloaderCase(t, nil)
+	c.fail.Store(true)
+	c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
+	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
+	require.Eventually(t, func() bool { return c.rl.Stats().Abandoned == 1 }, 10*time.Second, 5*time.Millisecond)
+	a := c.get(t, "/")
+	assert.Equal(t, http.StatusConflict, a.code)
+	assert.False(t, a.payload.RestartScheduled)
+	assert.Equal(t, c.loaded, c.g.Identity().Revision)
+	time.Sleep(50 * time.Millisecond)
+	assert.Equal(t, int32(1), c.restarts.Load(), "a spent receipt allows no second restart")
+}
+
+// The options are checked, and a guard has one Reloader.
+func TestNewReloaderOptions(t *testing.T) {
+	c := newReloadCase(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	restart := func(context.Context, *Reload) error { return nil }
+	for _, tc := range []struct {
+		opts ReloaderOptions
+		want string
+	}{
+		{ReloaderOptions{}, "exactly one of"},
+		{ReloaderOptions{Restart: restart, Handover: restart}, "exactly one of"},
+		{ReloaderOptions{Restart: restart, DrainTimeout: -1}, "DrainTimeout"},
+		{ReloaderOptions{Restart: restart, ProofInterval: -1}, "ProofInterval"},
+	} {
+		_, err := NewReloader(ctx, c.g, tc.opts)
+		assert.ErrorContains(t, err, tc.want)
+	}
+	_, err := NewReloader(ctx, nil, ReloaderOptions{Restart: restart})
+	assert.Error(t, err)
+	rl, err := NewReloader(ctx, c.g, ReloaderOptions{Restart: restart})
+	require.NoError(t, err)
+	_, err = NewReloader(ctx, c.g, ReloaderOptions{Restart: restart})
+	assert.ErrorContains(t, err, "has a Reloader already")
+	cancel()
+	<-rl.Done()
+}
+

@@ -30,6 +30,13 @@ type Options struct {
 	// (otherwise New fails with [ErrNotCheckout]). Empty: the revision
 	// HEAD has when New runs.
 	ExpectRevision string
+	// ExpectReceipt is the ID ([Receipt].ID) of the receipt whose reload
+	// plan started this process, for the new process of a handover: New
+	// then also checks that the updater's files still show what the plan
+	// proved (no update marker, no recovery marker, that receipt still the
+	// newest), and fails with an error matching [ErrNotReady] otherwise.
+	// It needs ExpectRevision. Empty: no such check.
+	ExpectReceipt string
 	// Layout is where the updater keeps its files. Zero: [HermesLayout].
 	Layout Layout
 	// HomeDir is the updater's home directory, which holds the files of
@@ -131,6 +138,7 @@ type config struct {
 	logger        *slog.Logger
 	onStale       func(*http.Request, *StaleError)
 	expect        string // ExpectRevision, lower case
+	expectReceipt string
 }
 
 // resolve validates opts and applies its defaults.
@@ -217,6 +225,10 @@ func (opts *Options) resolve(e *env) (*config, error) {
 		}
 		c.expect = strings.ToLower(r)
 	}
+	if opts.ExpectReceipt != "" && opts.ExpectRevision == "" {
+		return nil, errors.New("runtimeguard: ExpectReceipt needs an ExpectRevision")
+	}
+	c.expectReceipt = opts.ExpectReceipt
 	return c, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,7 +88,7 @@ type Guard struct {
 
 	scheduled  atomic.Pointer[Reload] // the reload the host carries out, if any
 	reloader   atomic.Bool            // a Reloader runs for the guard
-	auto       atomic.Int32           // the Reloader's state: autoIdle or autoWaiting
+	auto       atomic.Int32           // the Reloader's state: autoWaiting or autoRefused
 	receiptsMu sync.Mutex             // protects spentIDs
 	spentIDs   []string               // the receipts of scheduled reloads, by ID
 }
@@ -168,6 +169,25 @@ func (g *Guard) Capture(modulePath string) error {
 			return fmt.Errorf("runtimeguard: ExpectRevision %s has %d hex digits; the repository's object ids have %d", cfg.expect, len(cfg.expect), len(b.id.Revision))
 		}
 		b.id.Revision = cfg.expect
+	}
+	if cfg.expectReceipt != "" {
+		// The new process of a handover: an update begun since the plan
+		// (a marker, a recovery marker, another receipt) means the code
+		// on disk may not be what the plan proved.
+		o := cfg.observeAt(newestReceipt, b.installDirs()...)
+		why := updaterBusy(&o)
+		switch {
+		case why != "":
+			why = strings.TrimPrefix(why, pendingPrefix)
+		case o.Receipt == nil && o.ReceiptProblem != "":
+			why = o.ReceiptProblem
+		case o.Receipt == nil || o.Receipt.ID != cfg.expectReceipt:
+			why = "the newest receipt is no longer " + cfg.expectReceipt
+		}
+		if why != "" {
+			b.close()
+			return fmt.Errorf("runtimeguard: bind %s with ExpectReceipt: %s: %w", abs, why, ErrNotReady)
+		}
 	}
 	if old := g.bound.Swap(b); old != nil {
 		old.close() // an inert binding replaced
@@ -282,7 +302,7 @@ func (g *Guard) EnsureCurrent() error {
 	}
 	if r := g.scheduled.Load(); r != nil && r.b == b {
 		se.Message, se.RestartScheduled = cfg.reloadMessage, true
-	} else if g.auto.Load() == autoWaiting {
+	} else if g.reloader.Load() && g.auto.Load() == autoWaiting {
 		se.Message = cfg.autoMessage
 	}
 	g.logStale(cfg, b, se)

@@ -106,7 +106,7 @@ func (g *Guard) PlanReload(ctx context.Context) (*Reload, error) {
 	if cfg.lockPath != "" {
 		f, err := updater.Lock(cfg.lockPath, false)
 		if errors.Is(err, updater.ErrLocked) {
-			return nil, notReady("an update holds the lock " + cfg.lockPath)
+			return nil, notReady(pending("an update holds the lock " + cfg.lockPath))
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrNotReady, err)
@@ -139,7 +139,7 @@ func (g *Guard) plan(ctx context.Context, cfg *config, b *binding) (*Reload, err
 		c, deps, err := gitread.Read(cfg.env.git, b.configured, false)
 		after := cfg.observeAt(rr, srcs...)
 		if err != nil {
-			return nil, notReady("the checkout cannot be read: " + err.Error())
+			return nil, notReady(pending("the checkout cannot be read: " + err.Error()))
 		}
 		if !deps.Unchanged(cfg.env.git) || !sameObservation(&before, &after) || !slices.Contains(srcs, c.SourceDir) {
 			continue
@@ -156,7 +156,7 @@ func (g *Guard) plan(ctx context.Context, cfg *config, b *binding) (*Reload, err
 			b:        b,
 		}, nil
 	}
-	return nil, notReady(fmt.Sprintf("the checkout or the updater's files changed while they were read, %d times", maxPlanReads))
+	return nil, notReady(pending(fmt.Sprintf("the checkout or the updater's files changed while they were read, %d times", maxPlanReads)))
 }
 
 // unproven says which condition of a safe reload the view fails, or ""
@@ -164,9 +164,9 @@ func (g *Guard) plan(ctx context.Context, cfg *config, b *binding) (*Reload, err
 func (g *Guard) unproven(b *binding, c *gitread.Checkout, o *Observation, now time.Time) string {
 	switch {
 	case c.Revision == "":
-		return "HEAD names no revision: " + c.Reason
+		return pending("HEAD names no revision: " + c.Reason)
 	case c.Revision == b.id.Revision && c.ModulePath == b.id.ModulePath:
-		return "the guard is not stale"
+		return pending("the guard is not stale")
 	case updaterBusy(o) != "":
 		return updaterBusy(o)
 	case o.Receipt == nil && o.ReceiptProblem != "":

@@ -100,6 +100,7 @@ func NewReloader(ctx context.Context, g *Guard, opts ReloaderOptions) (*Reloader
 	if !g.reloader.CompareAndSwap(false, true) {
 		return nil, errors.New("runtimeguard: NewReloader: the guard has a Reloader already")
 	}
+	g.auto.Store(autoWaiting)
 	rl := &Reloader{
 		g:        g,
 		restart:  opts.Restart,
@@ -177,13 +178,13 @@ func (rl *Reloader) Stats() ReloaderStats {
 
 // The states of a guard's Reloader, which choose the stale message.
 const (
-	autoIdle    int32 = iota // no move seen, or a reload proven impossible
-	autoWaiting              // the checkout moved; the proof of a reload is awaited
+	autoWaiting int32 = iota // a move will be reloaded once proven
+	autoRefused              // the move seen can be reloaded by no proof
 )
 
 func (rl *Reloader) run(ctx context.Context) {
 	defer close(rl.done)
-	defer rl.g.auto.Store(autoIdle)
+	defer rl.g.reloader.Store(false)
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	var watching sync.WaitGroup
 	watching.Add(1)
@@ -226,7 +227,7 @@ func (rl *Reloader) awaitProof(ctx context.Context) *Reload {
 		if err == nil {
 			return plan
 		}
-		state := autoIdle
+		state := autoRefused
 		if isPending(err) || !errors.Is(err, ErrNotReady) {
 			state = autoWaiting
 		}
@@ -273,14 +274,14 @@ func (rl *Reloader) carryOut(ctx context.Context, plan *Reload) {
 		rl.abandon(log, "the new code could not be bound", err)
 		return
 	}
-	rl.g.auto.Store(autoIdle)
+	rl.g.auto.Store(autoWaiting)
 	rl.reloads.Add(1)
 	log.Info("runtimeguard: reloaded")
 }
 
 func (rl *Reloader) abandon(log *slog.Logger, why string, err error) {
 	rl.abandoned.Add(1)
-	rl.g.auto.Store(autoIdle)
+	rl.g.auto.Store(autoRefused)
 	if err != nil {
 		log.Warn("runtimeguard: reload abandoned: "+why, "error", err)
 		return

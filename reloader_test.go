@@ -212,4 +212,3 @@ func TestNewReloaderOptions(t *testing.T) {
 	cancel()
 	<-rl.Done()
 }
-

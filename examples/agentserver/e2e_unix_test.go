@@ -157,6 +157,8 @@ type answer struct {
 	pid              float64
 	retryable        bool
 	restartScheduled bool
+	message          string
+	retryAfter       string
 	err              error
 }
 
@@ -200,6 +202,8 @@ func (d *deployment) client(t *testing.T) *client {
 				a.pid, _ = body["pid"].(float64)
 				a.retryable, _ = body["retryable"].(bool)
 				a.restartScheduled, _ = body["restart_scheduled"].(bool)
+				a.message, _ = body["error"].(string)
+				a.retryAfter = resp.Header.Get("Retry-After")
 			}
 			c.mu.Lock()
 			c.answers = append(c.answers, a)
@@ -277,15 +281,23 @@ func TestReloadEndToEnd(t *testing.T) {
 			t.Logf("%d answers: %d old, %d 409, %d new", len(answers), olds, conflicts, news)
 			assert.Positive(t, olds)
 			assert.Positive(t, news)
-			sawScheduled := false
-			for _, a := range answers {
-				sawScheduled = sawScheduled || a.restartScheduled
+			for i, a := range answers {
 				if a.status == http.StatusOK {
 					assert.Equal(t, float64(d.pid), a.pid, "the same process serves, before and after")
 				}
-			}
-			if conflicts > 0 {
-				assert.True(t, sawScheduled, "a 409 while the reload was under way said restart_scheduled")
+				if a.status != http.StatusConflict {
+					continue
+				}
+				// A server that reloads by itself never asks for a
+				// manual restart: while the update runs its 409 says it
+				// reloads by itself, once the reload is scheduled it
+				// says so, with Retry-After.
+				assert.NotContains(t, a.message, "manually", "answer %d: %+v", i, a)
+				if a.restartScheduled {
+					assert.Equal(t, "1", a.retryAfter, "answer %d", i)
+				} else {
+					assert.Contains(t, a.message, "reloads by itself", "answer %d: %+v", i, a)
+				}
 			}
 		})
 	}
@@ -340,25 +352,55 @@ func TestExecHandoffWhenTheCheckoutMovesAgain(t *testing.T) {
 
 // The image an exec handoff starts binds the planned revision only if no
 // update began meanwhile: with a live update marker (an updater that took
-// no lock) it answers 409 and never serves the code on disk.
+// no lock), or a receipt newer than the plan's, it answers 409 and never
+// serves the code on disk; with neither, it serves.
 func TestHandoffImageRefusesAnUpdateUnderWay(t *testing.T) {
-	d := newDeployment(t)
-	require.NoError(t, os.MkdirAll(d.home, 0o755))
-	marker := filepath.Join(d.home, ".hermes-update-in-progress")
-	require.NoError(t, os.WriteFile(marker, []byte(fmt.Sprintf("%d\n%d\n", os.Getpid(), time.Now().Unix())), 0o644))
-	d.start(t, reloadExec, expectEnv+"="+d.loaded)
-	for i := 0; i < 3; i++ {
-		resp, err := http.Post("http://"+d.addr+"/api/chat/start", "application/json", strings.NewReader(`{"session_id":"s1","message":"hello"}`))
-		require.NoError(t, err)
-		var body map[string]any
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
-		resp.Body.Close()
-		assert.Equal(t, http.StatusConflict, resp.StatusCode)
-		assert.Equal(t, true, body["retryable"])
-		assert.Equal(t, false, body["restart_scheduled"])
+	receipt := func(id, outcome, sha string, finished time.Time) string {
+		return fmt.Sprintf(`{"schema":1,"update_id":%q,"outcome":%q,"started_at":%q,"finished_at":%q,"pre_update":{},"post_update":{"sha":%q}}`,
+			id, outcome, finished.Add(-time.Second).UTC().Format(time.RFC3339Nano), finished.UTC().Format(time.RFC3339Nano), sha)
 	}
-	_, err := os.Stat(d.state)
-	assert.ErrorIs(t, err, os.ErrNotExist, "no session state was written")
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, d *deployment)
+		want  int
+	}{
+		{"an update marker", func(t *testing.T, d *deployment) {
+			marker := filepath.Join(d.home, ".hermes-update-in-progress")
+			require.NoError(t, os.WriteFile(marker, []byte(fmt.Sprintf("%d\n%d\n", os.Getpid(), time.Now().Unix())), 0o644))
+		}, http.StatusConflict},
+		{"another receipt", func(t *testing.T, d *deployment) {
+			other := filepath.Join(d.home, "logs", "update_receipts", "update_20261201T000000Z_1_later.json")
+			require.NoError(t, os.WriteFile(other, []byte(receipt("later", "failed", d.loaded, time.Now())), 0o644))
+		}, http.StatusConflict},
+		{"nothing since the plan", func(t *testing.T, d *deployment) {}, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newDeployment(t)
+			latest := filepath.Join(d.home, "logs", "update_receipts", "latest.json")
+			require.NoError(t, os.MkdirAll(filepath.Dir(latest), 0o755))
+			require.NoError(t, os.WriteFile(latest, []byte(receipt("planned", "success", d.loaded, time.Now().Add(-time.Minute))), 0o644))
+			tc.setup(t, d)
+			d.start(t, reloadExec, expectEnv+"="+d.loaded, receiptEnv+"=update_id:planned")
+			for i := 0; i < 3; i++ {
+				resp, err := http.Post("http://"+d.addr+"/api/chat/start", "application/json", strings.NewReader(`{"session_id":"s1","message":"hello"}`))
+				require.NoError(t, err)
+				var body map[string]any
+				require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+				resp.Body.Close()
+				require.Equal(t, tc.want, resp.StatusCode, "%v", body)
+				if tc.want == http.StatusConflict {
+					assert.Equal(t, true, body["retryable"])
+					assert.Equal(t, false, body["restart_scheduled"])
+				}
+			}
+			_, err := os.Stat(d.state)
+			if tc.want == http.StatusConflict {
+				assert.ErrorIs(t, err, os.ErrNotExist, "no session state was written")
+			} else {
+				assert.NoError(t, err)
+			}
+		})
+	}
 }
 
 // Help goes to standard output with exit 0; a bad command line to standard

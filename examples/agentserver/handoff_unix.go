@@ -32,7 +32,7 @@ func handoff(a *app, ln net.Listener, plan *runtimeguard.Reload) error {
 		return err
 	}
 	env := withoutHandoff(os.Environ())
-	env = append(env, fmt.Sprintf("%s=%d", listenFDEnv, sock.Fd()), expectEnv+"="+plan.To)
+	env = append(env, fmt.Sprintf("%s=%d", listenFDEnv, sock.Fd()), expectEnv+"="+plan.To, receiptEnv+"="+plan.Receipt.ID)
 	if err := inherit(sock); err != nil {
 		return err
 	}
@@ -78,7 +78,8 @@ func inherit(f *os.File) error {
 func withoutHandoff(env []string) []string {
 	out := env[:0:0]
 	for _, kv := range env {
-		if !strings.HasPrefix(kv, listenFDEnv+"=") && !strings.HasPrefix(kv, expectEnv+"=") && !strings.HasPrefix(kv, lockFDEnv+"=") {
+		if !strings.HasPrefix(kv, listenFDEnv+"=") && !strings.HasPrefix(kv, expectEnv+"=") &&
+			!strings.HasPrefix(kv, receiptEnv+"=") && !strings.HasPrefix(kv, lockFDEnv+"=") {
 			out = append(out, kv)
 		}
 	}

@@ -51,7 +51,15 @@ import (
 const (
 	listenFDEnv = "AGENTSERVER_LISTEN_FD" // the listening socket's descriptor
 	expectEnv   = "AGENTSERVER_EXPECT"    // the revision the new code is at
+	receiptEnv  = "AGENTSERVER_RECEIPT"   // the receipt that proved the reload
 	lockFDEnv   = "AGENTSERVER_LOCK_FD"   // the plan's lock, to close once bound
+)
+
+// The reload modes.
+const (
+	reloadOff       = "off"       // answer 409 and wait for the operator
+	reloadInProcess = "inprocess" // restart the workers and rebind the guard
+	reloadExec      = "exec"      // hand the listening socket to a new process image
 )
 
 // usage prints the command line and the flags to w.
@@ -104,18 +112,14 @@ func main() {
 	layout := runtimeguard.HermesLayout
 	layout.Lock = *lock
 	opts := runtimeguard.Options{ModulePath: *module, HomeDir: *home, Python: *python, Layout: layout, Logger: logger}
-	opts.ExpectRevision = os.Getenv(expectEnv) // set by the process this one replaced
+	// Set by the process this one replaced: New then checks what
+	// Guard.Rebind checks in process (the revision, and that no update
+	// began since the plan: no marker, no recovery marker, no other
+	// receipt).
+	opts.ExpectRevision, opts.ExpectReceipt = os.Getenv(expectEnv), os.Getenv(receiptEnv)
 	guard, err := runtimeguard.New(opts)
 	if err != nil && opts.ExpectRevision == "" {
 		log.Fatal(err)
-	}
-	if err == nil && opts.ExpectRevision != "" {
-		// Without a lock file an update may have begun since the plan:
-		// the new code is at the planned revision, but perhaps half
-		// replaced. What Guard.Rebind checks in process, checked here.
-		if o := guard.Observe(); o.Marker != runtimeguard.MarkerAbsent || len(o.RecoveryMarkers) > 0 || o.State == runtimeguard.UpdateUnknown {
-			err = fmt.Errorf("an update began during the handoff: marker %s, recovery markers %v, update state %s", o.Marker, o.RecoveryMarkers, o.State)
-		}
 	}
 	releaseInheritedLock()
 	if err != nil {
@@ -124,7 +128,7 @@ func main() {
 		// every request with the 409 until an operator restarts it.
 		logger.Error("the reloaded code could not be bound; answering 409 until restarted", "error", err)
 		serveStale(ln, &runtimeguard.StaleError{
-			Message:  "The agent changed on disk while the server reloaded it. Restart the server manually to load the new code.",
+			Message:  "The agent was updated on disk while the server reloaded it. Restart the server manually to load the new code.",
 			Captured: opts.ExpectRevision,
 			Err:      err,
 		})
@@ -133,16 +137,30 @@ func main() {
 	id := guard.Identity()
 	logger.Info("bound", "source_dir", id.SourceDir, "revision", id.Revision, "sessions", *state)
 
-	srv := NewServer(guard, *state, *gateway)
-	a := &app{handler: srv.Handler(), drain: *drain, supervised: *supervised}
-	srv.reloads = reloader{mode: *reload, drain: *drain, logger: logger, handoff: a.handoff}
-
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	srv := NewServer(guard, *state, *gateway)
+	a := &app{drain: *drain, supervised: *supervised}
+	done := make(<-chan struct{})
+	if *reload != reloadOff {
+		ro := runtimeguard.ReloaderOptions{DrainTimeout: *drain, Logger: logger, Restart: srv.Restart}
+		if *reload == reloadExec {
+			ro.Restart, ro.Handover = nil, a.handoff
+		}
+		rl, err := runtimeguard.NewReloader(ctx, guard, ro)
+		if err != nil {
+			log.Fatal(err)
+		}
+		srv.UseReloader(rl)
+		done = rl.Done()
+	}
+	a.handler = srv.Handler()
 	fmt.Printf("listening %s\n", ln.Addr())
 	a.serve(ln)
 	<-ctx.Done()
-	srv.reloads.wait()
+	if *reload != reloadOff {
+		<-done // a reload under way finishes first
+	}
 	a.shutdown()
 	srv.Wait()
 }
@@ -271,7 +289,7 @@ func (a *app) shutdown() {
 // handoff starts the plan's new code in a new process: see handoff_unix.go
 // and handoff_windows.go. It returns only when that failed, with the server
 // serving again on the old code.
-func (a *app) handoff(plan *runtimeguard.Reload) error {
+func (a *app) handoff(_ context.Context, plan *runtimeguard.Reload) error {
 	a.mu.Lock()
 	ln := a.ln
 	a.mu.Unlock()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,8 +17,9 @@ import (
 
 // Server is a small agent server that keeps its sessions in one JSON file
 // and follows the runtimeguard contract: it checks the guard before it looks
-// up, creates or changes a session for work it runs itself. With a reload
-// mode, it loads the new code once the guard proves that safe.
+// up, creates or changes a session for work it runs itself. With a
+// Reloader, it loads the new code once the updater's files prove that
+// safe.
 type Server struct {
 	guard     *runtimeguard.Guard
 	statePath string
@@ -28,8 +30,9 @@ type Server struct {
 	// text, read at start and again when the workers restart.
 	agent atomic.Pointer[agentCode]
 
-	gate    gate     // guarded work in flight, closed while a reload drains
-	reloads reloader // how, and whether, the server reloads
+	// guard runs guarded work: the guard's middleware, or a Reloader's
+	// wrap when the server reloads by itself.
+	wrap func(http.Handler) http.Handler
 
 	mu   sync.Mutex // protects the session file and jobs
 	jobs map[string]*job
@@ -45,19 +48,29 @@ type agentCode struct {
 // NewServer returns a server whose sessions live in statePath; it loads
 // the agent's code at the guard's module.
 func NewServer(guard *runtimeguard.Guard, statePath string, gateway bool) *Server {
-	s := &Server{guard: guard, statePath: statePath, jobs: map[string]*job{}}
+	s := &Server{guard: guard, statePath: statePath, jobs: map[string]*job{}, wrap: guard.Middleware}
 	s.gateway.Store(gateway)
-	s.gate.init()
-	s.loadAgent()
+	id := guard.Identity()
+	s.loadAgent(id.ModulePath, id.Revision)
 	return s
 }
 
+// UseReloader runs the server's guarded work through rl, which reloads the
+// server by itself. Call it before Handler.
+func (s *Server) UseReloader(rl *runtimeguard.Reloader) { s.wrap = rl.Wrap }
+
 // loadAgent is what restarting the workers does: they load the module
-// from disk, at the revision the guard is bound to.
-func (s *Server) loadAgent() {
-	id := s.guard.Identity()
-	text, _ := os.ReadFile(id.ModulePath)
-	s.agent.Store(&agentCode{Revision: id.Revision, Text: string(text)})
+// from disk, at revision.
+func (s *Server) loadAgent(module, revision string) {
+	text, _ := os.ReadFile(module)
+	s.agent.Store(&agentCode{Revision: revision, Text: string(text)})
+}
+
+// Restart is the in-process reload of a Reloader: the workers load the
+// plan's new code. (The Reloader then binds the guard to it.)
+func (s *Server) Restart(_ context.Context, plan *runtimeguard.Reload) error {
+	s.loadAgent(plan.Identity.ModulePath, plan.To)
+	return nil
 }
 
 // SetGateway changes who owns chat turns from the next request on.
@@ -141,38 +154,12 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// guarded runs work that this process's code does: only while the gate is
-// open (no reload is draining), and only once the guard says the runtime is
-// current. Otherwise it answers the 409, and nothing is read or written.
+// guarded runs work that this process's code does, only once the guard
+// says the runtime is current (and, with a Reloader, while no reload
+// drains); otherwise the 409 is the answer, and nothing is read or
+// written.
 func (s *Server) guarded(w http.ResponseWriter, r *http.Request, work func()) {
-	for !s.gate.enter() {
-		if err := s.guard.EnsureCurrent(); err != nil {
-			s.refuse(w, r, err)
-			return
-		}
-		s.gate.waitOpen() // current, gate closed: a reload is just finishing
-	}
-	defer s.gate.leave()
-	err := s.guard.EnsureCurrent()
-	if err == nil {
-		work()
-		return
-	}
-	if s.reloads.try(s) {
-		err = s.guard.EnsureCurrent() // the reload is scheduled: say so
-	}
-	s.refuse(w, r, err)
-}
-
-// refuse writes the 409 of a stale runtime and flushes it, so that it has
-// left before anything is restarted.
-func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) {
-	if !s.guard.WriteStale(w, r, err) {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-	}
-	if f, ok := w.(http.Flusher); ok {
-		f.Flush()
-	}
+	s.wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { work() })).ServeHTTP(w, r)
 }
 
 func (s *Server) turn(w http.ResponseWriter, r *http.Request, owner string) {

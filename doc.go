@@ -9,11 +9,12 @@
 // [WriteStale] renders as a retryable HTTP 409 JSON payload ([Payload]),
 // with what can be observed of the updater's files ([Observation]).
 //
-// The guard restarts nothing. A host that wants the new code loaded by
-// itself asks [Guard.PlanReload], which gives a plan only when the
-// updater's success receipt for the revision HEAD is at now proves the
-// update finished, and binds the new code with [Guard.Rebind] or
-// [Options.ExpectRevision] in a new process.
+// The guard restarts nothing by itself. A host that wants the new code
+// loaded without an operator runs a [Reloader], which waits for the
+// updater's success receipt for the revision HEAD is at now, drains the
+// guarded work, has the host load the new code and binds the guard to it
+// ([Guard.Rebind], or [Options.ExpectRevision] in a new process); or it
+// does the same by hand with [Guard.PlanReload].
 //
 // Reading a revision spawns no process: HEAD, the refs, the config and the
 // index are read from the files. On Linux an unchanged checkout is proven
@@ -55,6 +56,8 @@
 //     its stack.
 //
 // Reloading:
+//   - [NewReloader], [Reloader], [ReloaderOptions]: the whole protocol for
+//     a host, in a constructor and a handler wrap ([Reloader.Wrap]).
 //   - [Guard.PlanReload], [Reload]: a plan only where the receipt proves it
 //     safe; [Reload.Schedule] makes the 409 say a restart is scheduled.
 //   - [Guard.Rebind]: bind to the new code after an in-process reload.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runtimeguard/runtimeguard/internal/updater"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -202,4 +203,43 @@ func TestScheduleRacingRelease(t *testing.T) {
 	var se *StaleError
 	require.ErrorAs(t, c.g.EnsureCurrent(), &se)
 	assert.False(t, se.RestartScheduled)
+}
+
+// A stale check reads no receipt (its answer needs only the update state),
+// and a plan parses an unchanged receipt once: a long receipt costs a
+// stale request nothing.
+func TestStaleCheckReadsNoReceipt(t *testing.T) {
+	tmp := tempDir(t)
+	dir, home := filepath.Join(tmp, "agent"), filepath.Join(tmp, "home")
+	module, _ := agentRepo(t, dir)
+	e := *systemEnv
+	u := *e.upd
+	var mu sync.Mutex
+	opens := map[string]int{}
+	u.Open = func(path string, limit int64) ([]byte, updater.FileKind, string) {
+		mu.Lock()
+		opens[filepath.Base(path)]++
+		mu.Unlock()
+		return updater.SafeOpen(path, limit)
+	}
+	u.Now = func() time.Time { return time.Now().Add(time.Second) } // the receipt's stamp is settled
+	e.upd = &u
+	g, err := newGuard(Options{ModulePath: module, HomeDir: home}, &e)
+	require.NoError(t, err)
+	moved := commit(t, dir, "run_agent.py", "class AIAgent: revision = 2\n")
+	writeFile(t, filepath.Join(receiptsDir(home), "latest.json"), string(hermesReceipt(t, "gen1-300-steps-success.json", moved, time.Now())))
+	for i := 0; i < 50; i++ {
+		require.ErrorIs(t, g.EnsureCurrent(), ErrStale)
+	}
+	mu.Lock()
+	assert.Zero(t, opens["latest.json"], "stale checks opened the receipt")
+	mu.Unlock()
+	for i := 0; i < 3; i++ {
+		r, err := g.PlanReload(context.Background())
+		require.NoError(t, err)
+		r.Release()
+	}
+	mu.Lock()
+	assert.Equal(t, 1, opens["latest.json"], "three plans on an unchanged receipt")
+	mu.Unlock()
 }

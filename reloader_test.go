@@ -212,3 +212,34 @@ func TestNewReloaderOptions(t *testing.T) {
 	cancel()
 	<-rl.Done()
 }
+
+// The guard's middleware hands every stale answer to the OnStale hook, and
+// says Retry-After while a reload is scheduled.
+func TestMiddlewareHookAndRetryAfter(t *testing.T) {
+	c := newReloadCase(t)
+	var seen []*StaleError
+	var err error
+	c.g, err = New(Options{ModulePath: c.module, HomeDir: c.home, OnStale: func(r *http.Request, se *StaleError) {
+		seen = append(seen, se)
+	}})
+	require.NoError(t, err)
+	moved := commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 3\n")
+	h := c.g.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { t.Error("a stale request reached the handler") }))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	assert.Equal(t, http.StatusConflict, rec.Code)
+	assert.Empty(t, rec.Header().Get("Retry-After"))
+	require.Len(t, seen, 1)
+	assert.Equal(t, moved, seen[0].Current)
+
+	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", moved, time.Now())))
+	plan, err := c.g.PlanReload(context.Background())
+	require.NoError(t, err)
+	defer plan.Release()
+	require.NoError(t, plan.Schedule())
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	assert.Equal(t, "1", rec.Header().Get("Retry-After"))
+	require.Len(t, seen, 2)
+	assert.True(t, seen[1].RestartScheduled)
+}

@@ -122,7 +122,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	switch {
 	case s.Receipt != nil:
 		r := s.Receipt
-		row("receipt", fmt.Sprintf("%s %s, finished %s, %s -> %s (%s)", r.UpdateID, r.Outcome,
+		row("receipt", fmt.Sprintf("%s %s, finished %s, %s -> %s (%s)", r.ID, r.Outcome,
 			orNone(formatTime(r.FinishedAt)), orNone(r.From), orNone(r.To), s.ReceiptPath))
 	case s.ReceiptProblem != "":
 		row("receipt", "unusable: "+s.ReceiptProblem+" ("+s.ReceiptPath+")")

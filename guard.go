@@ -84,6 +84,8 @@ type Guard struct {
 	staleSeen  atomic.Bool            // a stale check was logged since the last current one
 	staleCount atomic.Uint64
 
+	unboundObs flight[Observation] // the reads of the updater's files of an unbound guard
+
 	scheduled  atomic.Pointer[Reload] // the reload the host carries out, if any
 	receiptsMu sync.Mutex             // protects receipts
 	receipts   []Receipt              // the receipts of scheduled reloads
@@ -198,9 +200,9 @@ func (g *Guard) bind(cfg *config, abs string) (*binding, error) {
 			backoff = min(2*backoff, maxBindBackoff)
 		}
 		b := &binding{configured: abs, boundAt: e.now(), sig: newSignal(), replaced: newSignal()}
-		call, err := b.fullRead(e, cfg.alwaysRead, cfg.timeout, true)
+		call, err := b.look(e, cfg.alwaysRead, cfg.timeout, true)
 		if err == nil {
-			err = call.err
+			err = call.val.err
 		}
 		switch {
 		case err != nil && errors.Is(err, gitread.ErrChanged):
@@ -210,16 +212,16 @@ func (g *Guard) bind(cfg *config, abs string) (*binding, error) {
 		case err != nil:
 			b.close()
 			return nil, err
-		case call.checkout.Unsettled:
-			unsettled = fmt.Errorf("HEAD names %s, which does not exist while other refs do (a branch being renamed or deleted, or an orphan branch)", call.checkout.Head)
+		case call.val.checkout.Unsettled:
+			unsettled = fmt.Errorf("HEAD names %s, which does not exist while other refs do (a branch being renamed or deleted, or an orphan branch)", call.val.checkout.Head)
 			b.close()
 			continue
-		case !call.snap.deps.Unchanged(e.git):
+		case !call.val.unchanged:
 			unsettled = errors.New("the checkout changed while it was read")
 			b.close()
 			continue
 		}
-		c := call.checkout
+		c := call.val.checkout
 		b.id = Identity{SourceDir: c.SourceDir, ModulePath: c.ModulePath, Revision: c.Revision}
 		b.reason = c.Reason
 		return b, nil
@@ -322,11 +324,35 @@ func Observe(opts Options) (Observation, error) {
 	return cfg.observeAt(src), nil
 }
 
+// observe reads the updater's files for b (nil: for no source
+// directory) on a goroutine of its own, waiting for it at most
+// ReadTimeout: past it the observation is unknown, with the reason. At
+// most one such read per binding is in flight.
 func (g *Guard) observe(cfg *config, b *binding) Observation {
-	if b == nil {
-		return cfg.observeAt("")
+	f, src := &g.unboundObs, ""
+	if b != nil {
+		f, src = &b.obs, b.id.SourceDir
 	}
-	return cfg.observeAt(b.installDirs()...)
+	c, stuck := f.do(cfg.timeout, func(c *call[Observation]) {
+		defer func() {
+			if p := recover(); p != nil {
+				c.val = cfg.unknownObservation(fmt.Sprintf("reading the updater's files panicked: %v", p), src)
+			}
+		}()
+		if b == nil {
+			c.val = cfg.observeAt("")
+			return
+		}
+		c.val = cfg.observeAt(b.installDirs()...)
+	})
+	if stuck == nil {
+		return c.val
+	}
+	verb := "did not return within"
+	if stuck.before {
+		verb = "has not returned in"
+	}
+	return cfg.unknownObservation(fmt.Sprintf("a read of the updater's files (the marker, the recovery markers of the install roots, the receipt) %s %v: %v", verb, stuck.since.Round(time.Millisecond), ErrReadTimeout), src)
 }
 
 // logStale logs a stale check of b: the first at Warn, later ones at

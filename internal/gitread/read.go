@@ -176,16 +176,21 @@ type Deps []Dep
 // Unchanged reports whether every dependency still has the stamp it had.
 func (d Deps) Unchanged(fs *FS) bool {
 	for i := range d {
-		stat := fs.Stat
-		if d[i].NoFollow {
-			stat = fs.Lstat
-		}
-		st, err := stat(d[i].Path)
-		if err != nil || st != d[i].Stamp && !(d[i].Identity && st.sameIdentity(d[i].Stamp)) {
+		if !d[i].Unchanged(fs) {
 			return false
 		}
 	}
 	return true
+}
+
+// Unchanged reports whether the dependency still has the stamp it had.
+func (d *Dep) Unchanged(fs *FS) bool {
+	stat := fs.Stat
+	if d.NoFollow {
+		stat = fs.Lstat
+	}
+	st, err := stat(d.Path)
+	return err == nil && (st == d.Stamp || d.Identity && st.sameIdentity(d.Stamp))
 }
 
 // Settled reports whether every stamp can be trusted to change if its file

@@ -1,6 +1,7 @@
 package runtimeguard
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,6 +70,10 @@ func (f *flight[T]) do(timeout time.Duration, run func(c *call[T])) (*call[T], *
 			return nil, &stuckCall{at: c.where(), since: since, before: true}
 		}
 		f.mu.Unlock()
+		if c.wait() {
+			f.mu.Lock()
+			continue
+		}
 		if timer == nil {
 			timer = time.NewTimer(timeout)
 			defer timer.Stop()
@@ -91,6 +96,30 @@ func (f *flight[T]) run(c *call[T], run func(c *call[T])) {
 		close(c.done)
 	}()
 	run(c)
+}
+
+// yields is how many times a caller lets the call run before it sleeps:
+// a call just started is the next goroutine of the caller's processor, so
+// yielding runs it on the caller's thread, and a check of an unchanged
+// checkout waits for its stats without waking another thread.
+const yields = 4
+
+// wait lets the call run and reports whether it returned meanwhile.
+func (c *call[T]) wait() bool {
+	for i := 0; i < yields; i++ {
+		select {
+		case <-c.done:
+			return true
+		default:
+			runtime.Gosched()
+		}
+	}
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // where is what the call is on now, or "".

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,15 +35,37 @@ type binding struct {
 	snap atomic.Pointer[snapshot]
 
 	// sub is the binding's inotify subscription, on the watch path; nil
-	// on the stat path, and watchWhy then says why (for diagnostics).
-	sub      atomic.Pointer[watch.Sub]
+	// on the stat path, and watchWhy then says why (for diagnostics). A
+	// binding whose arming failed subscribes again on its next full read,
+	// unless watchOff (no watcher in this process, or Options.NoWatch) or
+	// closed (the guard no longer uses it, or was closed).
+	sub      *subRef
 	watchWhy atomic.Pointer[string]
+	watchOff atomic.Bool
+	closed   atomic.Bool
+	// guardClosed is the guard's: set by Guard.Close.
+	guardClosed *atomic.Bool
+	// pathSig fires, and is replaced, whenever checks of the unchanged
+	// checkout change path (watch or stat): a Guard.Watch picks its event
+	// source again.
+	pathSig atomic.Pointer[signal]
+	cleanup sync.Once // registers the closing of sub with the collector
 
 	// reads runs the checks that touch the file system (the stats of the
 	// stat path, full reads), one at a time, each on a goroutine of its
 	// own; obs runs the reads of the updater's files of a stale answer.
 	reads flight[readResult]
 	obs   flight[Observation]
+}
+
+// subRef holds a binding's subscription apart from the binding, so that
+// the garbage collector can close it once the binding is unreachable.
+type subRef struct{ atomic.Pointer[watch.Sub] }
+
+// newBinding returns a binding of the configured path abs that has read
+// nothing yet.
+func newBinding(abs string, boundAt time.Time, guardClosed *atomic.Bool) *binding {
+	return &binding{configured: abs, boundAt: boundAt, sig: newSignal(), replaced: newSignal(), sub: new(subRef), guardClosed: guardClosed}
 }
 
 // snapshot is the result of a full read with the stamps of every file it
@@ -190,8 +213,32 @@ func (b *binding) run(call *readCall, e *env, alwaysRead, mustExist bool) {
 	if mustExist {
 		r.unchanged = deps.Unchanged(fsys)
 	}
-	b.snap.Store(s)
+	if prev := b.snap.Swap(s); prev == nil || prev.watched != s.watched {
+		b.pathChanged()
+	}
 	r.rev, r.snap = c.Revision, s
+}
+
+// pathSignal is the signal that fires when checks change path next.
+func (b *binding) pathSignal() *signal {
+	if s := b.pathSig.Load(); s != nil {
+		return s
+	}
+	b.pathSig.CompareAndSwap(nil, newSignal())
+	return b.pathSig.Load()
+}
+
+// pathChanged fires the path signal and makes a new one.
+func (b *binding) pathChanged() {
+	if old := b.pathSig.Swap(newSignal()); old != nil {
+		old.fire()
+	}
+}
+
+// unused reports whether the binding may no longer watch: its guard no
+// longer uses it, or was closed.
+func (b *binding) unused() bool {
+	return b.closed.Load() || b.guardClosed != nil && b.guardClosed.Load()
 }
 
 // installDirs are the source directories whose recovery markers count:
@@ -214,20 +261,20 @@ func (b *binding) installDirs() []string {
 var errElsewhere = errors.New("the module path leads elsewhere")
 
 // armable prepares a full read on the watch path: it subscribes the
-// binding on its first read, where the platform has inotify, and starts a
-// new generation, so that every change from here on is seen. It returns
-// the generation; on the stat path, 0.
+// binding, where the platform has inotify, on its first read and on every
+// read after an arming failed (a file system that now reports its
+// changes, a watch limit no longer reached), and starts a new generation,
+// so that every change from here on is seen. It returns the generation;
+// on the stat path, 0.
 func (b *binding) armable(e *env, alwaysRead bool) uint64 {
-	if alwaysRead {
+	if alwaysRead || b.watchOff.Load() || b.unused() {
 		return 0
 	}
 	sub := b.sub.Load()
 	if sub == nil {
-		if b.watchWhy.Load() != nil {
-			return 0 // tried, and the stat path it is
-		}
 		w, err := e.watch()
 		if err != nil {
+			b.watchOff.Store(true)
 			b.setWatchWhy(err.Error())
 			return 0
 		}
@@ -236,7 +283,17 @@ func (b *binding) armable(e *env, alwaysRead bool) uint64 {
 			sub.Close()
 			return 0
 		}
-		runtime.AddCleanup(b, func(s *watch.Sub) { s.Close() }, sub)
+		b.cleanup.Do(func() {
+			runtime.AddCleanup(b, func(r *subRef) {
+				if s := r.Swap(nil); s != nil {
+					s.Close()
+				}
+			}, b.sub)
+		})
+		if b.unused() { // closed meanwhile
+			b.close()
+			return 0
+		}
 	}
 	return sub.Clear()
 }
@@ -284,10 +341,14 @@ func (b *binding) path(alwaysRead bool) (check, why string) {
 	return "stat", why
 }
 
-// close drops the binding's subscription: a binding no guard uses. A
-// read still in flight finds it closed.
+// close drops the binding's subscription for good: a binding no guard
+// uses, or a closed guard's. A read still in flight finds it closed, and
+// no later read subscribes again. Checks on the watch path turn to the
+// stat path.
 func (b *binding) close() {
+	b.closed.Store(true)
 	if sub := b.sub.Swap(nil); sub != nil {
 		sub.Close()
 	}
+	b.pathChanged()
 }

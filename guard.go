@@ -85,6 +85,9 @@ type Guard struct {
 	staleCount atomic.Uint64
 
 	unboundObs flight[Observation] // the reads of the updater's files of an unbound guard
+	closed     atomic.Bool         // set by Close
+	closedSig  signal              // fired by Close; its channel made on first use
+	closedOnce sync.Once
 
 	scheduled  atomic.Pointer[Reload] // the reload the host carries out, if any
 	receiptsMu sync.Mutex             // protects receipts
@@ -175,6 +178,42 @@ func (g *Guard) Capture(modulePath string) error {
 	return nil
 }
 
+// Close releases what the guard holds in the kernel and ends its
+// [Guard.Watch]: the inotify watches of its binding, now and for every
+// binding it makes later. It is for hosts that make guards dynamically;
+// a guard that is simply dropped releases them once the garbage collector
+// finds it unreachable. Close is idempotent and safe while checks run:
+// checks after it go on answering, each by a stat of the files the answer
+// depends on (or a full read), never by a watch again.
+//
+// While it lives, a guard holds: on the watch path, inotify watches on the
+// process's one inotify descriptor (shared by every guard and never
+// closed), one per directory on the way to each file its answer depends
+// on and one per such file, at most 256; while [Guard.Watch] runs, an
+// epoll descriptor, an eventfd and a descriptor of /proc/self/mountinfo;
+// and, while a file system it reads does not answer, at most one goroutine
+// blocked on the checkout and one on the updater's files.
+func (g *Guard) Close() error {
+	g.closed.Store(true)
+	g.closedSignal().fire()
+	g.bindMu.Lock() // a binding being made now is stored, then closed
+	defer g.bindMu.Unlock()
+	if b := g.bound.Load(); b != nil {
+		b.close()
+	}
+	return nil
+}
+
+// closedSignal is the signal Close fires.
+func (g *Guard) closedSignal() *signal {
+	g.closedOnce.Do(func() {
+		if g.closedSig.c == nil {
+			g.closedSig.c = make(chan struct{})
+		}
+	})
+	return &g.closedSig
+}
+
 // Binding retries: a read that raced a change, or found HEAD naming a
 // branch that is missing while the repository has others (a rename in
 // progress), is read again after a pause that doubles up to
@@ -199,7 +238,7 @@ func (g *Guard) bind(cfg *config, abs string) (*binding, error) {
 			time.Sleep(backoff)
 			backoff = min(2*backoff, maxBindBackoff)
 		}
-		b := &binding{configured: abs, boundAt: e.now(), sig: newSignal(), replaced: newSignal()}
+		b := newBinding(abs, e.now(), &g.closed)
 		call, err := b.look(e, cfg.alwaysRead, cfg.timeout, true)
 		if err == nil {
 			err = call.val.err

@@ -741,6 +741,35 @@ func (s *Sub) Close() {
 	delete(w.subs, s)
 }
 
+// Registered lists the watch descriptors the subscription registered.
+func (s *Sub) Registered() []int32 {
+	s.w.mu.Lock()
+	defer s.w.mu.Unlock()
+	var wds []int32
+	for _, r := range s.regs {
+		if r.d.wd >= 0 && !slices.Contains(wds, r.d.wd) {
+			wds = append(wds, r.d.wd)
+		}
+	}
+	return wds
+}
+
+// Leaked reports whether the kernel still holds the watch wd although no
+// subscription registered it and no arm pinned it: a watch nothing would
+// ever remove.
+func (w *Watcher) Leaked(wd int32) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if d := w.byWD[wd]; d != nil && len(d.subs) > 0 || w.pins[wd] > 0 {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", w.fd))
+	if err != nil {
+		return false
+	}
+	return strings.Contains(string(b), fmt.Sprintf("inotify wd:%x ", wd))
+}
+
 // Waiter blocks until an event is queued: the event source of a guard's
 // background watch, with no polling.
 type Waiter struct {

@@ -33,6 +33,11 @@ type binding struct {
 	configured string
 
 	snap atomic.Pointer[snapshot]
+	// failed is the latest full read's failure, when what decided it is
+	// the content of files it depends on, settled: while a stat of each
+	// finds them unchanged, it is the answer, and nothing is read again
+	// (a sparse index of 256 MiB is not read whole on every check).
+	failed atomic.Pointer[failure]
 
 	// sub is the binding's inotify subscription, on the watch path; nil
 	// on the stat path, and watchWhy then says why (for diagnostics). A
@@ -56,6 +61,12 @@ type binding struct {
 	// own; obs runs the reads of the updater's files of a stale answer.
 	reads flight[readResult]
 	obs   flight[Observation]
+}
+
+// failure is a full read's failure and the files that decided it.
+type failure struct {
+	deps gitread.Deps
+	err  error
 }
 
 // subRef holds a binding's subscription apart from the binding, so that
@@ -141,12 +152,12 @@ func (b *binding) look(e *env, alwaysRead bool, timeout time.Duration, mustExist
 	return nil, fmt.Errorf("a look at %s did not return within %v%s: %w", b.configured, stuck.since, on, ErrReadTimeout)
 }
 
-// statsUnchanged stats each file s depends on and reports whether all
-// still have their stamps; c names the one being statted.
-func statsUnchanged(c *readCall, fs *gitread.FS, s *snapshot) bool {
-	for i := range s.deps {
-		c.at.Store(&s.deps[i].Path)
-		if !s.deps[i].Unchanged(fs) {
+// statsUnchanged stats each of deps and reports whether all still have
+// their stamps; c names the one being statted.
+func statsUnchanged(c *readCall, fs *gitread.FS, deps gitread.Deps) bool {
+	for i := range deps {
+		c.at.Store(&deps[i].Path)
+		if !deps[i].Unchanged(fs) {
 			return false
 		}
 	}
@@ -155,7 +166,7 @@ func statsUnchanged(c *readCall, fs *gitread.FS, s *snapshot) bool {
 
 // tracking is fs with every call naming its path in at first.
 func tracking(fs *gitread.FS, at *atomic.Pointer[string]) *gitread.FS {
-	return &gitread.FS{
+	t := &gitread.FS{
 		Stat: func(p string) (gitread.Stamp, error) {
 			at.Store(&p)
 			return fs.Stat(p)
@@ -169,6 +180,13 @@ func tracking(fs *gitread.FS, at *atomic.Pointer[string]) *gitread.FS {
 			return fs.ReadFile(p, limit, nofollow)
 		},
 	}
+	if fs.ReadEnds != nil {
+		t.ReadEnds = func(p string, n int, nofollow bool) ([]byte, []byte, gitread.Stamp, error) {
+			at.Store(&p)
+			return fs.ReadEnds(p, n, nofollow)
+		}
+	}
+	return t
 }
 
 // arming is what a read is on while it adds its inotify watches.
@@ -188,8 +206,12 @@ func (b *binding) run(call *readCall, e *env, alwaysRead, mustExist bool) {
 			r.err = &PanicError{Value: p, Stack: debug.Stack()}
 		}
 	}()
-	if s := b.snap.Load(); s != nil && !alwaysRead && !mustExist && !s.watched && s.trusted && statsUnchanged(call, e.git, s) {
+	if s := b.snap.Load(); s != nil && !alwaysRead && !mustExist && !s.watched && s.trusted && statsUnchanged(call, e.git, s.deps) {
 		r.rev, r.snap = s.rev, s
+		return
+	}
+	if f := b.failed.Load(); f != nil && !alwaysRead && !mustExist && statsUnchanged(call, e.git, f.deps) {
+		r.err = f.err // the same files: the same failure, not read again
 		return
 	}
 	start := e.now()
@@ -200,6 +222,9 @@ func (b *binding) run(call *readCall, e *env, alwaysRead, mustExist bool) {
 	switch {
 	case err != nil:
 		r.err = err
+		if !alwaysRead && gitread.FromContent(err) && deps.Settled(start) {
+			b.failed.Store(&failure{deps: deps, err: err})
+		}
 		return
 	case b.id.ModulePath != "" && c.ModulePath != b.id.ModulePath:
 		r.err = fmt.Errorf("%s now leads to %s, not to %s: %w", b.configured, c.ModulePath, b.id.ModulePath, errElsewhere)
@@ -213,6 +238,7 @@ func (b *binding) run(call *readCall, e *env, alwaysRead, mustExist bool) {
 	if mustExist {
 		r.unchanged = deps.Unchanged(fsys)
 	}
+	b.failed.Store(nil)
 	if prev := b.snap.Swap(s); prev == nil || prev.watched != s.watched {
 		b.pathChanged()
 	}

@@ -74,7 +74,8 @@ type Options struct {
 	// [ErrReadTimeout]. Zero: [DefaultReadTimeout]. Negative: an error.
 	ReadTimeout time.Duration
 	// Logger receives the guard's transitions: the first stale check at
-	// Warn, later ones at Debug. Nil: silent.
+	// Warn, later ones at Debug, at most one line every ten seconds, with
+	// the number of checks refused since the line before. Nil: silent.
 	Logger *slog.Logger
 }
 
@@ -113,7 +114,8 @@ type config struct {
 	alwaysRead    bool
 	noWatch       bool
 	logger        *slog.Logger
-	expect        string // ExpectRevision, lower case
+	staleLogEvery time.Duration // the least time between two Debug logs of stale checks
+	expect        string        // ExpectRevision, lower case
 }
 
 // resolve validates opts and applies its defaults.
@@ -149,6 +151,8 @@ func (opts *Options) resolve(e *env) (*config, error) {
 		alwaysRead: opts.AlwaysRead,
 		noWatch:    opts.NoWatch,
 		logger:     opts.Logger,
+
+		staleLogEvery: staleLogInterval,
 	}
 	if c.python != "" {
 		// Resolved now: a later chdir of the host's must not move it.

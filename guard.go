@@ -83,6 +83,10 @@ type Guard struct {
 	first      atomic.Pointer[signal] // the change signal of Capture's bindings
 	staleSeen  atomic.Bool            // a stale check was logged since the last current one
 	staleCount atomic.Uint64
+	// staleLogged is when a stale check was last logged (Unix
+	// nanoseconds), and staleUnlogged how many were refused since.
+	staleLogged   atomic.Int64
+	staleUnlogged atomic.Uint64
 
 	unboundObs flight[Observation] // the reads of the updater's files of an unbound guard
 	closed     atomic.Bool         // set by Close
@@ -300,9 +304,10 @@ func (g *Guard) EnsureCurrent() error {
 		return nil
 	}
 	b.sig.fire()
+	o := g.observe(cfg, b)
 	se := &StaleError{
 		Message:  cfg.message,
-		State:    g.observe(cfg, b).State,
+		State:    o.State,
 		Captured: b.id.Revision,
 		Current:  rev,
 		Err:      err,
@@ -310,7 +315,7 @@ func (g *Guard) EnsureCurrent() error {
 	if r := g.scheduled.Load(); r != nil && r.b == b {
 		se.Message, se.RestartScheduled = cfg.reloadMessage, true
 	}
-	g.logStale(cfg, b, se)
+	g.logStale(cfg, b, se, &o)
 	return se
 }
 
@@ -394,19 +399,37 @@ func (g *Guard) observe(cfg *config, b *binding) Observation {
 	return cfg.unknownObservation(fmt.Sprintf("a read of the updater's files (the marker, the recovery markers of the install roots, the receipt) %s %v: %v", verb, stuck.since.Round(time.Millisecond), ErrReadTimeout), src)
 }
 
+// staleLogInterval is the least time between two logs of repeated stale
+// checks: each says how many were refused since the one before.
+const staleLogInterval = 10 * time.Second
+
 // logStale logs a stale check of b: the first at Warn, later ones at
-// Debug, none for a binding the guard no longer uses (a check that began
-// before a Rebind).
-func (g *Guard) logStale(cfg *config, b *binding, se *StaleError) {
+// Debug, at most one per cfg.staleLogEvery with the number refused since,
+// none for a binding the guard no longer uses (a check that began before
+// a Rebind). An update state that is unknown comes with its reason.
+func (g *Guard) logStale(cfg *config, b *binding, se *StaleError, o *Observation) {
 	if cfg.logger == nil || g.bound.Load() != b {
 		return
 	}
 	n := g.staleCount.Add(1)
+	attrs := []any{"stale", se, "restart_scheduled", se.RestartScheduled, "stale_checks", n}
+	if o.State == UpdateUnknown && o.MarkerReason != "" {
+		attrs = append(attrs, "update_state_reason", o.MarkerReason)
+	}
+	now := time.Now().UnixNano()
 	if g.staleSeen.CompareAndSwap(false, true) {
-		cfg.logger.Warn("runtimeguard: the loaded runtime is stale", "stale", se, "restart_scheduled", se.RestartScheduled, "stale_checks", n)
+		g.staleLogged.Store(now)
+		g.staleUnlogged.Store(0)
+		cfg.logger.Warn("runtimeguard: the loaded runtime is stale", attrs...)
 		return
 	}
-	cfg.logger.Debug("runtimeguard: stale runtime refused again", "stale", se, "restart_scheduled", se.RestartScheduled, "stale_checks", n)
+	g.staleUnlogged.Add(1)
+	last := g.staleLogged.Load()
+	if now-last < int64(cfg.staleLogEvery) || !g.staleLogged.CompareAndSwap(last, now) {
+		return
+	}
+	attrs = append(attrs, "refused_since_last_log", g.staleUnlogged.Swap(0), "since", time.Duration(now-last).Round(time.Millisecond))
+	cfg.logger.Debug("runtimeguard: stale runtime refused again", attrs...)
 }
 
 // env is the part of the environment a guard touches, replaceable per

@@ -69,9 +69,12 @@ type Options struct {
 	// [Observation].Check): every check stats the files the answer depends
 	// on instead of asking one inotify descriptor.
 	NoWatch bool
-	// ReadTimeout bounds how long a check waits for a full read of the
-	// checkout; past it the check fails closed with an error matching
-	// [ErrReadTimeout]. Zero: [DefaultReadTimeout]. Negative: an error.
+	// ReadTimeout bounds how long a check waits for the file system: for
+	// the stats or the full read of the checkout, past which the check
+	// fails closed with an error matching [ErrReadTimeout] that names what
+	// it is blocked on, and, for a stale answer, for the updater's files,
+	// past which the update state is unknown. Zero: [DefaultReadTimeout].
+	// Negative: an error.
 	ReadTimeout time.Duration
 	// Logger receives the guard's transitions: the first stale check at
 	// Warn, later ones at Debug, at most one line every ten seconds, with

@@ -21,7 +21,8 @@ var (
 	// ErrStale matches every [StaleError].
 	ErrStale = errors.New("runtimeguard: the loaded runtime is stale")
 	// ErrReadTimeout matches the error of a check that gave up waiting for
-	// a full read of the checkout: see [Options.ReadTimeout].
+	// the file system (a stat or a full read of the checkout): see
+	// [Options.ReadTimeout].
 	ErrReadTimeout = errors.New("runtimeguard: read timed out")
 	// ErrNoModule matches the error of binding to a module path that leads
 	// to no file, or to a directory.
@@ -283,8 +284,10 @@ func (g *Guard) bind(cfg *config, abs string) (*binding, error) {
 // packed-refs, the index, the config, and every link and directory on the
 // way to the module); when one changed, or a file is too recent for its
 // timestamp to prove anything (Git's "racy" rule), it reads them again.
-// Concurrent checks share such a read only when it began after they
-// arrived, and wait for one at most [Options.ReadTimeout].
+// The stats and reads run on a goroutine of their own, one at a time per
+// binding: concurrent checks share one only when it began after they
+// arrived, and wait for it at most [Options.ReadTimeout]. A stale answer
+// reads the updater's files the same way, within the same bound.
 //
 // A check answers for the checkout as it is: one that moved back to the
 // bound revision is current again ([Guard.Changed] stays closed).

@@ -150,8 +150,10 @@ func (g *Guard) Capture(modulePath string) error {
 		return err
 	}
 	if b := g.bound.Load(); b != nil && b.id.Revision != "" {
-		if mod, err := gitread.ResolvePath(abs); abs != b.configured && (err != nil || mod != b.id.ModulePath) {
-			return fmt.Errorf("runtimeguard: capture %s: the guard is bound to %s at %s; a guard binds once", abs, b.configured, b.id.Revision)
+		if abs != b.configured { // the same path is verified as a check is, within ReadTimeout
+			if mod, err := gitread.ResolvePath(abs); err != nil || mod != b.id.ModulePath {
+				return fmt.Errorf("runtimeguard: capture %s: the guard is bound to %s at %s; a guard binds once", abs, b.configured, b.id.Revision)
+			}
 		}
 		return g.EnsureCurrent()
 	}

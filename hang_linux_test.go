@@ -85,6 +85,15 @@ func TestStatPathOnAHungFileSystem(t *testing.T) {
 		assert.ErrorIs(t, err, ErrReadTimeout)
 		assert.ErrorContains(t, err, filepath.Join(f.Dir, "agent"), "the error names what hung")
 	}
+	// Capture of the path the guard is bound to verifies as a check does.
+	captured := make(chan error, 1)
+	go func() { captured <- g.Capture(configured) }()
+	select {
+	case err := <-captured:
+		assert.ErrorIs(t, err, ErrReadTimeout)
+	case <-time.After(10 * hangTimeout):
+		t.Fatal("Capture of the bound path waited on the hung file system")
+	}
 	// One stat of the link hangs; the stale answers' diagnostics, which
 	// resolve the configured path again, hang one more read.
 	assert.LessOrEqual(t, f.Pending(), 2, "requests blocked on the hung file system")

@@ -21,8 +21,8 @@ const sparseSize = 256 << 20
 // A sparse regular file at the index or packed-refs (truncated to 256
 // MiB: zeros, or zeros after its content) makes every check stale, as git
 // fails there too, and no check reads it whole: its ends say it cannot be
-// one (no DIRC signature; a first line that is neither a header nor a
-// record, a last line not terminated), so no check allocates near the
+// one (no DIRC signature; a last line not terminated), so no check
+// allocates near the
 // bound of 64 MiB, and once the failure is settled a check stats the files
 // it depends on and reads nothing.
 //

@@ -296,21 +296,13 @@ func indexHead(hashLen int) func(head, tail []byte, size int64) error {
 	}
 }
 
-// packedEnds refuses a packed-refs whose first line is neither a header
-// nor a record, or whose last line is not terminated: git's packed
-// backend fails on both too.
-func packedEnds(head, tail []byte, _ int64) error {
-	if c := head[0]; c != '#' && !isHexDigit(c) {
-		return fmt.Errorf("the first line is neither a header nor a record (byte %#02x)", c)
-	}
+// packedEnds refuses a packed-refs whose last line is not terminated:
+// git's packed backend refuses it too (a file grown with zeros, say).
+func packedEnds(_, tail []byte, _ int64) error {
 	if tail[len(tail)-1] != '\n' {
 		return errors.New("the last line is not terminated")
 	}
 	return nil
-}
-
-func isHexDigit(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
 // Read resolves the configured module path abs (absolute and clean, links

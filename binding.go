@@ -39,16 +39,51 @@ type binding struct {
 	configured string
 
 	snap atomic.Pointer[snapshot]
+	// failed is the latest full read's failure, when what decided it is
+	// the content of files it depends on, settled: while a stat of each
+	// finds them unchanged, it is the answer, and nothing is read again
+	// (a sparse index of 256 MiB is not read whole on every check).
+	failed atomic.Pointer[failure]
 
 	// sub is the binding's inotify subscription, on the watch path; nil
-	// on the stat path, and watchWhy then says why (for diagnostics).
-	sub      atomic.Pointer[watch.Sub]
+	// on the stat path, and watchWhy then says why (for diagnostics). A
+	// binding whose arming failed subscribes again on its next full read,
+	// unless watchOff (no watcher in this process, or Options.NoWatch) or
+	// closed (the guard no longer uses it, or was closed).
+	sub      *subRef
 	watchWhy atomic.Pointer[string]
+	watchOff atomic.Bool
+	closed   atomic.Bool
+	// guardClosed is the guard's: set by Guard.Close.
+	guardClosed *atomic.Bool
+	// pathSig fires, and is replaced, whenever checks of the unchanged
+	// checkout change path (watch or stat): a Guard.Watch picks its event
+	// source again.
+	pathSig atomic.Pointer[signal]
+	cleanup sync.Once // registers the closing of sub with the collector
 
-	mu       sync.Mutex // protects started, inflight and last
-	started  uint64     // full reads started so far
-	inflight *readCall  // the full read running, if any
-	last     *readCall  // the latest full read that returned
+	// reads runs the checks that touch the file system (the stats of the
+	// stat path, full reads), one at a time, each on a goroutine of its
+	// own; obs runs the reads of the updater's files of a stale answer.
+	reads flight[readResult]
+	obs   flight[Observation]
+	diag  flight[Observation] // and those of a diagnostic (Guard.Observe), which reads the receipts too
+}
+
+// failure is a full read's failure and the files that decided it.
+type failure struct {
+	deps gitread.Deps
+	err  error
+}
+
+// subRef holds a binding's subscription apart from the binding, so that
+// the garbage collector can close it once the binding is unreachable.
+type subRef struct{ atomic.Pointer[watch.Sub] }
+
+// newBinding returns a binding of the configured path abs that has read
+// nothing yet.
+func newBinding(abs string, boundAt time.Time, guardClosed *atomic.Bool) *binding {
+	return &binding{configured: abs, boundAt: boundAt, sig: newSignal(), replaced: newSignal(), sub: new(subRef), guardClosed: guardClosed}
 }
 
 // snapshot is the result of a full read with the stamps of every file it
@@ -64,77 +99,105 @@ type snapshot struct {
 	gen     uint64
 }
 
-// readCall is one full read: done is closed once its results are set.
-type readCall struct {
-	seq      uint64
-	start    time.Time
-	done     chan struct{}
+// readResult is what one look at the checkout found: the revision, or
+// why there is none.
+type readResult struct {
 	rev      string
 	err      error
 	checkout gitread.Checkout
 	snap     *snapshot // nil unless the read succeeded
+	// unchanged, for a binding's first read, is true when a stat of every
+	// file it depended on, after it returned, found it unchanged.
+	unchanged bool
 }
 
+// readCall is one look at the checkout: a stat of each file the snapshot
+// depends on, or a full read.
+type readCall = call[readResult]
+
 // current returns the checkout's revision now: from the snapshot when the
-// watch proves nothing changed (one system call), or a stat of each of its
-// files does, else from a full read.
+// watch proves nothing changed (one system call, in the caller's
+// goroutine: it cannot block), or a stat of each of its files does, else
+// from a full read. Stats and reads run on a goroutine of their own: see
+// look.
 func (b *binding) current(e *env, alwaysRead bool, timeout time.Duration) (string, error) {
-	if s := b.snap.Load(); s != nil && !alwaysRead {
-		switch {
-		case s.watched:
-			if s.sub.Unchanged(s.gen) || s.sub.Settle(s.gen) {
-				return s.rev, nil
-			}
-		case s.trusted && s.deps.Unchanged(e.git):
+	if s := b.snap.Load(); s != nil && !alwaysRead && s.watched {
+		if s.sub.Unchanged(s.gen) || s.sub.Settle(s.gen) {
 			return s.rev, nil
 		}
 	}
-	call, err := b.fullRead(e, alwaysRead, timeout, false)
+	call, err := b.look(e, alwaysRead, timeout, false)
 	if err != nil {
 		return "", err
 	}
-	return call.rev, call.err
+	return call.val.rev, call.val.err
 }
 
-// fullRead returns a full read that began after the caller arrived: the
-// one in flight if it began later, else a new one. At most one read per
-// binding is in flight: a caller that finds an older read running waits
-// for it, then starts the next. Reads run on their own goroutine, and no
-// caller waits longer than timeout: a read that never returns (a hung file
-// system) costs one goroutine, and every check meanwhile fails closed.
-func (b *binding) fullRead(e *env, alwaysRead bool, timeout time.Duration, mustExist bool) (*readCall, error) {
-	var timer *time.Timer
-	b.mu.Lock()
-	arrival := b.started
-	for {
-		if b.last != nil && b.last.seq > arrival {
-			call := b.last
-			b.mu.Unlock()
-			return call, nil
-		}
-		call := b.inflight
-		if call == nil {
-			b.started++
-			call = &readCall{seq: b.started, start: time.Now(), done: make(chan struct{})}
-			b.inflight = call
-			go b.run(call, e, alwaysRead, mustExist)
-		} else if since := time.Since(call.start); since > timeout {
-			b.mu.Unlock()
-			return nil, fmt.Errorf("a read of %s has not returned in %v: %w", b.configured, since.Round(time.Millisecond), ErrReadTimeout)
-		}
-		b.mu.Unlock()
-		if timer == nil {
-			timer = time.NewTimer(timeout)
-			defer timer.Stop()
-		}
-		select {
-		case <-call.done:
-		case <-timer.C:
-			return nil, fmt.Errorf("a read of %s did not return within %v: %w", b.configured, timeout, ErrReadTimeout)
-		}
-		b.mu.Lock()
+// look returns a look at the checkout that began after the caller
+// arrived: the one in flight if it began later, else a new one. At most
+// one look per binding is in flight: a caller that finds an older one
+// running waits for it, then starts the next. Looks run on their own
+// goroutine, and no caller waits longer than timeout: a stat or read that
+// never returns (a hung file system) costs one goroutine, and every check
+// meanwhile fails closed, naming what it is blocked on.
+//
+// A look first stats the files of a trusted snapshot of the stat path,
+// unless mustExist (a first read) or alwaysRead; where they are
+// unchanged it answers with the snapshot, else it reads the checkout.
+func (b *binding) look(e *env, alwaysRead bool, timeout time.Duration, mustExist bool) (*readCall, error) {
+	call, stuck := b.reads.do(timeout, func(c *readCall) { b.run(c, e, alwaysRead, mustExist) })
+	if stuck == nil {
+		return call, nil
 	}
+	on := ""
+	if stuck.at != "" {
+		on = ", blocked on " + stuck.at
+	}
+	if stuck.before {
+		return nil, fmt.Errorf("a look at %s has not returned in %v%s: %w", b.configured, stuck.since.Round(time.Millisecond), on, ErrReadTimeout)
+	}
+	return nil, fmt.Errorf("a look at %s did not return within %v%s: %w", b.configured, stuck.since, on, ErrReadTimeout)
 }
+
+// statsUnchanged stats each of deps and reports whether all still have
+// their stamps; c names the one being statted.
+func statsUnchanged(c *readCall, fs *gitread.FS, deps gitread.Deps) bool {
+	for i := range deps {
+		c.at.Store(&deps[i].Path)
+		if !deps[i].Unchanged(fs) {
+			return false
+		}
+	}
+	return true
+}
+
+// tracking is fs with every call naming its path in at first.
+func tracking(fs *gitread.FS, at *atomic.Pointer[string]) *gitread.FS {
+	t := &gitread.FS{
+		Stat: func(p string) (gitread.Stamp, error) {
+			at.Store(&p)
+			return fs.Stat(p)
+		},
+		Lstat: func(p string) (gitread.Stamp, error) {
+			at.Store(&p)
+			return fs.Lstat(p)
+		},
+		ReadFile: func(p string, limit int64, nofollow bool) ([]byte, gitread.Stamp, error) {
+			at.Store(&p)
+			return fs.ReadFile(p, limit, nofollow)
+		},
+	}
+	if fs.ReadEnds != nil {
+		t.ReadEnds = func(p string, n int, nofollow bool) ([]byte, []byte, gitread.Stamp, error) {
+			at.Store(&p)
+			return fs.ReadEnds(p, n, nofollow)
+		}
+	}
+	return t
+}
+
+// arming is what a read is on while it adds its inotify watches.
+var arming = "the inotify watches of its files"
 
 // run performs one full read, publishes its snapshot and hands its result
 // to the waiting callers. A panic in the read becomes a *[PanicError]: the
@@ -143,34 +206,72 @@ func (b *binding) fullRead(e *env, alwaysRead bool, timeout time.Duration, mustE
 // The previous snapshot stays published while the read runs: it remains a
 // valid proof for any check whose stats still match it.
 func (b *binding) run(call *readCall, e *env, alwaysRead, mustExist bool) {
+	r := &call.val
 	defer func() {
 		if p := recover(); p != nil {
-			call.rev, call.snap = "", nil
-			call.err = &PanicError{Value: p, Stack: debug.Stack()}
+			r.rev, r.snap = "", nil
+			r.err = &PanicError{Value: p, Stack: debug.Stack()}
 		}
-		b.mu.Lock()
-		b.last, b.inflight = call, nil
-		b.mu.Unlock()
-		close(call.done)
 	}()
+	if s := b.snap.Load(); s != nil && !alwaysRead && !mustExist && !s.watched && s.trusted && statsUnchanged(call, e.git, s.deps) {
+		r.rev, r.snap = s.rev, s
+		return
+	}
+	if f := b.failed.Load(); f != nil && !alwaysRead && !mustExist && statsUnchanged(call, e.git, f.deps) {
+		r.err = f.err // the same files: the same failure, not read again
+		return
+	}
 	start := e.now()
 	gen := b.armable(e, alwaysRead)
-	c, deps, err := gitread.Read(e.git, b.configured, mustExist)
-	call.checkout = c
+	fsys := tracking(e.git, &call.at)
+	c, deps, err := gitread.Read(fsys, b.configured, mustExist)
+	r.checkout = c
 	switch {
 	case err != nil:
-		call.err = err
+		r.err = err
+		if !alwaysRead && gitread.FromContent(err) && deps.Settled(start) {
+			b.failed.Store(&failure{deps: deps, err: err})
+		}
 		return
 	case b.id.ModulePath != "" && c.ModulePath != b.id.ModulePath:
-		call.err = fmt.Errorf("%s now leads to %s, not to %s: %w", b.configured, c.ModulePath, b.id.ModulePath, errElsewhere)
+		r.err = fmt.Errorf("%s now leads to %s, not to %s: %w", b.configured, c.ModulePath, b.id.ModulePath, errElsewhere)
 		return
 	}
 	s := &snapshot{rev: c.Revision, deps: deps, trusted: !alwaysRead && deps.Settled(start), gen: gen}
 	if sub := b.sub.Load(); sub != nil {
-		s.watched, s.sub = b.arm(e, sub, s, start), sub
+		call.at.Store(&arming)
+		s.watched, s.sub = b.arm(fsys, sub, s, start), sub
 	}
-	b.snap.Store(s)
-	call.rev, call.snap = c.Revision, s
+	if mustExist {
+		r.unchanged = deps.Unchanged(fsys)
+	}
+	b.failed.Store(nil)
+	if prev := b.snap.Swap(s); prev == nil || prev.watched != s.watched {
+		b.pathChanged()
+	}
+	r.rev, r.snap = c.Revision, s
+}
+
+// pathSignal is the signal that fires when checks change path next.
+func (b *binding) pathSignal() *signal {
+	if s := b.pathSig.Load(); s != nil {
+		return s
+	}
+	b.pathSig.CompareAndSwap(nil, newSignal())
+	return b.pathSig.Load()
+}
+
+// pathChanged fires the path signal and makes a new one.
+func (b *binding) pathChanged() {
+	if old := b.pathSig.Swap(newSignal()); old != nil {
+		old.fire()
+	}
+}
+
+// unused reports whether the binding may no longer watch: its guard no
+// longer uses it, or was closed.
+func (b *binding) unused() bool {
+	return b.closed.Load() || b.guardClosed != nil && b.guardClosed.Load()
 }
 
 // installDirs are the source directories whose recovery markers count:
@@ -193,20 +294,20 @@ func (b *binding) installDirs() []string {
 var errElsewhere = errors.New("the module path leads elsewhere")
 
 // armable prepares a full read on the watch path: it subscribes the
-// binding on its first read, where the platform has inotify, and starts a
-// new generation, so that every change from here on is seen. It returns
-// the generation; on the stat path, 0.
+// binding, where the platform has inotify, on its first read and on every
+// read after an arming failed (a file system that now reports its
+// changes, a watch limit no longer reached), and starts a new generation,
+// so that every change from here on is seen. It returns the generation;
+// on the stat path, 0.
 func (b *binding) armable(e *env, alwaysRead bool) uint64 {
-	if alwaysRead {
+	if alwaysRead || b.watchOff.Load() || b.unused() {
 		return 0
 	}
 	sub := b.sub.Load()
 	if sub == nil {
-		if b.watchWhy.Load() != nil {
-			return 0 // tried, and the stat path it is
-		}
 		w, err := e.watch()
 		if err != nil {
+			b.watchOff.Store(true)
 			b.setWatchWhy(err.Error())
 			return 0
 		}
@@ -215,7 +316,17 @@ func (b *binding) armable(e *env, alwaysRead bool) uint64 {
 			sub.Close()
 			return 0
 		}
-		runtime.AddCleanup(b, func(s *watch.Sub) { s.Close() }, sub)
+		b.cleanup.Do(func() {
+			runtime.AddCleanup(b, func(r *subRef) {
+				if s := r.Swap(nil); s != nil {
+					s.Close()
+				}
+			}, b.sub)
+		})
+		if b.unused() { // closed meanwhile
+			b.close()
+			return 0
+		}
 	}
 	return sub.Clear()
 }
@@ -226,7 +337,7 @@ func (b *binding) armable(e *env, alwaysRead bool) uint64 {
 // settled and unchanged, else the next check reads again. A file system
 // that does not report its changes, or the watch limit, keeps the stat
 // path, and says why.
-func (b *binding) arm(e *env, sub *watch.Sub, s *snapshot, start time.Time) bool {
+func (b *binding) arm(fsys *gitread.FS, sub *watch.Sub, s *snapshot, start time.Time) bool {
 	entries := make([]watch.Entry, len(s.deps))
 	for i, d := range s.deps {
 		file := d.Stamp.Present() && !d.Stamp.IsDir() && !(d.NoFollow && d.Stamp.IsLink())
@@ -240,7 +351,7 @@ func (b *binding) arm(e *env, sub *watch.Sub, s *snapshot, start time.Time) bool
 		}
 		return false
 	}
-	if fresh && !(s.deps.Settled(start) && s.deps.Unchanged(e.git)) {
+	if fresh && !(s.deps.Settled(start) && s.deps.Unchanged(fsys)) {
 		sub.MarkDirty()
 	}
 	return true
@@ -263,10 +374,14 @@ func (b *binding) path(alwaysRead bool) (check, why string) {
 	return "stat", why
 }
 
-// close drops the binding's subscription: a binding no guard uses. A
-// read still in flight finds it closed.
+// close drops the binding's subscription for good: a binding no guard
+// uses, or a closed guard's. A read still in flight finds it closed, and
+// no later read subscribes again. Checks on the watch path turn to the
+// stat path.
 func (b *binding) close() {
+	b.closed.Store(true)
 	if sub := b.sub.Swap(nil); sub != nil {
 		sub.Close()
 	}
+	b.pathChanged()
 }

@@ -82,12 +82,16 @@ type Options struct {
 	// [Observation].Check): every check stats the files the answer depends
 	// on instead of asking one inotify descriptor.
 	NoWatch bool
-	// ReadTimeout bounds how long a check waits for a full read of the
-	// checkout; past it the check fails closed with an error matching
-	// [ErrReadTimeout]. Zero: [DefaultReadTimeout]. Negative: an error.
+	// ReadTimeout bounds how long a check waits for the file system: for
+	// the stats or the full read of the checkout, past which the check
+	// fails closed with an error matching [ErrReadTimeout] that names what
+	// it is blocked on, and, for a stale answer, for the updater's files,
+	// past which the update state is unknown. Zero: [DefaultReadTimeout].
+	// Negative: an error.
 	ReadTimeout time.Duration
 	// Logger receives the guard's transitions: the first stale check at
-	// Warn, later ones at Debug. Nil: silent.
+	// Warn, later ones at Debug, at most one line every ten seconds, with
+	// the number of checks refused since the line before. Nil: silent.
 	Logger *slog.Logger
 	// OnStale, when set, is called with every stale answer that
 	// [Guard.Middleware] and [Reloader.Wrap] write, before it is written:
@@ -137,7 +141,8 @@ type config struct {
 	noWatch       bool
 	logger        *slog.Logger
 	onStale       func(*http.Request, *StaleError)
-	expect        string // ExpectRevision, lower case
+	staleLogEvery time.Duration // the least time between two Debug logs of stale checks
+	expect        string        // ExpectRevision, lower case
 	expectReceipt string
 }
 
@@ -175,6 +180,8 @@ func (opts *Options) resolve(e *env) (*config, error) {
 		noWatch:    opts.NoWatch,
 		logger:     opts.Logger,
 		onStale:    opts.OnStale,
+
+		staleLogEvery: staleLogInterval,
 	}
 	if c.python != "" {
 		// Resolved now: a later chdir of the host's must not move it.

@@ -20,7 +20,10 @@
 // index are read from the files. On Linux an unchanged checkout is proven
 // unchanged by one system call (an inotify watch of every file the answer
 // depends on); elsewhere, and where events cannot be trusted, by one stat
-// of each of those files.
+// of each of those files. No check waits for the file system longer than
+// [Options.ReadTimeout]: stats and reads run on a goroutine of their own,
+// one per binding at a time, so a file system that stops answering costs a
+// goroutine, not one per request, and the check fails closed.
 //
 // # The API, and why each name exists
 //
@@ -30,6 +33,8 @@
 //   - [Guard.Capture]: bind later, for a server that loads the module lazily.
 //   - [Guard.EnsureCurrent]: the check before touching session state.
 //   - [Identity], [Guard.Identity]: what the guard is bound to, for logs.
+//   - [Guard.Close]: release what a guard holds in the kernel, for hosts
+//     that make guards dynamically.
 //   - [DefaultReadTimeout], [DefaultMaxMarkerAge]: the defaults of the two
 //     durations in [Options].
 //

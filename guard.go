@@ -23,7 +23,8 @@ var (
 	// ErrStale matches every [StaleError].
 	ErrStale = errors.New("runtimeguard: the loaded runtime is stale")
 	// ErrReadTimeout matches the error of a check that gave up waiting for
-	// a full read of the checkout: see [Options.ReadTimeout].
+	// the file system (a stat or a full read of the checkout): see
+	// [Options.ReadTimeout].
 	ErrReadTimeout = errors.New("runtimeguard: read timed out")
 	// ErrNoModule matches the error of binding to a module path that leads
 	// to no file, or to a directory.
@@ -85,6 +86,16 @@ type Guard struct {
 	first      atomic.Pointer[signal] // the change signal of Capture's bindings
 	staleSeen  atomic.Bool            // a stale check was logged since the last current one
 	staleCount atomic.Uint64
+	// staleLogged is when a stale check was last logged (Unix
+	// nanoseconds), and staleUnlogged how many were refused since.
+	staleLogged   atomic.Int64
+	staleUnlogged atomic.Uint64
+
+	unboundObs  flight[Observation] // the reads of the updater's files of an unbound guard
+	unboundDiag flight[Observation] // and of its diagnostics
+	closed     atomic.Bool         // set by Close
+	closedSig  signal              // fired by Close; its channel made on first use
+	closedOnce sync.Once
 
 	scheduled  atomic.Pointer[Reload] // the reload the host carries out, if any
 	reloader   atomic.Bool            // a Reloader runs for the guard
@@ -144,8 +155,10 @@ func (g *Guard) Capture(modulePath string) error {
 		return err
 	}
 	if b := g.bound.Load(); b != nil && b.id.Revision != "" {
-		if mod, err := gitread.ResolvePath(abs); abs != b.configured && (err != nil || mod != b.id.ModulePath) {
-			return fmt.Errorf("runtimeguard: capture %s: the guard is bound to %s at %s; a guard binds once", abs, b.configured, b.id.Revision)
+		if abs != b.configured { // the same path is verified as a check is, within ReadTimeout
+			if mod, err := gitread.ResolvePath(abs); err != nil || mod != b.id.ModulePath {
+				return fmt.Errorf("runtimeguard: capture %s: the guard is bound to %s at %s; a guard binds once", abs, b.configured, b.id.Revision)
+			}
 		}
 		return g.EnsureCurrent()
 	}
@@ -196,6 +209,42 @@ func (g *Guard) Capture(modulePath string) error {
 	return nil
 }
 
+// Close releases what the guard holds in the kernel and ends its
+// [Guard.Watch]: the inotify watches of its binding, now and for every
+// binding it makes later. It is for hosts that make guards dynamically;
+// a guard that is simply dropped releases them once the garbage collector
+// finds it unreachable. Close is idempotent and safe while checks run:
+// checks after it go on answering, each by a stat of the files the answer
+// depends on (or a full read), never by a watch again.
+//
+// While it lives, a guard holds: on the watch path, inotify watches on the
+// process's one inotify descriptor (shared by every guard and never
+// closed), one per directory on the way to each file its answer depends
+// on and one per such file, at most 256; while [Guard.Watch] runs, an
+// epoll descriptor, an eventfd and a descriptor of /proc/self/mountinfo;
+// and, while a file system it reads does not answer, at most one goroutine
+// blocked on the checkout and one on the updater's files.
+func (g *Guard) Close() error {
+	g.closed.Store(true)
+	g.closedSignal().fire()
+	g.bindMu.Lock() // a binding being made now is stored, then closed
+	defer g.bindMu.Unlock()
+	if b := g.bound.Load(); b != nil {
+		b.close()
+	}
+	return nil
+}
+
+// closedSignal is the signal Close fires.
+func (g *Guard) closedSignal() *signal {
+	g.closedOnce.Do(func() {
+		if g.closedSig.c == nil {
+			g.closedSig.c = make(chan struct{})
+		}
+	})
+	return &g.closedSig
+}
+
 // Binding retries: a read that raced a change, or found HEAD naming a
 // branch that is missing while the repository has others (a rename in
 // progress), is read again after a pause that doubles up to
@@ -231,10 +280,11 @@ func (g *Guard) bindCtx(ctx context.Context, cfg *config, abs string) (*binding,
 			}
 			backoff = min(2*backoff, maxBindBackoff)
 		}
-		b := &binding{configured: abs, boundAt: e.now(), receiptsAt: cfg.listReceipts(), sig: newSignal(), replaced: newSignal()}
-		call, err := b.fullRead(e, cfg.alwaysRead, cfg.timeout, true)
+		b := newBinding(abs, e.now(), &g.closed)
+		b.receiptsAt = cfg.listReceipts() // before the read: see binding.receiptsAt
+		call, err := b.look(e, cfg.alwaysRead, cfg.timeout, true)
 		if err == nil {
-			err = call.err
+			err = call.val.err
 		}
 		switch {
 		case err != nil && errors.Is(err, gitread.ErrChanged):
@@ -244,16 +294,16 @@ func (g *Guard) bindCtx(ctx context.Context, cfg *config, abs string) (*binding,
 		case err != nil:
 			b.close()
 			return nil, err
-		case call.checkout.Unsettled:
-			unsettled = fmt.Errorf("HEAD names %s, which does not exist while other refs do (a branch being renamed or deleted, or an orphan branch)", call.checkout.Head)
+		case call.val.checkout.Unsettled:
+			unsettled = fmt.Errorf("HEAD names %s, which does not exist while other refs do (a branch being renamed or deleted, or an orphan branch)", call.val.checkout.Head)
 			b.close()
 			continue
-		case !call.snap.deps.Unchanged(e.git):
+		case !call.val.unchanged:
 			unsettled = errors.New("the checkout changed while it was read")
 			b.close()
 			continue
 		}
-		c := call.checkout
+		c := call.val.checkout
 		b.id = Identity{SourceDir: c.SourceDir, ModulePath: c.ModulePath, Revision: c.Revision}
 		b.reason = c.Reason
 		return b, nil
@@ -272,8 +322,10 @@ func (g *Guard) bindCtx(ctx context.Context, cfg *config, abs string) (*binding,
 // packed-refs, the index, the config, and every link and directory on the
 // way to the module); when one changed, or a file is too recent for its
 // timestamp to prove anything (Git's "racy" rule), it reads them again.
-// Concurrent checks share such a read only when it began after they
-// arrived, and wait for one at most [Options.ReadTimeout].
+// The stats and reads run on a goroutine of their own, one at a time per
+// binding: concurrent checks share one only when it began after they
+// arrived, and wait for it at most [Options.ReadTimeout]. A stale answer
+// reads the updater's files the same way, within the same bound.
 //
 // A check answers for the checkout as it is: one that moved back to the
 // bound revision is current again ([Guard.Changed] stays closed).
@@ -293,9 +345,10 @@ func (g *Guard) EnsureCurrent() error {
 		return nil
 	}
 	b.sig.fire()
+	o := g.observe(cfg, b)
 	se := &StaleError{
 		Message:  cfg.message,
-		State:    g.observe(cfg, b, noReceipt).State,
+		State:    o.State,
 		Captured: b.id.Revision,
 		Current:  rev,
 		Err:      err,
@@ -305,7 +358,7 @@ func (g *Guard) EnsureCurrent() error {
 	} else if g.reloader.Load() && g.auto.Load() == autoWaiting {
 		se.Message = cfg.autoMessage
 	}
-	g.logStale(cfg, b, se)
+	g.logStale(cfg, b, se, &o)
 	return se
 }
 
@@ -324,7 +377,7 @@ func (g *Guard) Identity() Identity {
 func (g *Guard) Observe() Observation {
 	cfg := g.config()
 	b := g.bound.Load()
-	o := g.observe(cfg, b, newestReceipt)
+	o := g.observeRead(cfg, b, newestReceipt)
 	if b != nil && b.id.Revision != "" {
 		o.Check, o.CheckReason = b.path(cfg.alwaysRead)
 	}
@@ -358,26 +411,81 @@ func Observe(opts Options) (Observation, error) {
 	return cfg.observeAt(newestReceipt, src), nil
 }
 
-func (g *Guard) observe(cfg *config, b *binding, rr receiptRead) Observation {
-	if b == nil {
-		return cfg.observeAt(rr, "")
-	}
-	return cfg.observeAt(rr, b.installDirs()...)
+// observe reads the updater's files for b (nil: for no source
+// directory), as a stale answer needs them (the update state, no
+// receipt), on a goroutine of its own, waiting for it at most
+// ReadTimeout: past it the observation is unknown, with the reason. At
+// most one such read per binding is in flight.
+func (g *Guard) observe(cfg *config, b *binding) Observation {
+	return g.observeRead(cfg, b, noReceipt)
 }
 
+// observeRead is observe, reading the receipt rr asks for: the stale
+// answer's reads and the diagnostic's each have a flight of their own.
+func (g *Guard) observeRead(cfg *config, b *binding, rr receiptRead) Observation {
+	f, src := &g.unboundObs, ""
+	if rr.read {
+		f = &g.unboundDiag
+	}
+	if b != nil {
+		f, src = &b.obs, b.id.SourceDir
+		if rr.read {
+			f = &b.diag
+		}
+	}
+	c, stuck := f.do(cfg.timeout, func(c *call[Observation]) {
+		defer func() {
+			if p := recover(); p != nil {
+				c.val = cfg.unknownObservation(fmt.Sprintf("reading the updater's files panicked: %v", p), src)
+			}
+		}()
+		if b == nil {
+			c.val = cfg.observeAt(rr, "")
+			return
+		}
+		c.val = cfg.observeAt(rr, b.installDirs()...)
+	})
+	if stuck == nil {
+		return c.val
+	}
+	verb := "did not return within"
+	if stuck.before {
+		verb = "has not returned in"
+	}
+	return cfg.unknownObservation(fmt.Sprintf("a read of the updater's files (the marker, the recovery markers of the install roots, the receipt) %s %v: %v", verb, stuck.since.Round(time.Millisecond), ErrReadTimeout), src)
+}
+
+// staleLogInterval is the least time between two logs of repeated stale
+// checks: each says how many were refused since the one before.
+const staleLogInterval = 10 * time.Second
+
 // logStale logs a stale check of b: the first at Warn, later ones at
-// Debug, none for a binding the guard no longer uses (a check that began
-// before a Rebind).
-func (g *Guard) logStale(cfg *config, b *binding, se *StaleError) {
+// Debug, at most one per cfg.staleLogEvery with the number refused since,
+// none for a binding the guard no longer uses (a check that began before
+// a Rebind). An update state that is unknown comes with its reason.
+func (g *Guard) logStale(cfg *config, b *binding, se *StaleError, o *Observation) {
 	if cfg.logger == nil || g.bound.Load() != b {
 		return
 	}
 	n := g.staleCount.Add(1)
+	attrs := []any{"stale", se, "restart_scheduled", se.RestartScheduled, "stale_checks", n}
+	if o.State == UpdateUnknown && o.MarkerReason != "" {
+		attrs = append(attrs, "update_state_reason", o.MarkerReason)
+	}
+	now := time.Now().UnixNano()
 	if g.staleSeen.CompareAndSwap(false, true) {
-		cfg.logger.Warn("runtimeguard: the loaded runtime is stale", "stale", se, "restart_scheduled", se.RestartScheduled, "stale_checks", n)
+		g.staleLogged.Store(now)
+		g.staleUnlogged.Store(0)
+		cfg.logger.Warn("runtimeguard: the loaded runtime is stale", attrs...)
 		return
 	}
-	cfg.logger.Debug("runtimeguard: stale runtime refused again", "stale", se, "restart_scheduled", se.RestartScheduled, "stale_checks", n)
+	g.staleUnlogged.Add(1)
+	last := g.staleLogged.Load()
+	if now-last < int64(cfg.staleLogEvery) || !g.staleLogged.CompareAndSwap(last, now) {
+		return
+	}
+	attrs = append(attrs, "refused_since_last_log", g.staleUnlogged.Swap(0), "since", time.Duration(now-last).Round(time.Millisecond))
+	cfg.logger.Debug("runtimeguard: stale runtime refused again", attrs...)
 }
 
 // env is the part of the environment a guard touches, replaceable per

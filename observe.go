@@ -234,6 +234,26 @@ func (c *config) listReceipts() *updater.ReceiptFiles {
 	return &rf
 }
 
+// unknownObservation is what is known without reading the updater's
+// files, for a read of them that did not return (or panicked): the paths,
+// each state unknown, and why.
+func (c *config) unknownObservation(why, src string) Observation {
+	o := Observation{
+		MarkerPath:      c.markerPath,
+		Marker:          MarkerUnknown,
+		MarkerReason:    why,
+		InstallRoots:    nonNil(updater.InstallRoots(src, c.python)),
+		RecoveryMarkers: []string{},
+		State:           UpdateUnknown,
+		ReceiptPath:     c.receiptPath,
+		LockPath:        c.lockPath,
+	}
+	if c.receiptPath != "" {
+		o.ReceiptProblem = why
+	}
+	return o
+}
+
 // nonNil is s, or an empty slice for nil, so that JSON says [] not null.
 func nonNil(s []string) []string {
 	if s == nil {

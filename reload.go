@@ -425,18 +425,25 @@ func (g *Guard) firstSignal() *signal {
 	return g.first.Load()
 }
 
-// Watch checks the checkout until ctx is done, so that [Guard.Changed]
-// fires without a request, and returns ctx's error. On the watch path (see
+// Watch checks the checkout until ctx is done or the guard is closed, so
+// that [Guard.Changed] fires without a request, and returns ctx's error
+// (nil once the guard is closed). On the watch path (see
 // [Observation].Check) it checks when the kernel reports an event about
 // what the answer depends on, with no polling; elsewhere every interval,
-// which must be positive. Once the checkout moved, Changed has fired and
-// Watch rests until the guard binds anew ([Guard.Rebind], [Guard.Capture]).
-// A stale check is logged as any other.
+// which must be positive. It picks its event source again whenever the
+// binding changes path (a ref packed, a watch that could not be armed and
+// later could). Once the checkout moved, Changed has fired and Watch rests
+// until the guard binds anew ([Guard.Rebind], [Guard.Capture]). A stale
+// check is logged as any other.
 func (g *Guard) Watch(ctx context.Context, interval time.Duration) error {
 	if interval <= 0 {
 		return fmt.Errorf("runtimeguard: watch interval %v is not positive", interval)
 	}
+	closed := g.closedSignal().c
 	for {
+		if g.closed.Load() {
+			return nil
+		}
 		b := g.bound.Load()
 		if b != nil && b.id.Revision != "" {
 			_ = g.EnsureCurrent()
@@ -444,6 +451,7 @@ func (g *Guard) Watch(ctx context.Context, interval time.Duration) error {
 				if err := g.watchBinding(ctx, b, interval); err != nil {
 					return err
 				}
+				continue // stale, replaced, or closed: look again
 			}
 		}
 		// Stale: nothing more to tell until the guard binds anew.
@@ -457,6 +465,8 @@ func (g *Guard) Watch(ctx context.Context, interval time.Duration) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-closed:
+			return nil
 		case <-rebound:
 		case <-tick:
 		}
@@ -475,17 +485,32 @@ func afterChan(d time.Duration) <-chan struct{} {
 // wakeup per gap, not one per write.
 const watchEventGap = 5 * time.Millisecond
 
-// watchBinding checks b until it is stale or replaced, or ctx is done.
+// watchBinding checks b until it is stale, replaced or changes path, or
+// the guard is closed, or ctx is done; only the last is an error.
 func (g *Guard) watchBinding(ctx context.Context, b *binding, interval time.Duration) error {
+	closed := g.closedSignal().c
+	moved := b.pathSignal() // before the path is looked at: a change after it fires
 	if wt := g.waiter(b); wt != nil {
 		defer wt.Close()
-		stop := context.AfterFunc(ctx, wt.Stop)
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			select {
+			case <-moved.c:
+			case <-closed:
+			case <-b.sig.c:
+			case <-b.replaced.c:
+			case <-wctx.Done():
+			}
+			cancel()
+		}()
+		stop := context.AfterFunc(wctx, wt.Stop)
 		defer stop()
 		for wt.Wait() {
 			if s := b.snap.Load(); s == nil || !s.watched || s.sub.Dirty() {
 				_ = g.EnsureCurrent()
 			}
-			if b.sig.fired() || b.replaced.fired() {
+			if b.sig.fired() || b.replaced.fired() || moved.fired() {
 				return nil
 			}
 			time.Sleep(watchEventGap)
@@ -498,7 +523,11 @@ func (g *Guard) watchBinding(ctx context.Context, b *binding, interval time.Dura
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-closed:
+			return nil
 		case <-b.replaced.c:
+			return nil
+		case <-moved.c:
 			return nil
 		case <-t.C:
 		}
@@ -512,7 +541,7 @@ func (g *Guard) watchBinding(ctx context.Context, b *binding, interval time.Dura
 // waiter is an event source for watching b, when b is on the watch path.
 func (g *Guard) waiter(b *binding) *watch.Waiter {
 	s := b.snap.Load()
-	if s == nil || !s.watched {
+	if s == nil || !s.watched || b.unused() {
 		return nil
 	}
 	w, err := g.config().env.watch()

@@ -11,6 +11,7 @@ package gitread
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -176,16 +177,21 @@ type Deps []Dep
 // Unchanged reports whether every dependency still has the stamp it had.
 func (d Deps) Unchanged(fs *FS) bool {
 	for i := range d {
-		stat := fs.Stat
-		if d[i].NoFollow {
-			stat = fs.Lstat
-		}
-		st, err := stat(d[i].Path)
-		if err != nil || st != d[i].Stamp && !(d[i].Identity && st.sameIdentity(d[i].Stamp)) {
+		if !d[i].Unchanged(fs) {
 			return false
 		}
 	}
 	return true
+}
+
+// Unchanged reports whether the dependency still has the stamp it had.
+func (d *Dep) Unchanged(fs *FS) bool {
+	stat := fs.Stat
+	if d.NoFollow {
+		stat = fs.Lstat
+	}
+	st, err := stat(d.Path)
+	return err == nil && (st == d.Stamp || d.Identity && st.sameIdentity(d.Stamp))
 }
 
 // Settled reports whether every stamp can be trusted to change if its file
@@ -225,10 +231,79 @@ type FS struct {
 	Stat, Lstat func(path string) (Stamp, error)
 	// ReadFile reads a Git file whole: see ReadRegular.
 	ReadFile func(path string, limit int64, nofollow bool) ([]byte, Stamp, error)
+	// ReadEnds, when not nil, reads the first and last bytes of a file
+	// (see ReadEnds): a large index or packed-refs whose ends cannot be
+	// one's is refused without being read whole.
+	ReadEnds func(path string, n int, nofollow bool) (head, tail []byte, st Stamp, err error)
 }
 
 // System is the file system itself.
-var System = &FS{Stat: StatStamp, Lstat: LstatStamp, ReadFile: ReadRegular}
+var System = &FS{Stat: StatStamp, Lstat: LstatStamp, ReadFile: ReadRegular, ReadEnds: systemReadEnds}
+
+// headBytes is how much of each end of a large index or packed-refs is
+// read, and checked, before the whole.
+const headBytes = 4096
+
+// contentError is a read failure decided by what files the read depends
+// on say (each recorded in its Deps): while none of them changes, a read
+// again fails the same way.
+type contentError struct{ err error }
+
+func (e *contentError) Error() string { return e.err.Error() }
+func (e *contentError) Unwrap() error { return e.err }
+
+// FromContent reports whether err is a read failure decided by the content
+// of files recorded in the read's Deps: while they are unchanged, the
+// same read fails the same way, and need not be made again.
+func FromContent(err error) bool {
+	var ce *contentError
+	return errors.As(err, &ce)
+}
+
+// checkEnds reads the ends of the file at path when it is larger than
+// twice headBytes and refuses it, recorded as a dependency, when check
+// says they cannot be what it should: a file that would fail its parse is
+// not read whole (a file made sparse, zeros after its content, say).
+func (r *reader) checkEnds(path string, check func(head, tail []byte, size int64) error) error {
+	if r.fs.ReadEnds == nil {
+		return nil
+	}
+	head, tail, st, err := r.fs.ReadEnds(path, headBytes, false)
+	if err != nil || !st.regular() || st.size <= 2*headBytes || len(head) == 0 || len(tail) == 0 {
+		return nil // the whole read says what is wrong, or costs little
+	}
+	if err := check(head, tail, st.size); err != nil {
+		r.addDep(path, false, st)
+		return &contentError{&fs.PathError{Op: "read", Path: path, Err: err}}
+	}
+	return nil
+}
+
+// indexHead refuses an index whose header is not one, or whose entries
+// cannot fit in its size.
+func indexHead(hashLen int) func(head, tail []byte, size int64) error {
+	return func(head, _ []byte, size int64) error {
+		switch {
+		case len(head) < indexHeaderBytes || string(head[:4]) != "DIRC":
+			return errors.New("index has no DIRC signature")
+		case binary.BigEndian.Uint32(head[4:8]) < 2 || binary.BigEndian.Uint32(head[4:8]) > 4:
+			return fmt.Errorf("index version %d: %w", binary.BigEndian.Uint32(head[4:8]), errors.ErrUnsupported)
+		}
+		if count := int64(binary.BigEndian.Uint32(head[8:12])); indexHeaderBytes+count*int64(indexStatBytes+hashLen/2+2) > size {
+			return errors.New("index is truncated")
+		}
+		return nil
+	}
+}
+
+// packedEnds refuses a packed-refs whose last line is not terminated:
+// git's packed backend refuses it too (a file grown with zeros, say).
+func packedEnds(_, tail []byte, _ int64) error {
+	if tail[len(tail)-1] != '\n' {
+		return errors.New("the last line is not terminated")
+	}
+	return nil
+}
 
 // Read resolves the configured module path abs (absolute and clean, links
 // unresolved: see Abs) and reads the checkout that holds what it leads to,
@@ -435,6 +510,9 @@ func (r *reader) readAt(src, mod string) (Checkout, error) {
 		r.headName(&c, format.hashLen)
 		return c, nil
 	}
+	if err := r.checkEnds(filepath.Join(c.GitDir, "index"), indexHead(format.hashLen)); err != nil {
+		return c, err
+	}
 	index, ok, err := r.readFile(filepath.Join(c.GitDir, "index"), maxIndexBytes)
 	if err != nil {
 		return c, err
@@ -442,7 +520,7 @@ func (r *reader) readAt(src, mod string) (Checkout, error) {
 	if ok {
 		c.Tracked, err = indexHasPath(index, filepath.ToSlash(rel), format.hashLen)
 		if err != nil {
-			return c, fmt.Errorf("%s: %w", filepath.Join(c.GitDir, "index"), err)
+			return c, &contentError{fmt.Errorf("%s: %w", filepath.Join(c.GitDir, "index"), err)}
 		}
 	}
 	if !c.Tracked {
@@ -859,6 +937,9 @@ func (r *reader) resolveHead(c *Checkout, hashLen int) (packed []byte, err error
 			return packed, nil
 		}
 		if !packedRead {
+			if err := r.checkEnds(filepath.Join(c.CommonDir, "packed-refs"), packedEnds); err != nil {
+				return packed, err
+			}
 			packed, _, err = r.readFile(filepath.Join(c.CommonDir, "packed-refs"), maxPackedRefs)
 			if err != nil {
 				return packed, err
@@ -867,7 +948,7 @@ func (r *reader) resolveHead(c *Checkout, hashLen int) (packed []byte, err error
 		}
 		oid, err := lookupPackedRef(packed, name, hashLen)
 		if err != nil {
-			return packed, fmt.Errorf("%s: %w", filepath.Join(c.CommonDir, "packed-refs"), err)
+			return packed, &contentError{fmt.Errorf("%s: %w", filepath.Join(c.CommonDir, "packed-refs"), err)}
 		}
 		c.Revision = oid
 		return packed, nil

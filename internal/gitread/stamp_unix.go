@@ -94,6 +94,24 @@ func typeName(mode uint32) string {
 // a regular file is an error naming its type. The Stamp comes from the
 // descriptor the data was read through.
 func ReadRegular(path string, limit int64, nofollow bool) ([]byte, Stamp, error) {
+	return readRegular(path, limit, nofollow, 0, nil)
+}
+
+// ReadEnds is ReadRegular reading at most the first n bytes and the last
+// n: enough to tell a file that cannot be what it should be before it is
+// read whole. The Stamp is of the whole file.
+func ReadEnds(path string, n int, nofollow bool) (head, tail []byte, st Stamp, err error) {
+	var tailBuf []byte
+	head, st, err = readRegular(path, 1<<62, nofollow, n, &tailBuf)
+	return head, tailBuf, st, err
+}
+
+// systemReadEnds is ReadEnds where the platform has it.
+var systemReadEnds = ReadEnds
+
+// readRegular is ReadRegular, or with head > 0 ReadEnds, which sets
+// *tail.
+func readRegular(path string, limit int64, nofollow bool, head int, tail *[]byte) ([]byte, Stamp, error) {
 	var st unix.Stat_t
 	statFn, flags := unix.Stat, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY
 	if nofollow {
@@ -129,6 +147,24 @@ func ReadRegular(path string, limit int64, nofollow bool) ([]byte, Stamp, error)
 			err = &fs.PathError{Op: "read", Path: path, Err: &fileTypeError{"directory"}}
 		}
 		return nil, s, err
+	}
+	if head > 0 {
+		buf := make([]byte, min(int64(head), st.Size))
+		n, err := sysx.ReadFull(fd, buf)
+		if err != nil {
+			return nil, Stamp{}, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+		t := make([]byte, min(int64(head), st.Size))
+		err = sysx.IgnoringEINTR(func() error {
+			m, err := unix.Pread(fd, t, st.Size-int64(len(t)))
+			t = t[:max(m, 0)]
+			return err
+		})
+		if err != nil {
+			return nil, Stamp{}, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+		*tail = t
+		return buf[:n], stampOf(&st), nil
 	}
 	buf := make([]byte, st.Size+1)
 	n, err := sysx.ReadFull(fd, buf)

@@ -1,12 +1,14 @@
 package watch
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,10 +64,24 @@ type Watcher struct {
 	// was even and unchanged around its poll.
 	seq atomic.Uint64
 
-	mu   sync.Mutex // protects byWD, subs, the adding and removing of watches, and the draining
+	mu   sync.Mutex // protects byWD, subs, pins, armers, removals, removedAt, the removing of watches, and the draining
 	byWD map[int32]*dir
 	subs map[*Sub]struct{}
 	buf  []byte
+
+	// Watches are added with no lock held (a path lookup may hang), and
+	// inotify_add_watch hands out the same descriptor for an inode already
+	// watched, which another subscription may remove before this one
+	// registers it. So an arming subscription pins each descriptor it was
+	// handed (a pinned watch is not removed; the last unpin removes it if
+	// no subscription registered it), and one removed between its adding
+	// and its pinning is added again: removals counts every removal, and
+	// removedAt says when each descriptor was removed while any
+	// subscription armed.
+	pins      map[int32]int
+	armers    int
+	removals  uint64
+	removedAt map[int32]uint64
 }
 
 // slot is an epoll set holding the inotify descriptor and a descriptor of
@@ -109,7 +125,7 @@ func newWatcher() (*Watcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inotify_init1: %w", err)
 	}
-	w := &Watcher{fd: fd, byWD: map[int32]*dir{}, subs: map[*Sub]struct{}{}, buf: make([]byte, 64<<10)}
+	w := &Watcher{fd: fd, byWD: map[int32]*dir{}, subs: map[*Sub]struct{}{}, buf: make([]byte, 64<<10), pins: map[int32]int{}, removedAt: map[int32]uint64{}}
 	n := min(max(2*runtime.GOMAXPROCS(0), 4), 64)
 	for i := 0; i < n; i++ {
 		s, err := newSlot(fd)
@@ -322,6 +338,9 @@ func (w *Watcher) dispatch(wd int32, m uint32, name string) {
 		w.dirtyAll()
 		return
 	}
+	if m&unix.IN_IGNORED != 0 {
+		w.removed(wd) // also a watch an arming subscription has not registered yet
+	}
 	d := w.byWD[wd]
 	if d == nil {
 		return
@@ -354,34 +373,115 @@ func (s *Sub) markDirty() { s.dirty.Store(true) }
 // the name of the next component below it, along the path as written and
 // along every path its symbolic links lead through; an entry that is a
 // file is watched itself too, so that a write through another name of it
-// (a hard link, a bind mount) is seen. Each is watched anew by its path,
-// since a rename may have put another there. Arm returns whether an entry
-// this subscription did not watch before is watched now: then a change
-// between the read and now was not reported, and the caller verifies what
-// it read. An error (a file system whose changes may not be reported, the
-// watch limit) means the subscription cannot be trusted: the caller keeps
-// the stat path, and the error says why.
+// (a hard link, a bind mount) is seen. A directory that does not exist is
+// not watched: the nearest one above it that does reports its creation.
+// Each is watched anew by its path, since a rename may have put another
+// there. Arm returns whether an entry this subscription did not watch
+// before is watched now: then a change between the read and now was not
+// reported, and the caller verifies what it read. An error (a file system
+// whose changes may not be reported, the watch limit) means the
+// subscription cannot be trusted: the caller keeps the stat path, and the
+// error says why; the watches this call added that no subscription
+// registered are removed again.
 //
-// No lock is held while paths are looked up: a file system that hangs
-// holds up this subscription only.
+// No lock is held while paths are looked up (statfs and
+// inotify_add_watch): a file system that hangs holds up this call only,
+// never the checks of other subscriptions.
 func (s *Sub) Arm(entries []Entry) (fresh bool, err error) {
 	want, files, err := plan(entries)
 	if err != nil {
 		return false, err
 	}
-	// The watches are added and registered under the lock that removals
-	// take: inotify_add_watch hands out the same wd for an inode already
-	// watched, and a subscription that closed in between would remove the
-	// watch this one is about to count on, which then reports nothing.
-	// Arming comes with a full read only, so checks rarely wait on it.
 	w := s.w
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	dirWDs, fileWDs, err := w.addWatches(want, files)
-	if err != nil {
-		return false, err
+	w.armers++
+	w.mu.Unlock()
+	dirWDs, fileWDs, added, missing, err := w.addWatches(want, files)
+	w.mu.Lock()
+	if err == nil {
+		fresh, err = s.register(want, dirWDs, fileWDs)
 	}
-	return s.register(want, dirWDs, fileWDs)
+	w.unpin(added) // and, on failure, remove what no one registered
+	w.armers--
+	if w.armers == 0 {
+		clear(w.removedAt)
+	}
+	w.mu.Unlock()
+	if err == nil && len(missing) > 0 && anyExists(missing) {
+		// A directory made between its lookup and its parent's
+		// registration went unreported: read again.
+		s.MarkDirty()
+	}
+	return fresh, err
+}
+
+// maxAddAttempts bounds the times a watch is added again because another
+// subscription removed it before it was pinned.
+const maxAddAttempts = 8
+
+// removed records that the watch wd is gone; w.mu is held.
+func (w *Watcher) removed(wd int32) {
+	w.removals++
+	if w.armers > 0 {
+		w.removedAt[wd] = w.removals
+	}
+}
+
+// addPinned watches path and pins the watch: it stays until unpin, even
+// if every subscription that registered it closes meanwhile; w.mu is not
+// held.
+func (w *Watcher) addPinned(path string, m uint32) (int32, error) {
+	for attempt := 0; ; attempt++ {
+		w.mu.Lock()
+		since := w.removals
+		w.mu.Unlock()
+		wd, err := w.addWatch(path, m)
+		if err != nil {
+			return -1, err
+		}
+		w.mu.Lock()
+		if w.removedAt[wd] <= since {
+			w.pins[wd]++
+			w.mu.Unlock()
+			return wd, nil
+		}
+		w.mu.Unlock()
+		if attempt+1 >= maxAddAttempts {
+			return -1, fmt.Errorf("the watch of %s was removed while it was added, %d times", path, maxAddAttempts)
+		}
+	}
+}
+
+// unpin releases the pins of wds, removing each watch that is then neither
+// pinned nor registered; w.mu is held.
+func (w *Watcher) unpin(wds []int32) {
+	for _, wd := range wds {
+		if w.pins[wd]--; w.pins[wd] > 0 {
+			continue
+		}
+		delete(w.pins, wd)
+		d := w.byWD[wd]
+		if d != nil && len(d.subs) > 0 {
+			continue
+		}
+		if d != nil {
+			delete(w.byWD, wd)
+			d.wd = -1
+		}
+		unix.InotifyRmWatch(w.fd, uint32(wd))
+		w.removed(wd)
+	}
+}
+
+// anyExists reports whether something is at one of paths.
+func anyExists(paths []string) bool {
+	for _, p := range paths {
+		var st unix.Stat_t
+		if err := sysx.IgnoringEINTR(func() error { return unix.Lstat(p, &st) }); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // discoveryNames are the entries that make a directory on the way to the
@@ -482,29 +582,48 @@ func cutFirst(p string) (comp, rest string) {
 }
 
 // addWatches adds an inotify watch on each directory and file, on local
-// file systems only; w.mu is not held. A file that is not there is not
-// watched: its directory's entry reports its creation.
-func (w *Watcher) addWatches(dirs map[string]map[string]bool, files []string) (dirWDs map[string]int32, fileWDs []int32, err error) {
-	dirWDs = make(map[string]int32, len(dirs))
+// file systems only, directories from the root down; w.mu is not held. A
+// file or directory that is not there is not watched (missing lists such
+// directories): the entry of its directory, watched before it was looked
+// up, reports its creation. added lists every watch descriptor it was
+// handed and pinned, also on failure.
+func (w *Watcher) addWatches(dirs map[string]map[string]bool, files []string) (dirWDs map[string]int32, fileWDs, added []int32, missing []string, err error) {
+	paths := make([]string, 0, len(dirs))
 	for path := range dirs {
-		wd, err := w.addWatch(path, mask)
-		if err != nil {
-			return nil, nil, err
-		}
-		dirWDs[path] = wd
+		paths = append(paths, path)
 	}
-	for _, path := range files {
-		wd, err := w.addWatch(path, fileMask)
-		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+	slices.SortFunc(paths, func(a, b string) int {
+		return cmp.Or(cmp.Compare(strings.Count(a, "/"), strings.Count(b, "/")), strings.Compare(a, b))
+	})
+	dirWDs = make(map[string]int32, len(dirs))
+	for _, path := range paths {
+		wd, err := w.addPinned(path, mask)
+		if isAbsent(err) {
+			missing = append(missing, path)
 			continue
 		}
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, added, nil, err
 		}
+		added = append(added, wd)
+		dirWDs[path] = wd
+	}
+	for _, path := range files {
+		wd, err := w.addPinned(path, fileMask)
+		if isAbsent(err) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, added, nil, err
+		}
+		added = append(added, wd)
 		fileWDs = append(fileWDs, wd)
 	}
-	return dirWDs, fileWDs, nil
+	return dirWDs, fileWDs, added, missing, nil
 }
+
+// isAbsent reports an error of a path at which nothing is.
+func isAbsent(err error) bool { return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) }
 
 // addWatch checks that path is on a local file system and watches it.
 func (w *Watcher) addWatch(path string, m uint32) (int32, error) {
@@ -550,7 +669,11 @@ func (s *Sub) register(want map[string]map[string]bool, dirWDs map[string]int32,
 		s.regs = append(s.regs, reg{d, name})
 	}
 	for path, names := range want {
-		d := w.record(dirWDs[path], path)
+		wd, ok := dirWDs[path]
+		if !ok {
+			continue // not there: its parent reports its creation
+		}
+		d := w.record(wd, path)
 		for name := range names {
 			keep(d, name)
 		}
@@ -597,9 +720,10 @@ func (s *Sub) unregister() {
 		if d.subs[s]--; d.subs[s] <= 0 {
 			delete(d.subs, s)
 		}
-		if len(d.subs) == 0 && d.wd >= 0 {
+		if len(d.subs) == 0 && d.wd >= 0 && w.pins[d.wd] == 0 {
 			unix.InotifyRmWatch(w.fd, uint32(d.wd))
 			delete(w.byWD, d.wd)
+			w.removed(d.wd)
 			d.wd = -1
 		}
 	}
@@ -615,6 +739,35 @@ func (s *Sub) Close() {
 	s.closed = true
 	s.unregister()
 	delete(w.subs, s)
+}
+
+// Registered lists the watch descriptors the subscription registered.
+func (s *Sub) Registered() []int32 {
+	s.w.mu.Lock()
+	defer s.w.mu.Unlock()
+	var wds []int32
+	for _, r := range s.regs {
+		if r.d.wd >= 0 && !slices.Contains(wds, r.d.wd) {
+			wds = append(wds, r.d.wd)
+		}
+	}
+	return wds
+}
+
+// Leaked reports whether the kernel still holds the watch wd although no
+// subscription registered it and no arm pinned it: a watch nothing would
+// ever remove.
+func (w *Watcher) Leaked(wd int32) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if d := w.byWD[wd]; d != nil && len(d.subs) > 0 || w.pins[wd] > 0 {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", w.fd))
+	if err != nil {
+		return false
+	}
+	return strings.Contains(string(b), fmt.Sprintf("inotify wd:%x ", wd))
 }
 
 // Waiter blocks until an event is queued: the event source of a guard's

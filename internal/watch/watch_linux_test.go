@@ -11,7 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/runtimeguard/runtimeguard/internal/fusehang"
 )
 
 // liveWDs lists the watch descriptors the kernel holds on the inotify fd.
@@ -97,4 +101,136 @@ func TestArmWhileOthersClose(t *testing.T) {
 		s.Close()
 	}
 	t.Logf("%d rounds", rounds)
+}
+
+// privateWatcher is a watcher of the test's own, so that its watches can be
+// counted; closed when the test ends, after every cleanup registered later.
+func privateWatcher(t *testing.T) *Watcher {
+	t.Helper()
+	w, err := newWatcher()
+	if err != nil {
+		t.Skipf("no watch path here: %v", err)
+	}
+	t.Cleanup(w.close)
+	return w
+}
+
+// An arm that fails (a path on a file system whose changes inotify may not
+// report) removes the watches it added: dropped subscriptions leave
+// nothing in the kernel, counted against fs.inotify.max_user_watches.
+// Watches another subscription registered stay.
+func TestFailedArmLeavesNoWatch(t *testing.T) {
+	const remote = "/dev/pts/ptmx" // devpts: not a file system the watch trusts
+	var st unix.Statfs_t
+	if err := unix.Statfs(filepath.Dir(remote), &st); err != nil || localTypes[int64(st.Type)] != "" {
+		t.Skipf("%s is not on a file system the watch refuses here", remote)
+	}
+	w := privateWatcher(t)
+	root := t.TempDir()
+	file := filepath.Join(root, "a", "b", "f")
+	require.NoError(t, os.MkdirAll(filepath.Dir(file), 0o755))
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+
+	keeper := w.Subscribe()
+	_, err := keeper.Arm([]Entry{{Path: file, File: true}})
+	require.NoError(t, err)
+	kept := liveWDs(t, w.fd)
+	require.NotEmpty(t, kept)
+
+	other := filepath.Join(root, "c", "d", "g")
+	require.NoError(t, os.MkdirAll(filepath.Dir(other), 0o755))
+	require.NoError(t, os.WriteFile(other, nil, 0o644))
+	for i := 0; i < 30; i++ {
+		s := w.Subscribe()
+		_, err := s.Arm([]Entry{{Path: other, File: true}, {Path: remote, File: true}})
+		require.Error(t, err)
+		s.Close()
+	}
+	assert.Equal(t, kept, liveWDs(t, w.fd), "the watches left once 30 failed arms were dropped")
+	keeper.Close()
+	assert.Empty(t, liveWDs(t, w.fd), "the watches left once every subscription closed")
+}
+
+// A directory on the way that does not exist (a packed branch's loose ref
+// directory, refs/heads/release for release/1.2) is not watched, and the
+// nearest one that exists reports its creation: the ref made later below
+// it makes the subscription dirty.
+func TestArmWatchesTheNearestDirectoryThatExists(t *testing.T) {
+	w := privateWatcher(t)
+	root := t.TempDir()
+	heads := filepath.Join(root, "refs", "heads")
+	require.NoError(t, os.MkdirAll(heads, 0o755))
+	ref := filepath.Join(heads, "release", "1.2")
+	s := w.Subscribe()
+	gen := s.Clear()
+	_, err := s.Arm([]Entry{{Path: ref}})
+	require.NoError(t, err)
+	require.True(t, s.Settle(gen), "clean once armed")
+	require.NoError(t, os.Mkdir(filepath.Dir(ref), 0o755))
+	assert.False(t, s.Settle(gen), "dirty once the missing directory is made")
+
+	// Armed again with the directory there (and the ref not yet), the
+	// ref's creation is seen.
+	gen = s.Clear()
+	_, err = s.Arm([]Entry{{Path: ref}})
+	require.NoError(t, err)
+	require.True(t, s.Settle(gen))
+	require.NoError(t, os.WriteFile(ref, []byte("x\n"), 0o644))
+	assert.False(t, s.Settle(gen), "dirty once the ref is made")
+	s.Close()
+}
+
+// A subscription whose arming blocks on a file system that stopped
+// answering holds up no other: their arming, checks and closing go on.
+func TestArmOnAHungFileSystemHoldsUpNoOther(t *testing.T) {
+	w, err := newWatcher()
+	if err != nil {
+		t.Skipf("no watch path here: %v", err)
+	}
+	hungDone := make(chan error, 1)
+	started := false
+	t.Cleanup(func() { // after the mount is torn down, which ends the hung arm
+		if started {
+			<-hungDone
+		}
+		w.close()
+	})
+	root := t.TempDir()
+	mnt := filepath.Join(root, "mnt")
+	require.NoError(t, os.Mkdir(mnt, 0o755))
+	f := fusehang.Mount(t, mnt, nil)
+	f.Hang()
+	hung := w.Subscribe()
+	started = true
+	go func() {
+		_, err := hung.Arm([]Entry{{Path: mnt, Dir: true}}) // statfs of mnt hangs
+		hungDone <- err
+	}()
+	require.Eventually(t, func() bool { return f.Pending() > 0 }, 5*time.Second, time.Millisecond, "the arm reached the hung file system")
+
+	file := filepath.Join(root, "local", "f")
+	require.NoError(t, os.MkdirAll(filepath.Dir(file), 0o755))
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s := w.Subscribe()
+		gen := s.Clear()
+		if _, err := s.Arm([]Entry{{Path: file, File: true}}); err != nil {
+			t.Error(err)
+		}
+		s.Settle(gen)
+		s.Unchanged(gen)
+		s.Close()
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("another subscription's arming, checks and closing waited for the hung arm")
+	}
+	select {
+	case err := <-hungDone:
+		t.Fatalf("the arm on the hung file system returned: %v", err)
+	default:
+	}
 }

@@ -1,0 +1,153 @@
+package runtimeguard
+
+import (
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/runtimeguard/runtimeguard/internal/fusehang"
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
+)
+
+// hangTimeout is the ReadTimeout of the tests on a hung file system, and
+// hangChecks the checks each makes at once.
+const (
+	hangTimeout = 200 * time.Millisecond
+	hangChecks  = 8
+)
+
+// hungMount mounts a FUSE file system of the test's own at a new
+// directory, holding links, that stops answering at Hang.
+func hungMount(t *testing.T, links map[string]string) *fusehang.FS {
+	t.Helper()
+	mnt := filepath.Join(tempDir(t), "mnt")
+	require.NoError(t, os.Mkdir(mnt, 0o755))
+	return fusehang.Mount(t, mnt, links)
+}
+
+// checksReturn makes hangChecks checks at once, twice over, and requires
+// each to return within a bound well under what a blocked check would
+// take; it returns their errors.
+func checksReturn(t *testing.T, g *Guard) []error {
+	t.Helper()
+	var errs []error
+	for round := 0; round < 2; round++ {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		done := make(chan struct{})
+		for i := 0; i < hangChecks; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				err := g.EnsureCurrent()
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}()
+		}
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * hangTimeout):
+			mu.Lock()
+			n := len(errs)
+			mu.Unlock()
+			t.Fatalf("%d of %d checks still blocked after %v with ReadTimeout %v", 2*hangChecks-n-(1-round)*hangChecks, hangChecks, 10*hangTimeout, hangTimeout)
+		}
+	}
+	return errs
+}
+
+// The stat path of an unchanged checkout whose configured path's link is
+// on a file system that stops answering: every check fails closed within
+// ReadTimeout, naming the link, and one goroutine at most is blocked on
+// the checkout, whatever the number of checks.
+func TestStatPathOnAHungFileSystem(t *testing.T) {
+	dir := tempDir(t)
+	module, _ := agentRepo(t, dir)
+	f := hungMount(t, map[string]string{"agent": dir})
+	configured := filepath.Join(f.Dir, "agent", "run_agent.py")
+	g, err := newGuard(Options{ModulePath: configured, HomeDir: tempDir(t), ReadTimeout: hangTimeout}, settledEnv())
+	require.NoError(t, err)
+	require.NoError(t, g.EnsureCurrent())
+	require.Equal(t, gittest.Resolved(t, module), g.Identity().ModulePath)
+	require.True(t, trusted(g), "the stat path vouches for the checkout")
+	require.Equal(t, "stat", g.Observe().Check)
+
+	f.Hang()
+	for _, err := range checksReturn(t, g) {
+		assert.ErrorIs(t, err, ErrStale)
+		assert.ErrorIs(t, err, ErrReadTimeout)
+		assert.ErrorContains(t, err, filepath.Join(f.Dir, "agent"), "the error names what hung")
+	}
+	// Capture of the path the guard is bound to verifies as a check does.
+	captured := make(chan error, 1)
+	go func() { captured <- g.Capture(configured) }()
+	select {
+	case err := <-captured:
+		assert.ErrorIs(t, err, ErrReadTimeout)
+	case <-time.After(10 * hangTimeout):
+		t.Fatal("Capture of the bound path waited on the hung file system")
+	}
+	// One stat of the link hangs; the stale answers' diagnostics, which
+	// resolve the configured path again, hang one more read.
+	assert.LessOrEqual(t, f.Pending(), 2, "requests blocked on the hung file system")
+}
+
+// A stale answer reads the updater's files: with its home on a file system
+// that stops answering, every stale check still returns within
+// ReadTimeout, its state unknown, and the diagnostic says why.
+func TestStaleAnswerOnAHungHome(t *testing.T) {
+	dir := tempDir(t)
+	module, _ := agentRepo(t, dir)
+	f := hungMount(t, nil)
+	g, err := newGuard(Options{ModulePath: module, HomeDir: f.Dir, ReadTimeout: hangTimeout}, settledEnv())
+	require.NoError(t, err)
+	require.NoError(t, g.EnsureCurrent())
+	gittest.Commit(t, dir, "run_agent.py", "class AIAgent: moved = True\n")
+
+	f.Hang()
+	for _, err := range checksReturn(t, g) {
+		var se *StaleError
+		require.ErrorAs(t, err, &se)
+		assert.NoError(t, se.Err, "the checkout itself was read")
+		assert.Equal(t, UpdateUnknown, se.State)
+	}
+	start := time.Now()
+	o := g.Observe()
+	assert.Less(t, time.Since(start), 10*hangTimeout)
+	assert.Equal(t, UpdateUnknown, o.State)
+	assert.Equal(t, MarkerUnknown, o.Marker)
+	assert.Contains(t, o.MarkerReason, "return")
+	assert.Contains(t, o.MarkerReason, ErrReadTimeout.Error())
+	assert.Equal(t, filepath.Join(f.Dir, ".hermes-update-in-progress"), o.MarkerPath)
+	assert.LessOrEqual(t, f.Pending(), 1, "requests blocked on the hung file system")
+}
+
+// The same for the venv's root, searched for recovery markers, on a hung
+// file system: the interpreter lives in <root>/venv/bin.
+func TestStaleAnswerOnAHungVenvRoot(t *testing.T) {
+	dir := tempDir(t)
+	module, _ := agentRepo(t, dir)
+	f := hungMount(t, nil)
+	python := filepath.Join(f.Dir, "venv", "bin", "python")
+	g, err := newGuard(Options{ModulePath: module, HomeDir: tempDir(t), Python: python, ReadTimeout: hangTimeout}, settledEnv())
+	require.NoError(t, err)
+	gittest.Commit(t, dir, "run_agent.py", "class AIAgent: moved = True\n")
+
+	f.Hang()
+	for _, err := range checksReturn(t, g) {
+		var se *StaleError
+		require.ErrorAs(t, err, &se)
+		assert.Equal(t, UpdateUnknown, se.State)
+	}
+	o := g.Observe()
+	assert.Equal(t, UpdateUnknown, o.State)
+	assert.Contains(t, o.InstallRoots, f.Dir)
+	assert.LessOrEqual(t, f.Pending(), 1, "requests blocked on the hung file system")
+}

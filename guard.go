@@ -93,9 +93,9 @@ type Guard struct {
 
 	unboundObs  flight[Observation] // the reads of the updater's files of an unbound guard
 	unboundDiag flight[Observation] // and of its diagnostics
-	closed     atomic.Bool         // set by Close
-	closedSig  signal              // fired by Close; its channel made on first use
-	closedOnce sync.Once
+	closed      atomic.Bool         // set by Close
+	closedSig   signal              // fired by Close; its channel made on first use
+	closedOnce  sync.Once
 
 	scheduled  atomic.Pointer[Reload] // the reload the host carries out, if any
 	reloader   atomic.Bool            // a Reloader runs for the guard

@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,7 +21,11 @@ type ReloaderOptions struct {
 	// workers, re-imports its plugins), and returns once it is loaded;
 	// the Reloader then binds the guard to it ([Guard.Rebind]), which is
 	// the last check: a checkout that moved meanwhile keeps the guard
-	// stale. An error keeps the old binding, and the guard stale.
+	// stale. An error keeps the old binding, and the guard stale; so does
+	// a panic, which the Reloader recovers and logs (at the error level,
+	// with its stack) rather than let it end the process: guarded work
+	// then gets 409s, never the half-loaded code. The same holds for
+	// Handover.
 	Restart func(ctx context.Context, plan *Reload) error
 	// Handover hands over to a new process instead: it starts the new
 	// code (re-executing the server, or exiting for its supervisor),
@@ -167,7 +173,7 @@ func (rl *Reloader) refuse(w http.ResponseWriter, r *http.Request, err error) {
 type ReloaderStats struct {
 	// Reloads counts the reloads carried out; Abandoned the planned ones
 	// that were not (work that did not drain, a restart or a handover that
-	// failed, a checkout that moved again).
+	// failed or panicked, a checkout that moved again).
 	Reloads, Abandoned uint64
 }
 
@@ -262,11 +268,11 @@ func (rl *Reloader) carryOut(ctx context.Context, plan *Reload) {
 		return
 	}
 	if rl.handover != nil {
-		err := rl.handover(ctx, plan)
+		err := rl.callHost(log, "handover", rl.handover, ctx, plan)
 		rl.abandon(log, "the handover failed", err)
 		return
 	}
-	if err := rl.restart(ctx, plan); err != nil {
+	if err := rl.callHost(log, "restart", rl.restart, ctx, plan); err != nil {
 		rl.abandon(log, "the restart failed", err)
 		return
 	}
@@ -277,6 +283,19 @@ func (rl *Reloader) carryOut(ctx context.Context, plan *Reload) {
 	rl.g.auto.Store(autoWaiting)
 	rl.reloads.Add(1)
 	log.Info("runtimeguard: reloaded")
+}
+
+// callHost calls the host's restart or handover, and turns a panic of it
+// into an error, logged with its stack: the reload is then abandoned as
+// one that failed, and the process goes on, stale.
+func (rl *Reloader) callHost(log *slog.Logger, name string, f func(context.Context, *Reload) error, ctx context.Context, plan *Reload) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("the host's %s panicked: %v", name, v)
+			log.Error("runtimeguard: the host's "+name+" panicked", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+		}
+	}()
+	return f(ctx, plan)
 }
 
 func (rl *Reloader) abandon(log *slog.Logger, why string, err error) {

@@ -25,11 +25,19 @@ type reloaderCase struct {
 	srv      *httptest.Server
 	restarts atomic.Int32
 	fail     atomic.Bool   // the restart fails
+	panics   atomic.Bool   // the restart panics
 	release  chan struct{} // closed to let /slow return
 	entered  chan struct{} // /slow is running
 }
 
 func newReloaderCase(t *testing.T, stale func(*http.Request, *StaleError)) *reloaderCase {
+	t.Helper()
+	return newReloaderCaseWith(t, stale, nil)
+}
+
+// newReloaderCaseWith is newReloaderCase with the Reloader's options
+// changed by opts.
+func newReloaderCaseWith(t *testing.T, stale func(*http.Request, *StaleError), opts func(*ReloaderOptions)) *reloaderCase {
 	t.Helper()
 	tmp := tempDir(t)
 	c := &reloaderCase{reloadCase: &reloadCase{dir: filepath.Join(tmp, "agent"), home: filepath.Join(tmp, "home")},
@@ -40,17 +48,24 @@ func newReloaderCase(t *testing.T, stale func(*http.Request, *StaleError)) *relo
 	c.g, err = New(Options{ModulePath: c.module, HomeDir: c.home, OnStale: stale})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	c.rl, err = NewReloader(ctx, c.g, ReloaderOptions{
+	ro := ReloaderOptions{
 		ProofInterval: 10 * time.Millisecond,
 		DrainTimeout:  10 * time.Second,
 		Restart: func(ctx context.Context, plan *Reload) error {
 			c.restarts.Add(1)
+			if c.panics.Load() {
+				panic("the plugin loader broke")
+			}
 			if c.fail.Load() {
 				return errors.New("the workers did not start")
 			}
 			return nil
 		},
-	})
+	}
+	if opts != nil {
+		opts(&ro)
+	}
+	c.rl, err = NewReloader(ctx, c.g, ro)
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, c.g.Identity().Revision) })
@@ -242,4 +257,26 @@ func TestMiddlewareHookAndRetryAfter(t *testing.T) {
 	assert.Equal(t, "1", rec.Header().Get("Retry-After"))
 	require.Len(t, seen, 2)
 	assert.True(t, seen[1].RestartScheduled)
+}
+
+// A restart that panics abandons the reload as one that failed: the
+// process goes on, on the old code and stale, the panic is logged, no
+// request waits on a gate left closed, and the next update reloads.
+func TestReloaderRestartPanics(t *testing.T) {
+	c := newReloaderCase(t, nil)
+	c.panics.Store(true)
+	c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
+	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
+	require.Eventually(t, func() bool { return c.rl.Stats().Abandoned == 1 }, 10*time.Second, 5*time.Millisecond)
+	a := c.get(t, "/")
+	assert.Equal(t, http.StatusConflict, a.code)
+	assert.False(t, a.payload.RestartScheduled)
+	assert.Equal(t, c.loaded, c.g.Identity().Revision)
+	assert.Equal(t, int32(1), c.restarts.Load())
+
+	c.panics.Store(false)
+	third := commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 3\n")
+	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen3-correlation-success-latest.json", third, time.Now())))
+	require.Eventually(t, func() bool { return c.get(t, "/").body == third }, 10*time.Second, 5*time.Millisecond)
+	assert.Equal(t, ReloaderStats{Reloads: 1, Abandoned: 1}, c.rl.Stats())
 }

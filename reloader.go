@@ -33,8 +33,11 @@ type ReloaderOptions struct {
 	// only when the handover failed; the server then goes on, stale.
 	Handover func(ctx context.Context, plan *Reload) error
 	// DrainTimeout bounds how long guarded work in flight may take to
-	// finish before the new code is loaded; past it the reload is
-	// abandoned. Zero: [DefaultDrainTimeout].
+	// finish before the new code is loaded; past it that attempt is
+	// abandoned (nothing was loaded, the receipt is not spent) and the
+	// reload is tried again from a new plan, so that a long request (a
+	// streamed answer, a long poll) delays the reload but does not cancel
+	// it. Zero: [DefaultDrainTimeout].
 	DrainTimeout time.Duration
 	// ProofInterval is how often the updater's files are read again while
 	// the checkout has moved and no reload is proven yet (the update still
@@ -171,9 +174,10 @@ func (rl *Reloader) refuse(w http.ResponseWriter, r *http.Request, err error) {
 
 // ReloaderStats counts what a Reloader did.
 type ReloaderStats struct {
-	// Reloads counts the reloads carried out; Abandoned the planned ones
-	// that were not (work that did not drain, a restart or a handover that
-	// failed or panicked, a checkout that moved again).
+	// Reloads counts the reloads carried out; Abandoned the planned
+	// attempts that were not (work that did not drain by the deadline,
+	// each attempt; a restart or a handover that failed or panicked; a
+	// checkout that moved again).
 	Reloads, Abandoned uint64
 }
 
@@ -264,7 +268,11 @@ func (rl *Reloader) carryOut(ctx context.Context, plan *Reload) {
 	}
 	log.Info("runtimeguard: reload scheduled")
 	if !rl.gate.closeAndDrain(ctx, rl.drain) {
-		rl.abandon(log, "guarded work still ran at the drain deadline", nil)
+		// Nothing was loaded: the receipt still proves the reload, which
+		// is tried again from a new plan once work in flight may be done.
+		plan.releaseUnused()
+		rl.abandoned.Add(1)
+		log.Warn("runtimeguard: reload postponed: guarded work still ran at the drain deadline", "drain_timeout", rl.drain)
 		return
 	}
 	if rl.handover != nil {

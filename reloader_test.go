@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -279,4 +280,29 @@ func TestReloaderRestartPanics(t *testing.T) {
 	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen3-correlation-success-latest.json", third, time.Now())))
 	require.Eventually(t, func() bool { return c.get(t, "/").body == third }, 10*time.Second, 5*time.Millisecond)
 	assert.Equal(t, ReloaderStats{Reloads: 1, Abandoned: 1}, c.rl.Stats())
+}
+
+// Guarded work that outlasts the drain deadline (a streamed answer, a
+// long poll) abandons that attempt, which loaded nothing: the receipt is
+// not spent on it, and the reload is carried out once the work ended,
+// instead of never.
+func TestReloaderRetriesAfterDrainDeadline(t *testing.T) {
+	c := newReloaderCaseWith(t, nil, func(o *ReloaderOptions) { o.DrainTimeout = 50 * time.Millisecond })
+	var once sync.Once
+	free := func() { once.Do(func() { close(c.release) }) }
+	t.Cleanup(free) // before the server closes: it waits for /slow
+	slow := make(chan answer, 1)
+	go func() { slow <- c.get(t, "/slow") }()
+	<-c.entered
+	c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
+	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
+	require.Eventually(t, func() bool { return c.rl.Stats().Abandoned >= 2 }, 10*time.Second, 5*time.Millisecond,
+		"the attempt is abandoned at the deadline, and tried again")
+	assert.Equal(t, int32(0), c.restarts.Load(), "no restart while guarded work runs")
+	assert.Equal(t, http.StatusConflict, c.get(t, "/").code)
+	free()
+	assert.Equal(t, answer{code: http.StatusOK, body: "done"}, <-slow, "the work in flight finished on the old code")
+	require.Eventually(t, func() bool { return c.get(t, "/").body == c.moved }, 10*time.Second, 5*time.Millisecond)
+	assert.Equal(t, int32(1), c.restarts.Load())
+	assert.Equal(t, uint64(1), c.rl.Stats().Reloads)
 }

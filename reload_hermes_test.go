@@ -243,3 +243,41 @@ func TestStaleCheckReadsNoReceipt(t *testing.T) {
 	assert.Equal(t, 1, opens["latest.json"], "three plans on an unchanged receipt")
 	mu.Unlock()
 }
+
+// More profile homes than a guard reads must not hide one: an active
+// marker or a newer failed receipt in a profile past the bound refuses the
+// plan, as one in the first profile does, instead of going unread.
+func TestPlanReloadManyProfiles(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		write func(t *testing.T, c *reloadCase, last string)
+	}{
+		{"marker in the last profile", func(t *testing.T, c *reloadCase, last string) {
+			writeMarker(t, filepath.Join(last, hermesMarker), os.Getpid(), time.Now())
+		}},
+		{"newer failure in the last profile", func(t *testing.T, c *reloadCase, last string) {
+			writeFile(t, filepath.Join(receiptsDir(last), "latest.json"),
+				string(hermesReceipt(t, "gen1-update-id-failed.json", c.moved, time.Now().Add(time.Second))))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newReloadCase(t)
+			writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"),
+				string(hermesReceipt(t, "gen3-correlation-success-latest.json", c.moved, time.Now())))
+			r, err := c.g.PlanReload(context.Background())
+			require.NoError(t, err, "the root's receipt proves, with no profile")
+			r.Release()
+			var last string
+			for i := range 3 * maxProfileHomes {
+				last = filepath.Join(c.home, "profiles", fmt.Sprintf("p%04d", i))
+				require.NoError(t, os.MkdirAll(last, 0o755))
+			}
+			tc.write(t, c, last)
+			r, err = c.g.PlanReload(context.Background())
+			r.Release()
+			require.ErrorIs(t, err, ErrNotReady, "a profile that is not read proves nothing")
+			assert.Contains(t, err.Error(), "profile")
+			assert.NotEqual(t, UpdateUnverified, c.g.Observe().State)
+		})
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -305,4 +306,46 @@ func TestReloaderRetriesAfterDrainDeadline(t *testing.T) {
 	require.Eventually(t, func() bool { return c.get(t, "/").body == c.moved }, 10*time.Second, 5*time.Millisecond)
 	assert.Equal(t, int32(1), c.restarts.Load())
 	assert.Equal(t, uint64(1), c.rl.Stats().Reloads)
+}
+
+// A Reloader leaves nothing running once its context is done: not its
+// watch, not its wait for a proof, whether the checkout moved or not, nor
+// when its context was done before it started. (Goroutines are counted
+// before and after many Reloaders of one guard.)
+func TestReloaderLeavesNoGoroutine(t *testing.T) {
+	c := newReloadCase(t) // moved, no receipt: every Reloader awaits the proof
+	restart := func(context.Context, *Reload) error { return nil }
+	writeMarker(t, filepath.Join(c.home, hermesMarker), os.Getpid(), time.Now())
+	start := func(ctx context.Context) *Reloader {
+		rl, err := NewReloader(ctx, c.g, ReloaderOptions{Restart: restart, ProofInterval: time.Millisecond})
+		require.NoError(t, err)
+		return rl
+	}
+	// One round first, so that what the guard keeps for good (its watch
+	// descriptor's reader, timers) is counted in the baseline.
+	ctx, cancel := context.WithCancel(context.Background())
+	rl := start(ctx)
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	<-rl.Done()
+	before := runtime.NumGoroutine()
+	for i := range 30 {
+		ctx, cancel := context.WithCancel(context.Background())
+		if i%3 == 0 {
+			cancel() // done before it starts
+		}
+		rl := start(ctx)
+		time.Sleep(time.Duration(i%3) * 5 * time.Millisecond)
+		cancel()
+		<-rl.Done()
+	}
+	// Counted here, not in assert.Eventually, whose own goroutines count.
+	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > before && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !assert.LessOrEqual(t, runtime.NumGoroutine(), before) {
+		buf := make([]byte, 1<<20)
+		t.Logf("goroutines: %d before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+	}
+	assert.Equal(t, c.loaded, c.g.Identity().Revision)
 }

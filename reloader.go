@@ -41,7 +41,9 @@ type ReloaderOptions struct {
 	DrainTimeout time.Duration
 	// ProofInterval is how often the updater's files are read again while
 	// the checkout has moved and no reload is proven yet (the update still
-	// runs, its receipt is not written). Zero: [DefaultProofInterval].
+	// runs, its receipt is not written); a stale request brings the next
+	// read forward, to a quarter of the interval after the last at the
+	// soonest. Zero: [DefaultProofInterval].
 	ProofInterval time.Duration
 	// Logger receives the reloads: planned, carried out, abandoned. Nil:
 	// the guard's [Options.Logger].
@@ -90,6 +92,7 @@ type Reloader struct {
 	done chan struct{} // closed when the run ends
 
 	reloads, abandoned atomic.Uint64
+	plans              atomic.Uint64 // plans tried
 }
 
 // NewReloader starts a Reloader for g, which must be bound (or become
@@ -226,13 +229,30 @@ func (rl *Reloader) awaitProof(ctx context.Context) *Reload {
 	last := ""
 	t := time.NewTimer(0)
 	defer t.Stop()
+	var earliest time.Time // of a look a request asks for
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 		case <-rl.wake:
+			// A stale request asks for an early look: one per quarter
+			// of the interval at most, so that a storm of requests is no
+			// storm of plans (each reads the checkout and the updater's
+			// files).
+			if wait := time.Until(earliest); wait > 0 {
+				if !t.Stop() {
+					select {
+					case <-t.C:
+					default:
+					}
+				}
+				t.Reset(wait)
+				continue
+			}
 		}
+		earliest = time.Now().Add(rl.interval / 4)
+		rl.plans.Add(1)
 		plan, err := rl.g.PlanReload(ctx)
 		if err == nil {
 			return plan

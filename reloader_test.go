@@ -349,3 +349,42 @@ func TestReloaderLeavesNoGoroutine(t *testing.T) {
 	}
 	assert.Equal(t, c.loaded, c.g.Identity().Revision)
 }
+
+// A storm of stale requests while the update runs does not turn into a
+// storm of plans (each a read of the checkout and of the updater's files):
+// a request asks for an early look, and looks are spaced by a quarter of
+// the proof interval whatever the requests.
+func TestReloaderStormDoesNotPlanPerRequest(t *testing.T) {
+	const interval = 100 * time.Millisecond
+	c := newReloaderCaseWith(t, nil, func(o *ReloaderOptions) { o.ProofInterval = interval })
+	writeMarker(t, filepath.Join(c.home, hermesMarker), os.Getpid(), time.Now()) // the updater runs
+	c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
+	require.Eventually(t, func() bool { return c.get(t, "/").code == http.StatusConflict }, 10*time.Second, 5*time.Millisecond)
+	startPlans, start := c.rl.plans.Load(), time.Now()
+	var stale atomic.Int64
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Since(start) < 500*time.Millisecond {
+				resp, err := http.Get(c.srv.URL + "/")
+				if !assert.NoError(t, err) {
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusConflict {
+					stale.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	plans, elapsed := c.rl.plans.Load()-startPlans, time.Since(start)
+	limit := uint64(elapsed/(interval/4)) + 2
+	t.Logf("%d stale answers, %d plans in %v (at most %d)", stale.Load(), plans, elapsed, limit)
+	assert.Greater(t, stale.Load(), int64(limit), "the storm is a storm")
+	assert.LessOrEqual(t, plans, limit)
+	assert.Equal(t, int32(0), c.restarts.Load())
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -280,4 +281,28 @@ func TestPlanReloadManyProfiles(t *testing.T) {
 			assert.NotEqual(t, UpdateUnverified, c.g.Observe().State)
 		})
 	}
+}
+
+// Hermes keeps 20 receipts a home: an install of many profiles that each
+// ran their updates keeps more than a bound over all homes allows, and
+// its reloads must still be proven. (13 profiles of 20 receipts, all
+// there at binding: 260 files.)
+func TestPlanReloadProfilesWithFullHistories(t *testing.T) {
+	tmp := tempDir(t)
+	dir, root := filepath.Join(tmp, "agent"), filepath.Join(tmp, "hermes")
+	module, _ := agentRepo(t, dir)
+	old := hermesReceipt(t, "gen1-update-id-failed.json", strings.Repeat("0", 40), time.Now().Add(-time.Hour))
+	for p := range 13 {
+		for i := range 20 {
+			writeFile(t, filepath.Join(receiptsDir(filepath.Join(root, "profiles", fmt.Sprintf("p%02d", p))), fmt.Sprintf("update_2026%04d_1.json", i)), string(old))
+		}
+	}
+	g, err := New(Options{ModulePath: module, HomeDir: root})
+	require.NoError(t, err)
+	moved := commit(t, dir, "run_agent.py", "class AIAgent: revision = 2\n")
+	writeFile(t, filepath.Join(receiptsDir(root), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", moved, time.Now())))
+	r, err := g.PlanReload(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, moved, r.To)
+	r.Release()
 }

@@ -132,7 +132,10 @@ func NewReloader(ctx context.Context, g *Guard, opts ReloaderOptions) (*Reloader
 }
 
 // Done returns a channel that is closed once the Reloader stopped: its
-// context is done, and no reload is under way.
+// context is done, and no reload is under way. A Restart or Handover under
+// way is waited for (nothing else can end it): it must return once its
+// context is done. Until it returns, the guard stays stale and its 409s
+// say a restart is scheduled.
 func (rl *Reloader) Done() <-chan struct{} { return rl.done }
 
 // Wrap runs guarded handlers: next runs only while the runtime is current

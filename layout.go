@@ -47,8 +47,11 @@ type Layout struct {
 	// named profiles, which share its install, such as "profiles". The
 	// updater may run in any of them: a guard whose home is
 	// <root>/<Profiles>/<name> or <root> reads the marker and the receipts
-	// of <root> and of every profile home under it (at most 64). Empty:
-	// only the guard's own home.
+	// of <root> and of every profile home under it. Past 64 profile homes
+	// (or a profiles directory that cannot be listed) none is read, and
+	// the marker is unknown: a home that is not read may hold an update
+	// in progress, so no reload is proven. Empty: only the guard's own
+	// home.
 	Profiles string
 }
 

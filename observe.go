@@ -169,7 +169,7 @@ var markerRank = map[updater.MarkerState]int{updater.Absent: 0, updater.Stale: 1
 // readMarkers classifies the marker of every home and returns the one that
 // counts, with its path: the guard's own, unless another home's says more.
 func (c *config) readMarkers() (updater.Marker, string) {
-	paths := c.markerPaths()
+	paths, problem := c.markerPaths()
 	if len(paths) == 0 {
 		return c.env.upd.ReadMarker("", c.maxAge), ""
 	}
@@ -181,6 +181,10 @@ func (c *config) readMarkers() (updater.Marker, string) {
 		if m := c.env.upd.ReadMarker(p, c.maxAge); markerRank[m.State] > markerRank[best.State] {
 			best, bestPath = m, p
 		}
+	}
+	if problem != "" && markerRank[best.State] < markerRank[updater.Unknown] {
+		// A home not read may hold an active marker.
+		return updater.Marker{State: updater.Unknown, Reason: problem}, bestPath
 	}
 	return best, bestPath
 }
@@ -208,8 +212,12 @@ func (c *config) observeAt(rr receiptRead, srcs ...string) Observation {
 		ReceiptPath:     c.receiptPath,
 		LockPath:        c.lockPath,
 	}
-	if srcs := c.receiptSources(); rr.read && len(srcs) > 0 {
-		f, problem := c.env.upd.NewestReceipt(updater.ListReceipts(srcs), rr.since)
+	if srcs, missing := c.receiptSources(); rr.read && len(srcs) > 0 {
+		rf := updater.ListReceipts(srcs)
+		if missing != "" && rf.Problem == "" {
+			rf.Problem = missing // a home not read may hold a newer receipt
+		}
+		f, problem := c.env.upd.NewestReceipt(rf, rr.since)
 		if f != nil {
 			o.ReceiptPath = f.Path
 			o.Receipt = &Receipt{
@@ -226,11 +234,14 @@ func (c *config) observeAt(rr receiptRead, srcs ...string) Observation {
 // listReceipts stamps the receipt files of every home, for a later look at
 // what was written since.
 func (c *config) listReceipts() *updater.ReceiptFiles {
-	srcs := c.receiptSources()
+	srcs, missing := c.receiptSources()
 	if len(srcs) == 0 {
 		return nil
 	}
 	rf := updater.ListReceipts(srcs)
+	if missing != "" && rf.Problem == "" {
+		rf.Problem = missing
+	}
 	return &rf
 }
 

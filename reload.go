@@ -301,6 +301,22 @@ func (r *Reload) Release() {
 	}
 }
 
+// releaseUnused releases a plan that loaded nothing (its attempt ended
+// before the host's restart or handover began): a scheduled plan's receipt
+// is no longer spent, so that a new plan on it can carry the reload out.
+func (r *Reload) releaseUnused() {
+	r.mu.Lock()
+	if r.state == planScheduled {
+		r.g.receiptsMu.Lock()
+		if i := slices.Index(r.g.spentIDs, r.Receipt.ID); i >= 0 {
+			r.g.spentIDs = slices.Delete(r.g.spentIDs, i, i+1)
+		}
+		r.g.receiptsMu.Unlock()
+	}
+	r.mu.Unlock()
+	r.Release()
+}
+
 // isDone reports whether the plan was released or carried out.
 func (r *Reload) isDone() bool {
 	r.mu.Lock()

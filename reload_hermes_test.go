@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -242,4 +243,66 @@ func TestStaleCheckReadsNoReceipt(t *testing.T) {
 	mu.Lock()
 	assert.Equal(t, 1, opens["latest.json"], "three plans on an unchanged receipt")
 	mu.Unlock()
+}
+
+// More profile homes than a guard reads must not hide one: an active
+// marker or a newer failed receipt in a profile past the bound refuses the
+// plan, as one in the first profile does, instead of going unread.
+func TestPlanReloadManyProfiles(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		write func(t *testing.T, c *reloadCase, last string)
+	}{
+		{"marker in the last profile", func(t *testing.T, c *reloadCase, last string) {
+			writeMarker(t, filepath.Join(last, hermesMarker), os.Getpid(), time.Now())
+		}},
+		{"newer failure in the last profile", func(t *testing.T, c *reloadCase, last string) {
+			writeFile(t, filepath.Join(receiptsDir(last), "latest.json"),
+				string(hermesReceipt(t, "gen1-update-id-failed.json", c.moved, time.Now().Add(time.Second))))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newReloadCase(t)
+			writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"),
+				string(hermesReceipt(t, "gen3-correlation-success-latest.json", c.moved, time.Now())))
+			r, err := c.g.PlanReload(context.Background())
+			require.NoError(t, err, "the root's receipt proves, with no profile")
+			r.Release()
+			var last string
+			for i := range 3 * maxProfileHomes {
+				last = filepath.Join(c.home, "profiles", fmt.Sprintf("p%04d", i))
+				require.NoError(t, os.MkdirAll(last, 0o755))
+			}
+			tc.write(t, c, last)
+			r, err = c.g.PlanReload(context.Background())
+			r.Release()
+			require.ErrorIs(t, err, ErrNotReady, "a profile that is not read proves nothing")
+			assert.Contains(t, err.Error(), "profile")
+			assert.NotEqual(t, UpdateUnverified, c.g.Observe().State)
+		})
+	}
+}
+
+// Hermes keeps 20 receipts a home: an install of many profiles that each
+// ran their updates keeps more than a bound over all homes allows, and
+// its reloads must still be proven. (13 profiles of 20 receipts, all
+// there at binding: 260 files.)
+func TestPlanReloadProfilesWithFullHistories(t *testing.T) {
+	tmp := tempDir(t)
+	dir, root := filepath.Join(tmp, "agent"), filepath.Join(tmp, "hermes")
+	module, _ := agentRepo(t, dir)
+	old := hermesReceipt(t, "gen1-update-id-failed.json", strings.Repeat("0", 40), time.Now().Add(-time.Hour))
+	for p := range 13 {
+		for i := range 20 {
+			writeFile(t, filepath.Join(receiptsDir(filepath.Join(root, "profiles", fmt.Sprintf("p%02d", p))), fmt.Sprintf("update_2026%04d_1.json", i)), string(old))
+		}
+	}
+	g, err := New(Options{ModulePath: module, HomeDir: root})
+	require.NoError(t, err)
+	moved := commit(t, dir, "run_agent.py", "class AIAgent: revision = 2\n")
+	writeFile(t, filepath.Join(receiptsDir(root), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", moved, time.Now())))
+	r, err := g.PlanReload(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, moved, r.To)
+	r.Release()
 }

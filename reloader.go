@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,7 +21,11 @@ type ReloaderOptions struct {
 	// workers, re-imports its plugins), and returns once it is loaded;
 	// the Reloader then binds the guard to it ([Guard.Rebind]), which is
 	// the last check: a checkout that moved meanwhile keeps the guard
-	// stale. An error keeps the old binding, and the guard stale.
+	// stale. An error keeps the old binding, and the guard stale; so does
+	// a panic, which the Reloader recovers and logs (at the error level,
+	// with its stack) rather than let it end the process: guarded work
+	// then gets 409s, never the half-loaded code. The same holds for
+	// Handover.
 	Restart func(ctx context.Context, plan *Reload) error
 	// Handover hands over to a new process instead: it starts the new
 	// code (re-executing the server, or exiting for its supervisor),
@@ -27,12 +33,17 @@ type ReloaderOptions struct {
 	// only when the handover failed; the server then goes on, stale.
 	Handover func(ctx context.Context, plan *Reload) error
 	// DrainTimeout bounds how long guarded work in flight may take to
-	// finish before the new code is loaded; past it the reload is
-	// abandoned. Zero: [DefaultDrainTimeout].
+	// finish before the new code is loaded; past it that attempt is
+	// abandoned (nothing was loaded, the receipt is not spent) and the
+	// reload is tried again from a new plan, so that a long request (a
+	// streamed answer, a long poll) delays the reload but does not cancel
+	// it. Zero: [DefaultDrainTimeout].
 	DrainTimeout time.Duration
 	// ProofInterval is how often the updater's files are read again while
 	// the checkout has moved and no reload is proven yet (the update still
-	// runs, its receipt is not written). Zero: [DefaultProofInterval].
+	// runs, its receipt is not written); a stale request brings the next
+	// read forward, to a quarter of the interval after the last at the
+	// soonest. Zero: [DefaultProofInterval].
 	ProofInterval time.Duration
 	// Logger receives the reloads: planned, carried out, abandoned. Nil:
 	// the guard's [Options.Logger].
@@ -81,6 +92,7 @@ type Reloader struct {
 	done chan struct{} // closed when the run ends
 
 	reloads, abandoned atomic.Uint64
+	plans              atomic.Uint64 // plans tried
 }
 
 // NewReloader starts a Reloader for g, which must be bound (or become
@@ -120,7 +132,10 @@ func NewReloader(ctx context.Context, g *Guard, opts ReloaderOptions) (*Reloader
 }
 
 // Done returns a channel that is closed once the Reloader stopped: its
-// context is done, and no reload is under way.
+// context is done, and no reload is under way. A Restart or Handover under
+// way is waited for (nothing else can end it): it must return once its
+// context is done. Until it returns, the guard stays stale and its 409s
+// say a restart is scheduled.
 func (rl *Reloader) Done() <-chan struct{} { return rl.done }
 
 // Wrap runs guarded handlers: next runs only while the runtime is current
@@ -165,9 +180,10 @@ func (rl *Reloader) refuse(w http.ResponseWriter, r *http.Request, err error) {
 
 // ReloaderStats counts what a Reloader did.
 type ReloaderStats struct {
-	// Reloads counts the reloads carried out; Abandoned the planned ones
-	// that were not (work that did not drain, a restart or a handover that
-	// failed, a checkout that moved again).
+	// Reloads counts the reloads carried out; Abandoned the planned
+	// attempts that were not (work that did not drain by the deadline,
+	// each attempt; a restart or a handover that failed or panicked; a
+	// checkout that moved again).
 	Reloads, Abandoned uint64
 }
 
@@ -216,13 +232,30 @@ func (rl *Reloader) awaitProof(ctx context.Context) *Reload {
 	last := ""
 	t := time.NewTimer(0)
 	defer t.Stop()
+	var earliest time.Time // of a look a request asks for
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 		case <-rl.wake:
+			// A stale request asks for an early look: one per quarter
+			// of the interval at most, so that a storm of requests is no
+			// storm of plans (each reads the checkout and the updater's
+			// files).
+			if wait := time.Until(earliest); wait > 0 {
+				if !t.Stop() {
+					select {
+					case <-t.C:
+					default:
+					}
+				}
+				t.Reset(wait)
+				continue
+			}
 		}
+		earliest = time.Now().Add(rl.interval / 4)
+		rl.plans.Add(1)
 		plan, err := rl.g.PlanReload(ctx)
 		if err == nil {
 			return plan
@@ -258,15 +291,19 @@ func (rl *Reloader) carryOut(ctx context.Context, plan *Reload) {
 	}
 	log.Info("runtimeguard: reload scheduled")
 	if !rl.gate.closeAndDrain(ctx, rl.drain) {
-		rl.abandon(log, "guarded work still ran at the drain deadline", nil)
+		// Nothing was loaded: the receipt still proves the reload, which
+		// is tried again from a new plan once work in flight may be done.
+		plan.releaseUnused()
+		rl.abandoned.Add(1)
+		log.Warn("runtimeguard: reload postponed: guarded work still ran at the drain deadline", "drain_timeout", rl.drain)
 		return
 	}
 	if rl.handover != nil {
-		err := rl.handover(ctx, plan)
+		err := rl.callHost(log, "handover", rl.handover, ctx, plan)
 		rl.abandon(log, "the handover failed", err)
 		return
 	}
-	if err := rl.restart(ctx, plan); err != nil {
+	if err := rl.callHost(log, "restart", rl.restart, ctx, plan); err != nil {
 		rl.abandon(log, "the restart failed", err)
 		return
 	}
@@ -277,6 +314,19 @@ func (rl *Reloader) carryOut(ctx context.Context, plan *Reload) {
 	rl.g.auto.Store(autoWaiting)
 	rl.reloads.Add(1)
 	log.Info("runtimeguard: reloaded")
+}
+
+// callHost calls the host's restart or handover, and turns a panic of it
+// into an error, logged with its stack: the reload is then abandoned as
+// one that failed, and the process goes on, stale.
+func (rl *Reloader) callHost(log *slog.Logger, name string, f func(context.Context, *Reload) error, ctx context.Context, plan *Reload) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("the host's %s panicked: %v", name, v)
+			log.Error("runtimeguard: the host's "+name+" panicked", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+		}
+	}()
+	return f(ctx, plan)
 }
 
 func (rl *Reloader) abandon(log *slog.Logger, why string, err error) {

@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,11 +27,19 @@ type reloaderCase struct {
 	srv      *httptest.Server
 	restarts atomic.Int32
 	fail     atomic.Bool   // the restart fails
+	panics   atomic.Bool   // the restart panics
 	release  chan struct{} // closed to let /slow return
 	entered  chan struct{} // /slow is running
 }
 
 func newReloaderCase(t *testing.T, stale func(*http.Request, *StaleError)) *reloaderCase {
+	t.Helper()
+	return newReloaderCaseWith(t, stale, nil)
+}
+
+// newReloaderCaseWith is newReloaderCase with the Reloader's options
+// changed by opts.
+func newReloaderCaseWith(t *testing.T, stale func(*http.Request, *StaleError), opts func(*ReloaderOptions)) *reloaderCase {
 	t.Helper()
 	tmp := tempDir(t)
 	c := &reloaderCase{reloadCase: &reloadCase{dir: filepath.Join(tmp, "agent"), home: filepath.Join(tmp, "home")},
@@ -40,17 +50,24 @@ func newReloaderCase(t *testing.T, stale func(*http.Request, *StaleError)) *relo
 	c.g, err = New(Options{ModulePath: c.module, HomeDir: c.home, OnStale: stale})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	c.rl, err = NewReloader(ctx, c.g, ReloaderOptions{
+	ro := ReloaderOptions{
 		ProofInterval: 10 * time.Millisecond,
 		DrainTimeout:  10 * time.Second,
 		Restart: func(ctx context.Context, plan *Reload) error {
 			c.restarts.Add(1)
+			if c.panics.Load() {
+				panic("the plugin loader broke")
+			}
 			if c.fail.Load() {
 				return errors.New("the workers did not start")
 			}
 			return nil
 		},
-	})
+	}
+	if opts != nil {
+		opts(&ro)
+	}
+	c.rl, err = NewReloader(ctx, c.g, ro)
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, c.g.Identity().Revision) })
@@ -242,4 +259,132 @@ func TestMiddlewareHookAndRetryAfter(t *testing.T) {
 	assert.Equal(t, "1", rec.Header().Get("Retry-After"))
 	require.Len(t, seen, 2)
 	assert.True(t, seen[1].RestartScheduled)
+}
+
+// A restart that panics abandons the reload as one that failed: the
+// process goes on, on the old code and stale, the panic is logged, no
+// request waits on a gate left closed, and the next update reloads.
+func TestReloaderRestartPanics(t *testing.T) {
+	c := newReloaderCase(t, nil)
+	c.panics.Store(true)
+	c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
+	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
+	require.Eventually(t, func() bool { return c.rl.Stats().Abandoned == 1 }, 10*time.Second, 5*time.Millisecond)
+	a := c.get(t, "/")
+	assert.Equal(t, http.StatusConflict, a.code)
+	assert.False(t, a.payload.RestartScheduled)
+	assert.Equal(t, c.loaded, c.g.Identity().Revision)
+	assert.Equal(t, int32(1), c.restarts.Load())
+
+	c.panics.Store(false)
+	third := commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 3\n")
+	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen3-correlation-success-latest.json", third, time.Now())))
+	require.Eventually(t, func() bool { return c.get(t, "/").body == third }, 10*time.Second, 5*time.Millisecond)
+	assert.Equal(t, ReloaderStats{Reloads: 1, Abandoned: 1}, c.rl.Stats())
+}
+
+// Guarded work that outlasts the drain deadline (a streamed answer, a
+// long poll) abandons that attempt, which loaded nothing: the receipt is
+// not spent on it, and the reload is carried out once the work ended,
+// instead of never.
+func TestReloaderRetriesAfterDrainDeadline(t *testing.T) {
+	c := newReloaderCaseWith(t, nil, func(o *ReloaderOptions) { o.DrainTimeout = 50 * time.Millisecond })
+	var once sync.Once
+	free := func() { once.Do(func() { close(c.release) }) }
+	t.Cleanup(free) // before the server closes: it waits for /slow
+	slow := make(chan answer, 1)
+	go func() { slow <- c.get(t, "/slow") }()
+	<-c.entered
+	c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
+	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
+	require.Eventually(t, func() bool { return c.rl.Stats().Abandoned >= 2 }, 10*time.Second, 5*time.Millisecond,
+		"the attempt is abandoned at the deadline, and tried again")
+	assert.Equal(t, int32(0), c.restarts.Load(), "no restart while guarded work runs")
+	assert.Equal(t, http.StatusConflict, c.get(t, "/").code)
+	free()
+	assert.Equal(t, answer{code: http.StatusOK, body: "done"}, <-slow, "the work in flight finished on the old code")
+	require.Eventually(t, func() bool { return c.get(t, "/").body == c.moved }, 10*time.Second, 5*time.Millisecond)
+	assert.Equal(t, int32(1), c.restarts.Load())
+	assert.Equal(t, uint64(1), c.rl.Stats().Reloads)
+}
+
+// A Reloader leaves nothing running once its context is done: not its
+// watch, not its wait for a proof, whether the checkout moved or not, nor
+// when its context was done before it started. (Goroutines are counted
+// before and after many Reloaders of one guard.)
+func TestReloaderLeavesNoGoroutine(t *testing.T) {
+	c := newReloadCase(t) // moved, no receipt: every Reloader awaits the proof
+	restart := func(context.Context, *Reload) error { return nil }
+	writeMarker(t, filepath.Join(c.home, hermesMarker), os.Getpid(), time.Now())
+	start := func(ctx context.Context) *Reloader {
+		rl, err := NewReloader(ctx, c.g, ReloaderOptions{Restart: restart, ProofInterval: time.Millisecond})
+		require.NoError(t, err)
+		return rl
+	}
+	// One round first, so that what the guard keeps for good (its watch
+	// descriptor's reader, timers) is counted in the baseline.
+	ctx, cancel := context.WithCancel(context.Background())
+	rl := start(ctx)
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	<-rl.Done()
+	before := runtime.NumGoroutine()
+	for i := range 30 {
+		ctx, cancel := context.WithCancel(context.Background())
+		if i%3 == 0 {
+			cancel() // done before it starts
+		}
+		rl := start(ctx)
+		time.Sleep(time.Duration(i%3) * 5 * time.Millisecond)
+		cancel()
+		<-rl.Done()
+	}
+	// Counted here, not in assert.Eventually, whose own goroutines count.
+	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > before && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !assert.LessOrEqual(t, runtime.NumGoroutine(), before) {
+		buf := make([]byte, 1<<20)
+		t.Logf("goroutines: %d before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+	}
+	assert.Equal(t, c.loaded, c.g.Identity().Revision)
+}
+
+// A storm of stale requests while the update runs does not turn into a
+// storm of plans (each a read of the checkout and of the updater's files):
+// a request asks for an early look, and looks are spaced by a quarter of
+// the proof interval whatever the requests.
+func TestReloaderStormDoesNotPlanPerRequest(t *testing.T) {
+	const interval = 100 * time.Millisecond
+	c := newReloaderCaseWith(t, nil, func(o *ReloaderOptions) { o.ProofInterval = interval })
+	writeMarker(t, filepath.Join(c.home, hermesMarker), os.Getpid(), time.Now()) // the updater runs
+	c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
+	require.Eventually(t, func() bool { return c.get(t, "/").code == http.StatusConflict }, 10*time.Second, 5*time.Millisecond)
+	startPlans, start := c.rl.plans.Load(), time.Now()
+	var stale atomic.Int64
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Since(start) < 500*time.Millisecond {
+				resp, err := http.Get(c.srv.URL + "/")
+				if !assert.NoError(t, err) {
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusConflict {
+					stale.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	plans, elapsed := c.rl.plans.Load()-startPlans, time.Since(start)
+	limit := uint64(elapsed/(interval/4)) + 2
+	t.Logf("%d stale answers, %d plans in %v (at most %d)", stale.Load(), plans, elapsed, limit)
+	assert.Greater(t, stale.Load(), int64(limit), "the storm is a storm")
+	assert.LessOrEqual(t, plans, limit)
+	assert.Equal(t, int32(0), c.restarts.Load())
 }

@@ -15,10 +15,12 @@ import (
 )
 
 // Bounds of a scan of the receipts' directories: an updater keeps a few
-// dozen receipts (Hermes's keeps 20 a home); a directory with more than
-// these is not searched further, and proves nothing.
+// dozen receipts a home (Hermes's keeps 20, in each profile's home); a
+// source with more than these is not searched further, and proves
+// nothing. The bound is a source's, not one over all sources: an install
+// of many profiles keeps 20 receipts in each.
 const (
-	MaxReceiptFiles   = 256  // retained receipts considered, over all homes
+	MaxReceiptFiles   = 128  // retained receipts considered, a source
 	maxReceiptEntries = 4096 // directory entries read, a directory
 )
 
@@ -59,7 +61,6 @@ func ListReceipts(sources []ReceiptSource) ReceiptFiles {
 		}
 		return true
 	}
-	retained := 0
 	for _, src := range sources {
 		if src.Latest != "" && !add(src.Latest) {
 			return rf
@@ -73,11 +74,11 @@ func ListReceipts(sources []ReceiptSource) ReceiptFiles {
 			rf.Problem = err.Error()
 			return rf
 		}
+		if len(names) > MaxReceiptFiles {
+			rf.Problem = fmt.Sprintf("more than %d receipts are kept in %s", MaxReceiptFiles, dir)
+			return rf
+		}
 		for _, name := range names {
-			if retained++; retained > MaxReceiptFiles {
-				rf.Problem = fmt.Sprintf("more than %d receipts are kept", MaxReceiptFiles)
-				return rf
-			}
 			if !add(filepath.Join(dir, name)) {
 				return rf
 			}

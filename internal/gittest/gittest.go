@@ -6,15 +6,53 @@
 //
 // A test that needs git is skipped where git is not installed (as under
 // Wine), with the reason.
+//
+// The git the tests run is the first on PATH, or the one RUNTIMEGUARD_GIT
+// names: an executable called git, whose directory the harness then puts
+// first on the PATH of the test process, so that every git a test runs,
+// itself or through a command it starts, is that one. The first test
+// that needs git logs which one it is ([Describe]); a test whose
+// expectation depends on git's version asks it ([AtLeast]).
 package gittest
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
+
+// EnvGit names the variable that chooses the git the tests run.
+const EnvGit = "RUNTIMEGUARD_GIT"
+
+// choice is the error of a RUNTIMEGUARD_GIT that cannot be used, or nil;
+// it is made before Env so that Env holds the PATH it sets.
+var choice = chooseGit()
+
+// chooseGit puts the directory of the git RUNTIMEGUARD_GIT names first on
+// PATH.
+func chooseGit() error {
+	exe := os.Getenv(EnvGit)
+	if exe == "" {
+		return nil
+	}
+	if filepath.Base(exe) != "git" && filepath.Base(exe) != "git.exe" {
+		return fmt.Errorf("%s=%s: not an executable named git", EnvGit, exe)
+	}
+	abs, err := filepath.Abs(exe)
+	if err != nil {
+		return fmt.Errorf("%s=%s: %w", EnvGit, exe, err)
+	}
+	if _, err := os.Stat(abs); err != nil {
+		return fmt.Errorf("%s: %w", EnvGit, err)
+	}
+	return os.Setenv("PATH", filepath.Dir(abs)+string(filepath.ListSeparator)+os.Getenv("PATH"))
+}
 
 // Env is the environment git runs with.
 var Env = append(os.Environ(),
@@ -39,12 +77,72 @@ func Available() bool {
 	return err == nil
 }
 
-// Need skips the test where git is not installed.
+// version is what git --version said, read once.
+var version struct {
+	once         sync.Once
+	path, text   string
+	major, minor int
+	err          error
+	logged       sync.Once
+}
+
+var versionPattern = regexp.MustCompile(`^git version (\d+)\.(\d+)`)
+
+func readVersion() {
+	version.once.Do(func() {
+		if version.path, version.err = exec.LookPath("git"); version.err != nil {
+			return
+		}
+		out, err := exec.Command(version.path, "--version").Output()
+		if err != nil {
+			version.err = fmt.Errorf("%s --version: %w", version.path, err)
+			return
+		}
+		version.text = strings.TrimSpace(string(out))
+		m := versionPattern.FindStringSubmatch(version.text)
+		if m == nil {
+			version.err = fmt.Errorf("%s --version says %q", version.path, version.text)
+			return
+		}
+		version.major, _ = strconv.Atoi(m[1])
+		version.minor, _ = strconv.Atoi(m[2])
+	})
+}
+
+// Describe says which git the tests run: its version and path.
+func Describe() string {
+	readVersion()
+	if version.err != nil {
+		return "no usable git: " + version.err.Error()
+	}
+	return version.text + " (" + version.path + ")"
+}
+
+// AtLeast reports whether the git the tests run is major.minor or newer;
+// it fails the test when its version cannot be read, and skips it where
+// git is not installed.
+func AtLeast(tb testing.TB, major, minor int) bool {
+	tb.Helper()
+	Need(tb)
+	if version.err != nil {
+		tb.Fatal(version.err)
+	}
+	return version.major > major || version.major == major && version.minor >= minor
+}
+
+// Need skips the test where git is not installed, and fails it where
+// RUNTIMEGUARD_GIT names no git. The first test of a process that needs
+// git logs which git it is.
 func Need(tb testing.TB) {
 	tb.Helper()
+	if choice != nil {
+		tb.Fatal(choice)
+	}
 	if !Available() {
 		tb.Skip("git is not installed")
 	}
+	readVersion()
+	version.logged.Do(func() { tb.Logf("the tests run %s", Describe()) })
 }
 
 // Git runs git with args in dir and returns its trimmed output; it fails
@@ -54,7 +152,7 @@ func Git(tb testing.TB, dir string, args ...string) string {
 	Need(tb)
 	out, err := Command(dir, args...).CombinedOutput()
 	if err != nil {
-		tb.Fatalf("git %s in %s: %v\n%s", strings.Join(args, " "), dir, err, out)
+		tb.Fatalf("git %s in %s (%s): %v\n%s", strings.Join(args, " "), dir, Describe(), err, out)
 	}
 	return strings.TrimSpace(string(out))
 }

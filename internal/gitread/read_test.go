@@ -393,6 +393,42 @@ func TestCoreWorktreeAndBare(t *testing.T) {
 	})
 }
 
+// A core.worktree with a tab inside names one directory to git 2.45 and
+// later and another to earlier versions (a blank in place of the tab):
+// the read fails, whichever git is installed, rather than take one side.
+func TestCoreWorktreeGitsReadDifferently(t *testing.T) {
+	dir := tempDir(t)
+	git(t, dir, "init", "-q")
+	for _, name := range []string{"a\tb", "a b"} {
+		src := filepath.Join(dir, name)
+		writeFile(t, filepath.Join(src, "run_agent.py"), "x\n")
+	}
+	config := filepath.Join(dir, ".git", "config")
+	data, err := os.ReadFile(config)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(config, append(data, "\tworktree = ../a\tb\n"...), 0o644))
+	top := git(t, dir, "rev-parse", "--show-toplevel")
+	want := "a b"
+	if gittest.AtLeast(t, 2, 45) {
+		want = "a\tb"
+	}
+	require.Equal(t, want, filepath.Base(top), "the worktree %s names", gittest.Describe())
+	for _, name := range []string{"a\tb", "a b"} {
+		src := filepath.Join(dir, name)
+		_, err := ReadRevision(src, filepath.Join(src, "run_agent.py"))
+		require.ErrorIs(t, err, ErrGitsDisagree, "module in %q", name)
+	}
+	// Both gits agree on the folded spelling: read as any other.
+	require.NoError(t, os.WriteFile(config, append(data, "\tworktree = ../a  b\n"...), 0o644))
+	src := filepath.Join(dir, "a  b")
+	writeFile(t, filepath.Join(src, "run_agent.py"), "x\n")
+	git(t, src, "add", "run_agent.py")
+	git(t, src, "commit", "-q", "-m", "in a  b")
+	rev, err := ReadRevision(src, filepath.Join(src, "run_agent.py"))
+	require.NoError(t, err)
+	assert.Equal(t, git(t, src, "rev-parse", "HEAD"), rev)
+}
+
 // Under extensions.worktreeConfig git takes core.bare and core.worktree
 // from the Git directory's config.worktree, and honours them, and the
 // repository config's, in a linked worktree too.

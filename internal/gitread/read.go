@@ -494,8 +494,9 @@ func (r *reader) headName(c *Checkout, hashLen int) {
 
 // findWorktree walks up from the source directory to the first .git that
 // Git's discovery accepts: a Git directory, or a regular file naming one.
-// A .git that is neither (a FIFO, a socket, a directory that is no Git
-// directory, a dangling link) is passed over, as Git passes over it.
+// A directory that is no Git directory, or a dangling link, is passed
+// over, as Git passes over it; a FIFO, socket or device is a read failure,
+// as it is to git 2.54 and later (earlier versions pass it over).
 //
 // Every directory passed on the way is a dependency, stamped without
 // following links: a .git created in it changes its modification time, and
@@ -585,8 +586,14 @@ func (r *reader) probeDotGit(c *Checkout, dir, dotgit string) (bool, error) {
 		c.TopLevel = dir
 		return true, r.followGitFile(c, dotgit)
 	}
-	r.addDep(dotgit, false, st) // a dangling link or a special file
-	return false, nil
+	r.addDep(dotgit, false, st)
+	if st.present {
+		// A FIFO, a socket or a device (or a link to one): git before
+		// 2.54 passes it over, later versions die "not a regular file".
+		// Where one supported git fails, no answer is current.
+		return false, &fs.PathError{Op: "read", Path: dotgit, Err: fmt.Errorf("%w, which git 2.54 and later refuse", &fileTypeError{"special file"})}
+	}
+	return false, nil // a dangling link: nothing, to every git
 }
 
 // isBare reports whether git, finding no .git in dir, takes dir for a bare

@@ -421,7 +421,7 @@ func (r *reader) readAt(src, mod string) (Checkout, error) {
 		// ls-files then matches the module's name from the top level,
 		// whatever the directory it runs in.
 	case format.worktreeSet && !hasCommon:
-		if c.TopLevel, _, err = r.resolve(joinRelative(c.GitDir, format.worktree)); err != nil {
+		if c.TopLevel, err = r.gitPath(c.GitDir, format.worktree); err != nil {
 			return c, fmt.Errorf("core.worktree: %w", err)
 		}
 	}
@@ -708,7 +708,11 @@ func (r *reader) commonDir(gitDir string) (string, error) {
 	if p == "" {
 		return gitDir, nil
 	}
-	return joinRelative(gitDir, p), nil
+	common, err := r.gitPath(gitDir, p)
+	if err != nil {
+		return gitDir, fmt.Errorf("%s: %w", path, err)
+	}
+	return common, nil
 }
 
 // followGitFile reads a .git file ("gitdir: PATH", written for linked
@@ -727,7 +731,9 @@ func (r *reader) followGitFile(c *Checkout, dotgit string) error {
 	if !found || target == "" {
 		return &fs.PathError{Op: "read", Path: dotgit, Err: errors.New("not a gitdir file")}
 	}
-	c.GitDir = joinRelative(filepath.Dir(dotgit), target)
+	if c.GitDir, err = r.gitPath(filepath.Dir(dotgit), target); err != nil {
+		return fmt.Errorf("%s: %w", dotgit, err)
+	}
 	why, err := r.isGitDir(c.GitDir)
 	if err != nil {
 		return err
@@ -737,6 +743,25 @@ func (r *reader) followGitFile(c *Checkout, dotgit string) error {
 	}
 	c.CommonDir, err = r.commonDir(c.GitDir)
 	return err
+}
+
+// gitPath resolves a path that one of Git's own files holds (a .git
+// file's gitdir, a commondir, core.worktree), relative to base, as git
+// resolves it (realpath, chdir): link by link, so that a ".." after a
+// link leads to the parent of the link's target, as the kernel takes it,
+// not to the directory the link is in (see Abs). Each link passed is a
+// dependency. A missing final component is kept as it is.
+func (r *reader) gitPath(base, p string) (string, error) {
+	joined := p
+	switch {
+	case runtime.GOOS == "windows":
+		// The system removes ".." before it follows anything.
+		joined = joinRelative(base, p)
+	case !filepath.IsAbs(p):
+		joined = base + string(filepath.Separator) + p
+	}
+	resolved, _, err := r.resolve(joined)
+	return resolved, err
 }
 
 func joinRelative(base, p string) string {

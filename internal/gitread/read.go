@@ -166,8 +166,14 @@ type Dep struct {
 	// directory's objects and refs), compares what is at Path, not its
 	// timestamps: a commit that adds an object directory reads nothing
 	// again. Where a stamp has no inode number it is the whole stamp.
+	// What git asks of such a directory, access(2) for X_OK, is asked
+	// again too: it depends on the owner, the group, the mode and any ACL,
+	// and an ACL changed in place changes nothing of the stamp but its
+	// change time.
 	Identity bool
 	Stamp    Stamp
+	// searchable is what access(2) for X_OK said of an Identity dep.
+	searchable bool
 }
 
 // Deps are the files one read depended on.
@@ -182,6 +188,9 @@ func (d Deps) Unchanged(fs *FS) bool {
 		}
 		st, err := stat(d[i].Path)
 		if err != nil || st != d[i].Stamp && !(d[i].Identity && st.sameIdentity(d[i].Stamp)) {
+			return false
+		}
+		if d[i].Identity && searchable(d[i].Path, st) != d[i].searchable {
 			return false
 		}
 	}
@@ -254,9 +263,10 @@ func (r *reader) addDep(path string, nofollow bool, st Stamp) {
 }
 
 // addIdentityDep records that the answer depends on what is at path (links
-// followed), not on its timestamps.
-func (r *reader) addIdentityDep(path string, st Stamp) {
-	r.deps = append(r.deps, Dep{Path: path, Identity: true, Stamp: st})
+// followed), not on its timestamps, and on whether access(2) finds it
+// searchable, as it was.
+func (r *reader) addIdentityDep(path string, st Stamp, searchable bool) {
+	r.deps = append(r.deps, Dep{Path: path, Identity: true, Stamp: st, searchable: searchable})
 }
 
 // readFile reads the regular file at path, following links, and records
@@ -629,11 +639,12 @@ func (r *reader) isGitDir(dir string) (why string, err error) {
 		if err != nil {
 			return "", err
 		}
-		r.addIdentityDep(p, st)
+		ok := st.present && searchable(p, st)
+		r.addIdentityDep(p, st, ok)
 		if !st.present {
 			return p + " does not exist", nil
 		}
-		if !searchable(p, st) {
+		if !ok {
 			return p + " fails access(2) for X_OK", nil
 		}
 	}

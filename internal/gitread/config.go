@@ -84,17 +84,20 @@ func (f *repoFormat) worktreeOverrides(config []byte) error {
 //     used but not checked.
 //   - extensions.noop, preciousObjects, partialClone and worktreeConfig are
 //     allowed in any version; objectFormat, noop-v1, compatObjectFormat,
-//     refStorage and relativeWorktrees only in version 1; any other
+//     refStorage, relativeWorktrees and submodulePathConfig only in
+//     version 1; any other
 //     extension is ignored in version 0 and unsupported in version 1.
 //   - each value is checked where it appears, even when a later one
 //     replaces it: a boolean must be one, and the object formats and the
 //     ref storage need a value that names one.
 //   - core.bare and core.worktree are recorded, see [repoFormat].
 //
-// Where it departs from Git 2.39: compatObjectFormat, refStorage and
-// relativeWorktrees are unknown to Git 2.39 (so unsupported in version 1,
-// ignored in version 0); they are read here as later Git versions read
-// them, so that a repository they made with the files backend is read. An
+// Where it departs from Git 2.39: compatObjectFormat, refStorage,
+// relativeWorktrees and submodulePathConfig are unknown to Git 2.39 (so
+// unsupported in version 1, ignored in version 0); they are read here as
+// later Git versions read them, so that a repository they made with the
+// files backend is read (submodulePathConfig says where a superproject
+// keeps its submodules' Git directories, nothing this package reads). An
 // extensions.partialClone without a value, on which Git 2.39 crashes, is
 // refused as later versions refuse it.
 //
@@ -179,7 +182,7 @@ func (r *formatReader) extension(key, name string, value []byte, hasValue bool) 
 			return unsupportedf("ref storage %q is not supported", value)
 		}
 		r.refStorage = string(value)
-	case "relativeworktrees":
+	case "relativeworktrees", "submodulepathconfig":
 		if _, err := configBool(key, value, hasValue); err != nil {
 			return err
 		}

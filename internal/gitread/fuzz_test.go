@@ -160,7 +160,7 @@ func formatMatters(entries []configEntry) bool {
 	matters := false
 	for _, e := range entries {
 		switch e.key {
-		case "extensions.refstorage", "extensions.compatobjectformat", "extensions.relativeworktrees":
+		case "extensions.refstorage", "extensions.compatobjectformat", "extensions.relativeworktrees", "extensions.submodulepathconfig":
 			return false
 		case "core.repositoryformatversion", "core.bare", "core.worktree":
 			matters = true

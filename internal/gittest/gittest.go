@@ -66,9 +66,53 @@ var Env = append(os.Environ(),
 // Command returns git with args in dir, in Env, with main as the default
 // branch and file transport allowed (for submodules).
 func Command(dir string, args ...string) *exec.Cmd {
-	cmd := exec.Command("git", append([]string{"-c", "init.defaultBranch=main", "-c", "protocol.file.allow=always"}, args...)...)
+	return CommandWith("git", dir, args...)
+}
+
+// CommandWith is Command with the git at path.
+func CommandWith(path, dir string, args ...string) *exec.Cmd {
+	cmd := exec.Command(path, append([]string{"-c", "init.defaultBranch=main", "-c", "protocol.file.allow=always"}, args...)...)
 	cmd.Dir, cmd.Env = dir, Env
 	return cmd
+}
+
+// EnvCurrentGit names a current git, for the tests that make what only
+// newer versions write where the git the tests run is older.
+const EnvCurrentGit = "RUNTIMEGUARD_CURRENT_GIT"
+
+// Current returns the path of a git of version major.minor or newer: the
+// git the tests run when it is that new, else the one RUNTIMEGUARD_CURRENT_GIT
+// names. Without one it skips the test, saying why (CI always has one:
+// scripts/current-git.sh installs it).
+func Current(tb testing.TB, major, minor int) string {
+	tb.Helper()
+	Need(tb)
+	if AtLeast(tb, major, minor) {
+		return version.path
+	}
+	exe := os.Getenv(EnvCurrentGit)
+	if exe == "" {
+		tb.Skipf("needs git %d.%d or newer: the tests run %s and %s is not set", major, minor, Describe(), EnvCurrentGit)
+	}
+	text, maj, min, err := versionOf(exe)
+	if err != nil {
+		tb.Fatalf("%s: %v", EnvCurrentGit, err)
+	}
+	if maj < major || maj == major && min < minor {
+		tb.Skipf("needs git %d.%d or newer: %s=%s is %s", major, minor, EnvCurrentGit, exe, text)
+	}
+	tb.Logf("made with %s (%s)", text, exe)
+	return exe
+}
+
+// GitWith is Git with the git at path.
+func GitWith(tb testing.TB, path, dir string, args ...string) string {
+	tb.Helper()
+	out, err := CommandWith(path, dir, args...).CombinedOutput()
+	if err != nil {
+		tb.Fatalf("%s %s in %s: %v\n%s", path, strings.Join(args, " "), dir, err, out)
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // Available reports whether git is installed.
@@ -93,20 +137,24 @@ func readVersion() {
 		if version.path, version.err = exec.LookPath("git"); version.err != nil {
 			return
 		}
-		out, err := exec.Command(version.path, "--version").Output()
-		if err != nil {
-			version.err = fmt.Errorf("%s --version: %w", version.path, err)
-			return
-		}
-		version.text = strings.TrimSpace(string(out))
-		m := versionPattern.FindStringSubmatch(version.text)
-		if m == nil {
-			version.err = fmt.Errorf("%s --version says %q", version.path, version.text)
-			return
-		}
-		version.major, _ = strconv.Atoi(m[1])
-		version.minor, _ = strconv.Atoi(m[2])
+		version.text, version.major, version.minor, version.err = versionOf(version.path)
 	})
+}
+
+// versionOf asks the git at path its version.
+func versionOf(path string) (text string, major, minor int, err error) {
+	out, err := exec.Command(path, "--version").Output()
+	if err != nil {
+		return "", 0, 0, fmt.Errorf("%s --version: %w", path, err)
+	}
+	text = strings.TrimSpace(string(out))
+	m := versionPattern.FindStringSubmatch(text)
+	if m == nil {
+		return text, 0, 0, fmt.Errorf("%s --version says %q", path, text)
+	}
+	major, _ = strconv.Atoi(m[1])
+	minor, _ = strconv.Atoi(m[2])
+	return text, major, minor, nil
 }
 
 // Describe says which git the tests run: its version and path.

@@ -253,12 +253,12 @@ func quotedList(names []string) string {
 	return strings.Join(q, ", ")
 }
 
-// ErrGitsDisagree is the class of a config value that git versions read
-// differently: git before 2.45 folds each white space byte inside a value
-// (a tab, a lone CR) into a blank, later versions keep it. Where the
-// value is one the answer depends on (a path), the two would name
-// different places, and the repository is refused rather than read as
-// one of them.
+// ErrGitsDisagree is the class of what supported git versions read
+// differently, refused rather than read as one of them: a config value
+// (git before 2.45 folds each white space byte inside a value, a tab or a
+// lone CR, into a blank, later versions keep it) where the answer depends
+// on it (a path, which the two would take for different places), or a
+// packed-refs header that later versions refuse.
 var ErrGitsDisagree = errors.New("git versions read this config value differently")
 
 // gitsDisagree is a failure of the ErrGitsDisagree class for key.

@@ -76,6 +76,8 @@ func FuzzLookupPackedRef(f *testing.F) {
 		switch {
 		case gitErr == nil && errors.Is(err, errPackedTwice):
 			// Failing closed where git's answer depends on its qsort.
+		case gitErr == nil && errors.Is(err, ErrGitsDisagree):
+			// Failing closed where another git version refuses the file.
 		case gitErr == nil && (err != nil || oid != strings.ToLower(want)):
 			t.Fatalf("%q in %q: lookupPackedRef gives %q, %v; git gives %s", name, data, oid, err, want)
 		case gitErr != nil && err == nil && oid != "":

@@ -949,7 +949,9 @@ func hasRefs(commonDir string, packed []byte) (bool, error) {
 // lookupPackedRef finds name in a packed-refs file as Git's packed backend
 // does (packed-backend.c, Git 2.39), so that it finds what git finds, or
 // fails where git dies: the header, when there is one, must start
-// "# pack-refs with:"; the last line must end in a newline and hold at
+// "# pack-refs with: " (git 2.50 and later need the space; a header
+// without it, which earlier versions read, is refused as one they read
+// differently); the last line must end in a newline and hold at
 // least an object id, a separator and one byte; a file whose header does
 // not say "sorted" has every record checked that way and is sorted by ref
 // name; then the ref is found by git's binary search over the bytes. A ref
@@ -999,6 +1001,10 @@ func lookupPackedRef(data []byte, name string, hashLen int) (string, error) {
 // versions and not in others, so which of the two it finds is not defined.
 var errPackedTwice = errors.New("listed twice in a packed-refs file not declared sorted: which entry git reads is not defined")
 
+// errPackedHeaderSpace is a header with no space after "with:": git
+// before 2.50 reads the file, later versions die on it.
+var errPackedHeaderSpace = fmt.Errorf("a header without a space after \"with:\", which git 2.50 and later refuse: %w", ErrGitsDisagree)
+
 // errPackedLine is git's "unexpected line in packed-refs" and
 // "unterminated line in packed-refs".
 var errPackedLine = errors.New("an unexpected or unterminated line, which git refuses")
@@ -1016,6 +1022,9 @@ func packedRecords(data []byte) (records []byte, sorted bool, err error) {
 	traits, ok := bytes.CutPrefix(data[:eol], []byte("# pack-refs with:"))
 	if !ok {
 		return nil, false, errPackedLine
+	}
+	if !bytes.HasPrefix(traits, []byte(" ")) {
+		return nil, false, errPackedHeaderSpace
 	}
 	for _, t := range bytes.Split(traits, []byte(" ")) {
 		sorted = sorted || string(t) == "sorted"

@@ -1,7 +1,8 @@
 // Package gittest is the test harness every test package of the module
 // shares: the git command isolated from the user's and the system's Git
 // configuration (no global or system config, so no signing, hooks or
-// templates of the user's), with a fixed identity and branch name, and the
+// templates of the user's), with a fixed identity and branch name, no
+// automatic maintenance, and the
 // helpers that make repositories and files with it.
 //
 // A test that needs git is skipped where git is not installed (as under
@@ -61,6 +62,12 @@ var Env = append(os.Environ(),
 	"GIT_AUTHOR_NAME=Test", "GIT_AUTHOR_EMAIL=test@example.invalid",
 	"GIT_COMMITTER_NAME=Test", "GIT_COMMITTER_EMAIL=test@example.invalid",
 	"GIT_TERMINAL_PROMPT=0",
+	// No automatic maintenance: git 2.48 and later run it detached after
+	// a commit, a process that would still be writing the repository
+	// (objects/maintenance.lock) while a test copies or changes it.
+	"GIT_CONFIG_COUNT=2",
+	"GIT_CONFIG_KEY_0=maintenance.auto", "GIT_CONFIG_VALUE_0=false",
+	"GIT_CONFIG_KEY_1=gc.auto", "GIT_CONFIG_VALUE_1=0",
 )
 
 // Command returns git with args in dir, in Env, with main as the default

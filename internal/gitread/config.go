@@ -259,7 +259,7 @@ func quotedList(names []string) string {
 // lone CR, into a blank, later versions keep it) where the answer depends
 // on it (a path, which the two would take for different places), or a
 // packed-refs header that later versions refuse.
-var ErrGitsDisagree = errors.New("git versions read this config value differently")
+var ErrGitsDisagree = errors.New("supported git versions read this differently")
 
 // gitsDisagree is a failure of the ErrGitsDisagree class for key.
 func gitsDisagree(key string, value, folded []byte) error {

@@ -190,6 +190,9 @@ func AtLeast(tb testing.TB, major, minor int) bool {
 // git logs which git it is.
 func Need(tb testing.TB) {
 	tb.Helper()
+	// Read while the test runs, so that go test's cache counts it: a run
+	// with another git is not answered from a run with this one.
+	_ = os.Getenv(EnvGit)
 	if choice != nil {
 		tb.Fatal(choice)
 	}

@@ -202,15 +202,17 @@ func benchChecksParallel(b *testing.B, g *Guard) {
 // HEAD, commondir (absent), the Git directory's objects and refs, the
 // config, the index, the branch's loose ref (absent when packed),
 // packed-refs when the branch lives there, and for the linked layout the
-// link and the directories between the top level and the module. No
-// correct check by stat can pay less.
+// link and the directories between the top level and the module; and for
+// objects and refs, the access(2) call git makes of them. No correct check
+// by stat can pay less.
 func BenchmarkStatFloor(b *testing.B) {
 	benchLayouts(b, func(b *testing.B, module string) {
 		deps := settledGuard(b, module).bound.Load().snap.Load().deps
 		paths := make([]string, len(deps))
 		lstat := make([]bool, len(deps))
+		access := make([]bool, len(deps))
 		for i, d := range deps {
-			paths[i], lstat[i] = d.Path, d.NoFollow
+			paths[i], lstat[i], access[i] = d.Path, d.NoFollow, d.Identity
 		}
 		b.ReportAllocs()
 		b.ResetTimer()
@@ -221,6 +223,9 @@ func BenchmarkStatFloor(b *testing.B) {
 					_ = unix.Lstat(p, &st)
 				} else {
 					_ = unix.Stat(p, &st)
+				}
+				if access[j] {
+					_ = unix.Access(p, unix.X_OK)
 				}
 			}
 		}

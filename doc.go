@@ -88,8 +88,9 @@
 // The watch path (Linux) watches only local file systems (ext4, xfs,
 // btrfs, tmpfs and the like, told by statfs); a network, FUSE or overlay
 // file system keeps the stat path. File stamps of the stat path use device,
-// inode, size, mode and both timestamps on Unix systems, and size, type and
-// modification time elsewhere; in both cases a file too recent for its
-// timestamps to prove anything is read again. On network file systems, set
-// [Options.AlwaysRead].
+// inode, size, mode, owner, group and both timestamps on Unix systems, and
+// size, type and modification time elsewhere; in both cases a file too
+// recent for its timestamps to prove anything is read again. The Git
+// directory's objects and refs are asked access(2) again on each check, as
+// git asks it. On network file systems, set [Options.AlwaysRead].
 package runtimeguard

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
 // checkWithin runs a check in a goroutine and fails the test if it panics
@@ -92,12 +93,15 @@ func TestFaultMatrix(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, os.WriteFile(index, data[:len(data)/2], 0o644))
 		}, true},
-		{"index corrupted", func(t *testing.T, dir string) {
+		{"index signature corrupted", func(t *testing.T, dir string) {
+			// Not a byte of an entry's stat data, which git reads as
+			// any other value (the checksum is verified only by fsck).
 			index := filepath.Join(dir, ".git", "index")
 			data, err := os.ReadFile(index)
 			require.NoError(t, err)
-			data[20] ^= 0xff
+			data[0] ^= 0xff
 			require.NoError(t, os.WriteFile(index, data, 0o644))
+			require.Error(t, gittest.Command(dir, "ls-files").Run(), "git refuses the index")
 		}, true},
 		{"index removed", func(t *testing.T, dir string) {
 			require.NoError(t, os.Remove(filepath.Join(dir, ".git", "index")))

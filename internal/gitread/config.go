@@ -40,8 +40,10 @@ type worktreeKeys struct {
 	worktreeSet   bool
 }
 
-// take reads key when it is one of the two, as git does.
-func (w *worktreeKeys) take(key string, value []byte, hasValue bool) error {
+// take reads key when it is one of the two, as git does. folded is the
+// value as git before 2.45 reads it (see [configScanner.value]): a path
+// that the two read differently names two directories, and is refused.
+func (w *worktreeKeys) take(key string, value, folded []byte, hasValue bool) error {
 	switch key {
 	case "core.bare":
 		b, err := configBool(key, value, hasValue)
@@ -53,6 +55,9 @@ func (w *worktreeKeys) take(key string, value []byte, hasValue bool) error {
 		if !hasValue {
 			return errors.New("core.worktree has no value")
 		}
+		if !bytes.Equal(value, folded) {
+			return gitsDisagree(key, value, folded)
+		}
 		w.worktree, w.worktreeSet = string(value), true
 	}
 	return nil
@@ -62,8 +67,8 @@ func (w *worktreeKeys) take(key string, value []byte, hasValue bool) error {
 // config.worktree, as Git's read_worktree_config does, over what the
 // repository's config said.
 func (f *repoFormat) worktreeOverrides(config []byte) error {
-	return walkGitConfig(config, func(key, value []byte, hasValue bool) error {
-		return f.take(string(key), value, hasValue)
+	return walkGitConfig(config, func(key, value, folded []byte, hasValue bool) error {
+		return f.take(string(key), value, folded, hasValue)
 	})
 }
 
@@ -79,17 +84,20 @@ func (f *repoFormat) worktreeOverrides(config []byte) error {
 //     used but not checked.
 //   - extensions.noop, preciousObjects, partialClone and worktreeConfig are
 //     allowed in any version; objectFormat, noop-v1, compatObjectFormat,
-//     refStorage and relativeWorktrees only in version 1; any other
+//     refStorage, relativeWorktrees and submodulePathConfig only in
+//     version 1; any other
 //     extension is ignored in version 0 and unsupported in version 1.
 //   - each value is checked where it appears, even when a later one
 //     replaces it: a boolean must be one, and the object formats and the
 //     ref storage need a value that names one.
 //   - core.bare and core.worktree are recorded, see [repoFormat].
 //
-// Where it departs from Git 2.39: compatObjectFormat, refStorage and
-// relativeWorktrees are unknown to Git 2.39 (so unsupported in version 1,
-// ignored in version 0); they are read here as later Git versions read
-// them, so that a repository they made with the files backend is read. An
+// Where it departs from Git 2.39: compatObjectFormat, refStorage,
+// relativeWorktrees and submodulePathConfig are unknown to Git 2.39 (so
+// unsupported in version 1, ignored in version 0); they are read here as
+// later Git versions read them, so that a repository they made with the
+// files backend is read (submodulePathConfig says where a superproject
+// keeps its submodules' Git directories, nothing this package reads). An
 // extensions.partialClone without a value, on which Git 2.39 crashes, is
 // refused as later versions refuse it.
 //
@@ -118,7 +126,7 @@ type formatReader struct {
 }
 
 // entry takes one config entry into account.
-func (r *formatReader) entry(key, value []byte, hasValue bool) error {
+func (r *formatReader) entry(key, value, folded []byte, hasValue bool) error {
 	if ext, ok := bytes.CutPrefix(key, []byte("extensions.")); ok {
 		return r.extension(string(key), string(ext), value, hasValue)
 	}
@@ -130,7 +138,7 @@ func (r *formatReader) entry(key, value []byte, hasValue bool) error {
 		}
 		r.version = v
 	default:
-		return r.take(string(key), value, hasValue)
+		return r.take(string(key), value, folded, hasValue)
 	}
 	return nil
 }
@@ -174,7 +182,7 @@ func (r *formatReader) extension(key, name string, value []byte, hasValue bool) 
 			return unsupportedf("ref storage %q is not supported", value)
 		}
 		r.refStorage = string(value)
-	case "relativeworktrees":
+	case "relativeworktrees", "submodulepathconfig":
 		if _, err := configBool(key, value, hasValue); err != nil {
 			return err
 		}
@@ -243,6 +251,19 @@ func quotedList(names []string) string {
 		q[i] = fmt.Sprintf("%q", n)
 	}
 	return strings.Join(q, ", ")
+}
+
+// ErrGitsDisagree is the class of what supported git versions read
+// differently, refused rather than read as one of them: a config value
+// (git before 2.45 folds each white space byte inside a value, a tab or a
+// lone CR, into a blank, later versions keep it) where the answer depends
+// on it (a path, which the two would take for different places), or a
+// packed-refs header that later versions refuse.
+var ErrGitsDisagree = errors.New("supported git versions read this differently")
+
+// gitsDisagree is a failure of the ErrGitsDisagree class for key.
+func gitsDisagree(key string, value, folded []byte) error {
+	return fmt.Errorf("%s is %q to git 2.45 and later and %q to earlier versions: %w", key, value, folded, ErrGitsDisagree)
 }
 
 // unsupportedError is a repository format this package does not read.
@@ -379,12 +400,17 @@ type configEntry struct {
 	hasValue bool
 }
 
-// parseGitConfig reads a config file into its entries, in file order. It
-// refuses what Git refuses. Include directives are entries like any other:
-// they are not followed.
-func parseGitConfig(data []byte) ([]configEntry, error) {
+// parseGitConfig reads a config file into its entries, in file order, as
+// git 2.45 and later read it, or with before245 as earlier versions do
+// (the two differ only in white space inside values). It refuses what Git
+// refuses. Include directives are entries like any other: they are not
+// followed.
+func parseGitConfig(data []byte, before245 bool) ([]configEntry, error) {
 	var entries []configEntry
-	err := walkGitConfig(data, func(key, value []byte, hasValue bool) error {
+	err := walkGitConfig(data, func(key, value, folded []byte, hasValue bool) error {
+		if before245 {
+			value = folded
+		}
 		entries = append(entries, configEntry{key: string(key), value: string(value), hasValue: hasValue})
 		return nil
 	})
@@ -406,11 +432,12 @@ func lookupConfig(entries []configEntry, key string) (configEntry, bool) {
 }
 
 // walkGitConfig parses a config file and calls fn for each entry in file
-// order, as Git calls a config callback: key and value are valid only
-// during the call, and both end at a NUL byte, since Git hands them on as C
-// strings. An error from fn stops the walk and is returned with the line
-// of the entry.
-func walkGitConfig(data []byte, fn func(key, value []byte, hasValue bool) error) error {
+// order, as Git calls a config callback: key and values are valid only
+// during the call, and all end at a NUL byte, since Git hands them on as C
+// strings. value is the value as git 2.45 and later read it, folded as
+// earlier versions do. An error from fn stops the walk and is returned
+// with the line of the entry.
+func walkGitConfig(data []byte, fn func(key, value, folded []byte, hasValue bool) error) error {
 	s := configScanner{data: data, line: 1}
 	if len(data) > 0 && data[0] == utf8BOM[0] {
 		if !bytes.HasPrefix(data, []byte(utf8BOM)) {
@@ -418,7 +445,7 @@ func walkGitConfig(data []byte, fn func(key, value []byte, hasValue bool) error)
 		}
 		s.pos = len(utf8BOM)
 	}
-	var key, value []byte
+	var key, value, folded []byte
 	base := 0 // length of the section prefix of key, with its final "."
 	comment := false
 	for {
@@ -458,18 +485,18 @@ func walkGitConfig(data []byte, fn func(key, value []byte, hasValue bool) error)
 		for c == ' ' || c == '\t' {
 			c = s.next()
 		}
-		value = value[:0]
+		value, folded = value[:0], folded[:0]
 		hasValue := c != '\n'
 		if hasValue {
 			if c != '=' {
 				return fmt.Errorf("config line %d: bad key name", line)
 			}
 			var err error
-			if value, err = s.value(value); err != nil {
+			if value, folded, err = s.value(value, folded); err != nil {
 				return fmt.Errorf("config line %d: %w", line, err)
 			}
 		}
-		if err := fn(cString(key), cString(value), hasValue); err != nil {
+		if err := fn(cString(key), cString(value), cString(folded), hasValue); err != nil {
 			return fmt.Errorf("config line %d: %w", line, err)
 		}
 	}
@@ -560,35 +587,48 @@ func (s *configScanner) subsection(key []byte, c byte) (_ []byte, ok bool) {
 	return key, s.next() == ']'
 }
 
-// value reads a value after its "=" to the end of its line, appending it to
-// buf: space around it is dropped and a run of space inside it becomes as
-// many blanks, unless quoted; a double quote starts or ends quoting; \n,
-// \t, \b, \\ and \" are escapes and a backslash at a line end continues the
-// value on the next line; # or ; outside quotes starts a comment.
-func (s *configScanner) value(buf []byte) ([]byte, error) {
+// value reads a value after its "=" to the end of its line, appending it
+// to buf as git 2.45 and later read it, and to old as earlier versions
+// do. Space around the value is dropped; space inside it, unless quoted,
+// is kept byte for byte (buf), or becomes a blank per byte (old: a tab or
+// a lone CR reads as a blank); a double quote starts or ends quoting; \n,
+// \t, \b, \\ and \" are escapes and a backslash at a line end continues
+// the value on the next line; # or ; outside quotes starts a comment.
+func (s *configScanner) value(buf, old []byte) (_, _ []byte, err error) {
 	quote, comment := false, false
-	space := 0 // blanks seen after the value began, written before the next byte
+	space := 0 // old: blanks seen after the value began, written before the next byte
+	trim := -1 // buf: its length before a run of unquoted space at its end
 	for {
 		c := s.next()
 		switch {
 		case c == '\n':
 			if quote {
-				return nil, errors.New("unterminated quote")
+				return nil, nil, errors.New("unterminated quote")
 			}
-			return buf, nil
+			if trim >= 0 {
+				buf = buf[:trim]
+			}
+			return buf, old, nil
 		case comment:
 			continue
 		case isConfigSpace(c) && !quote:
-			if len(buf) > 0 {
+			if len(old) > 0 {
 				space++
+			}
+			if len(buf) > 0 {
+				if trim < 0 {
+					trim = len(buf)
+				}
+				buf = append(buf, c)
 			}
 			continue
 		case !quote && (c == '#' || c == ';'):
 			comment = true
 			continue
 		}
+		trim = -1
 		for ; space > 0; space-- {
-			buf = append(buf, ' ')
+			old = append(old, ' ')
 		}
 		switch c {
 		case '\\':
@@ -603,13 +643,13 @@ func (s *configScanner) value(buf []byte) ([]byte, error) {
 				c = '\n'
 			case '\\', '"':
 			default:
-				return nil, fmt.Errorf("bad escape \\%q", c)
+				return nil, nil, fmt.Errorf("bad escape \\%q", c)
 			}
 		case '"':
 			quote = !quote
 			continue
 		}
-		buf = append(buf, c)
+		buf, old = append(buf, c), append(old, c)
 	}
 }
 

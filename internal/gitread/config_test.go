@@ -47,89 +47,117 @@ func novalue(key string) configEntry {
 }
 
 // gitConfigCases are config files with the entries git config --list
-// gives for them, or err when git refuses them.
-var gitConfigCases = []struct {
+// gives for them, or err when git refuses them. Where git before 2.45
+// reads them otherwise (white space inside a value), old is what it gives.
+var gitConfigCases = []configCase{
+	{"empty", "", nil, false, nil},
+	{"git init", gitInitConfig, []configEntry{
+		kv("core.repositoryformatversion", "0"), kv("core.filemode", "true"),
+		kv("core.bare", "false"), kv("core.logallrefupdates", "true")}, false, nil},
+	{"tracked branch", "[branch \"feature/x\"]\n\tremote = origin\n\tmerge = refs/heads/feature/x\n", []configEntry{
+		kv("branch.feature/x.remote", "origin"), kv("branch.feature/x.merge", "refs/heads/feature/x")}, false, nil},
+	{"legacy section", "[remote.origin]\n\turl = x\n", []configEntry{kv("remote.origin.url", "x")}, false, nil},
+	{"legacy section lower-cased whole", "[Remote.Origin]\n\tURL = x\n", []configEntry{kv("remote.origin.url", "x")}, false, nil},
+	{"subsection keeps its case", "[Branch \"Main\"]\n\tRemote = Origin\n", []configEntry{kv("branch.Main.remote", "Origin")}, false, nil},
+	{"key on the header line", "[user] name = x\n[a]b=c\n", []configEntry{kv("user.name", "x"), kv("a.b", "c")}, false, nil},
+	{"byte order mark", "\ufeff[core]\n\tbare = false\n", []configEntry{kv("core.bare", "false")}, false, nil},
+	{"core on one line", "[core] repositoryformatversion = 0\n", []configEntry{kv("core.repositoryformatversion", "0")}, false, nil},
+	{"no value and empty values", "[a]\n\tk\n\tj =\n\tl = \"\"\n", []configEntry{novalue("a.k"), kv("a.j", ""), kv("a.l", "")}, false, nil},
+	{"quoting keeps space and comment characters", "[a]\n\tk = \" x \" y \"z;#\"\n", []configEntry{kv("a.k", " x  y z;#")}, false, nil},
+	{"space inside a value, kept (a blank per byte before 2.45)", "[a]\n\tk =  a \t b  \n", []configEntry{kv("a.k", "a \t b")}, false, []configEntry{kv("a.k", "a   b")}},
+	{"space before a comment is dropped", "[a]\n\tk = a \t# c\n", []configEntry{kv("a.k", "a")}, false, nil},
+	{"space before a closing quote is kept", "[a]\n\tk = a\t\"\"\t\n", []configEntry{kv("a.k", "a\t")}, false, []configEntry{kv("a.k", "a ")}},
+	{"space around a continuation", "[a]\n\tk = a\t\\\n\tb\n", []configEntry{kv("a.k", "a\t\tb")}, false, []configEntry{kv("a.k", "a  b")}},
+	{"escapes", "[a]\n\tk = a\\tb\\nc\\bd\\\\e\\\"f\n", []configEntry{kv("a.k", "a\tb\nc\bd\\e\"f")}, false, nil},
+	{"continuation", "[a]\n\tk = one \\\n  two\n", []configEntry{kv("a.k", "one   two")}, false, nil},
+	{"continuation inside quotes", "[a]\n\tk = \"x\\\ny\"\n", []configEntry{kv("a.k", "xy")}, false, nil},
+	{"continuation with CRLF", "[a]\r\n\tk = one\\\r\n two\r\n", []configEntry{kv("a.k", "one two")}, false, nil},
+	{"backslash at the end of the file", "[a]k=v\\", []configEntry{kv("a.k", "v")}, false, nil},
+	{"comments", "# c\n; c\n[a] ; c\n\tk = v # c\n\tj = \"v # not\" ; c\n", []configEntry{kv("a.k", "v"), kv("a.j", "v # not")}, false, nil},
+	{"subsection escapes", "[a \"x\\\"y\\\\z\\q\"]\n\tk = v\n", []configEntry{kv("a.x\"y\\zq.k", "v")}, false, nil},
+	{"subsection after tabs", "[a \t\"x y\"]\n\tk = v\n", []configEntry{kv("a.x y.k", "v")}, false, nil},
+	{"CRLF", "[core]\r\n\tbare = false\r\n", []configEntry{kv("core.bare", "false")}, false, nil},
+	{"lone CR is space, kept inside a value (a blank before 2.45)", "[a]\n\tk = x\ry\r\n", []configEntry{kv("a.k", "x\ry")}, false, []configEntry{kv("a.k", "x y")}},
+	{"VT and FF are not space", "[a]\n\tk = \v1\f\n", []configEntry{kv("a.k", "\v1\f")}, false, nil},
+	{"NUL ends a value", "[a]\n\tk = x\x00y\n", []configEntry{kv("a.k", "x")}, false, nil},
+	{"NUL ends a key", "[a \"x\x00y\"]\n\tk = v\n", []configEntry{kv("a.x", "v")}, false, nil},
+	{"include is not followed", "[include]\n\tpath = other\n", []configEntry{kv("include.path", "other")}, false, nil},
+	{"no final newline", "[a]k=v", []configEntry{kv("a.k", "v")}, false, nil},
+	{"key before any section", "k = v\n", []configEntry{kv("k", "v")}, false, nil},
+	{"digits and dashes in names", "[a-1.b2]\n\tk-1 = v\n", []configEntry{kv("a-1.b2.k-1", "v")}, false, nil},
+
+	{"unterminated quote", "[a]\n\tk = \"x\n", nil, true, nil},
+	{"newline inside quotes", "[a]\n\tk = \"x\ny\"\n", nil, true, nil},
+	{"unknown escape", "[a]\n\tk = a\\qb\n", nil, true, nil},
+	{"underscore in a key", "[a]\n\tk_1 = v\n", nil, true, nil},
+	{"key starting with a digit", "[a]\n\t1k = v\n", nil, true, nil},
+	{"comment after a key without =", "[a]\n\tk # c\n", nil, true, nil},
+	{"CR before =", "[a] k\r= v\n", nil, true, nil},
+	{"empty section", "[]\n", nil, true, nil},
+	{"unterminated section", "[a\n", nil, true, nil},
+	{"space after the subsection", "[a \"x\" ]\n", nil, true, nil},
+	{"newline in a subsection", "[a \"x\ny\"]\n", nil, true, nil},
+	{"underscore in a section", "[a_b]\n", nil, true, nil},
+	{"partial byte order mark", "\xef\xbb[a]\n", nil, true, nil},
+	{"byte order mark after the start", "[a]\n\ufeffk = v\n", nil, true, nil},
+}
+
+// wantBefore245 is what git before 2.45 gives for a case.
+func (tc configCase) wantBefore245() []configEntry {
+	if tc.old != nil {
+		return tc.old
+	}
+	return tc.want
+}
+
+// configCase is a config file with the entries git config --list gives.
+type configCase struct {
 	name   string
 	config string
 	want   []configEntry
 	err    bool
-}{
-	{"empty", "", nil, false},
-	{"git init", gitInitConfig, []configEntry{
-		kv("core.repositoryformatversion", "0"), kv("core.filemode", "true"),
-		kv("core.bare", "false"), kv("core.logallrefupdates", "true")}, false},
-	{"tracked branch", "[branch \"feature/x\"]\n\tremote = origin\n\tmerge = refs/heads/feature/x\n", []configEntry{
-		kv("branch.feature/x.remote", "origin"), kv("branch.feature/x.merge", "refs/heads/feature/x")}, false},
-	{"legacy section", "[remote.origin]\n\turl = x\n", []configEntry{kv("remote.origin.url", "x")}, false},
-	{"legacy section lower-cased whole", "[Remote.Origin]\n\tURL = x\n", []configEntry{kv("remote.origin.url", "x")}, false},
-	{"subsection keeps its case", "[Branch \"Main\"]\n\tRemote = Origin\n", []configEntry{kv("branch.Main.remote", "Origin")}, false},
-	{"key on the header line", "[user] name = x\n[a]b=c\n", []configEntry{kv("user.name", "x"), kv("a.b", "c")}, false},
-	{"byte order mark", "\ufeff[core]\n\tbare = false\n", []configEntry{kv("core.bare", "false")}, false},
-	{"core on one line", "[core] repositoryformatversion = 0\n", []configEntry{kv("core.repositoryformatversion", "0")}, false},
-	{"no value and empty values", "[a]\n\tk\n\tj =\n\tl = \"\"\n", []configEntry{novalue("a.k"), kv("a.j", ""), kv("a.l", "")}, false},
-	{"quoting keeps space and comment characters", "[a]\n\tk = \" x \" y \"z;#\"\n", []configEntry{kv("a.k", " x  y z;#")}, false},
-	{"space inside a value, a blank per byte", "[a]\n\tk =  a \t b  \n", []configEntry{kv("a.k", "a   b")}, false},
-	{"escapes", "[a]\n\tk = a\\tb\\nc\\bd\\\\e\\\"f\n", []configEntry{kv("a.k", "a\tb\nc\bd\\e\"f")}, false},
-	{"continuation", "[a]\n\tk = one \\\n  two\n", []configEntry{kv("a.k", "one   two")}, false},
-	{"continuation inside quotes", "[a]\n\tk = \"x\\\ny\"\n", []configEntry{kv("a.k", "xy")}, false},
-	{"continuation with CRLF", "[a]\r\n\tk = one\\\r\n two\r\n", []configEntry{kv("a.k", "one two")}, false},
-	{"backslash at the end of the file", "[a]k=v\\", []configEntry{kv("a.k", "v")}, false},
-	{"comments", "# c\n; c\n[a] ; c\n\tk = v # c\n\tj = \"v # not\" ; c\n", []configEntry{kv("a.k", "v"), kv("a.j", "v # not")}, false},
-	{"subsection escapes", "[a \"x\\\"y\\\\z\\q\"]\n\tk = v\n", []configEntry{kv("a.x\"y\\zq.k", "v")}, false},
-	{"subsection after tabs", "[a \t\"x y\"]\n\tk = v\n", []configEntry{kv("a.x y.k", "v")}, false},
-	{"CRLF", "[core]\r\n\tbare = false\r\n", []configEntry{kv("core.bare", "false")}, false},
-	{"lone CR is space", "[a]\n\tk = x\ry\r\n", []configEntry{kv("a.k", "x y")}, false},
-	{"VT and FF are not space", "[a]\n\tk = \v1\f\n", []configEntry{kv("a.k", "\v1\f")}, false},
-	{"NUL ends a value", "[a]\n\tk = x\x00y\n", []configEntry{kv("a.k", "x")}, false},
-	{"NUL ends a key", "[a \"x\x00y\"]\n\tk = v\n", []configEntry{kv("a.x", "v")}, false},
-	{"include is not followed", "[include]\n\tpath = other\n", []configEntry{kv("include.path", "other")}, false},
-	{"no final newline", "[a]k=v", []configEntry{kv("a.k", "v")}, false},
-	{"key before any section", "k = v\n", []configEntry{kv("k", "v")}, false},
-	{"digits and dashes in names", "[a-1.b2]\n\tk-1 = v\n", []configEntry{kv("a-1.b2.k-1", "v")}, false},
-
-	{"unterminated quote", "[a]\n\tk = \"x\n", nil, true},
-	{"newline inside quotes", "[a]\n\tk = \"x\ny\"\n", nil, true},
-	{"unknown escape", "[a]\n\tk = a\\qb\n", nil, true},
-	{"underscore in a key", "[a]\n\tk_1 = v\n", nil, true},
-	{"key starting with a digit", "[a]\n\t1k = v\n", nil, true},
-	{"comment after a key without =", "[a]\n\tk # c\n", nil, true},
-	{"CR before =", "[a] k\r= v\n", nil, true},
-	{"empty section", "[]\n", nil, true},
-	{"unterminated section", "[a\n", nil, true},
-	{"space after the subsection", "[a \"x\" ]\n", nil, true},
-	{"newline in a subsection", "[a \"x\ny\"]\n", nil, true},
-	{"underscore in a section", "[a_b]\n", nil, true},
-	{"partial byte order mark", "\xef\xbb[a]\n", nil, true},
-	{"byte order mark after the start", "[a]\n\ufeffk = v\n", nil, true},
+	old    []configEntry
 }
 
 func TestParseGitConfig(t *testing.T) {
 	for _, tc := range gitConfigCases {
-		got, err := parseGitConfig([]byte(tc.config))
-		if tc.err {
-			assert.Error(t, err, "parseGitConfig(%q)", tc.config)
-		} else {
-			assert.NoError(t, err, "parseGitConfig(%q)", tc.config)
+		for _, before245 := range []bool{false, true} {
+			got, err := parseGitConfig([]byte(tc.config), before245)
+			if tc.err {
+				assert.Error(t, err, "parseGitConfig(%q, %v)", tc.config, before245)
+			} else {
+				assert.NoError(t, err, "parseGitConfig(%q, %v)", tc.config, before245)
+			}
+			want := tc.want
+			if before245 {
+				want = tc.wantBefore245()
+			}
+			assert.Equal(t, want, got, "parseGitConfig(%q, %v)", tc.config, before245)
 		}
-		assert.Equal(t, tc.want, got, "parseGitConfig(%q)", tc.config)
 	}
 }
 
 // TestGitConfigCasesAsGitReadsThem: the expectations of TestParseGitConfig
-// are what git config --list gives.
+// are what git config --list gives, for the git the tests run.
 func TestGitConfigCasesAsGitReadsThem(t *testing.T) {
+	before245 := !gittest.AtLeast(t, 2, 45)
 	dir := tempDir(t)
 	for i, tc := range gitConfigCases {
 		path := filepath.Join(dir, fmt.Sprintf("config%d", i))
 		require.NoError(t, os.WriteFile(path, []byte(tc.config), 0o644))
 		got, ok := gitConfigList(t, path)
 		assert.Equal(t, !tc.err, ok, "git config --list of %q succeeds", tc.config)
-		assert.Equal(t, tc.want, got, "git config --list of %q", tc.config)
+		want := tc.want
+		if before245 {
+			want = tc.wantBefore245()
+		}
+		assert.Equal(t, want, got, "git config --list of %q", tc.config)
 	}
+	t.Logf("%d configs compared with %s", len(gitConfigCases), gittest.Describe())
 }
 
 func TestLookupConfig(t *testing.T) {
-	entries, err := parseGitConfig([]byte("[a]\n\tk = 1\n[b]\n\tk = x\n[A]\n\tK = 2\n[a]\n\tk\n\tj = 3\n"))
+	entries, err := parseGitConfig([]byte("[a]\n\tk = 1\n[b]\n\tk = x\n[A]\n\tK = 2\n[a]\n\tk\n\tj = 3\n"), false)
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		key   string
@@ -188,6 +216,9 @@ func TestParseRepoFormat(t *testing.T) {
 		{"noop-v1 in version 0", v0 + "[extensions]\n\tnoop-v1\n", sha1, `"noop-v1"`, false},
 		{"refStorage in version 0", v0 + "[extensions]\n\trefStorage = files\n", sha1, `"refstorage"`, false},
 		{"relativeWorktrees in version 0", v0 + "[extensions]\n\trelativeWorktrees\n", sha1, `"relativeworktrees"`, false},
+		{"submodulePathConfig in version 0", v0 + "[extensions]\n\tsubmodulePathConfig\n", sha1, `"submodulepathconfig"`, false},
+		{"submodulePathConfig in version 1", v1 + "[extensions]\n\tsubmodulePathConfig = true\n", sha1, "", false},
+		{"submodulePathConfig not a boolean", v1 + "[extensions]\n\tsubmodulePathConfig = maybe\n", sha1, "bad boolean config value", false},
 		{"compatObjectFormat in version 0", v0 + "[extensions]\n\tcompatObjectFormat = sha256\n", sha1, `"compatobjectformat"`, false},
 		{"version 0 extensions", v0 + "[extensions]\n\tnoop\n\tpreciousObjects = 0x0\n\tpartialClone = origin\n\tworktreeConfig = YES\n", repoFormat{objectFormat: "sha1", hashLen: 40, worktreeConfig: true}, "", false},
 		{"version 0 extensions in version 1", v1 + "[extensions]\n\tnoop\n\tpreciousObjects\n\tpartialClone = origin\n\tworktreeConfig = on\n", repoFormat{objectFormat: "sha1", hashLen: 40, worktreeConfig: true}, "", false},
@@ -217,6 +248,11 @@ func TestParseRepoFormat(t *testing.T) {
 		{"core.worktree", v0 + "\tworktree = ../wt\n\tworktree = ../other\n", repoFormat{objectFormat: "sha1", hashLen: 40, worktreeKeys: worktreeKeys{worktree: "../other", worktreeSet: true}}, "", false},
 		{"core.worktree empty", v0 + "\tworktree =\n", repoFormat{objectFormat: "sha1", hashLen: 40, worktreeKeys: worktreeKeys{worktreeSet: true}}, "", false},
 		{"core.worktree without a value", v0 + "\tworktree\n", sha1, "core.worktree has no value", false},
+		{"core.worktree with a tab inside", v0 + "\tworktree = ../a\tb\n", sha1, "to git 2.45 and later", false},
+		{"core.worktree with a lone CR inside", v0 + "\tworktree = ../a\rb\n", sha1, "to git 2.45 and later", false},
+		{"core.worktree with a tab quoted", v0 + "\tworktree = \"../a\tb\"\n", repoFormat{objectFormat: "sha1", hashLen: 40, worktreeKeys: worktreeKeys{worktree: "../a\tb", worktreeSet: true}}, "", false},
+		{"core.worktree with a tab escaped", v0 + "\tworktree = ../a\\tb\n", repoFormat{objectFormat: "sha1", hashLen: 40, worktreeKeys: worktreeKeys{worktree: "../a\tb", worktreeSet: true}}, "", false},
+		{"core.worktree with blanks inside", v0 + "\tworktree = ../a  b \n", repoFormat{objectFormat: "sha1", hashLen: 40, worktreeKeys: worktreeKeys{worktree: "../a  b", worktreeSet: true}}, "", false},
 		{"core.worktree without a version", "[core]\n\tworktree = ../wt\n\tbare = true\n", sha1, "", false},
 		{"malformed", v0 + "\tbare = \"x\n", sha1, "config line 3: unterminated quote", false},
 	} {
@@ -228,6 +264,7 @@ func TestParseRepoFormat(t *testing.T) {
 				return
 			}
 			assert.ErrorContains(t, err, tc.err, "parseRepoFormat(%q)", tc.config)
+			assert.Equal(t, strings.Contains(tc.err, "2.45"), errors.Is(err, ErrGitsDisagree), "errors.Is(parseRepoFormat(%q), ErrGitsDisagree)", tc.config)
 			assert.Equal(t, tc.unsupported, errors.Is(err, errors.ErrUnsupported), "errors.Is(parseRepoFormat(%q), errors.ErrUnsupported)", tc.config)
 		})
 	}

@@ -115,5 +115,5 @@ func TestDiscoveryAgreesWithGit(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d layouts compared with git", n)
+	t.Logf("%d layouts compared with %s", n, gittest.Describe())
 }

@@ -2,8 +2,6 @@ package gitread
 
 import (
 	"bytes"
-	"crypto/sha1"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -27,8 +25,10 @@ const (
 // separated, relative to the top level), compared byte for byte: no pathspec
 // magic. A path under a sparse directory entry is unsupported: git decides
 // by the entry's tree. The
-// index is checked whole: header, every entry, the extensions and the
-// trailing checksum; hashLen is 40 (SHA-1) or 64 (SHA-256) hex digits.
+// index is checked whole, as git checks it when it reads one: header,
+// every entry and the extensions. The trailing checksum is not verified,
+// as git verifies it only in fsck (a checksum that does not match is read
+// by every git command); hashLen is 40 (SHA-1) or 64 (SHA-256) hex digits.
 func indexHasPath(data []byte, path string, hashLen int) (bool, error) {
 	hashSize := hashLen / 2
 	if len(data) < indexHeaderBytes+hashSize {
@@ -42,10 +42,7 @@ func indexHasPath(data []byte, path string, hashLen int) (bool, error) {
 		return false, fmt.Errorf("index version %d: %w", version, errors.ErrUnsupported)
 	}
 	count := binary.BigEndian.Uint32(data[8:12])
-	body, trailer := data[:len(data)-hashSize], data[len(data)-hashSize:]
-	if err := verifyIndexChecksum(body, trailer); err != nil {
-		return false, err
-	}
+	body := data[:len(data)-hashSize]
 
 	target := []byte(path)
 	found := false
@@ -125,33 +122,6 @@ func indexHasPath(data []byte, path string, hashLen int) (bool, error) {
 		off += 8 + int(size)
 	}
 	return found, nil
-}
-
-// verifyIndexChecksum checks the hash over the whole index. An all-zero
-// trailer is what index.skipHash writes: there is nothing to check.
-func verifyIndexChecksum(body, trailer []byte) error {
-	zero := true
-	for _, b := range trailer {
-		if b != 0 {
-			zero = false
-			break
-		}
-	}
-	if zero {
-		return nil
-	}
-	var sum []byte
-	if len(trailer) == sha256.Size {
-		s := sha256.Sum256(body)
-		sum = s[:]
-	} else {
-		s := sha1.Sum(body)
-		sum = s[:]
-	}
-	if !bytes.Equal(sum, trailer) {
-		return errors.New("index checksum does not match its content")
-	}
-	return nil
 }
 
 // indexVarint decodes the offset encoding of index version 4 (varint.c in

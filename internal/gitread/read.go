@@ -167,8 +167,14 @@ type Dep struct {
 	// directory's objects and refs), compares what is at Path, not its
 	// timestamps: a commit that adds an object directory reads nothing
 	// again. Where a stamp has no inode number it is the whole stamp.
+	// What git asks of such a directory, access(2) for X_OK, is asked
+	// again too: it depends on the owner, the group, the mode and any ACL,
+	// and an ACL changed in place changes nothing of the stamp but its
+	// change time.
 	Identity bool
 	Stamp    Stamp
+	// searchable is what access(2) for X_OK said of an Identity dep.
+	searchable bool
 }
 
 // Deps are the files one read depended on.
@@ -191,7 +197,10 @@ func (d *Dep) Unchanged(fs *FS) bool {
 		stat = fs.Lstat
 	}
 	st, err := stat(d.Path)
-	return err == nil && (st == d.Stamp || d.Identity && st.sameIdentity(d.Stamp))
+	if err != nil || !(st == d.Stamp || d.Identity && st.sameIdentity(d.Stamp)) {
+		return false
+	}
+	return !d.Identity || searchable(d.Path, st) == d.searchable
 }
 
 // Settled reports whether every stamp can be trusted to change if its file
@@ -329,9 +338,10 @@ func (r *reader) addDep(path string, nofollow bool, st Stamp) {
 }
 
 // addIdentityDep records that the answer depends on what is at path (links
-// followed), not on its timestamps.
-func (r *reader) addIdentityDep(path string, st Stamp) {
-	r.deps = append(r.deps, Dep{Path: path, Identity: true, Stamp: st})
+// followed), not on its timestamps, and on whether access(2) finds it
+// searchable, as it was.
+func (r *reader) addIdentityDep(path string, st Stamp, searchable bool) {
+	r.deps = append(r.deps, Dep{Path: path, Identity: true, Stamp: st, searchable: searchable})
 }
 
 // readFile reads the regular file at path, following links, and records
@@ -496,7 +506,7 @@ func (r *reader) readAt(src, mod string) (Checkout, error) {
 		// ls-files then matches the module's name from the top level,
 		// whatever the directory it runs in.
 	case format.worktreeSet && !hasCommon:
-		if c.TopLevel, _, err = r.resolve(joinRelative(c.GitDir, format.worktree)); err != nil {
+		if c.TopLevel, err = r.gitPath(c.GitDir, format.worktree); err != nil {
 			return c, fmt.Errorf("core.worktree: %w", err)
 		}
 	}
@@ -572,8 +582,9 @@ func (r *reader) headName(c *Checkout, hashLen int) {
 
 // findWorktree walks up from the source directory to the first .git that
 // Git's discovery accepts: a Git directory, or a regular file naming one.
-// A .git that is neither (a FIFO, a socket, a directory that is no Git
-// directory, a dangling link) is passed over, as Git passes over it.
+// A directory that is no Git directory, or a dangling link, is passed
+// over, as Git passes over it; a FIFO, socket or device is a read failure,
+// as it is to git 2.54 and later (earlier versions pass it over).
 //
 // Every directory passed on the way is a dependency, stamped without
 // following links: a .git created in it changes its modification time, and
@@ -663,8 +674,14 @@ func (r *reader) probeDotGit(c *Checkout, dir, dotgit string) (bool, error) {
 		c.TopLevel = dir
 		return true, r.followGitFile(c, dotgit)
 	}
-	r.addDep(dotgit, false, st) // a dangling link or a special file
-	return false, nil
+	r.addDep(dotgit, false, st)
+	if st.present {
+		// A FIFO, a socket or a device (or a link to one): git before
+		// 2.54 passes it over, later versions die "not a regular file".
+		// Where one supported git fails, no answer is current.
+		return false, &fs.PathError{Op: "read", Path: dotgit, Err: fmt.Errorf("%w, which git 2.54 and later refuse", &fileTypeError{"special file"})}
+	}
+	return false, nil // a dangling link: nothing, to every git
 }
 
 // isBare reports whether git, finding no .git in dir, takes dir for a bare
@@ -700,11 +717,12 @@ func (r *reader) isGitDir(dir string) (why string, err error) {
 		if err != nil {
 			return "", err
 		}
-		r.addIdentityDep(p, st)
+		ok := st.present && searchable(p, st)
+		r.addIdentityDep(p, st, ok)
 		if !st.present {
 			return p + " does not exist", nil
 		}
-		if !searchable(p, st) {
+		if !ok {
 			return p + " fails access(2) for X_OK", nil
 		}
 	}
@@ -779,7 +797,11 @@ func (r *reader) commonDir(gitDir string) (string, error) {
 	if p == "" {
 		return gitDir, nil
 	}
-	return joinRelative(gitDir, p), nil
+	common, err := r.gitPath(gitDir, p)
+	if err != nil {
+		return gitDir, fmt.Errorf("%s: %w", path, err)
+	}
+	return common, nil
 }
 
 // followGitFile reads a .git file ("gitdir: PATH", written for linked
@@ -798,7 +820,9 @@ func (r *reader) followGitFile(c *Checkout, dotgit string) error {
 	if !found || target == "" {
 		return &fs.PathError{Op: "read", Path: dotgit, Err: errors.New("not a gitdir file")}
 	}
-	c.GitDir = joinRelative(filepath.Dir(dotgit), target)
+	if c.GitDir, err = r.gitPath(filepath.Dir(dotgit), target); err != nil {
+		return fmt.Errorf("%s: %w", dotgit, err)
+	}
 	why, err := r.isGitDir(c.GitDir)
 	if err != nil {
 		return err
@@ -808,6 +832,25 @@ func (r *reader) followGitFile(c *Checkout, dotgit string) error {
 	}
 	c.CommonDir, err = r.commonDir(c.GitDir)
 	return err
+}
+
+// gitPath resolves a path that one of Git's own files holds (a .git
+// file's gitdir, a commondir, core.worktree), relative to base, as git
+// resolves it (realpath, chdir): link by link, so that a ".." after a
+// link leads to the parent of the link's target, as the kernel takes it,
+// not to the directory the link is in (see Abs). Each link passed is a
+// dependency. A missing final component is kept as it is.
+func (r *reader) gitPath(base, p string) (string, error) {
+	joined := p
+	switch {
+	case runtime.GOOS == "windows":
+		// The system removes ".." before it follows anything.
+		joined = joinRelative(base, p)
+	case !filepath.IsAbs(p):
+		joined = base + string(filepath.Separator) + p
+	}
+	resolved, _, err := r.resolve(joined)
+	return resolved, err
 }
 
 func joinRelative(base, p string) string {
@@ -987,7 +1030,9 @@ func hasRefs(commonDir string, packed []byte) (bool, error) {
 // lookupPackedRef finds name in a packed-refs file as Git's packed backend
 // does (packed-backend.c, Git 2.39), so that it finds what git finds, or
 // fails where git dies: the header, when there is one, must start
-// "# pack-refs with:"; the last line must end in a newline and hold at
+// "# pack-refs with: " (git 2.50 and later need the space; a header
+// without it, which earlier versions read, is refused as one they read
+// differently); the last line must end in a newline and hold at
 // least an object id, a separator and one byte; a file whose header does
 // not say "sorted" has every record checked that way and is sorted by ref
 // name; then the ref is found by git's binary search over the bytes. A ref
@@ -1037,6 +1082,10 @@ func lookupPackedRef(data []byte, name string, hashLen int) (string, error) {
 // versions and not in others, so which of the two it finds is not defined.
 var errPackedTwice = errors.New("listed twice in a packed-refs file not declared sorted: which entry git reads is not defined")
 
+// errPackedHeaderSpace is a header with no space after "with:": git
+// before 2.50 reads the file, later versions die on it.
+var errPackedHeaderSpace = fmt.Errorf("a header without a space after \"with:\", which git 2.50 and later refuse: %w", ErrGitsDisagree)
+
 // errPackedLine is git's "unexpected line in packed-refs" and
 // "unterminated line in packed-refs".
 var errPackedLine = errors.New("an unexpected or unterminated line, which git refuses")
@@ -1054,6 +1103,9 @@ func packedRecords(data []byte) (records []byte, sorted bool, err error) {
 	traits, ok := bytes.CutPrefix(data[:eol], []byte("# pack-refs with:"))
 	if !ok {
 		return nil, false, errPackedLine
+	}
+	if !bytes.HasPrefix(traits, []byte(" ")) {
+		return nil, false, errPackedHeaderSpace
 	}
 	for _, t := range bytes.Split(traits, []byte(" ")) {
 		sorted = sorted || string(t) == "sorted"

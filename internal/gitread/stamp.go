@@ -15,6 +15,7 @@ type Stamp struct {
 	link     bool // a symbolic link (only from lstat)
 	dev, ino uint64
 	mode     uint32
+	uid, gid uint32 // the owner and group, where there are any: access(2) depends on them
 	size     int64
 	mtime    int64 // nanoseconds since the Unix epoch
 	ctime    int64 // nanoseconds since the Unix epoch; 0 where unknown
@@ -35,14 +36,16 @@ const (
 func (s Stamp) hasIdentity() bool { return s.present && s.ino != 0 }
 
 // sameIdentity reports whether s and o stamp the same file, of the same
-// type and permissions, whatever its timestamps and size. Without inode
-// numbers it is equality.
+// type, permissions, owner and group (what access(2) depends on, ACLs
+// aside), whatever its timestamps and size. Without inode numbers it is
+// equality.
 func (s Stamp) sameIdentity(o Stamp) bool {
 	if !s.hasIdentity() || !o.hasIdentity() {
 		return s == o
 	}
 	return s.present == o.present && s.dir == o.dir && s.link == o.link &&
-		s.dev == o.dev && s.ino == o.ino && s.mode == o.mode
+		s.dev == o.dev && s.ino == o.ino && s.mode == o.mode &&
+		s.uid == o.uid && s.gid == o.gid
 }
 
 // NotDir reports whether nothing was at the path because a part of the

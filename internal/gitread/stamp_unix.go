@@ -57,6 +57,8 @@ func stampOf(st *unix.Stat_t) Stamp {
 		dev:     uint64(st.Dev),
 		ino:     uint64(st.Ino),
 		mode:    uint32(st.Mode),
+		uid:     st.Uid,
+		gid:     st.Gid,
 		size:    st.Size,
 		mtime:   m.Nano(),
 		ctime:   c.Nano(),

@@ -1,20 +1,59 @@
 // Package gittest is the test harness every test package of the module
 // shares: the git command isolated from the user's and the system's Git
 // configuration (no global or system config, so no signing, hooks or
-// templates of the user's), with a fixed identity and branch name, and the
+// templates of the user's), with a fixed identity and branch name, no
+// automatic maintenance, and the
 // helpers that make repositories and files with it.
 //
 // A test that needs git is skipped where git is not installed (as under
 // Wine), with the reason.
+//
+// The git the tests run is the first on PATH, or the one RUNTIMEGUARD_GIT
+// names: an executable called git, whose directory the harness then puts
+// first on the PATH of the test process, so that every git a test runs,
+// itself or through a command it starts, is that one. The first test
+// that needs git logs which one it is ([Describe]); a test whose
+// expectation depends on git's version asks it ([AtLeast]).
 package gittest
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
+
+// EnvGit names the variable that chooses the git the tests run.
+const EnvGit = "RUNTIMEGUARD_GIT"
+
+// choice is the error of a RUNTIMEGUARD_GIT that cannot be used, or nil;
+// it is made before Env so that Env holds the PATH it sets.
+var choice = chooseGit()
+
+// chooseGit puts the directory of the git RUNTIMEGUARD_GIT names first on
+// PATH.
+func chooseGit() error {
+	exe := os.Getenv(EnvGit)
+	if exe == "" {
+		return nil
+	}
+	if filepath.Base(exe) != "git" && filepath.Base(exe) != "git.exe" {
+		return fmt.Errorf("%s=%s: not an executable named git", EnvGit, exe)
+	}
+	abs, err := filepath.Abs(exe)
+	if err != nil {
+		return fmt.Errorf("%s=%s: %w", EnvGit, exe, err)
+	}
+	if _, err := os.Stat(abs); err != nil {
+		return fmt.Errorf("%s: %w", EnvGit, err)
+	}
+	return os.Setenv("PATH", filepath.Dir(abs)+string(filepath.ListSeparator)+os.Getenv("PATH"))
+}
 
 // Env is the environment git runs with.
 var Env = append(os.Environ(),
@@ -23,14 +62,64 @@ var Env = append(os.Environ(),
 	"GIT_AUTHOR_NAME=Test", "GIT_AUTHOR_EMAIL=test@example.invalid",
 	"GIT_COMMITTER_NAME=Test", "GIT_COMMITTER_EMAIL=test@example.invalid",
 	"GIT_TERMINAL_PROMPT=0",
+	// No automatic maintenance: git 2.48 and later run it detached after
+	// a commit, a process that would still be writing the repository
+	// (objects/maintenance.lock) while a test copies or changes it.
+	"GIT_CONFIG_COUNT=2",
+	"GIT_CONFIG_KEY_0=maintenance.auto", "GIT_CONFIG_VALUE_0=false",
+	"GIT_CONFIG_KEY_1=gc.auto", "GIT_CONFIG_VALUE_1=0",
 )
 
 // Command returns git with args in dir, in Env, with main as the default
 // branch and file transport allowed (for submodules).
 func Command(dir string, args ...string) *exec.Cmd {
-	cmd := exec.Command("git", append([]string{"-c", "init.defaultBranch=main", "-c", "protocol.file.allow=always"}, args...)...)
+	return CommandWith("git", dir, args...)
+}
+
+// CommandWith is Command with the git at path.
+func CommandWith(path, dir string, args ...string) *exec.Cmd {
+	cmd := exec.Command(path, append([]string{"-c", "init.defaultBranch=main", "-c", "protocol.file.allow=always"}, args...)...)
 	cmd.Dir, cmd.Env = dir, Env
 	return cmd
+}
+
+// EnvCurrentGit names a current git, for the tests that make what only
+// newer versions write where the git the tests run is older.
+const EnvCurrentGit = "RUNTIMEGUARD_CURRENT_GIT"
+
+// Current returns the path of a git of version major.minor or newer: the
+// git the tests run when it is that new, else the one RUNTIMEGUARD_CURRENT_GIT
+// names. Without one it skips the test, saying why (CI always has one:
+// scripts/current-git.sh installs it).
+func Current(tb testing.TB, major, minor int) string {
+	tb.Helper()
+	Need(tb)
+	if AtLeast(tb, major, minor) {
+		return version.path
+	}
+	exe := os.Getenv(EnvCurrentGit)
+	if exe == "" {
+		tb.Skipf("needs git %d.%d or newer: the tests run %s and %s is not set", major, minor, Describe(), EnvCurrentGit)
+	}
+	text, maj, min, err := versionOf(exe)
+	if err != nil {
+		tb.Fatalf("%s: %v", EnvCurrentGit, err)
+	}
+	if maj < major || maj == major && min < minor {
+		tb.Skipf("needs git %d.%d or newer: %s=%s is %s", major, minor, EnvCurrentGit, exe, text)
+	}
+	tb.Logf("made with %s (%s)", text, exe)
+	return exe
+}
+
+// GitWith is Git with the git at path.
+func GitWith(tb testing.TB, path, dir string, args ...string) string {
+	tb.Helper()
+	out, err := CommandWith(path, dir, args...).CombinedOutput()
+	if err != nil {
+		tb.Fatalf("%s %s in %s: %v\n%s", path, strings.Join(args, " "), dir, err, out)
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // Available reports whether git is installed.
@@ -39,12 +128,79 @@ func Available() bool {
 	return err == nil
 }
 
-// Need skips the test where git is not installed.
+// version is what git --version said, read once.
+var version struct {
+	once         sync.Once
+	path, text   string
+	major, minor int
+	err          error
+	logged       sync.Once
+}
+
+var versionPattern = regexp.MustCompile(`^git version (\d+)\.(\d+)`)
+
+func readVersion() {
+	version.once.Do(func() {
+		if version.path, version.err = exec.LookPath("git"); version.err != nil {
+			return
+		}
+		version.text, version.major, version.minor, version.err = versionOf(version.path)
+	})
+}
+
+// versionOf asks the git at path its version.
+func versionOf(path string) (text string, major, minor int, err error) {
+	out, err := exec.Command(path, "--version").Output()
+	if err != nil {
+		return "", 0, 0, fmt.Errorf("%s --version: %w", path, err)
+	}
+	text = strings.TrimSpace(string(out))
+	m := versionPattern.FindStringSubmatch(text)
+	if m == nil {
+		return text, 0, 0, fmt.Errorf("%s --version says %q", path, text)
+	}
+	major, _ = strconv.Atoi(m[1])
+	minor, _ = strconv.Atoi(m[2])
+	return text, major, minor, nil
+}
+
+// Describe says which git the tests run: its version and path.
+func Describe() string {
+	readVersion()
+	if version.err != nil {
+		return "no usable git: " + version.err.Error()
+	}
+	return version.text + " (" + version.path + ")"
+}
+
+// AtLeast reports whether the git the tests run is major.minor or newer;
+// it fails the test when its version cannot be read, and skips it where
+// git is not installed.
+func AtLeast(tb testing.TB, major, minor int) bool {
+	tb.Helper()
+	Need(tb)
+	if version.err != nil {
+		tb.Fatal(version.err)
+	}
+	return version.major > major || version.major == major && version.minor >= minor
+}
+
+// Need skips the test where git is not installed, and fails it where
+// RUNTIMEGUARD_GIT names no git. The first test of a process that needs
+// git logs which git it is.
 func Need(tb testing.TB) {
 	tb.Helper()
+	// Read while the test runs, so that go test's cache counts it: a run
+	// with another git is not answered from a run with this one.
+	_ = os.Getenv(EnvGit)
+	if choice != nil {
+		tb.Fatal(choice)
+	}
 	if !Available() {
 		tb.Skip("git is not installed")
 	}
+	readVersion()
+	version.logged.Do(func() { tb.Logf("the tests run %s", Describe()) })
 }
 
 // Git runs git with args in dir and returns its trimmed output; it fails
@@ -54,7 +210,7 @@ func Git(tb testing.TB, dir string, args ...string) string {
 	Need(tb)
 	out, err := Command(dir, args...).CombinedOutput()
 	if err != nil {
-		tb.Fatalf("git %s in %s: %v\n%s", strings.Join(args, " "), dir, err, out)
+		tb.Fatalf("git %s in %s (%s): %v\n%s", strings.Join(args, " "), dir, Describe(), err, out)
 	}
 	return strings.TrimSpace(string(out))
 }

@@ -15,7 +15,8 @@ import (
 )
 
 // Errors a host can tell apart with errors.Is. A repository format this
-// package cannot read (reftable refs, a split index, an unknown extension)
+// package cannot read (a split index, an unknown extension, refs stored
+// elsewhere)
 // matches [errors.ErrUnsupported].
 var (
 	// ErrStale matches every [StaleError].

@@ -247,8 +247,10 @@ func Read(fs *FS, abs string, mustExist bool) (Checkout, Deps, error) {
 type reader struct {
 	fs   *FS
 	deps Deps
-	// reftable: the refs are in reftable stacks (see reftable.go).
+	// reftable: the refs are in reftable stacks (see reftable.go); stack
+	// is the common one, once read.
 	reftable bool
+	stack    *rtStack
 }
 
 func (r *reader) addDep(path string, nofollow bool, st Stamp) {
@@ -460,9 +462,8 @@ func (r *reader) readAt(src, mod string) (Checkout, error) {
 	if c.Revision == "" {
 		c.Reason = "HEAD names the unborn branch " + c.Head
 		if r.reftable {
-			// A rename is one table added to the stack: no state in
-			// between to wait out.
-			return c, nil
+			c.Unsettled, err = r.stack.hasRefs()
+			return c, err
 		}
 		if c.Unsettled, err = hasRefs(c.CommonDir, packed); err != nil {
 			return c, err

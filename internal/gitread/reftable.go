@@ -705,6 +705,41 @@ func (s *rtStack) lookup(name string) (symref, oid string, found bool, err error
 	return "", hex.EncodeToString(rec.value), true, nil
 }
 
+// hasRefs reports whether the stack holds a ref under refs/ whose newest
+// record is not a deletion: see the files backend's hasRefs, whose use it
+// shares (an unborn HEAD in a repository with other refs is not settled).
+// Every ref block of every table is read.
+func (s *rtStack) hasRefs() (bool, error) {
+	live := map[string]bool{}
+	for _, t := range s.tables {
+		if !t.refPresent {
+			continue
+		}
+		it := &rtIter{t: t}
+		if err := it.seekTo(0, blockRef); err != nil {
+			return false, err
+		}
+		for {
+			rec, ok, err := it.nextRecord()
+			if err != nil {
+				return false, err
+			}
+			if !ok {
+				break
+			}
+			if name := string(cString(rec.key)); strings.HasPrefix(name, "refs/") {
+				live[name] = rec.valType != refDeletion
+			}
+		}
+	}
+	for _, l := range live {
+		if l {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // reftableStacks opens the stacks a checkout's refs are in: the common
 // directory's, and for a linked worktree its own (git opens both when it
 // opens the ref store, so a table of either that it refuses fails every
@@ -732,6 +767,7 @@ func (r *reader) resolveHeadReftable(c *Checkout, hashLen int) error {
 	if err != nil {
 		return err
 	}
+	r.stack = common
 	name := "HEAD"
 	for depth := 0; depth < maxSymrefDepth; depth++ {
 		st := common

@@ -2,6 +2,7 @@ package gitread
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -204,4 +205,145 @@ func TestReftableMigrated(t *testing.T) {
 	assertAgreesWithGit(t, module, "migrated")
 	commit(t, dir, "run_agent.py", "x = 3\n")
 	assertAgreesWithGit(t, module, "a commit after the migration")
+}
+
+// tablePaths returns the tables a stack lists, oldest first.
+func tablePaths(t testing.TB, reftableDir string) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(reftableDir, "tables.list"))
+	require.NoError(t, err)
+	var paths []string
+	for _, name := range strings.Fields(string(data)) {
+		paths = append(paths, filepath.Join(reftableDir, name))
+	}
+	return paths
+}
+
+// rewriteTable replaces a table's bytes in place, keeping its mode.
+func rewriteTable(t *testing.T, path string, edit func([]byte) []byte) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(path, 0o644))
+	require.NoError(t, os.WriteFile(path, edit(data), 0o644))
+}
+
+// A stack or table that git refuses is a read failure, never a guess and
+// never a guard that guards nothing; a special file is refused at once.
+func TestReftableDamaged(t *testing.T) {
+	sha1Dir := tempDir(t)
+	reftableRepo(t, sha1Dir, "sha1")
+	sha1Table := tablePaths(t, filepath.Join(sha1Dir, ".git", "reftable"))[0]
+	flip := func(off func(n int) int) func([]byte) []byte {
+		return func(b []byte) []byte { b[off(len(b))] ^= 0x40; return b }
+	}
+	cases := []damageCase{
+		{"the footer's CRC", "sha1", func(t *testing.T, rt string) {
+			rewriteTable(t, tablePaths(t, rt)[0], flip(func(n int) int { return n - 1 }))
+		}, false},
+		{"the header's block size", "sha1", func(t *testing.T, rt string) {
+			rewriteTable(t, tablePaths(t, rt)[0], flip(func(int) int { return 6 }))
+		}, false},
+		{"the version", "sha256", func(t *testing.T, rt string) {
+			rewriteTable(t, tablePaths(t, rt)[0], func(b []byte) []byte { b[4] = 3; return b })
+		}, false},
+		{"the magic", "sha1", func(t *testing.T, rt string) {
+			rewriteTable(t, tablePaths(t, rt)[0], flip(func(int) int { return 0 }))
+		}, false},
+		{"truncated", "sha256", func(t *testing.T, rt string) {
+			rewriteTable(t, tablePaths(t, rt)[0], func(b []byte) []byte { return b[:len(b)-10] })
+		}, false},
+		{"extended", "sha1", func(t *testing.T, rt string) {
+			rewriteTable(t, tablePaths(t, rt)[0], func(b []byte) []byte { return append(b, 0, 0, 0, 0) })
+		}, false},
+		{"empty", "sha1", func(t *testing.T, rt string) {
+			rewriteTable(t, tablePaths(t, rt)[0], func([]byte) []byte { return nil })
+		}, false},
+		{"a listed table missing", "sha1", func(t *testing.T, rt string) {
+			require.NoError(t, os.Remove(tablePaths(t, rt)[0]))
+		}, false},
+		{"tables.list without its final newline", "sha1", func(t *testing.T, rt string) {
+			list := filepath.Join(rt, "tables.list")
+			data, err := os.ReadFile(list)
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(list, []byte(strings.TrimSuffix(string(data), "\n")), 0o644))
+		}, false},
+		{"a SHA-1 table in a SHA-256 repository", "sha256", func(t *testing.T, rt string) {
+			data, err := os.ReadFile(sha1Table)
+			require.NoError(t, err)
+			p := tablePaths(t, rt)[0]
+			require.NoError(t, os.Chmod(p, 0o644))
+			require.NoError(t, os.WriteFile(p, data, 0o644))
+		}, false},
+		{"a table that is a directory", "sha1", func(t *testing.T, rt string) {
+			p := tablePaths(t, rt)[0]
+			require.NoError(t, os.Remove(p))
+			require.NoError(t, os.Mkdir(p, 0o755))
+		}, false},
+	}
+	runDamageCases(t, cases)
+}
+
+// damageCase is a stack damaged as git would not have left it.
+type damageCase struct {
+	name   string
+	format string
+	damage func(t *testing.T, reftable string)
+	noGit  bool // git would hang on it
+}
+
+func runDamageCases(t *testing.T, cases []damageCase) {
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := tempDir(t)
+			module := reftableRepo(t, dir, tc.format)
+			commit(t, dir, "run_agent.py", "x = 2\n")
+			tc.damage(t, filepath.Join(dir, ".git", "reftable"))
+			if !tc.noGit {
+				_, gitOK := gitHead(t, dir)
+				require.False(t, gitOK, "git reads the damaged stack: the case damages nothing that matters")
+			}
+			rev, err := readHead(t, module)
+			assert.Error(t, err, "the reader gives %q", rev)
+			assert.Empty(t, rev)
+		})
+	}
+}
+
+// A stack compacted while it is read (tables.list rewritten, the tables it
+// named removed) is read again, as git reloads it: the answer is the
+// compacted stack's, and it depends on the new tables.list.
+func TestReftableCompactedWhileRead(t *testing.T) {
+	dir := tempDir(t)
+	module := reftableRepo(t, dir, "sha1")
+	rt := filepath.Join(dir, ".git", "reftable")
+	// A large table under small ones: geometric auto-compaction keeps
+	// them apart.
+	manyRefs(t, dir, "base", 500)
+	commit(t, dir, "run_agent.py", "x = 2\n")
+	require.Greater(t, len(tablePaths(t, rt)), 1, "the stack has tables to compact")
+	compacted := 0
+	fsys := *System
+	fsys.ReadFile = func(path string, limit int64, nofollow bool) ([]byte, Stamp, error) {
+		if strings.HasSuffix(path, ".ref") && compacted == 0 {
+			compacted++
+			git(t, dir, "pack-refs", "--all")
+			_, err := os.Stat(path)
+			require.ErrorIs(t, err, os.ErrNotExist, "compaction removed the table being read")
+		}
+		return System.ReadFile(path, limit, nofollow)
+	}
+	abs, err := Abs(module)
+	require.NoError(t, err)
+	c, deps, err := Read(&fsys, abs, true)
+	require.NoError(t, err)
+	require.Equal(t, 1, compacted)
+	assert.Equal(t, git(t, dir, "rev-parse", "HEAD"), c.Revision)
+	assert.Len(t, tablePaths(t, rt), 1, "pack-refs compacted the stack")
+	assert.True(t, deps.Unchanged(System), "the dependencies are the compacted stack's")
+	for _, d := range deps {
+		if filepath.Dir(d.Path) == rt && d.Path != filepath.Join(rt, "tables.list") {
+			assert.Equal(t, tablePaths(t, rt)[0], d.Path, "a dependency on a table the compaction removed")
+		}
+	}
 }

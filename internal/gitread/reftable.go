@@ -533,7 +533,16 @@ func (it *rtIter) seekKey(want []byte) error {
 		if err != nil {
 			return err
 		}
-		if !ok || bytes.Compare(rec.key, want) >= 0 {
+		if !ok {
+			it.next = prev
+			return nil
+		}
+		// git takes a ref record's key back from its name, a C string,
+		// and goes on from that key.
+		if it.b.typ == blockRef {
+			it.lastKey = cString(rec.key)
+		}
+		if bytes.Compare(it.lastKey, want) >= 0 {
 			it.next = prev
 			return nil
 		}
@@ -679,16 +688,17 @@ func (s *rtStack) lookup(name string) (symref, oid string, found bool, err error
 	if len(entries) == 0 {
 		return "", "", false, nil
 	}
+	// git orders the records by their names, C strings.
 	win := 0
 	for i := range entries {
-		if bytes.Compare(entries[i].rec.key, entries[win].rec.key) <= 0 {
+		if bytes.Compare(cString(entries[i].rec.key), cString(entries[win].rec.key)) <= 0 {
 			win = i // the newest table wins a tie
 		}
 	}
-	// git's merged iterator drops, and so advances past, the same key in
+	// git's merged iterator drops, and so advances past, the same name in
 	// the older tables: a record there that does not decode fails it.
 	for i := range entries {
-		if i != win && bytes.Equal(entries[i].rec.key, entries[win].rec.key) {
+		if i != win && bytes.Equal(cString(entries[i].rec.key), cString(entries[win].rec.key)) {
 			if _, _, err := entries[i].it.nextRecord(); err != nil {
 				return "", "", false, err
 			}

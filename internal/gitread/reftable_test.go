@@ -347,3 +347,46 @@ func TestReftableCompactedWhileRead(t *testing.T) {
 		}
 	}
 }
+
+// What git's discovery asks of a reftable repository's Git directory is
+// what it asks of any: a valid HEAD (the stub), objects and refs. The
+// stub's text is not where HEAD is read from.
+func TestReftableDiscovery(t *testing.T) {
+	cases := []struct {
+		name   string
+		change func(t *testing.T, gitDir string)
+		inert  bool // git finds no repository: neither does the reader
+	}{
+		{"the HEAD stub names another branch", func(t *testing.T, gitDir string) {
+			writeFile(t, filepath.Join(gitDir, "HEAD"), "ref: refs/heads/elsewhere\n")
+		}, false},
+		{"the HEAD stub holds an object id", func(t *testing.T, gitDir string) {
+			writeFile(t, filepath.Join(gitDir, "HEAD"), strings.Repeat("0", 40)+"\n")
+		}, false},
+		{"the HEAD stub not valid", func(t *testing.T, gitDir string) {
+			writeFile(t, filepath.Join(gitDir, "HEAD"), "garbage\n")
+		}, true},
+		{"the HEAD stub removed", func(t *testing.T, gitDir string) {
+			require.NoError(t, os.Remove(filepath.Join(gitDir, "HEAD")))
+		}, true},
+		{"refs removed", func(t *testing.T, gitDir string) {
+			require.NoError(t, os.RemoveAll(filepath.Join(gitDir, "refs")))
+		}, true},
+		{"refs/heads removed", func(t *testing.T, gitDir string) {
+			require.NoError(t, os.Remove(filepath.Join(gitDir, "refs", "heads")))
+		}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := tempDir(t)
+			module := reftableRepo(t, dir, "sha1")
+			tc.change(t, filepath.Join(dir, ".git"))
+			assertAgreesWithGit(t, module, tc.name)
+			_, gitOK := gitHead(t, dir)
+			assert.Equal(t, !tc.inert, gitOK, "git rev-parse HEAD")
+			rev, err := readHead(t, module)
+			require.NoError(t, err)
+			assert.Equal(t, tc.inert, rev == "", "the reader finds no revision")
+		})
+	}
+}

@@ -65,10 +65,14 @@ func checkAgainstGit(t *testing.T, module string, strict bool) {
 	}
 }
 
-// FuzzReftableDamaged: whatever the bytes of a table of a real stack (one
-// of them flipped, cut, extended or replaced), the reader never panics,
-// never gives a revision git does not give, and never guards nothing
-// where git has refs.
+// FuzzReftableDamaged: whatever is done to the bytes of a table of a real
+// stack (bytes flipped, the table cut short or extended), the reader never
+// panics, never gives a revision git does not give, and never guards
+// nothing where git has refs. The input is the damage, not the table, so
+// that what the fuzzer finds minimizes quickly: flips are three bytes
+// each, an offset (big-endian, modulo the table's length) and the bits to
+// flip there; cut removes that many bytes from the end (modulo the
+// length); extend is appended.
 func FuzzReftableDamaged(f *testing.F) {
 	type repo struct {
 		module string
@@ -86,7 +90,7 @@ func FuzzReftableDamaged(f *testing.F) {
 			gittest.Git(f, dir, "branch", "-f", "many/00100", "HEAD")
 			rt := filepath.Join(dir, ".git", "reftable")
 			r := repo{module: filepath.Join(dir, "run_agent.py"), tables: tablePaths(f, rt)}
-			for i, p := range r.tables {
+			for _, p := range r.tables {
 				data, err := os.ReadFile(p)
 				if err != nil {
 					f.Fatal(err)
@@ -95,12 +99,16 @@ func FuzzReftableDamaged(f *testing.F) {
 					f.Fatal(err)
 				}
 				r.orig = append(r.orig, data)
-				f.Add(len(repos) == 1, uint8(i), data)
 			}
 			repos = append(repos, r)
 		}
 	}
-	f.Fuzz(func(t *testing.T, sha256 bool, which uint8, data []byte) {
+	f.Add(false, uint8(0), []byte{}, uint16(0), []byte{})
+	f.Add(true, uint8(1), []byte{0xff, 0xff, 0x01}, uint16(0), []byte{})
+	f.Add(false, uint8(1), []byte{0x00, 0x30, 0x80, 0x01, 0x00, 0x04}, uint16(0), []byte{})
+	f.Add(false, uint8(0), []byte{}, uint16(100), []byte{})
+	f.Add(true, uint8(0), []byte{}, uint16(0), []byte("REFT\x01"))
+	f.Fuzz(func(t *testing.T, sha256 bool, which uint8, flips []byte, cut uint16, extend []byte) {
 		if len(repos) == 0 {
 			t.Skip("the git on PATH makes no reftable repository (before 2.45)")
 		}
@@ -109,6 +117,15 @@ func FuzzReftableDamaged(f *testing.F) {
 			r = repos[1]
 		}
 		i := int(which) % len(r.tables)
+		data := append([]byte(nil), r.orig[i]...)
+		intact := len(flips) < 3 && int(cut)%len(data) == 0 && len(extend) == 0
+		for ; len(flips) >= 3; flips = flips[3:] {
+			data[(int(flips[0])<<8|int(flips[1]))%len(data)] ^= flips[2]
+		}
+		if cut > 0 {
+			data = data[:len(data)-int(cut)%len(data)]
+		}
+		data = append(data, extend...)
 		if err := os.WriteFile(r.tables[i], data, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -117,7 +134,7 @@ func FuzzReftableDamaged(f *testing.F) {
 				t.Fatal(err)
 			}
 		}()
-		checkAgainstGit(t, r.module, false)
+		checkAgainstGit(t, r.module, intact)
 	})
 }
 

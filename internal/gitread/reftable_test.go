@@ -158,6 +158,11 @@ func TestReftableReadsAsGit(t *testing.T) {
 				{"checkout in the linked worktree", func() { git(t, wt, "checkout", "-q", "-f", "-b", "wt2", first) }},
 				{"detached in the linked worktree", func() { git(t, wt, "checkout", "-q", "--detach", "main") }},
 				{"a per-worktree ref", func() { git(t, wt, "update-ref", "refs/worktree/mark", first) }},
+				{"HEAD on a per-worktree ref", func() {
+					git(t, wt, "update-ref", "refs/worktree/head", first)
+					git(t, wt, "symbolic-ref", "HEAD", "refs/worktree/head")
+				}},
+				{"the per-worktree ref moved", func() { git(t, wt, "update-ref", "refs/worktree/head", "main") }},
 				{"pack-refs in the linked worktree", func() { git(t, wt, "pack-refs", "--all") }},
 				{"back on a branch", func() { git(t, wt, "checkout", "-q", "wt2") }},
 			} {
@@ -389,4 +394,45 @@ func TestReftableDiscovery(t *testing.T) {
 			assert.Equal(t, tc.inert, rev == "", "the reader finds no revision")
 		})
 	}
+}
+
+// A deletion record in a newer table hides the ref an older table still
+// holds: the ref does not exist, as for git.
+func TestReftableDeletionShadowsOlderTable(t *testing.T) {
+	dir := tempDir(t)
+	module := reftableRepo(t, dir, "sha1")
+	first := git(t, dir, "rev-parse", "HEAD")
+	// A large table holding the branch, under small ones that geometric
+	// auto-compaction keeps apart from it.
+	var stdin strings.Builder
+	for i := range 500 {
+		fmt.Fprintf(&stdin, "create refs/heads/many/%05d HEAD\n", i)
+	}
+	stdin.WriteString("create refs/heads/other HEAD\n")
+	cmd := gittest.Command(dir, "update-ref", "--stdin")
+	cmd.Stdin = strings.NewReader(stdin.String())
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	commit(t, dir, "run_agent.py", "x = 2\n")
+	git(t, dir, "update-ref", "-d", "refs/heads/other")
+	git(t, dir, "symbolic-ref", "HEAD", "refs/heads/other")
+
+	r := reader{fs: System}
+	st, err := r.readStack(filepath.Join(dir, ".git", "reftable"), 40)
+	require.NoError(t, err)
+	require.Greater(t, len(st.tables), 1)
+	older := &rtStack{tables: st.tables[:1]}
+	_, oid, found, err := older.lookup("refs/heads/other")
+	require.NoError(t, err)
+	require.True(t, found, "the oldest table still holds the branch")
+	require.Equal(t, first, oid)
+
+	_, gitOK := gitHead(t, dir)
+	require.False(t, gitOK, "git finds the deleted branch")
+	abs, err := Abs(module)
+	require.NoError(t, err)
+	c, _, err := Read(System, abs, true)
+	require.NoError(t, err)
+	assert.Empty(t, c.Revision, "the deleted branch is read from the older table")
+	assert.True(t, c.Unsettled, "HEAD on a missing branch among other refs is not settled")
 }

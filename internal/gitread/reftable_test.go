@@ -436,3 +436,55 @@ func TestReftableDeletionShadowsOlderTable(t *testing.T) {
 	assert.Empty(t, c.Revision, "the deleted branch is read from the older table")
 	assert.True(t, c.Unsettled, "HEAD on a missing branch among other refs is not settled")
 }
+
+// indexLevels is the depth of the ref index of a stack's tables: 0 where
+// none has one, 2 for an index of index blocks.
+func indexLevels(t *testing.T, dir string) int {
+	t.Helper()
+	r := reader{fs: System}
+	st, err := r.readStack(filepath.Join(dir, ".git", "reftable"), 40)
+	require.NoError(t, err)
+	levels := 0
+	for _, tb := range st.tables {
+		for off, n := tb.refIndex, 0; off != 0; {
+			b, ok, err := tb.initBlock(off, blockAny)
+			require.NoError(t, err)
+			require.True(t, ok)
+			if b.typ != blockIndex {
+				break
+			}
+			n++
+			levels = max(levels, n)
+			it := &rtIter{t: tb}
+			it.init(b, off)
+			rec, ok, err := it.nextInBlock()
+			require.NoError(t, err)
+			require.True(t, ok)
+			off = rec.offset
+		}
+	}
+	return levels
+}
+
+// Tables written with small blocks (an index of index blocks, padded
+// blocks) and restart points at every record or at few: every ref, the
+// first, the last and one in the middle, and names between them, read as
+// git reads them.
+func TestReftableSmallBlocks(t *testing.T) {
+	for _, restarts := range []string{"1", "16", "1000"} {
+		t.Run("restart interval "+restarts, func(t *testing.T) {
+			dir := tempDir(t)
+			module := reftableRepo(t, dir, "sha1")
+			git(t, dir, "config", "reftable.blockSize", "300")
+			git(t, dir, "config", "reftable.restartInterval", restarts)
+			manyRefs(t, dir, "many", 3000)
+			commit(t, dir, "run_agent.py", "x = 2\n")
+			git(t, dir, "pack-refs", "--all")
+			assert.GreaterOrEqual(t, indexLevels(t, dir), 2, "the table has an index of index blocks")
+			for _, target := range []string{"many/00000", "many/01500", "many/02999", "many/015", "many/0", "main", "zzz", "a"} {
+				git(t, dir, "symbolic-ref", "HEAD", "refs/heads/"+target)
+				assertAgreesWithGit(t, module, "HEAD on "+target)
+			}
+		})
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -149,5 +151,73 @@ func TestReftableAgainstGit(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// Eight goroutines check while ref updates that leave HEAD alone, and
+// compactions that replace the stack's tables under the reads, go on: no
+// check fails. Then a commit: every check that begins after it returned
+// fails. On every path.
+func TestReftableChecksRaceCompaction(t *testing.T) {
+	needReftable(t)
+	for _, mode := range pathModes {
+		t.Run(mode.name, func(t *testing.T) {
+			dir := tempDir(t)
+			module := filepath.Join(dir, "run_agent.py")
+			initRepo(t, dir, map[string]string{"run_agent.py": "x = 1\n"}, "--ref-format=reftable")
+			manyBranches(t, dir, 300)
+			g, err := newGuard(Options{ModulePath: module, HomeDir: tempDir(t)}, mode.env(t))
+			require.NoError(t, err)
+			require.NoError(t, g.EnsureCurrent())
+
+			var committing, moved, checks atomic.Int64
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						after := moved.Load()
+						err := g.EnsureCurrent()
+						began := committing.Load()
+						checks.Add(1)
+						if began == 0 && err != nil {
+							t.Errorf("a check failed while HEAD stayed: %v", err)
+							return
+						}
+						if after > 0 && err == nil {
+							t.Error("a check that began after the commit returned passed")
+							return
+						}
+					}
+				}()
+			}
+			for i := range 12 {
+				switch i % 3 {
+				case 0:
+					git(t, dir, "branch", fmt.Sprintf("b%d", i))
+				case 1:
+					git(t, dir, "branch", "-D", fmt.Sprintf("b%d", i-1))
+				case 2:
+					git(t, dir, "pack-refs", "--all")
+				}
+			}
+			committing.Store(1)
+			commit(t, dir, "run_agent.py", "x = 2\n")
+			moved.Store(1)
+			for checks.Load() < 100 {
+				git(t, dir, "pack-refs", "--all")
+			}
+			close(stop)
+			wg.Wait()
+			assert.ErrorIs(t, g.EnsureCurrent(), ErrStale)
+			t.Logf("%d checks", checks.Load())
+		})
 	}
 }

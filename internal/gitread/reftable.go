@@ -329,7 +329,55 @@ func (t *rtTable) initBlock(off uint64, want byte) (b rtBlock, ok bool, err erro
 	if b.restartOff < b.headerOff+4 || b.restartOff > size-2 {
 		return b, false, reftableError(t.path, fmt.Sprintf("a block at %d with %d restart points it has no room for", off, b.restarts))
 	}
+	if b.typ == blockRef || b.typ == blockIndex {
+		if err := t.checkBlock(b, off); err != nil {
+			return b, false, err
+		}
+	}
 	return b, true, nil
+}
+
+// checkBlock decodes every record of a ref or index block, as git would
+// one by one, and checks what git takes on trust when it searches the
+// block: the records fill it to its restart table, their names ascend,
+// and each restart point is the start of a record stored whole. A block
+// that fails is a read failure: git reads such a block by whatever path
+// its search takes, and may give another ref or crash.
+func (t *rtTable) checkBlock(b rtBlock, off uint64) error {
+	it := &rtIter{t: t}
+	it.init(b, off)
+	restart := 0
+	var prev []byte
+	for it.next < b.restartOff {
+		start := it.next
+		whole := false
+		if restart < b.restarts && b.restart(restart) == start {
+			restart++
+			whole = true
+		}
+		prefix, _, _, _ := keyLen(b.data[start:b.restartOff])
+		rec, ok, err := it.nextInBlock()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		if whole && prefix != 0 {
+			return reftableError(t.path, fmt.Sprintf("a restart point of the block at %d on a record stored prefix-compressed", off))
+		}
+		if prev != nil && bytes.Compare(rec.key, prev) <= 0 {
+			return reftableError(t.path, fmt.Sprintf("names out of order in the block at %d", off))
+		}
+		prev = rec.key
+	}
+	if it.next != b.restartOff {
+		return reftableError(t.path, fmt.Sprintf("records that run into the restart table of the block at %d", off))
+	}
+	if restart != b.restarts {
+		return reftableError(t.path, fmt.Sprintf("a restart point of the block at %d that is not the start of a record", off))
+	}
+	return nil
 }
 
 func (b *rtBlock) restart(i int) int { return int(be24(b.data[b.restartOff+3*i:])) }

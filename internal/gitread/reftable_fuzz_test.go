@@ -156,6 +156,10 @@ func FuzzReftableAgainstGit(f *testing.F) {
 	if gittest.HasReftable() {
 		tmpl = filepath.Join(tempDir(f), "tmpl")
 		first = initRepo(f, tmpl, map[string]string{"run_agent.py": "x = 1\n"}, "--ref-format=reftable")
+		// No automatic maintenance detached in the background (current
+		// gits start one after a commit): it would race the copies.
+		gittest.Git(f, tmpl, "config", "maintenance.auto", "false")
+		gittest.Git(f, tmpl, "config", "gc.auto", "0")
 		commit(f, tmpl, "run_agent.py", "x = 2\n")
 	}
 	f.Fuzz(func(t *testing.T, ops []byte) {
@@ -166,8 +170,18 @@ func FuzzReftableAgainstGit(f *testing.F) {
 			ops = ops[:8]
 		}
 		dir := filepath.Join(t.TempDir(), "repo")
-		if out, err := exec.Command("cp", "-a", tmpl, dir).CombinedOutput(); err != nil {
-			t.Fatalf("cp: %v: %s", err, out)
+		// The template's first commit may have started a maintenance run
+		// that is still taking and dropping its lock: copy again then.
+		for try := 0; ; try++ {
+			out, err := exec.Command("cp", "-a", tmpl, dir).CombinedOutput()
+			if err == nil {
+				break
+			}
+			if try == 5 {
+				t.Fatalf("cp: %v: %s", err, out)
+			}
+			_ = os.RemoveAll(dir)
+			time.Sleep(100 * time.Millisecond)
 		}
 		wt := filepath.Join(filepath.Dir(dir), "wt")
 		hasWT := false

@@ -433,7 +433,8 @@ type rtIter struct {
 	off     uint64 // the block's offset in the table
 	next    int
 	lastKey []byte
-	done    bool // the table is exhausted (table_iter's is_finished)
+	spare   []byte // the buffer the next key is decoded into
+	done    bool   // the table is exhausted (table_iter's is_finished)
 }
 
 func (it *rtIter) init(b rtBlock, off uint64) {
@@ -457,8 +458,10 @@ func (it *rtIter) nextInBlock() (rec rtRecord, ok bool, err error) {
 	if uint64(len(in)) < suffix || prefix > uint64(len(it.lastKey)) {
 		return rec, false, bad("a record key longer than its block or its predecessor")
 	}
-	key := append(it.lastKey[:prefix:prefix], in[:suffix]...)
-	it.lastKey = key
+	// Two buffers in turn: the previous record's key stays as it was
+	// while this one is decoded, and a block costs no allocation a key.
+	key := append(append(it.spare[:0], it.lastKey[:prefix]...), in[:suffix]...)
+	it.spare, it.lastKey = it.lastKey[:0], key
 	in = in[suffix:]
 	if len(key) == 0 {
 		return rec, false, bad("an empty record key")

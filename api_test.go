@@ -95,9 +95,9 @@ func TestLayoutValidation(t *testing.T) {
 func TestErrorClasses(t *testing.T) {
 	t.Run("unsupported formats", func(t *testing.T) {
 		for name, setup := range map[string]func(dir string){
-			"reftable": func(dir string) {
+			"ref storage elsewhere": func(dir string) {
 				git(t, dir, "config", "core.repositoryformatversion", "1")
-				git(t, dir, "config", "extensions.refStorage", "reftable")
+				git(t, dir, "config", "extensions.refStorage", "reftable://elsewhere")
 			},
 			"split index": func(dir string) { git(t, dir, "update-index", "--split-index") },
 			"unknown extension": func(dir string) {

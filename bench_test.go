@@ -20,12 +20,15 @@ import (
 )
 
 // benchCheckout is a checkout of benchFiles tracked files and benchRefs
-// packed refs, made once per run, in three layouts:
+// packed refs, made once per run, in three layouts, and a fourth where git
+// makes reftable repositories:
 //
 //   - packed: the branch lives in packed-refs;
 //   - loose: a copy whose branch ref file is written after packing;
 //   - linked: the loose copy reached through a link (current -> loose),
-//     with the module two directories below the top level.
+//     with the module two directories below the top level;
+//   - reftable: the same files and refs in a reftable repository, its
+//     stack compacted into one table, then one commit on top (two tables).
 type benchCheckout struct {
 	root, packed, loose string
 	// modules maps each layout to the module path a guard is bound to.
@@ -45,12 +48,13 @@ var (
 
 // makeCheckout builds a repository whose index tracks files entries (all
 // naming one blob, so no file has to be written) plus run_agent.py, with
-// refs tags packed into packed-refs.
-func makeCheckout(tb testing.TB, dir string, files, refs int) {
+// refs tags packed into packed-refs (or compacted into one table).
+// initArgs go to git init.
+func makeCheckout(tb testing.TB, dir string, files, refs int, initArgs ...string) {
 	tb.Helper()
 	module := filepath.Join(dir, "run_agent.py")
 	writeFile(tb, module, "class AIAgent: pass\n")
-	git(tb, dir, "init", "-q")
+	git(tb, dir, append([]string{"init", "-q"}, initArgs...)...)
 	blob := git(tb, dir, "hash-object", "-w", "run_agent.py")
 	var in bytes.Buffer
 	for i := 0; i < files; i++ {
@@ -106,6 +110,12 @@ func benchSetup(b *testing.B) benchCheckout {
 			"loose":  filepath.Join(benchRepo.loose, "run_agent.py"),
 			"linked": filepath.Join(root, "current", "src", "pkg000", "module_00000.py"),
 		}
+		if gittest.HasReftable() {
+			dir := filepath.Join(root, "reftable")
+			makeCheckout(b, dir, benchFiles, benchRefs, "--ref-format=reftable")
+			git(b, dir, "commit", "-q", "--allow-empty", "-m", "on top")
+			benchRepo.modules["reftable"] = filepath.Join(dir, "run_agent.py")
+		}
 	})
 	if benchErr != nil {
 		b.Fatal(benchErr)
@@ -117,8 +127,10 @@ func benchSetup(b *testing.B) benchCheckout {
 // to there.
 func benchLayouts(b *testing.B, fn func(b *testing.B, module string)) {
 	repo := benchSetup(b)
-	for _, layout := range []string{"loose", "packed", "linked"} {
-		b.Run(layout, func(b *testing.B) { fn(b, repo.modules[layout]) })
+	for _, layout := range []string{"loose", "packed", "linked", "reftable"} {
+		if module, ok := repo.modules[layout]; ok {
+			b.Run(layout, func(b *testing.B) { fn(b, module) })
+		}
 	}
 }
 
@@ -297,6 +309,27 @@ func bigSetup(b *testing.B) string {
 // the full read a server pays once at startup and after every change.
 func BenchmarkBind100k(b *testing.B) {
 	dir := bigSetup(b)
+	module := filepath.Join(dir, "run_agent.py")
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		g, err := New(Options{ModulePath: module, HomeDir: dir})
+		if err != nil || g.Identity().Revision == "" {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkBind100kReftable is BenchmarkBind100k on a reftable
+// repository of the same files (its stack: one table of ten refs).
+func BenchmarkBind100kReftable(b *testing.B) {
+	if !gittest.HasReftable() {
+		b.Skip("the git on PATH makes no reftable repository (before 2.45)")
+	}
+	dir := filepath.Join(benchSetup(b).root, "big-reftable")
+	if _, err := os.Stat(dir); err != nil {
+		makeCheckout(b, dir, 100000, 10, "--ref-format=reftable")
+	}
 	module := filepath.Join(dir, "run_agent.py")
 	b.ReportAllocs()
 	b.ResetTimer()

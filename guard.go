@@ -17,8 +17,8 @@ import (
 )
 
 // Errors a host can tell apart with errors.Is. A repository format this
-// package cannot read (reftable refs, a split index, an unknown extension)
-// matches [errors.ErrUnsupported].
+// package cannot read (a split index, an unknown extension, refs stored
+// elsewhere) matches [errors.ErrUnsupported].
 var (
 	// ErrStale matches every [StaleError].
 	ErrStale = errors.New("runtimeguard: the loaded runtime is stale")

@@ -30,6 +30,9 @@ type repoFormat struct {
 	// core.bare and core.worktree from the Git directory's config.worktree
 	// too, and honours them even in a linked worktree.
 	worktreeConfig bool
+	// reftable is extensions.refStorage = reftable: refs are in reftable
+	// stacks, not loose files and packed-refs.
+	reftable bool
 }
 
 // worktreeKeys are core.bare and core.worktree, each with whether it was
@@ -101,7 +104,8 @@ func (f *repoFormat) worktreeOverrides(config []byte) error {
 // extensions.partialClone without a value, on which Git 2.39 crashes, is
 // refused as later versions refuse it.
 //
-// What this package cannot read, a ref storage other than files, an object
+// What this package cannot read, a ref storage other than files and
+// reftable (or one at another place, "files://..."), an object
 // format other than SHA-1 and SHA-256, a version above 1 or an unknown
 // extension, is an error that matches [errors.ErrUnsupported]; other
 // errors mean the config is malformed.
@@ -214,8 +218,12 @@ func (r *formatReader) format() (repoFormat, error) {
 		}
 		f.worktreeKeys, f.worktreeConfig = r.worktreeKeys, r.worktreeConfig
 	}
-	if r.refStorage != "files" {
-		return f, unsupportedf("ref storage %q is not supported: only the files backend (loose refs and packed-refs) is read", r.refStorage)
+	switch r.refStorage {
+	case "files":
+	case "reftable":
+		f.reftable = true
+	default:
+		return f, unsupportedf("ref storage %q is not supported: only the files backend (loose refs and packed-refs) and reftable are read", r.refStorage)
 	}
 	f.objectFormat, f.hashLen = r.objectFormat, hashLenOf(r.objectFormat)
 	return f, nil

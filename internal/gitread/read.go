@@ -74,7 +74,7 @@ type Checkout struct {
 // revision with a nil error means "not a tracked Git checkout": no worktree,
 // a module outside it or untracked, or an unborn branch. An error means the
 // checkout could not be read; it names the format when the repository uses
-// one this package does not read (such as reftable refs or a split index).
+// one this package does not read (such as a split index).
 //
 // ReadRevision reads the files itself: it runs no git process, no hook and
 // no configured command, and does not depend on Git's safe.directory rule.
@@ -331,6 +331,10 @@ func Read(fs *FS, abs string, mustExist bool) (Checkout, Deps, error) {
 type reader struct {
 	fs   *FS
 	deps Deps
+	// reftable: the refs are in reftable stacks (see reftable.go); stack
+	// is the common one, once read.
+	reftable bool
+	stack    *rtStack
 }
 
 func (r *reader) addDep(path string, nofollow bool, st Stamp) {
@@ -475,6 +479,7 @@ func (r *reader) readAt(src, mod string) (Checkout, error) {
 		return c, fmt.Errorf("%s: %w", c.CommonDir, err)
 	}
 	c.ObjectFormat = format.objectFormat
+	r.reftable = format.reftable
 	// core.bare and core.worktree count only where the Git directory has
 	// no commondir (git ignores both in a linked worktree), or under
 	// extensions.worktreeConfig. With core.bare
@@ -544,6 +549,10 @@ func (r *reader) readAt(src, mod string) (Checkout, error) {
 	}
 	if c.Revision == "" {
 		c.Reason = "HEAD names the unborn branch " + c.Head
+		if r.reftable {
+			c.Unsettled, err = r.stack.hasRefs()
+			return c, err
+		}
 		if c.Unsettled, err = hasRefs(c.CommonDir, packed); err != nil {
 			return c, err
 		}
@@ -574,7 +583,7 @@ func (r *reader) readConfig(path string) ([]byte, error) {
 // whose revision does not matter: nothing it reads is a dependency, and a
 // HEAD that cannot be read leaves it empty.
 func (r *reader) headName(c *Checkout, hashLen int) {
-	scratch, head := reader{fs: r.fs}, *c
+	scratch, head := reader{fs: r.fs, reftable: r.reftable}, *c
 	if _, err := scratch.resolveHead(&head, hashLen); err == nil {
 		c.Head = head.Head
 	}
@@ -937,6 +946,9 @@ func parseLooseRef(data []byte, hashLen int) (symref, oid string, ok bool) {
 // most maxSymrefDepth refs deep. A ref found nowhere is an unborn branch:
 // the revision stays empty. It returns packed-refs when it read it.
 func (r *reader) resolveHead(c *Checkout, hashLen int) (packed []byte, err error) {
+	if r.reftable {
+		return nil, r.resolveHeadReftable(c, hashLen)
+	}
 	name := "HEAD"
 	packedRead := false
 	for depth := 0; depth < maxSymrefDepth; depth++ {

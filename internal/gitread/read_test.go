@@ -225,16 +225,26 @@ func TestReadRevisionEmptyCases(t *testing.T) {
 }
 
 func TestReadRevisionUnsupportedFormats(t *testing.T) {
-	t.Run("reftable", func(t *testing.T) {
+	t.Run("reftable declared, no stack", func(t *testing.T) {
+		// The files backend's refs under a config that says reftable:
+		// git finds no HEAD in the (missing) stack and fails.
 		dir := tempDir(t)
 		module, _ := agentRepo(t, dir)
 		git(t, dir, "config", "core.repositoryformatversion", "1")
 		git(t, dir, "config", "extensions.refStorage", "reftable")
 		_, err := ReadRevision(dir, module)
-		assert.ErrorContains(t, err, `ref storage "reftable" is not supported`)
-		assert.ErrorIs(t, err, errors.ErrUnsupported)
+		assert.ErrorContains(t, err, "HEAD is not in the reftable stack")
 		_, err = readHead(t, module)
-		assert.ErrorContains(t, err, "reftable", "reading an unreadable checkout is an error, not an inert guard")
+		assert.Error(t, err, "reading an unreadable checkout is an error, not an inert guard")
+	})
+	t.Run("ref storage elsewhere", func(t *testing.T) {
+		dir := tempDir(t)
+		module, _ := agentRepo(t, dir)
+		git(t, dir, "config", "core.repositoryformatversion", "1")
+		git(t, dir, "config", "extensions.refStorage", "reftable://elsewhere")
+		_, err := ReadRevision(dir, module)
+		assert.ErrorContains(t, err, `ref storage "reftable://elsewhere" is not supported`)
+		assert.ErrorIs(t, err, errors.ErrUnsupported)
 	})
 	t.Run("split index", func(t *testing.T) {
 		dir := tempDir(t)

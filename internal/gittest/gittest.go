@@ -275,13 +275,6 @@ func Resolved(tb testing.TB, p string) string {
 // HasReftable reports whether the git on PATH makes reftable
 // repositories (Git 2.45 and later: git init --ref-format=reftable).
 func HasReftable() bool {
-	out, err := exec.Command("git", "version").Output()
-	if err != nil {
-		return false
-	}
-	var major, minor int
-	if _, err := fmt.Sscanf(strings.TrimPrefix(strings.TrimSpace(string(out)), "git version "), "%d.%d", &major, &minor); err != nil {
-		return false
-	}
-	return major > 2 || major == 2 && minor >= 45
+	readVersion()
+	return version.err == nil && (version.major > 2 || version.major == 2 && version.minor >= 45)
 }

@@ -11,13 +11,13 @@ import (
 	"github.com/runtimeguard/runtimeguard/internal/sysx"
 )
 
-// lockFile takes a POSIX record lock on the whole of f without waiting: AIX
-// has no flock(2), and its C library (and so Python's fcntl.flock, which an
-// updater written in Python calls) emulates flock with the same fcntl(2)
-// lock, so the two sides of the protocol exclude each other. Unlike flock,
-// a record lock belongs to the process, not to the open file: it does not
-// exclude another lock of the same process, and closing any descriptor of
-// the file in the process releases it.
+// lockFile takes a POSIX record lock on the whole of f without waiting:
+// AIX has no flock(2) system call. Its flock emulation (libbsd) and
+// Python's fcntl.flock where the C library has no flock take this same
+// fcntl(2) lock, so an updater that locks that way and a server exclude
+// each other. Unlike flock, a record lock belongs to the process, not to
+// the open file: it does not exclude another lock of the same process, and
+// closing any descriptor of the file in the process releases it.
 func lockFile(f *os.File, exclusive bool) error {
 	lk := unix.Flock_t{Type: unix.F_RDLCK, Whence: 0, Start: 0, Len: 0} // Len 0: to the end, however it grows
 	if exclusive {

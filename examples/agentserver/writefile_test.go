@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
 // TestImportsNoInternalPackage: the example is one a user can copy, so it
@@ -30,7 +32,7 @@ func TestImportsNoInternalPackage(t *testing.T) {
 // TestWriteFileDurably replaces the file whole, with the permissions
 // asked, and leaves no temporary file behind.
 func TestWriteFileDurably(t *testing.T) {
-	dir := t.TempDir()
+	dir := gittest.TempDir(t) // a cleanup that Wine can carry out
 	path := filepath.Join(dir, "sessions.json")
 	require.NoError(t, writeFileDurably(path, []byte("old\n"), 0o600))
 	require.NoError(t, writeFileDurably(path, []byte("new\n"), 0o600))

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"testing"
 
-	gogit "github.com/go-git/go-git/v5"
 	"golang.org/x/sys/unix"
 
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
@@ -255,23 +254,6 @@ func BenchmarkReferenceGitCLI(b *testing.B) {
 				[]string{"rev-parse", "--show-toplevel"},
 				[]string{"--literal-pathspecs", "ls-files", "--error-unmatch", "--", filepath.Base(module)},
 				[]string{"rev-parse", "--verify", "HEAD"})
-		}
-	})
-}
-
-// BenchmarkGoGitOpenHead opens the repository with go-git and reads HEAD per
-// check, without proving the module is tracked.
-func BenchmarkGoGitOpenHead(b *testing.B) {
-	benchLayouts(b, func(b *testing.B, module string) {
-		b.ReportAllocs()
-		for i := 0; i < b.N; i++ {
-			repo, err := gogit.PlainOpenWithOptions(filepath.Dir(module), &gogit.PlainOpenOptions{DetectDotGit: true})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := repo.Head(); err != nil {
-				b.Fatal(err)
-			}
 		}
 	})
 }

@@ -15,9 +15,16 @@ import (
 	"github.com/runtimeguard/runtimeguard/internal/demorepo"
 )
 
+// The examples elide what a server has already: checkout stands for the
+// Git checkout the server loaded its module from, update for the updater
+// that commits to it while the server runs, tempDir for the updater's home
+// directory, headOf for the revision the updater moved to. They are defined
+// below and are not part of the package: checkout and update write a real
+// Git repository with the standard library (internal/demorepo), so the
+// examples need no git binary and no Git configuration of the user's.
+
 // checkout makes a Git checkout that tracks run_agent.py and returns the
-// module's path. The examples' checkouts are made with go-git: they need no
-// git binary and no Git configuration of the user's.
+// module's path.
 func checkout() string {
 	dir, err := os.MkdirTemp("", "runtimeguard-example-")
 	if err != nil {
@@ -51,9 +58,9 @@ func update(module, content string) {
 // A server binds to the module it loaded, checks before touching session
 // state, and answers 409 once the checkout moved.
 func Example() {
-	module := checkout()
+	module := checkout() // your checkout: the path of the module the server loaded
 	defer os.RemoveAll(filepath.Dir(module))
-	home := tempDir()
+	home := tempDir() // your updater's home directory
 	defer os.RemoveAll(home)
 
 	guard, err := runtimeguard.New(runtimeguard.Options{
@@ -65,7 +72,8 @@ func Example() {
 	}
 	fmt.Println("before the update:", guard.EnsureCurrent())
 
-	// An updater moves the checkout while the server runs.
+	// An updater moves the checkout while the server runs (update commits
+	// a change, as git pull would).
 	update(module, "class AIAgent: revision = 2\n")
 
 	err = guard.EnsureCurrent()
@@ -85,7 +93,7 @@ func Example() {
 // The middleware answers 409 before the handler runs, so a stale runtime
 // never reaches session state.
 func ExampleGuard_Middleware() {
-	module := checkout()
+	module := checkout() // your Git checkout (elided: see the top of the file)
 	defer os.RemoveAll(filepath.Dir(module))
 	guard, err := runtimeguard.New(runtimeguard.Options{ModulePath: module, HomeDir: filepath.Dir(module), Message: "restart required"})
 	if err != nil {
@@ -103,7 +111,7 @@ func ExampleGuard_Middleware() {
 		fmt.Print(rec.Code, " ", rec.Body.String())
 	}
 	serve()
-	update(module, "class AIAgent: revision = 2\n")
+	update(module, "class AIAgent: revision = 2\n") // the updater commits
 	serve()
 	fmt.Println("sessions started:", sessions)
 	// Output:
@@ -116,7 +124,7 @@ func ExampleGuard_Middleware() {
 // directory is, the marker it keeps while it runs, the markers an
 // interrupted update leaves behind.
 func ExampleLayout() {
-	module := checkout()
+	module := checkout() // your Git checkout (elided: see the top of the file)
 	defer os.RemoveAll(filepath.Dir(module))
 	home := filepath.Join(filepath.Dir(module), "state")
 	if err := os.Mkdir(home, 0o755); err != nil {
@@ -151,7 +159,7 @@ func ExampleLayout() {
 
 // A handler that checks by hand answers with the body the request prefers.
 func ExampleGuard_WriteStale() {
-	module := checkout()
+	module := checkout() // your Git checkout (elided: see the top of the file)
 	defer os.RemoveAll(filepath.Dir(module))
 	guard, err := runtimeguard.New(runtimeguard.Options{ModulePath: module, HomeDir: filepath.Dir(module), ProblemDetails: true})
 	if err != nil {
@@ -163,7 +171,7 @@ func ExampleGuard_WriteStale() {
 		}
 		fmt.Fprintln(w, "session started")
 	})
-	update(module, "class AIAgent: revision = 2\n")
+	update(module, "class AIAgent: revision = 2\n") // the updater commits
 	for _, accept := range []string{"application/json", "application/problem+json"} {
 		req := httptest.NewRequest("POST", "/api/chat/start", nil)
 		req.Header.Set("Accept", accept)
@@ -191,7 +199,7 @@ func ExampleStaleError_Payload() {
 // A host that reloads by itself: a plan only where the updater's success
 // receipt proves the update finished, then the reload, then the binding.
 func ExampleGuard_PlanReload() {
-	module := checkout()
+	module := checkout() // your Git checkout (elided: see the top of the file)
 	defer os.RemoveAll(filepath.Dir(module))
 	home := tempDir()
 	defer os.RemoveAll(home)
@@ -200,13 +208,13 @@ func ExampleGuard_PlanReload() {
 		log.Fatal(err)
 	}
 	from := guard.Identity().Revision
-	update(module, "class AIAgent: revision = 2\n")
+	update(module, "class AIAgent: revision = 2\n") // the updater commits
 	_, err = guard.PlanReload(context.Background())
 	fmt.Println("no receipt:", errors.Is(err, runtimeguard.ErrNotReady))
 
 	// The updater writes its receipt (runtimeguard update does this for
 	// any updater).
-	to := headOf(module)
+	to := headOf(module) // the revision the update moved to (git rev-parse HEAD)
 	receipt := fmt.Sprintf(`{"schema": 1, "update_id": "u1", "outcome": "success", "started_at": %q, "finished_at": %q, "pre_update": {"sha": %q}, "post_update": {"sha": %q}}`,
 		time.Now().UTC().Format(time.RFC3339Nano), time.Now().UTC().Format(time.RFC3339Nano), from, to)
 	path := filepath.Join(home, "logs", "update_receipts", "latest.json")
@@ -243,7 +251,7 @@ func ExampleGuard_PlanReload() {
 // waiting for a request (to plan a reload, or show a banner), runs Watch
 // and waits on Changed.
 func ExampleGuard_Changed() {
-	module := checkout()
+	module := checkout() // your Git checkout (elided: see the top of the file)
 	defer os.RemoveAll(filepath.Dir(module))
 	home := tempDir()
 	defer os.RemoveAll(home)
@@ -255,7 +263,7 @@ func ExampleGuard_Changed() {
 	defer cancel()
 	go guard.Watch(ctx, 100*time.Millisecond) // events where the kernel has them; else every 100ms
 
-	update(module, "class AIAgent: revision = 2\n")
+	update(module, "class AIAgent: revision = 2\n") // the updater commits
 	select {
 	case <-guard.Changed():
 		fmt.Println("the checkout moved:", errors.Is(guard.EnsureCurrent(), runtimeguard.ErrStale))
@@ -268,7 +276,7 @@ func ExampleGuard_Changed() {
 
 // A server that imports its agent lazily binds when it loads it.
 func ExampleGuard_Capture() {
-	module := checkout()
+	module := checkout() // your Git checkout (elided: see the top of the file)
 	defer os.RemoveAll(filepath.Dir(module))
 	var guard runtimeguard.Guard // unbound: every check passes
 	fmt.Println(guard.EnsureCurrent())
@@ -276,7 +284,7 @@ func ExampleGuard_Capture() {
 	if err := guard.Capture(module); err != nil {
 		log.Fatal(err)
 	}
-	update(module, "class AIAgent: revision = 2\n")
+	update(module, "class AIAgent: revision = 2\n") // the updater commits
 	fmt.Println(errors.Is(guard.EnsureCurrent(), runtimeguard.ErrStale))
 	// Output:
 	// <nil>

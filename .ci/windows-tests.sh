@@ -20,14 +20,11 @@ export WINEPREFIX="$work/prefix" WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml
 /usr/lib/wine/wine64 wineboot --init >/dev/null 2>&1
 x86_64-w64-mingw32-gcc -shared -O2 -o "$WINEPREFIX/drive_c/windows/system32/bcryptprimitives.dll" .ci/wine/processprng.c -ladvapi32
 
-# A checkout for the tests to read, made here where git is.
+# A checkout for the tests to read, made here where git is, with git
+# isolated from the user's configuration.
 checkout="$work/agent"
-mkdir -p "$checkout"
-git -C "$checkout" -c init.defaultBranch=main init -q
-echo 'class AIAgent: pass' > "$checkout/run_agent.py"
-git -C "$checkout" add run_agent.py
-git -C "$checkout" -c user.name=ci -c user.email=ci@example.invalid commit -qm loaded
-export RUNTIMEGUARD_TEST_CHECKOUT="Z:${checkout//\//\\};$(git -C "$checkout" rev-parse HEAD)"
+rev=$(bash .ci/test-checkout.sh "$checkout")
+export RUNTIMEGUARD_TEST_CHECKOUT="Z:${checkout//\//\\};$rev"
 
 status=0
 for pkg in $(GOOS=windows go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./...); do

@@ -8,6 +8,7 @@ import (
 	"io"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/runtimeguard/runtimeguard"
@@ -33,19 +34,41 @@ type status struct {
 	runtimeguard.Observation
 }
 
+// statusError is the JSON of 'runtimeguard status --json' when there is no
+// status to print: the module as given and why.
+type statusError struct {
+	ModulePath string `json:"module_path"`
+	Error      string `json:"error"`
+}
+
 func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	c := newCommand("status", "status --module FILE [--json] [flags]", stdout, stderr)
 	var gf guardFlags
 	gf.register(c.fs)
-	asJSON := c.fs.Bool("json", false, "print JSON (see the README for its fields)")
+	asJSON := c.fs.Bool("json", false, "print JSON (see the README for its fields), on error too")
 	if err := c.parse(args, 0); err != nil {
 		return err
 	}
+	printed := false
+	err := status1(&gf, *asJSON, stdout, &printed)
+	var code exitCode
+	if err != nil && *asJSON && !printed && !errors.As(err, &code) {
+		msg := strings.TrimPrefix(err.Error(), "runtimeguard: ")
+		if enc := json.NewEncoder(stdout); enc.Encode(statusError{ModulePath: gf.module, Error: msg}) != nil {
+			return err
+		}
+	}
+	return err
+}
+
+// status1 prints the status the flags ask for; printed says whether it
+// printed anything.
+func status1(gf *guardFlags, asJSON bool, stdout io.Writer, printed *bool) error {
 	if err := gf.validate(); err != nil {
 		return err
 	}
-	if gf.module == "" {
-		return usagef("--module is required")
+	if err := gf.checkModule(); err != nil {
+		return err
 	}
 	ck, readErr := gitread.Inspect(gf.module)
 	if ck.ModulePath == "" && readErr != nil {
@@ -71,7 +94,8 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	if readErr != nil {
 		s.ReadError = readErr.Error()
 	}
-	if *asJSON {
+	*printed = true
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(s); err != nil {
@@ -160,6 +184,9 @@ func cmdCheck(args []string, stdout, stderr io.Writer) error {
 	case *repeat < 1:
 		return usagef("--repeat must be at least 1: a check is what this command is for")
 	}
+	if err := gf.checkModule(); err != nil {
+		return err
+	}
 	opts := gf.options()
 	opts.ExpectRevision, opts.NoWatch = *expect, *noWatch
 	g, err := runtimeguard.New(opts)
@@ -206,9 +233,10 @@ type markerJSON struct {
 }
 
 func cmdMarker(args []string, stdout, stderr io.Writer) error {
-	c := newCommand("marker", "marker [--json] [--max-age D] PATH", stdout, stderr)
+	c := newCommand("marker", "marker [--json] [--max-age DURATION] PATH", stdout, stderr)
+	c.doc = "Exits by the marker's state: 0 absent, 4 active, 5 stale, 6 unknown.\n"
 	asJSON := c.fs.Bool("json", false, `print {"path", "state", "reason"}`)
-	maxAge := c.fs.Duration("max-age", runtimeguard.DefaultMaxMarkerAge, "the `AGE` past which a marker is stale")
+	maxAge := c.fs.Duration("max-age", runtimeguard.DefaultMaxMarkerAge, "the age, a `DURATION`, past which a marker is stale")
 	if err := c.parse(args, 1); err != nil {
 		return err
 	}
@@ -221,17 +249,44 @@ func cmdMarker(args []string, stdout, stderr io.Writer) error {
 	}
 	m := updater.System.ReadMarker(path, *maxAge)
 	if *asJSON {
-		return json.NewEncoder(stdout).Encode(markerJSON{Path: path, State: string(m.State), Reason: m.Reason})
+		if err := json.NewEncoder(stdout).Encode(markerJSON{Path: path, State: string(m.State), Reason: m.Reason}); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(stdout, "%s: %s\n", m.State, m.Reason)
 	}
-	fmt.Fprintf(stdout, "%s: %s\n", m.State, m.Reason)
-	return nil
+	switch m.State {
+	case updater.Absent:
+		return nil
+	case updater.Active:
+		return exitCode(exitMarkerActive)
+	case updater.Stale:
+		return exitCode(exitMarkerStale)
+	}
+	return exitCode(exitMarkerUnknown)
+}
+
+// watchEvent is a line of 'runtimeguard watch --json'.
+type watchEvent struct {
+	Time        string `json:"time"`
+	Event       string `json:"event"` // inert, bound, current, stale, update_state, stopped
+	ModulePath  string `json:"module_path,omitempty"`
+	SourceDir   string `json:"source_dir,omitempty"`
+	Revision    string `json:"revision,omitempty"`
+	Current     string `json:"current,omitempty"` // the revision the checkout moved to; "" when unreadable
+	UpdateState string `json:"update_state,omitempty"`
 }
 
 func cmdWatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := newCommand("watch", "watch --module FILE [--interval D] [flags]", stdout, stderr)
+	c := newCommand("watch", "watch --module FILE [--json] [--interval DURATION] [flags]", stdout, stderr)
+	c.doc = `Prints a line when the guard binds, once it has checked, when the
+checkout moves (the kernel's events where it has them, else a check every
+--interval), and each time the update state changes after that.
+`
 	var gf guardFlags
 	gf.register(c.fs)
-	interval := c.fs.Duration("interval", time.Second, "how often to check, a `DURATION` such as 500ms")
+	asJSON := c.fs.Bool("json", false, "print a JSON object a line")
+	interval := c.fs.Duration("interval", time.Second, "how often to check where no events are watched, a `DURATION` such as 500ms")
 	if err := c.parse(args, 0); err != nil {
 		return err
 	}
@@ -244,39 +299,87 @@ func cmdWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *interval <= 0 {
 		return usagef("--interval must be positive")
 	}
+	if err := gf.checkModule(); err != nil {
+		return err
+	}
 	g, err := runtimeguard.New(gf.options())
 	if err != nil {
 		return err
 	}
 	id := g.Identity()
-	stamp := func() string { return time.Now().UTC().Format(time.RFC3339) }
-	if id.Revision == "" {
-		fmt.Fprintf(stdout, "%s inert %s is not in a tracked Git checkout: every check passes\n", stamp(), id.ModulePath)
-	} else {
-		fmt.Fprintf(stdout, "%s bound %s at %s\n", stamp(), id.SourceDir, id.Revision)
-	}
-	last := ""
-	ticker := time.NewTicker(*interval)
-	defer ticker.Stop()
-	for {
-		line := "current " + id.Revision
-		var se *runtimeguard.StaleError
-		if err := g.EnsureCurrent(); errors.As(err, &se) {
-			now := se.Current
-			if now == "" {
-				now = "unreadable"
-			}
-			line = fmt.Sprintf("stale %s update_state=%s", now, se.State)
+	emit := func(e watchEvent) {
+		e.Time = time.Now().UTC().Format(time.RFC3339)
+		if *asJSON {
+			_ = json.NewEncoder(stdout).Encode(e)
+			return
 		}
-		if line != last && id.Revision != "" {
-			fmt.Fprintf(stdout, "%s %s\n", stamp(), line)
-			last = line
+		line := e.Event
+		switch e.Event {
+		case "inert":
+			line += " " + e.ModulePath + " is not in a tracked Git checkout: every check passes"
+		case "bound":
+			line += " " + e.SourceDir + " at " + e.Revision
+		case "current":
+			line += " " + e.Revision
+		case "stale":
+			line += " " + orNone(e.Current) + " update_state=" + e.UpdateState
+			if e.Current == "" {
+				line = "stale unreadable update_state=" + e.UpdateState
+			}
+		case "update_state":
+			line = "stale update_state=" + e.UpdateState
+		}
+		fmt.Fprintf(stdout, "%s %s\n", e.Time, line)
+	}
+	if id.Revision == "" {
+		emit(watchEvent{Event: "inert", ModulePath: id.ModulePath})
+	} else {
+		emit(watchEvent{Event: "bound", SourceDir: id.SourceDir, Revision: id.Revision})
+	}
+	stopped := func() error {
+		emit(watchEvent{Event: "stopped"})
+		return nil
+	}
+
+	watchCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- g.Watch(watchCtx, *interval) }()
+	var se *runtimeguard.StaleError
+	if err := g.EnsureCurrent(); !errors.As(err, &se) {
+		if id.Revision != "" {
+			emit(watchEvent{Event: "current", Revision: id.Revision})
 		}
 		select {
 		case <-ctx.Done():
-			fmt.Fprintf(stdout, "%s stopped\n", stamp())
-			return nil
+			cancel()
+			<-done
+			return stopped()
+		case err := <-done:
+			return err // Watch ended before ctx: it could not watch
+		case <-g.Changed():
+		}
+		if err := g.EnsureCurrent(); !errors.As(err, &se) {
+			return fmt.Errorf("the checkout moved, but the check says %v", err)
+		}
+	}
+	emit(watchEvent{Event: "stale", Revision: id.Revision, Current: se.Current, UpdateState: string(se.State)})
+
+	// Once stale, the guard rests; the update state is followed by hand.
+	state := se.State
+	ticker := time.NewTicker(*interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			cancel()
+			<-done
+			return stopped()
 		case <-ticker.C:
+		}
+		if now := g.Observe().State; now != state {
+			state = now
+			emit(watchEvent{Event: "update_state", UpdateState: string(state)})
 		}
 	}
 }

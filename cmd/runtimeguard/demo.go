@@ -15,8 +15,8 @@ import (
 	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
 
-// cmdDemo tells the whole story on a throwaway checkout, made with go-git so
-// that it needs no git binary.
+// cmdDemo tells the whole story on a throwaway checkout, written with the
+// standard library (internal/demorepo) so that it needs no git binary.
 func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	c := newCommand("demo", "demo [--keep]", stdout, stderr)
 	keep := c.fs.Bool("keep", false, "keep the throwaway checkout and print where it is")

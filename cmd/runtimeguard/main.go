@@ -8,10 +8,11 @@
 //	runtimeguard demo [--keep]
 //	runtimeguard status --module FILE [--json] [LAYOUT FLAGS]
 //	runtimeguard check  --module FILE --expect REV [--repeat N] [--no-watch] [LAYOUT FLAGS]
-//	runtimeguard marker [--json] [--max-age D] PATH
-//	runtimeguard watch  --module FILE [--interval D] [LAYOUT FLAGS]
-//	runtimeguard update --module FILE [--dir DIR] [--wait D] [LAYOUT FLAGS] -- COMMAND [ARGS...]
-//	runtimeguard version
+//	runtimeguard marker [--json] [--max-age DURATION] PATH
+//	runtimeguard watch  --module FILE [--json] [--interval DURATION] [LAYOUT FLAGS]
+//	runtimeguard update --module FILE [--dir DIR] [--wait DURATION] [LAYOUT FLAGS]
+//	                    -- COMMAND [ARGS...]
+//	runtimeguard version (or --version, -version)
 //
 // Layout flags: --home DIR (or --home-env VAR and --default-home PATH),
 // --python PATH, --marker PATH, --receipt PATH, --lock PATH, --recovery
@@ -20,7 +21,9 @@
 // Exit codes: 0 success (and, for check, a current runtime), 1 an error
 // (for status, a checkout that could not be read), 2 a usage error, 3 a
 // stale runtime (check), and for update the exit status of the command it
-// ran when that failed.
+// ran when that failed. marker exits by the marker's state, with or
+// without --json: 0 absent, 4 active, 5 stale, 6 unknown (1 and 2 as
+// above), so that a script can branch on it.
 package main
 
 import (
@@ -29,6 +32,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"strings"
@@ -43,6 +47,11 @@ const (
 	exitError = 1
 	exitUsage = 2
 	exitStale = 3
+
+	// The marker command's codes past the absent marker's 0.
+	exitMarkerActive  = 4
+	exitMarkerStale   = 5
+	exitMarkerUnknown = 6
 )
 
 const usage = `runtimeguard: guard a server against a Git checkout that moved under it
@@ -51,12 +60,14 @@ Usage:
   runtimeguard demo                  the whole story on a throwaway checkout
   runtimeguard status --module FILE  everything the guard sees of a checkout
   runtimeguard check --module FILE --expect REV
-                                     exit 0 when current, 3 and the 409 JSON when stale
-  runtimeguard marker PATH           the state of an update marker, and why
+                                     exit 0 when current, 3 and the 409 JSON
+                                     when stale
+  runtimeguard marker PATH           the state of an update marker, and why;
+                                     exit 0 absent, 4 active, 5 stale, 6 unknown
   runtimeguard watch --module FILE   print a line each time the state changes
   runtimeguard update --module FILE -- COMMAND [ARGS...]
                                      run an updater under the update protocol
-  runtimeguard version               the version of this program
+  runtimeguard version               the version of this program (--version)
 
 Run 'runtimeguard COMMAND -h' for a command's flags.
 `
@@ -89,7 +100,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdWatch(ctx, rest, stdout, stderr)
 	case "update":
 		err = cmdUpdate(ctx, rest, stdout, stderr)
-	case "version":
+	case "version", "--version", "-version":
 		err = cmdVersion(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if cmd == "help" && len(rest) > 1 {
@@ -163,9 +174,30 @@ func (c *command) printUsage(w io.Writer) {
 		return
 	}
 	fmt.Fprintln(w, "\nFlags:")
-	c.fs.SetOutput(w)
-	c.fs.PrintDefaults()
-	c.fs.SetOutput(c.stderr)
+	c.fs.VisitAll(func(f *flag.Flag) {
+		placeholder, text := flag.UnquoteUsage(f)
+		fmt.Fprintln(w, "  "+strings.TrimSpace("--"+f.Name+" "+placeholder))
+		if def := f.DefValue; def != "" && def != "false" && !strings.Contains(text, "(default") {
+			text += " (default " + def + ")"
+		}
+		wrap(w, "        ", text, 80)
+	})
+}
+
+// wrap prints text in lines of at most width columns, each after indent.
+func wrap(w io.Writer, indent, text string, width int) {
+	line := indent
+	for _, word := range strings.Fields(text) {
+		if len(line) > len(indent) && len(line)+1+len(word) > width {
+			fmt.Fprintln(w, line)
+			line = indent
+		}
+		if len(line) > len(indent) {
+			line += " "
+		}
+		line += word
+	}
+	fmt.Fprintln(w, line)
 }
 
 // parse parses args and rejects positional arguments beyond want (-1: any
@@ -244,6 +276,18 @@ func (f *guardFlags) validate() error {
 	if _, err := runtimeguard.Observe(opts); err != nil {
 		msg := strings.TrimPrefix(err.Error(), "runtimeguard: ")
 		return usagef("%s", layoutFlagNames.Replace(msg))
+	}
+	return nil
+}
+
+// checkModule reports a --module that is missing or names no file, naming
+// the path as it was given.
+func (f *guardFlags) checkModule() error {
+	if f.module == "" {
+		return usagef("--module is required")
+	}
+	if _, err := os.Stat(f.module); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("--module %s: no such file", f.module)
 	}
 	return nil
 }

@@ -158,7 +158,7 @@ func TestCheckUsage(t *testing.T) {
 	assert.Contains(t, r.stderr, "not a full hex object id")
 	r = runCmd(t, gittest.TempDir(t), "check", "--module", filepath.Join(gittest.TempDir(t), "missing.py"), "--expect", rev)
 	assert.Equal(t, 1, r.code)
-	assert.Contains(t, r.stderr, "does not exist")
+	assert.Contains(t, r.stderr, "missing.py: no such file")
 }
 
 // A module that is in no tracked checkout cannot be checked against a
@@ -230,7 +230,7 @@ func TestMarker(t *testing.T) {
 	require.NoError(t, os.Remove(path))
 	require.NoError(t, os.Mkdir(path, 0o755))
 	r = runCmd(t, dir, "marker", "--json", path)
-	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, exitMarkerUnknown, r.code, r.stderr)
 	var m map[string]string
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &m))
 	assert.Equal(t, map[string]string{"path": path, "state": "unknown", "reason": "a directory"}, m)
@@ -244,7 +244,7 @@ func TestMarker(t *testing.T) {
 	cmd := commandProcess("marker", "--json", "--", "-json")
 	cmd.Dir = dir
 	r = runProcess(t, cmd)
-	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, exitMarkerUnknown, r.code, r.stderr)
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &m))
 	assert.Equal(t, map[string]string{"path": "-json", "state": "unknown", "reason": "a directory"}, m)
 	assert.Equal(t, 2, runCmd(t, dir, "marker", path, "--bogus").code)

@@ -33,10 +33,11 @@ that speaks the update protocol a runtime guard reads:
 
 COMMAND runs in the top-level directory of the module's worktree (--dir
 to choose another), holding the lock too (as descriptor 3, on Unix), so
-that the lock outlives a killed tool until COMMAND ends; a --module in no Git worktree is refused before
-anything runs. The tool exits with COMMAND's exit status when it ran
-and failed; 1 when it could not run, was killed by a signal, or the
-receipt says failed for another reason; 0 for a success receipt.
+that the lock outlives a killed tool until COMMAND ends; a --module in no
+Git worktree is refused before anything runs. The tool exits with
+COMMAND's exit status when it ran and failed; 1 when it could not run,
+was killed by a signal, or the receipt says failed for another reason; 0
+for a success receipt.
 
 A guarded server with a reload plan loads the new code only on such a
 success receipt. Do not wrap an updater that keeps its own marker and
@@ -68,6 +69,9 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	// Refuse before anything is written: a typo in --module must not run
 	// COMMAND (git pull) wherever the tool was started.
+	if err := gf.checkModule(); err != nil {
+		return usagef("%v", err)
+	}
 	if ck, err := gitread.Inspect(gf.module); ck.TopLevel == "" {
 		if err != nil {
 			return usagef("--module: %v", err)

@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 
 	"github.com/runtimeguard/runtimeguard"
-	"github.com/runtimeguard/runtimeguard/internal/durable"
 )
 
 // Server is a small agent server that keeps its sessions in one JSON file
@@ -296,7 +295,7 @@ func (s *Server) save(sessions map[string]*session) error {
 	if err != nil {
 		return err
 	}
-	return durable.WriteFile(s.statePath, append(data, '\n'), 0o600)
+	return writeFileDurably(s.statePath, append(data, '\n'), 0o600)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -19,7 +19,7 @@ import (
 const gitInitConfig = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n"
 
 // configsGitReads are repository configs that git reads and go-git's config
-// decoder refuses.
+// decoder refuses (internal/gogitcompare pins the refusals).
 var configsGitReads = []struct{ name, config string }{
 	{"legacy [remote.origin] section", gitInitConfig + "[remote.origin]\n\turl = https://example.invalid/agent.git\n"},
 	{"key on the section header line", gitInitConfig + "[user] name = x\n"},

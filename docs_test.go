@@ -128,14 +128,22 @@ func containsRun(haystack, needle []string) bool {
 	return false
 }
 
-// The README's Go is code that is compiled: its whole program (the first
-// screen) is Example_server with the imports that body uses, and every
-// other Go block is a run of lines of one of the package's test files, so
+// The README's and docs/'s Go is code that is compiled: the README's whole
+// program (the first screen) is Example_server with the imports that body
+// uses, and every other Go block is a run of lines of one of the package's
+// test files, so
 // that an API change that breaks the README's code breaks the build of
 // the tests, and an edit of one without the other fails here.
 func TestREADMEGoCompiles(t *testing.T) {
 	readme, err := os.ReadFile("README.md")
 	require.NoError(t, err)
+	docs, err := filepath.Glob(filepath.Join("docs", "*.md"))
+	require.NoError(t, err)
+	for _, name := range docs {
+		doc, err := os.ReadFile(name)
+		require.NoError(t, err)
+		readme = append(readme, doc...)
+	}
 	tests, err := filepath.Glob("*_test.go")
 	require.NoError(t, err)
 	var sources [][]string
@@ -157,7 +165,7 @@ func TestREADMEGoCompiles(t *testing.T) {
 			continue
 		}
 		found := slices.ContainsFunc(sources, func(src []string) bool { return containsRun(src, trimmedLines(block)) })
-		assert.True(t, found, "README's Go block is in no test file of the package:\n%s", block)
+		assert.True(t, found, "a Go block of the README or docs/ is in no test file of the package:\n%s", block)
 	}
 	assert.Equal(t, 1, programs, "the README's first screen is one whole program")
 }

@@ -2,6 +2,7 @@ package runtimeguard
 
 import (
 	"go/ast"
+	"go/format"
 	"go/parser"
 	"go/token"
 	"os"
@@ -178,6 +179,9 @@ func checkProgramIsExample(t *testing.T, program, file, name string) {
 	fset := token.NewFileSet()
 	prog, err := parser.ParseFile(fset, "README.md", program, parser.ParseComments)
 	require.NoError(t, err, "README's program does not parse")
+	formatted, err := format.Source([]byte(program))
+	require.NoError(t, err)
+	assert.Equal(t, string(formatted), program, "README's program is not gofmt'ed")
 	exampleSrc, err := os.ReadFile(file)
 	require.NoError(t, err)
 	example, err := parser.ParseFile(fset, file, exampleSrc, parser.ParseComments)

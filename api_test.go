@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -136,33 +135,21 @@ func TestErrorClasses(t *testing.T) {
 	})
 }
 
-// The problem document's type URI names the README section that defines
-// the payload: the README has that heading.
-func TestProblemTypeResolvesToTheREADME(t *testing.T) {
-	anchor, ok := strings.CutPrefix(ProblemType, "https://github.com/runtimeguard/runtimeguard#")
-	require.True(t, ok, "ProblemType %q is not an anchor of the repository's page", ProblemType)
-	readme, err := os.ReadFile("README.md")
-	require.NoError(t, err)
-	var anchors []string
-	for _, m := range regexp.MustCompile(`(?m)^#{1,6} (.+)$`).FindAllStringSubmatch(string(readme), -1) {
-		anchors = append(anchors, githubAnchor(m[1]))
+// The problem document's type URI is the URL of a file of this repository
+// on its main branch: the file exists, and it defines the payload (the
+// type's own URL and the payload's type word are in it).
+func TestProblemTypeResolvesToAFile(t *testing.T) {
+	path, ok := strings.CutPrefix(ProblemType, "https://github.com/runtimeguard/runtimeguard/blob/main/")
+	require.True(t, ok, "ProblemType %q is not the URL of a file of the repository", ProblemType)
+	require.NotContains(t, path, "#", "ProblemType %q depends on an anchor", ProblemType)
+	require.True(t, filepath.IsLocal(filepath.FromSlash(path)), "ProblemType %q leaves the repository", ProblemType)
+	body, err := os.ReadFile(filepath.FromSlash(path))
+	require.NoError(t, err, "ProblemType %q names no file of the repository", ProblemType)
+	assert.Contains(t, string(body), ProblemType)
+	assert.Contains(t, string(body), PayloadType)
+	for _, key := range []string{`"error"`, `"type"`, `"retryable"`, `"restart_scheduled"`, `"agent_update_state"`} {
+		assert.Contains(t, string(body), key)
 	}
-	assert.Contains(t, anchors, anchor)
-}
-
-// githubAnchor is the anchor GitHub gives a heading: lower case, spaces to
-// hyphens, punctuation other than hyphens and underscores dropped.
-func githubAnchor(heading string) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(heading) {
-		switch {
-		case r == ' ':
-			b.WriteByte('-')
-		case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9':
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
 }
 
 // The exported state words are the updater package's, and the default age

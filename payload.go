@@ -15,8 +15,10 @@ import (
 const PayloadType = "agent_runtime_stale"
 
 // ProblemType is the "type" URI of the RFC 9457 problem document for a
-// stale runtime: the README's section that defines the payload.
-const ProblemType = "https://github.com/runtimeguard/runtimeguard#the-stale-payload"
+// stale runtime: the URL of docs/payload.md in the repository, the page
+// that defines the payload. It names a file, not a heading of a page, so
+// that it stays valid however the README is arranged.
+const ProblemType = "https://github.com/runtimeguard/runtimeguard/blob/main/docs/payload.md"
 
 // Payload is the JSON body of the HTTP 409 a stale runtime answers with.
 // Its keys are frozen API:

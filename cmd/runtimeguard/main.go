@@ -1,29 +1,3 @@
-// Command runtimeguard shows what a runtime guard sees of a checkout, checks
-// it against a revision, classifies update markers, watches a checkout for
-// changes, and runs an updater under the update protocol. It never restarts
-// anything.
-//
-// Usage:
-//
-//	runtimeguard demo [--keep]
-//	runtimeguard status --module FILE [--json] [LAYOUT FLAGS]
-//	runtimeguard check  --module FILE --expect REV [--repeat N] [--no-watch] [LAYOUT FLAGS]
-//	runtimeguard marker [--json] [--max-age DURATION] PATH
-//	runtimeguard watch  --module FILE [--json] [--interval DURATION] [LAYOUT FLAGS]
-//	runtimeguard update --module FILE [--dir DIR] [--wait DURATION] [LAYOUT FLAGS]
-//	                    -- COMMAND [ARGS...]
-//	runtimeguard version (or --version, -version)
-//
-// Layout flags: --home DIR (or --home-env VAR and --default-home PATH),
-// --python PATH, --marker PATH, --receipt PATH, --lock PATH, --recovery
-// NAMES; Hermes's layout by default.
-//
-// Exit codes: 0 success (and, for check, a current runtime), 1 an error
-// (for status, a checkout that could not be read), 2 a usage error, 3 a
-// stale runtime (check), and for update the exit status of the command it
-// ran when that failed. marker exits by the marker's state, with or
-// without --json: 0 absent, 4 active, 5 stale, 6 unknown (1 and 2 as
-// above), so that a script can branch on it.
 package main
 
 import (

@@ -1,0 +1,126 @@
+// Command runtimeguard shows what a runtime guard sees of a checkout, checks
+// it against a revision, classifies update markers, watches a checkout for
+// changes, and runs an updater under the update protocol. It never restarts
+// anything.
+//
+// Install it with
+//
+//	go install github.com/runtimeguard/runtimeguard/cmd/runtimeguard@latest
+//
+// or run it from a clone with go run ./cmd/runtimeguard.
+//
+// # Usage
+//
+//	runtimeguard demo [--keep]
+//	runtimeguard status --module FILE [--json] [LAYOUT FLAGS]
+//	runtimeguard check  --module FILE --expect REV [--repeat N] [--no-watch] [LAYOUT FLAGS]
+//	runtimeguard marker [--json] [--max-age DURATION] PATH
+//	runtimeguard watch  --module FILE [--json] [--interval DURATION] [LAYOUT FLAGS]
+//	runtimeguard update --module FILE [--dir DIR] [--wait DURATION] [LAYOUT FLAGS]
+//	                    -- COMMAND [ARGS...]
+//	runtimeguard version (or --version, -version)
+//
+// Help (-h, or help COMMAND) goes to standard output. Flags and the
+// marker's path may come in any order (-- ends the flags); update's flags
+// come before the -- that starts its command.
+//
+// # Layout flags
+//
+// --home DIR (or --home-env VAR and --default-home PATH, where the home
+// comes from otherwise), --python PATH, --marker PATH, --receipt PATH,
+// --lock PATH, --recovery NAMES: Hermes's layout by default, so another
+// updater's files are found only with its own flags, as in
+//
+//	--home-env PLUGINHOST_HOME --marker deploy.lock.pid --receipt deploys/last.json
+//
+// # Exit codes
+//
+// 0 success (for check: current), 1 an error (for status: the checkout
+// could not be read, said after all that could be), 2 a usage error, 3
+// stale (check prints the exact 409 body on standard output and why on
+// standard error); update exits with its command's status when that
+// failed, 1 when the receipt says failed for another reason; marker exits
+// by the marker's state, with or without --json: 0 absent, 4 active, 5
+// stale, 6 unknown (1 and 2 as above), so that a script can branch on it.
+//
+// A --module that names no file is an error that names the path as given.
+//
+// # JSON output
+//
+// status --json prints JSON on an error too ({"module_path", "error"}).
+// Otherwise it prints these fields, a stable API:
+//
+//   - module_path, source_dir: absolute, links resolved
+//   - top_level, git_dir, common_dir: the worktree and its Git
+//     directories; empty when there is none
+//   - object_format: sha1 or sha256; empty when there is no repository
+//   - tracked: whether the index tracks the module
+//   - head_ref: the ref HEAD names, empty when detached
+//   - revision: HEAD's object id, empty when the checkout is not tracked
+//   - reason: why revision is empty (left out otherwise)
+//   - read_error: why the checkout could not be read (left out otherwise)
+//   - marker_path, update_marker, update_marker_reason: the marker, its
+//     state word and why
+//   - update_state: the update state word
+//   - install_roots, recovery_markers: where recovery markers were looked
+//     for, and those found
+//   - receipt_path, receipt, receipt_problem: the newest receipt (id,
+//     update_id, correlation_id, outcome, from, to, started_at,
+//     finished_at) and its file, or why it is not usable
+//   - lock_path: the updater's lock file, when the layout has one
+//   - check, check_reason: watch, stat or read, and why not watch
+//
+// watch --json prints a JSON object a line, whose event is inert, bound,
+// current, stale, update_state or stopped. marker --json prints the path,
+// the state and its reason:
+//
+//	$ runtimeguard marker --json ~/.hermes/.hermes-update-in-progress
+//	{"path":"/root/.hermes/.hermes-update-in-progress","state":"active","reason":"process 4242 is alive"}
+//
+// # update
+//
+// update makes any updater speak the update protocol: it takes the
+// layout's lock, writes the marker and a running receipt, runs the command
+// in the module's worktree, and writes the final receipt; it keeps a
+// receipt of each of the last 20 runs beside the latest (as hermes update
+// does). A success receipt certifies the state the run left: "runtimeguard
+// update -- true" after a failed update certifies what that update left
+// behind. Do not wrap an updater that keeps its own marker and receipt,
+// such as hermes update: it speaks the protocol already. An updater with
+// another layout is given it as flags:
+//
+//	runtimeguard update --module /srv/plugins/main.py --home-env PLUGINHOST_HOME \
+//	  --marker deploy.lock.pid --recovery .deploy-failed --receipt deploys/last.json \
+//	  -- git pull --ff-only
+//
+// The protocol, step by step, is docs/reload.md in the repository.
+//
+// # demo
+//
+// demo tells the whole story on a throwaway checkout, with nothing
+// installed but Go:
+//
+//	$ go run ./cmd/runtimeguard demo
+//	1. made a checkout with run_agent.py at commit 0b96e9432ed1
+//	2. the server loads run_agent.py and binds a guard to revision 0b96e9432ed1
+//	3. check before touching session state: current
+//	4. an updater commits while the server runs: HEAD is now 75c59fbf012b
+//	5. check: stale; the server answers HTTP 409 with:
+//	   {
+//	     "error": "Hermes Agent was updated on disk after Hermes WebUI loaded it. Restart Hermes WebUI manually to load the new code.",
+//	     "type": "agent_runtime_stale",
+//	     "retryable": true,
+//	     "restart_scheduled": false,
+//	     "agent_update_state": "unverified"
+//	   }
+//	6. update state: unverified (no update marker in /tmp/runtimeguard-demo-3962172183/hermes-home, no recovery marker)
+//	7. the updater left .update-incomplete behind: update state incomplete
+//	8. an incomplete update proves nothing: the server answers 409 until an operator restarts it
+//	9. the install is repaired, but without a receipt no reload is planned:
+//	   runtimeguard: no reload is proven safe: no receipt was written since the guard bound at 2026-12-01T10:55:29.745128909Z
+//	10. the updater writes its receipt: outcome success, 0b96e9432ed1 -> 75c59fbf012b
+//	11. the guard proves a reload safe; while the server reloads, the 409 says restart_scheduled: true
+//	12. the server restarts its workers and rebinds: revision 75c59fbf012b, check: current
+//
+// The revisions and the temporary directory differ from run to run.
+package main

@@ -1,0 +1,231 @@
+package runtimeguard
+
+import (
+	"go/ast"
+	"go/format"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// markdownFiles are the repository's documents whose links are checked.
+func markdownFiles(t *testing.T) []string {
+	t.Helper()
+	docs, err := filepath.Glob(filepath.Join("docs", "*.md"))
+	require.NoError(t, err)
+	require.NotEmpty(t, docs, "no docs/*.md")
+	return append([]string{"README.md", "CHANGELOG.md"}, docs...)
+}
+
+var (
+	markdownLink    = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	markdownHeading = regexp.MustCompile(`(?m)^#{1,6} (.+)$`)
+	markdownFence   = regexp.MustCompile("(?ms)^```([a-z]*)\n(.*?)^```\n")
+)
+
+// withoutCode is a document without its fenced code blocks, whose
+// brackets are not links and whose # lines are not headings.
+func withoutCode(doc string) string {
+	return markdownFence.ReplaceAllString(doc, "")
+}
+
+// githubAnchor is the anchor GitHub gives a heading: lower case, spaces to
+// hyphens, punctuation other than hyphens and underscores dropped.
+func githubAnchor(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(heading) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9':
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func anchorsOf(t *testing.T, file string) []string {
+	t.Helper()
+	body, err := os.ReadFile(file)
+	require.NoError(t, err)
+	var anchors []string
+	for _, m := range markdownHeading.FindAllStringSubmatch(withoutCode(string(body)), -1) {
+		anchors = append(anchors, githubAnchor(m[1]))
+	}
+	return anchors
+}
+
+// Every relative link of the README, the changelog and docs/ names a file
+// or directory of the repository, and every anchor a heading of its page:
+// moving a page or renaming a heading breaks this test, not a reader's
+// click.
+func TestDocumentLinksResolve(t *testing.T) {
+	root, err := filepath.Abs(".")
+	require.NoError(t, err)
+	links := 0
+	for _, file := range markdownFiles(t) {
+		body, err := os.ReadFile(file)
+		require.NoError(t, err, "%s", file)
+		for _, m := range markdownLink.FindAllStringSubmatch(withoutCode(string(body)), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			links++
+			path, anchor, _ := strings.Cut(target, "#")
+			resolved := file
+			if path != "" {
+				resolved = filepath.Join(filepath.Dir(file), filepath.FromSlash(path))
+				abs, err := filepath.Abs(resolved)
+				require.NoError(t, err)
+				if rel, err := filepath.Rel(root, abs); err != nil || !filepath.IsLocal(rel) {
+					t.Errorf("%s: link %q leaves the repository", file, target)
+					continue
+				}
+				if _, err := os.Stat(resolved); err != nil {
+					t.Errorf("%s: link %q names nothing: %v", file, target, err)
+					continue
+				}
+			}
+			if anchor != "" {
+				if !strings.HasSuffix(resolved, ".md") {
+					t.Errorf("%s: link %q has an anchor into a file that is not a page", file, target)
+					continue
+				}
+				assert.Contains(t, anchorsOf(t, resolved), anchor, "%s: link %q names no heading of %s", file, target, resolved)
+			}
+		}
+	}
+	assert.NotZero(t, links, "no relative link found: the pattern is wrong")
+}
+
+// trimmedLines are a piece of Go's lines without their indentation and
+// without blank lines, for comparing code across indentation levels.
+func trimmedLines(code string) []string {
+	var lines []string
+	for line := range strings.SplitSeq(code, "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			lines = append(lines, line)
+		}
+	}
+	return lines
+}
+
+func containsRun(haystack, needle []string) bool {
+	for i := 0; i+len(needle) <= len(haystack); i++ {
+		if slices.Equal(haystack[i:i+len(needle)], needle) {
+			return true
+		}
+	}
+	return false
+}
+
+// The README's and docs/'s Go is code that is compiled: the README's whole
+// program (the first screen) is Example_server with the imports that body
+// uses, and every other Go block is a run of lines of one of the package's
+// test files, so
+// that an API change that breaks the README's code breaks the build of
+// the tests, and an edit of one without the other fails here.
+func TestREADMEGoCompiles(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	docs, err := filepath.Glob(filepath.Join("docs", "*.md"))
+	require.NoError(t, err)
+	for _, name := range docs {
+		doc, err := os.ReadFile(name)
+		require.NoError(t, err)
+		readme = append(readme, doc...)
+	}
+	tests, err := filepath.Glob("*_test.go")
+	require.NoError(t, err)
+	var sources [][]string
+	for _, name := range tests {
+		src, err := os.ReadFile(name)
+		require.NoError(t, err)
+		sources = append(sources, trimmedLines(string(src)))
+	}
+
+	programs := 0
+	for _, m := range markdownFence.FindAllStringSubmatch(string(readme), -1) {
+		if m[1] != "go" {
+			continue
+		}
+		block := m[2]
+		if strings.HasPrefix(block, "package main\n") {
+			programs++
+			checkProgramIsExample(t, block, "example_server_test.go", "Example_server")
+			continue
+		}
+		found := slices.ContainsFunc(sources, func(src []string) bool { return containsRun(src, trimmedLines(block)) })
+		assert.True(t, found, "a Go block of the README or docs/ is in no test file of the package:\n%s", block)
+	}
+	assert.Equal(t, 1, programs, "the README's first screen is one whole program")
+}
+
+// checkProgramIsExample checks that program's main is the body of the
+// example function name in file, and that program imports exactly the
+// packages that body uses.
+func checkProgramIsExample(t *testing.T, program, file, name string) {
+	t.Helper()
+	fset := token.NewFileSet()
+	prog, err := parser.ParseFile(fset, "README.md", program, parser.ParseComments)
+	require.NoError(t, err, "README's program does not parse")
+	formatted, err := format.Source([]byte(program))
+	require.NoError(t, err)
+	assert.Equal(t, string(formatted), program, "README's program is not gofmt'ed")
+	exampleSrc, err := os.ReadFile(file)
+	require.NoError(t, err)
+	example, err := parser.ParseFile(fset, file, exampleSrc, parser.ParseComments)
+	require.NoError(t, err)
+
+	body := func(f *ast.File, src []byte, fn string) (string, *ast.BlockStmt) {
+		for _, d := range f.Decls {
+			if fd, ok := d.(*ast.FuncDecl); ok && fd.Name.Name == fn && fd.Recv == nil {
+				start, end := fset.Position(fd.Body.Lbrace).Offset, fset.Position(fd.Body.Rbrace).Offset
+				return string(src[start+1 : end]), fd.Body
+			}
+		}
+		t.Fatalf("%s has no func %s", fset.File(f.Pos()).Name(), fn)
+		return "", nil
+	}
+	mainBody, _ := body(prog, []byte(program), "main")
+	exampleBody, exampleBlock := body(example, exampleSrc, name)
+	assert.Equal(t, trimmedLines(exampleBody), trimmedLines(mainBody), "README's main is not the body of %s in %s", name, file)
+
+	// The imports the example's body uses, by the names the file gives them.
+	byName := map[string]string{}
+	for _, spec := range example.Imports {
+		path, err := strconv.Unquote(spec.Path.Value)
+		require.NoError(t, err)
+		byName[filepath.Base(path)] = path
+	}
+	var used []string
+	ast.Inspect(exampleBlock, func(n ast.Node) bool {
+		if sel, ok := n.(*ast.SelectorExpr); ok {
+			if id, ok := sel.X.(*ast.Ident); ok {
+				if path, ok := byName[id.Name]; ok && !slices.Contains(used, path) {
+					used = append(used, path)
+				}
+			}
+		}
+		return true
+	})
+	var imported []string
+	for _, spec := range prog.Imports {
+		path, err := strconv.Unquote(spec.Path.Value)
+		require.NoError(t, err)
+		imported = append(imported, path)
+	}
+	slices.Sort(used)
+	slices.Sort(imported)
+	assert.Equal(t, used, imported, "README's program imports other packages than its body uses")
+}

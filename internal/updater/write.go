@@ -33,6 +33,17 @@ func (e *Env) ClaimMarker(path string, pid int, started time.Time, maxAge time.D
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
+	// Claims are serialized by a lock of their own beside the marker: a
+	// claim reads the directory and the marker in steps no reader can take
+	// at once (a claim renamed aside by another, and put back, reads as
+	// none for an instant), so two claims at a time could both win. An
+	// updater that takes no such lock (Hermes's own) is not serialized by
+	// it, and the renames and comparisons below are all it has.
+	unlock, err := lockClaims(path + ClaimLockSuffix)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	body := markerBody(pid, started)
 	for try := 0; try < 3; try++ {
 		m := e.ReadMarker(path, maxAge)
@@ -161,4 +172,31 @@ func WriteReceipt(latest string, r Receipt, pid int) error {
 		defer pruneReceipts(dir, ReceiptHistoryPattern)
 	}
 	return durable.WriteFile(latest, data, 0o644)
+}
+
+// ClaimLockSuffix names, after the marker's path, the lock file that
+// serializes the claims of ClaimMarker.
+const ClaimLockSuffix = ".claim-lock"
+
+// claimLockWait bounds the wait for another claim of the marker: a claim
+// takes a few file operations.
+const claimLockWait = 5 * time.Second
+
+// lockClaims takes the claim lock at path exclusively, waiting at most
+// claimLockWait for another claim to end.
+func lockClaims(path string) (func(), error) {
+	deadline := time.Now().Add(claimLockWait)
+	for {
+		f, err := Lock(path, true)
+		if err == nil {
+			return func() { f.Close() }, nil
+		}
+		if !errors.Is(err, ErrLocked) {
+			return nil, err
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%w: another claim of the marker holds %s", ErrMarkerHeld, path)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }

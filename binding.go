@@ -97,6 +97,8 @@ type snapshot struct {
 	watched bool
 	sub     *watch.Sub // the subscription that vouches, when watched
 	gen     uint64
+	// noRev is why rev is empty (matching ErrNotCheckout); nil otherwise.
+	noRev error
 }
 
 // readResult is what one look at the checkout found: the revision, or
@@ -123,12 +125,15 @@ type readCall = call[readResult]
 func (b *binding) current(e *env, alwaysRead bool, timeout time.Duration) (string, error) {
 	if s := b.snap.Load(); s != nil && !alwaysRead && s.watched {
 		if s.sub.Unchanged(s.gen) || s.sub.Settle(s.gen) {
-			return s.rev, nil
+			return s.rev, s.noRev
 		}
 	}
 	call, err := b.look(e, alwaysRead, timeout, false)
 	if err != nil {
 		return "", err
+	}
+	if r := &call.val; r.err == nil && r.snap != nil {
+		return r.rev, r.snap.noRev
 	}
 	return call.val.rev, call.val.err
 }
@@ -238,6 +243,9 @@ func (b *binding) run(call *readCall, e *env, alwaysRead, mustExist bool) {
 		return
 	}
 	s := &snapshot{rev: c.Revision, deps: deps, trusted: !alwaysRead && deps.Settled(start), gen: gen}
+	if c.Revision == "" {
+		s.noRev = noRevision(c.Reason)
+	}
 	if sub := b.sub.Load(); sub != nil {
 		call.at.Store(&arming)
 		s.watched, s.sub = b.arm(fsys, sub, s, start), sub

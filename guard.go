@@ -1,6 +1,7 @@
 package runtimeguard
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,8 +31,10 @@ var (
 	// to no file, or to a directory.
 	ErrNoModule = errors.New("runtimeguard: the module path leads to no file")
 	// ErrNotCheckout matches the error of New with an
-	// [Options.ExpectRevision] for a module that is not in a tracked Git
-	// checkout: a guard that could never be current.
+	// [Options.ExpectRevision] or [Options.RequireCheckout] for a module
+	// that is not in a tracked Git checkout (a guard that could never be
+	// current), and the [StaleError].Err of a check that found the bound
+	// checkout naming no revision any more.
 	ErrNotCheckout = errors.New("runtimeguard: the module is not in a tracked Git checkout")
 )
 
@@ -58,7 +61,12 @@ func (e *PanicError) Error() string {
 // Identity is what a guard bound to: the checkout's source directory and
 // module file (absolute, symbolic links resolved) and the revision of HEAD
 // then. An empty Revision means the module is not in a tracked Git
-// checkout, and the guard lets every check pass.
+// checkout whose HEAD names a commit: the guard is inert, lets every check
+// pass, and [Observation].Unguarded says why ([Options.RequireCheckout]
+// makes binding to it an error instead). An inert guard stays inert when
+// the checkout later names a revision, since the code the server loaded
+// came from none: a check does not bind it; [Guard.Capture], called once
+// the host loaded the module again, does.
 type Identity struct {
 	// SourceDir is the directory that holds the module.
 	SourceDir string `json:"source_dir"`
@@ -75,8 +83,11 @@ type Identity struct {
 // zero [Options]; [Guard.Capture] can bind it.
 //
 // A Guard is safe for concurrent use by any number of goroutines, and any
-// number of guards may live in one process. Checks share nothing with each
-// other but a cached proof that no file changed (see [Guard.EnsureCurrent]).
+// number of guards may live in one process. Concurrent checks of one guard
+// share its binding's proof that no file changed, the look at the checkout
+// in flight (one at a time: see [Guard.EnsureCurrent]) and the read of the
+// updater's files of a stale answer; nothing they share is locked on the
+// watch path.
 type Guard struct {
 	cfg  *config   // set by New, or once by the first use of a zero Guard
 	once sync.Once // resolves cfg for the zero Guard
@@ -106,8 +117,11 @@ type Guard struct {
 
 // New validates opts and, when opts.ModulePath is set, binds to it now. A
 // module path that leads to no file is an error matching [ErrNoModule], and
-// a checkout that cannot be read is an error: a guard never silently
-// guards nothing.
+// a checkout that cannot be read is an error. A module that is not tracked
+// in a checkout whose HEAD names a commit makes an inert guard (see
+// [Identity]), which says so: once at Warn in [Options.Logger], and in
+// [Observation].Unguarded; with [Options.RequireCheckout], New fails with
+// an error matching [ErrNotCheckout] instead.
 func New(opts Options) (*Guard, error) {
 	return newGuard(opts, systemEnv)
 }
@@ -174,10 +188,13 @@ func (g *Guard) Capture(modulePath string) error {
 		return fmt.Errorf("runtimeguard: bind %s: %w", abs, err)
 	}
 	b.sig = g.firstSignal()
-	if cfg.expect != "" {
-		if b.id.Revision == "" {
-			return fmt.Errorf("runtimeguard: bind %s with ExpectRevision %s: %w (%s)", abs, cfg.expect, ErrNotCheckout, b.reason)
+	if b.id.Revision == "" {
+		if err := g.inert(cfg, b, abs); err != nil {
+			b.close()
+			return err
 		}
+	}
+	if cfg.expect != "" {
 		if len(cfg.expect) != len(b.id.Revision) {
 			return fmt.Errorf("runtimeguard: ExpectRevision %s has %d hex digits; the repository's object ids have %d", cfg.expect, len(cfg.expect), len(b.id.Revision))
 		}
@@ -317,11 +334,14 @@ func (g *Guard) bindCtx(ctx context.Context, cfg *config, abs string) (*binding,
 // *[StaleError]; any failure to read the revision counts as a change.
 //
 // A check sees every change that completed before it began: it never uses a
-// result older than its own start. On an unchanged checkout it costs one
+// result older than its own start. On an unchanged checkout it costs, on
+// the watch path (Linux, see [Observation].Check), one non-blocking system
+// call on the inotify descriptor and no allocation; on the stat path one
 // stat of each file the answer depends on (HEAD, the branch's loose ref or
 // packed-refs, the index, the config, and every link and directory on the
-// way to the module); when one changed, or a file is too recent for its
-// timestamp to prove anything (Git's "racy" rule), it reads them again.
+// way to the module); with [Options.AlwaysRead], a full read. When one
+// changed, or a file is too recent for its timestamp to prove anything
+// (Git's "racy" rule), it reads them again.
 // The stats and reads run on a goroutine of their own, one at a time per
 // binding: concurrent checks share one only when it began after they
 // arrived, and wait for it at most [Options.ReadTimeout]. A stale answer
@@ -378,8 +398,11 @@ func (g *Guard) Observe() Observation {
 	cfg := g.config()
 	b := g.bound.Load()
 	o := g.observeRead(cfg, b, newestReceipt)
-	if b != nil && b.id.Revision != "" {
+	switch {
+	case b != nil && b.id.Revision != "":
 		o.Check, o.CheckReason = b.path(cfg.alwaysRead)
+	case b != nil:
+		o.Unguarded = cmp.Or(b.reason, "HEAD names no commit")
 	}
 	return o
 }

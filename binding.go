@@ -68,6 +68,9 @@ type binding struct {
 	reads flight[readResult]
 	obs   flight[Observation]
 	diag  flight[Observation] // and those of a diagnostic (Guard.Observe), which reads the receipts too
+	// counts are the guard's, counting full reads and timeouts; nil for
+	// none.
+	counts *counters
 }
 
 // failure is a full read's failure and the files that decided it.
@@ -154,6 +157,7 @@ func (b *binding) look(e *env, alwaysRead bool, timeout time.Duration, mustExist
 	if stuck == nil {
 		return call, nil
 	}
+	b.countTimeout()
 	on := ""
 	if stuck.at != "" {
 		on = ", blocked on " + stuck.at
@@ -229,6 +233,7 @@ func (b *binding) run(call *readCall, e *env, alwaysRead, mustExist bool) {
 	start := e.now()
 	gen := b.armable(e, alwaysRead)
 	fsys := tracking(e.git, &call.at)
+	b.countRead()
 	c, deps, err := gitread.Read(fsys, b.configured, mustExist)
 	r.checkout = c
 	switch {

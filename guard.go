@@ -113,6 +113,8 @@ type Guard struct {
 	auto       atomic.Int32           // the Reloader's state: autoWaiting or autoRefused
 	receiptsMu sync.Mutex             // protects spentIDs
 	spentIDs   []string               // the receipts of scheduled reloads, by ID
+
+	counts counters // see Stats
 }
 
 // New validates opts and, when opts.ModulePath is set, binds to it now. A
@@ -298,6 +300,7 @@ func (g *Guard) bindCtx(ctx context.Context, cfg *config, abs string) (*binding,
 			backoff = min(2*backoff, maxBindBackoff)
 		}
 		b := newBinding(abs, e.now(), &g.closed)
+		b.counts = &g.counts
 		b.receiptsAt = cfg.listReceipts() // before the read: see binding.receiptsAt
 		call, err := b.look(e, cfg.alwaysRead, cfg.timeout, true)
 		if err == nil {
@@ -352,6 +355,7 @@ func (g *Guard) bindCtx(ctx context.Context, cfg *config, abs string) (*binding,
 //
 // EnsureCurrent never schedules, requests or performs a restart.
 func (g *Guard) EnsureCurrent() error {
+	g.counts.checks.Add(1)
 	b := g.bound.Load()
 	if b == nil || b.id.Revision == "" {
 		return nil
@@ -364,6 +368,7 @@ func (g *Guard) EnsureCurrent() error {
 		}
 		return nil
 	}
+	g.counts.stale.Add(1)
 	b.sig.fire()
 	o := g.observe(cfg, b)
 	se := &StaleError{

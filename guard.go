@@ -58,6 +58,13 @@ func (e *PanicError) Error() string {
 	return fmt.Sprintf("runtimeguard: read panicked: %v\n\n%s", e.Value, e.Stack)
 }
 
+// Unwrap returns the value the read panicked with when it is an error,
+// else nil.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}
+
 // Identity is what a guard bound to: the checkout's source directory and
 // module file (absolute, symbolic links resolved) and the revision of HEAD
 // then. An empty Revision means the module is not in a tracked Git

@@ -175,7 +175,7 @@ func (g *Guard) Capture(modulePath string) error {
 	defer g.bindMu.Unlock()
 	abs, err := gitread.Abs(modulePath)
 	if err != nil {
-		return err
+		return fmt.Errorf("runtimeguard: %w", err)
 	}
 	if b := g.bound.Load(); b != nil && b.id.Revision != "" {
 		if abs != b.configured { // the same path is verified as a check is, within ReadTimeout
@@ -438,7 +438,7 @@ func Observe(opts Options) (Observation, error) {
 			// A module path that leads nowhere still names a directory
 			// whose recovery markers may say why.
 			if mod, err = gitread.Abs(opts.ModulePath); err != nil {
-				return Observation{}, err
+				return Observation{}, fmt.Errorf("runtimeguard: %w", err)
 			}
 		}
 		src = filepath.Dir(mod)

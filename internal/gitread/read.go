@@ -314,8 +314,9 @@ func packedEnds(_, tail []byte, _ int64) error {
 	return nil
 }
 
-// Read resolves the configured module path abs (absolute and clean, links
-// unresolved: see Abs) and reads the checkout that holds what it leads to,
+// Read resolves the configured module path abs (absolute, as Abs makes it:
+// on Unix not cleaned, so that a ".." after a link is the parent of its
+// target; links unresolved) and reads the checkout that holds what it leads to,
 // returning every file the answer depends on. With mustExist, a module path
 // that leads to nothing, or to a directory, is an error. A panic is not
 // recovered here.

@@ -2,6 +2,14 @@
 
 package watch
 
+import (
+	"errors"
+	"fmt"
+)
+
+// errNoInotify is the error of a platform without the watch path.
+var errNoInotify = fmt.Errorf("no inotify on this platform: %w", errors.ErrUnsupported)
+
 // Watcher is absent here: see Shared.
 type Watcher struct{}
 

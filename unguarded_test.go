@@ -1,12 +1,14 @@
 package runtimeguard
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/runtimeguard/runtimeguard/internal/gittest"
 
@@ -98,7 +100,10 @@ func TestInertGuardSaysWhy(t *testing.T) {
 				rev = strings.TrimSpace(git(t, dir, "rev-parse", "HEAD"))
 			}
 			assert.NoError(t, g.EnsureCurrent())
-			assert.Empty(t, g.Identity().Revision, "a mended checkout does not bind an inert guard by itself")
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			assert.ErrorIs(t, g.Watch(ctx, 5*time.Millisecond), context.DeadlineExceeded)
+			cancel()
+			assert.Empty(t, g.Identity().Revision, "a mended checkout binds an inert guard neither by a check nor by Watch")
 			assert.NotEmpty(t, g.Observe().Unguarded)
 			require.NoError(t, g.Capture(mod))
 			assert.Equal(t, rev, g.Identity().Revision, "Capture binds an inert guard anew")

@@ -84,6 +84,8 @@ func TestInertGuardSaysWhy(t *testing.T) {
 				assert.NoError(t, g.EnsureCurrent(), "an inert guard lets checks pass")
 			}
 			assert.Len(t, h.records, 1, "checks of an inert guard log nothing more")
+			require.NoError(t, g.Capture(mod))
+			assert.Len(t, h.records, 1, "a Capture that finds the same logs nothing more")
 
 			_, err = New(Options{ModulePath: mod, RequireCheckout: true})
 			require.ErrorIs(t, err, ErrNotCheckout, "RequireCheckout makes New fail")

@@ -68,6 +68,9 @@ type binding struct {
 	reads flight[readResult]
 	obs   flight[Observation]
 	diag  flight[Observation] // and those of a diagnostic (Guard.Observe), which reads the receipts too
+	// counts are the guard's, counting full reads and timeouts; nil for
+	// none.
+	counts *counters
 }
 
 // failure is a full read's failure and the files that decided it.
@@ -97,6 +100,8 @@ type snapshot struct {
 	watched bool
 	sub     *watch.Sub // the subscription that vouches, when watched
 	gen     uint64
+	// noRev is why rev is empty (matching ErrNotCheckout); nil otherwise.
+	noRev error
 }
 
 // readResult is what one look at the checkout found: the revision, or
@@ -123,12 +128,15 @@ type readCall = call[readResult]
 func (b *binding) current(e *env, alwaysRead bool, timeout time.Duration) (string, error) {
 	if s := b.snap.Load(); s != nil && !alwaysRead && s.watched {
 		if s.sub.Unchanged(s.gen) || s.sub.Settle(s.gen) {
-			return s.rev, nil
+			return s.rev, s.noRev
 		}
 	}
 	call, err := b.look(e, alwaysRead, timeout, false)
 	if err != nil {
 		return "", err
+	}
+	if r := &call.val; r.err == nil && r.snap != nil {
+		return r.rev, r.snap.noRev
 	}
 	return call.val.rev, call.val.err
 }
@@ -149,6 +157,7 @@ func (b *binding) look(e *env, alwaysRead bool, timeout time.Duration, mustExist
 	if stuck == nil {
 		return call, nil
 	}
+	b.countTimeout()
 	on := ""
 	if stuck.at != "" {
 		on = ", blocked on " + stuck.at
@@ -224,6 +233,7 @@ func (b *binding) run(call *readCall, e *env, alwaysRead, mustExist bool) {
 	start := e.now()
 	gen := b.armable(e, alwaysRead)
 	fsys := tracking(e.git, &call.at)
+	b.countRead()
 	c, deps, err := gitread.Read(fsys, b.configured, mustExist)
 	r.checkout = c
 	switch {
@@ -238,6 +248,9 @@ func (b *binding) run(call *readCall, e *env, alwaysRead, mustExist bool) {
 		return
 	}
 	s := &snapshot{rev: c.Revision, deps: deps, trusted: !alwaysRead && deps.Settled(start), gen: gen}
+	if c.Revision == "" {
+		s.noRev = noRevision(c.Reason)
+	}
 	if sub := b.sub.Load(); sub != nil {
 		call.at.Store(&arming)
 		s.watched, s.sub = b.arm(fsys, sub, s, start), sub

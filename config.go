@@ -30,6 +30,12 @@ type Options struct {
 	// (otherwise New fails with [ErrNotCheckout]). Empty: the revision
 	// HEAD has when New runs.
 	ExpectRevision string
+	// RequireCheckout makes binding to a module that is not tracked in a
+	// Git checkout whose HEAD names a commit an error matching
+	// [ErrNotCheckout], naming why, in [New] and [Guard.Capture]. False: the
+	// guard binds inert, lets every check pass, says why in
+	// [Observation].Unguarded and logs it once at Warn.
+	RequireCheckout bool
 	// ExpectReceipt is the ID ([Receipt].ID) of the receipt whose reload
 	// plan started this process, for the new process of a handover: New
 	// then also checks that the updater's files still show what the plan
@@ -144,6 +150,8 @@ type config struct {
 	staleLogEvery time.Duration // the least time between two Debug logs of stale checks
 	expect        string        // ExpectRevision, lower case
 	expectReceipt string
+	// requireCheckout is Options.RequireCheckout.
+	requireCheckout bool
 }
 
 // resolve validates opts and applies its defaults.
@@ -236,6 +244,7 @@ func (opts *Options) resolve(e *env) (*config, error) {
 		return nil, errors.New("runtimeguard: ExpectReceipt needs an ExpectRevision")
 	}
 	c.expectReceipt = opts.ExpectReceipt
+	c.requireCheckout = opts.RequireCheckout
 	return c, nil
 }
 

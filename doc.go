@@ -50,6 +50,8 @@
 //   - [Guard.Observe], [Observation]: the marker, recovery markers, receipt
 //     and check path, with reasons.
 //   - [Observe]: the same for an install the host could not bind.
+//   - [Guard.Stats], [Stats]: counts of checks, 409s, full reads, timeouts
+//     and reloads, for an operator's metrics.
 //   - [MarkerState], [UpdateState]: the words of the diagnostic.
 //   - [Layout], [HermesLayout]: where the updater keeps its files, for any
 //     updater; Hermes's is the default.

@@ -1,6 +1,7 @@
 package runtimeguard
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,8 +31,10 @@ var (
 	// to no file, or to a directory.
 	ErrNoModule = errors.New("runtimeguard: the module path leads to no file")
 	// ErrNotCheckout matches the error of New with an
-	// [Options.ExpectRevision] for a module that is not in a tracked Git
-	// checkout: a guard that could never be current.
+	// [Options.ExpectRevision] or [Options.RequireCheckout] for a module
+	// that is not in a tracked Git checkout (a guard that could never be
+	// current), and the [StaleError].Err of a check that found the bound
+	// checkout naming no revision any more.
 	ErrNotCheckout = errors.New("runtimeguard: the module is not in a tracked Git checkout")
 )
 
@@ -55,10 +58,22 @@ func (e *PanicError) Error() string {
 	return fmt.Sprintf("runtimeguard: read panicked: %v\n\n%s", e.Value, e.Stack)
 }
 
+// Unwrap returns the value the read panicked with when it is an error,
+// else nil.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}
+
 // Identity is what a guard bound to: the checkout's source directory and
 // module file (absolute, symbolic links resolved) and the revision of HEAD
 // then. An empty Revision means the module is not in a tracked Git
-// checkout, and the guard lets every check pass.
+// checkout whose HEAD names a commit: the guard is inert, lets every check
+// pass, and [Observation].Unguarded says why ([Options.RequireCheckout]
+// makes binding to it an error instead). An inert guard stays inert when
+// the checkout later names a revision, since the code the server loaded
+// came from none: a check does not bind it; [Guard.Capture], called once
+// the host loaded the module again, does.
 type Identity struct {
 	// SourceDir is the directory that holds the module.
 	SourceDir string `json:"source_dir"`
@@ -75,8 +90,11 @@ type Identity struct {
 // zero [Options]; [Guard.Capture] can bind it.
 //
 // A Guard is safe for concurrent use by any number of goroutines, and any
-// number of guards may live in one process. Checks share nothing with each
-// other but a cached proof that no file changed (see [Guard.EnsureCurrent]).
+// number of guards may live in one process. Concurrent checks of one guard
+// share its binding's proof that no file changed, the look at the checkout
+// in flight (one at a time: see [Guard.EnsureCurrent]) and the read of the
+// updater's files of a stale answer; nothing they share is locked on the
+// watch path.
 type Guard struct {
 	cfg  *config   // set by New, or once by the first use of a zero Guard
 	once sync.Once // resolves cfg for the zero Guard
@@ -102,12 +120,17 @@ type Guard struct {
 	auto       atomic.Int32           // the Reloader's state: autoWaiting or autoRefused
 	receiptsMu sync.Mutex             // protects spentIDs
 	spentIDs   []string               // the receipts of scheduled reloads, by ID
+
+	counts counters // see Stats
 }
 
 // New validates opts and, when opts.ModulePath is set, binds to it now. A
 // module path that leads to no file is an error matching [ErrNoModule], and
-// a checkout that cannot be read is an error: a guard never silently
-// guards nothing.
+// a checkout that cannot be read is an error. A module that is not tracked
+// in a checkout whose HEAD names a commit makes an inert guard (see
+// [Identity]), which says so: once at Warn in [Options.Logger], and in
+// [Observation].Unguarded; with [Options.RequireCheckout], New fails with
+// an error matching [ErrNotCheckout] instead.
 func New(opts Options) (*Guard, error) {
 	return newGuard(opts, systemEnv)
 }
@@ -152,7 +175,7 @@ func (g *Guard) Capture(modulePath string) error {
 	defer g.bindMu.Unlock()
 	abs, err := gitread.Abs(modulePath)
 	if err != nil {
-		return err
+		return fmt.Errorf("runtimeguard: %w", err)
 	}
 	if b := g.bound.Load(); b != nil && b.id.Revision != "" {
 		if abs != b.configured { // the same path is verified as a check is, within ReadTimeout
@@ -174,10 +197,13 @@ func (g *Guard) Capture(modulePath string) error {
 		return fmt.Errorf("runtimeguard: bind %s: %w", abs, err)
 	}
 	b.sig = g.firstSignal()
-	if cfg.expect != "" {
-		if b.id.Revision == "" {
-			return fmt.Errorf("runtimeguard: bind %s with ExpectRevision %s: %w (%s)", abs, cfg.expect, ErrNotCheckout, b.reason)
+	if b.id.Revision == "" {
+		if err := g.inert(cfg, b, abs); err != nil {
+			b.close()
+			return err
 		}
+	}
+	if cfg.expect != "" {
 		if len(cfg.expect) != len(b.id.Revision) {
 			return fmt.Errorf("runtimeguard: ExpectRevision %s has %d hex digits; the repository's object ids have %d", cfg.expect, len(cfg.expect), len(b.id.Revision))
 		}
@@ -281,6 +307,7 @@ func (g *Guard) bindCtx(ctx context.Context, cfg *config, abs string) (*binding,
 			backoff = min(2*backoff, maxBindBackoff)
 		}
 		b := newBinding(abs, e.now(), &g.closed)
+		b.counts = &g.counts
 		b.receiptsAt = cfg.listReceipts() // before the read: see binding.receiptsAt
 		call, err := b.look(e, cfg.alwaysRead, cfg.timeout, true)
 		if err == nil {
@@ -317,11 +344,14 @@ func (g *Guard) bindCtx(ctx context.Context, cfg *config, abs string) (*binding,
 // *[StaleError]; any failure to read the revision counts as a change.
 //
 // A check sees every change that completed before it began: it never uses a
-// result older than its own start. On an unchanged checkout it costs one
+// result older than its own start. On an unchanged checkout it costs, on
+// the watch path (Linux, see [Observation].Check), one non-blocking system
+// call on the inotify descriptor and no allocation; on the stat path one
 // stat of each file the answer depends on (HEAD, the branch's loose ref or
 // packed-refs, the index, the config, and every link and directory on the
-// way to the module); when one changed, or a file is too recent for its
-// timestamp to prove anything (Git's "racy" rule), it reads them again.
+// way to the module); with [Options.AlwaysRead], a full read. When one
+// changed, or a file is too recent for its timestamp to prove anything
+// (Git's "racy" rule), it reads them again.
 // The stats and reads run on a goroutine of their own, one at a time per
 // binding: concurrent checks share one only when it began after they
 // arrived, and wait for it at most [Options.ReadTimeout]. A stale answer
@@ -332,6 +362,7 @@ func (g *Guard) bindCtx(ctx context.Context, cfg *config, abs string) (*binding,
 //
 // EnsureCurrent never schedules, requests or performs a restart.
 func (g *Guard) EnsureCurrent() error {
+	g.counts.checks.Add(1)
 	b := g.bound.Load()
 	if b == nil || b.id.Revision == "" {
 		return nil
@@ -344,6 +375,7 @@ func (g *Guard) EnsureCurrent() error {
 		}
 		return nil
 	}
+	g.counts.stale.Add(1)
 	b.sig.fire()
 	o := g.observe(cfg, b)
 	se := &StaleError{
@@ -378,8 +410,11 @@ func (g *Guard) Observe() Observation {
 	cfg := g.config()
 	b := g.bound.Load()
 	o := g.observeRead(cfg, b, newestReceipt)
-	if b != nil && b.id.Revision != "" {
+	switch {
+	case b != nil && b.id.Revision != "":
 		o.Check, o.CheckReason = b.path(cfg.alwaysRead)
+	case b != nil:
+		o.Unguarded = cmp.Or(b.reason, "HEAD names no commit")
 	}
 	return o
 }
@@ -403,7 +438,7 @@ func Observe(opts Options) (Observation, error) {
 			// A module path that leads nowhere still names a directory
 			// whose recovery markers may say why.
 			if mod, err = gitread.Abs(opts.ModulePath); err != nil {
-				return Observation{}, err
+				return Observation{}, fmt.Errorf("runtimeguard: %w", err)
 			}
 		}
 		src = filepath.Dir(mod)

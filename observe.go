@@ -101,6 +101,13 @@ type Observation struct {
 	// why a guard that could watch does not.
 	Check       string `json:"check,omitempty"`
 	CheckReason string `json:"check_reason,omitempty"`
+	// Unguarded says why a guard bound to a module guards nothing: the
+	// module is not tracked in a Git checkout whose HEAD names a commit
+	// (no repository, or HEAD that names none git can read, the module
+	// outside the worktree or not in its index, an unborn branch), so
+	// every check passes. Empty for a guard bound to a revision, and for
+	// an unbound one. See [Options.RequireCheckout].
+	Unguarded string `json:"unguarded,omitempty"`
 }
 
 // Receipt is what the updater wrote after a run (or, with outcome

@@ -55,7 +55,9 @@ type StaleError struct {
 	// Captured is the revision the guard bound to; Current the one read
 	// now, empty when none could be read.
 	Captured, Current string
-	// Err is why the current revision could not be read, or nil.
+	// Err is why the current revision could not be read, or why the
+	// checkout names none (an error matching [ErrNotCheckout]); nil when
+	// it names another revision.
 	Err error
 	// RestartScheduled is true when the host had a reload under way.
 	RestartScheduled bool

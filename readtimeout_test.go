@@ -1,6 +1,9 @@
 package runtimeguard
 
 import (
+	"errors"
+	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -121,4 +124,35 @@ func TestPanicInReadKeepsItsStack(t *testing.T) {
 	assert.True(t, strings.Contains(string(pe.Stack), "TestPanicInReadKeepsItsStack"), "the stack names the function that panicked:\n%s", pe.Stack)
 	boom.Store(false)
 	assert.NoError(t, g.EnsureCurrent())
+}
+
+// A read that panicked with an error unwraps to it: a host's errors.Is
+// sees through the panic; any other value unwraps to nothing.
+func TestPanicErrorUnwrapsAnError(t *testing.T) {
+	dir := tempDir(t)
+	module, _ := agentRepo(t, dir)
+	e := testEnv(nil)
+	var boom atomic.Pointer[any]
+	fsys := *gitread.System
+	e.git = &fsys
+	fsys.ReadFile = func(path string, limit int64, nofollow bool) ([]byte, gitread.Stamp, error) {
+		if v := boom.Load(); v != nil && filepath.Base(path) == "index" {
+			panic(*v)
+		}
+		return gitread.ReadRegular(path, limit, nofollow)
+	}
+	g, err := newGuard(Options{ModulePath: module, HomeDir: dir, AlwaysRead: true}, e)
+	require.NoError(t, err)
+	var v any = fmt.Errorf("decoding the index: %w", io.ErrUnexpectedEOF)
+	boom.Store(&v)
+	err = g.EnsureCurrent()
+	require.ErrorIs(t, err, ErrStale)
+	var pe *PanicError
+	require.ErrorAs(t, err, &pe)
+	assert.ErrorIs(t, err, io.ErrUnexpectedEOF, "the panic's error is in the chain")
+	v = "not an error"
+	boom.Store(&v)
+	err = g.EnsureCurrent()
+	require.ErrorAs(t, err, &pe)
+	assert.Nil(t, errors.Unwrap(pe), "a value that is no error unwraps to nothing")
 }

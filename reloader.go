@@ -295,6 +295,7 @@ func (rl *Reloader) carryOut(ctx context.Context, plan *Reload) {
 		// is tried again from a new plan once work in flight may be done.
 		plan.releaseUnused()
 		rl.abandoned.Add(1)
+		rl.g.counts.abandoned.Add(1)
 		log.Warn("runtimeguard: reload postponed: guarded work still ran at the drain deadline", "drain_timeout", rl.drain)
 		return
 	}
@@ -313,6 +314,7 @@ func (rl *Reloader) carryOut(ctx context.Context, plan *Reload) {
 	}
 	rl.g.auto.Store(autoWaiting)
 	rl.reloads.Add(1)
+	rl.g.counts.reloads.Add(1)
 	log.Info("runtimeguard: reloaded")
 }
 
@@ -331,6 +333,7 @@ func (rl *Reloader) callHost(log *slog.Logger, name string, f func(context.Conte
 
 func (rl *Reloader) abandon(log *slog.Logger, why string, err error) {
 	rl.abandoned.Add(1)
+	rl.g.counts.abandoned.Add(1)
 	rl.g.auto.Store(autoRefused)
 	if err != nil {
 		log.Warn("runtimeguard: reload abandoned: "+why, "error", err)

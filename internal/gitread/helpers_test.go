@@ -43,3 +43,54 @@ func gitConfigList(t testing.TB, path string) (entries []configEntry, ok bool) {
 	}
 	return entries, true
 }
+
+// parseGitConfig reads a config file into its entries, in file order, as
+// git 2.45 and later read it, or with before245 as earlier versions do
+// (the two differ only in white space inside values). It refuses what Git
+// refuses. Include directives are entries like any other: they are not
+// followed.
+func parseGitConfig(data []byte, before245 bool) ([]configEntry, error) {
+	var entries []configEntry
+	err := walkGitConfig(data, func(key, value, folded []byte, hasValue bool) error {
+		if before245 {
+			value = folded
+		}
+		entries = append(entries, configEntry{key: string(key), value: string(value), hasValue: hasValue})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return entries, nil
+}
+
+// lookupConfig returns the last entry for key (canonical, as in
+// [configEntry]), the one Git uses for a single-valued key.
+func lookupConfig(entries []configEntry, key string) (configEntry, bool) {
+	for i := len(entries) - 1; i >= 0; i-- {
+		if entries[i].key == key {
+			return entries[i], true
+		}
+	}
+	return configEntry{}, false
+}
+
+// NotDir reports whether nothing was at the path because a part of the
+// path is not a directory: git's ENOTDIR, which ends a ref lookup where
+// ENOENT goes on to packed-refs.
+func (s Stamp) NotDir() bool { return s.notDir }
+
+// configEntry is one key of a config file as `git config --list` prints
+// it.
+type configEntry struct {
+	// key is the section in lower case, the subsection as written (a
+	// legacy [section.subsection] header is lower-cased whole) and the
+	// name in lower case, joined with ".".
+	key string
+	// value is the value with quotes, escapes and surrounding space
+	// resolved.
+	value string
+	// hasValue is false for a key without "=", which Git reads as a
+	// boolean true; an empty value ("key =") has one.
+	hasValue bool
+}

@@ -90,7 +90,7 @@ func ReadRevision(sourceDir, modulePath string) (string, error) {
 	r := reader{fs: System}
 	c, err := r.readAt(src, mod)
 	if err != nil {
-		return "", fmt.Errorf("runtimeguard: read %s: %w", src, err)
+		return "", fmt.Errorf("read %s: %w", src, err)
 	}
 	return c.Revision, nil
 }
@@ -108,7 +108,7 @@ func Inspect(modulePath string) (Checkout, error) {
 		if c.ModulePath == "" {
 			return c, err
 		}
-		return c, fmt.Errorf("runtimeguard: read %s: %w", c.SourceDir, err)
+		return c, fmt.Errorf("read %s: %w", c.SourceDir, err)
 	}
 	return c, nil
 }
@@ -121,12 +121,12 @@ func Inspect(modulePath string) (Checkout, error) {
 // before it follows anything, it is cleaned.
 func Abs(modulePath string) (string, error) {
 	if modulePath == "" {
-		return "", errors.New("runtimeguard: empty module path")
+		return "", errors.New("empty module path")
 	}
 	if runtime.GOOS == "windows" {
 		abs, err := filepath.Abs(modulePath)
 		if err != nil {
-			return "", fmt.Errorf("runtimeguard: module path: %w", err)
+			return "", fmt.Errorf("module path: %w", err)
 		}
 		return abs, nil
 	}
@@ -135,7 +135,7 @@ func Abs(modulePath string) (string, error) {
 	}
 	wd, err := os.Getwd()
 	if err != nil {
-		return "", fmt.Errorf("runtimeguard: module path: %w", err)
+		return "", fmt.Errorf("module path: %w", err)
 	}
 	return wd + string(filepath.Separator) + modulePath, nil
 }
@@ -151,7 +151,7 @@ func ResolvePath(p string) (string, error) {
 	r := reader{fs: System}
 	resolved, _, err := r.resolve(abs)
 	if err != nil {
-		return "", fmt.Errorf("runtimeguard: %w", err)
+		return "", err
 	}
 	return resolved, nil
 }
@@ -314,8 +314,9 @@ func packedEnds(_, tail []byte, _ int64) error {
 	return nil
 }
 
-// Read resolves the configured module path abs (absolute and clean, links
-// unresolved: see Abs) and reads the checkout that holds what it leads to,
+// Read resolves the configured module path abs (absolute, as Abs makes it:
+// on Unix not cleaned, so that a ".." after a link is the parent of its
+// target; links unresolved) and reads the checkout that holds what it leads to,
 // returning every file the answer depends on. With mustExist, a module path
 // that leads to nothing, or to a directory, is an error. A panic is not
 // recovered here.
@@ -448,7 +449,7 @@ func (r *reader) read(abs string, mustExist bool) (Checkout, error) {
 
 // ErrNoModule is the class of a module path that leads to no file, or to
 // a directory.
-var ErrNoModule = errors.New("runtimeguard: the module path leads to no file")
+var ErrNoModule = errors.New("the module path leads to no file")
 
 // noModuleError is a failure of the ErrNoModule class.
 type noModuleError struct{ err error }

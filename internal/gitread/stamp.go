@@ -48,11 +48,6 @@ func (s Stamp) sameIdentity(o Stamp) bool {
 		s.uid == o.uid && s.gid == o.gid
 }
 
-// NotDir reports whether nothing was at the path because a part of the
-// path is not a directory: git's ENOTDIR, which ends a ref lookup where
-// ENOENT goes on to packed-refs.
-func (s Stamp) NotDir() bool { return s.notDir }
-
 // Present reports whether something was at the path.
 func (s Stamp) Present() bool { return s.present }
 

@@ -248,20 +248,6 @@ func (e *Env) parseReceiptFile(path string, st gitread.Stamp) (*Receipt, string)
 	return &r, ""
 }
 
-// ReadReceipt reads the receipt at path with the marker's care: no links,
-// no FIFOs, at most MaxReceiptBytes, strict JSON. It returns the receipt,
-// or nil and why there is none: "" when nothing is at the path.
-func (e *Env) ReadReceipt(path string) (*Receipt, string) {
-	st, err := gitread.LstatStamp(path)
-	if err != nil {
-		return nil, err.Error()
-	}
-	if !st.Present() {
-		return nil, ""
-	}
-	return e.readReceiptFile(path, st)
-}
-
 // ReceiptFileName is the name WriteReceipt gives the receipt it keeps of a
 // finished run.
 func ReceiptFileName(r *Receipt, pid int) string {

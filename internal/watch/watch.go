@@ -13,11 +13,6 @@
 // layers, unknown types) is not watched, and its guards keep the stat path.
 package watch
 
-import "errors"
-
-// ErrUnsupported is the error of a platform without the watch path.
-var ErrUnsupported = errors.New("no inotify on this platform")
-
 // Entry is one path an answer depends on: a change of what is at Path, or
 // of any directory above it, makes the answer stale. Dir, for a directory,
 // adds its .git, HEAD, objects and refs entries: a .git made in it moves

@@ -2,6 +2,14 @@
 
 package watch
 
+import (
+	"errors"
+	"fmt"
+)
+
+// errNoInotify is the error of a platform without the watch path.
+var errNoInotify = fmt.Errorf("no inotify on this platform: %w", errors.ErrUnsupported)
+
 // Watcher is absent here: see Shared.
 type Watcher struct{}
 
@@ -10,7 +18,7 @@ type Sub struct{}
 
 // Shared reports that this platform has no watch path: guards keep the
 // stat path.
-func Shared() (*Watcher, error) { return nil, ErrUnsupported }
+func Shared() (*Watcher, error) { return nil, errNoInotify }
 
 // Subscribe is never called here.
 func (w *Watcher) Subscribe() *Sub { return &Sub{} }
@@ -31,7 +39,7 @@ func (s *Sub) MarkDirty() {}
 func (s *Sub) Dirty() bool { return true }
 
 // Arm fails here.
-func (s *Sub) Arm([]Entry) (bool, error) { return false, ErrUnsupported }
+func (s *Sub) Arm([]Entry) (bool, error) { return false, errNoInotify }
 
 // Close does nothing here.
 func (s *Sub) Close() {}
@@ -40,7 +48,7 @@ func (s *Sub) Close() {}
 type Waiter struct{}
 
 // NewWaiter fails here.
-func (w *Watcher) NewWaiter() (*Waiter, error) { return nil, ErrUnsupported }
+func (w *Watcher) NewWaiter() (*Waiter, error) { return nil, errNoInotify }
 
 // Wait never blocks here.
 func (wt *Waiter) Wait() bool { return false }

@@ -1,0 +1,184 @@
+//go:build !unix
+
+package gitread
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// StatStamp stats path. Without inode numbers or a change time, a Stamp is
+// the type, size and modification time; the racy rule in stamp.settled is
+// what makes it sound.
+func StatStamp(path string) (Stamp, error) {
+	fi, err := os.Stat(path)
+	return stampOfStat(path, fi, err)
+}
+
+// LstatStamp is StatStamp without following a final symbolic link.
+func LstatStamp(path string) (Stamp, error) {
+	fi, err := os.Lstat(path)
+	return stampOfStat(path, fi, err)
+}
+
+func stampOfStat(path string, fi fs.FileInfo, err error) (Stamp, error) {
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return absentStamp(path, err), nil
+		}
+		return Stamp{}, err
+	}
+	return stampOfInfo(fi), nil
+}
+
+// absentStamp is the stamp of nothing at path, which err (not-exist) said:
+// git's ENOTDIR when a part of path is not a directory, else its ENOENT.
+// The parents are looked at only where the error leaves it open: a stat
+// of an absent file in a directory that exists (a packed branch's loose
+// ref, on every check of the stat path) costs nothing more.
+func absentStamp(path string, err error) Stamp {
+	if finalMissing(err) {
+		return Stamp{}
+	}
+	return Stamp{notDir: !validDirPrefix(path)}
+}
+
+// validDirPrefix reports whether the nearest part of path above it that
+// exists is a directory: nothing at path is then git's ENOENT, else its
+// ENOTDIR (Git for Windows tells the two apart this way).
+func validDirPrefix(path string) bool {
+	for p := filepath.Dir(path); ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		switch {
+		case err == nil:
+			return fi.IsDir()
+		case !errors.Is(err, fs.ErrNotExist):
+			return true
+		case filepath.Dir(p) == p:
+			return true
+		}
+	}
+}
+
+// stampOfInfo keeps the type bits of the mode only: permission bits are
+// derived differently from a path and from a handle on some platforms.
+func stampOfInfo(fi fs.FileInfo) Stamp {
+	return Stamp{
+		present: true,
+		dir:     fi.IsDir(),
+		link:    fi.Mode()&fs.ModeSymlink != 0,
+		mode:    uint32(fi.Mode().Type()),
+		size:    fi.Size(),
+		mtime:   fi.ModTime().UnixNano(),
+	}
+}
+
+// typeName names a file type for an error.
+func typeName(mode fs.FileMode) string {
+	switch {
+	case mode&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case mode&fs.ModeSocket != 0:
+		return "socket"
+	case mode&fs.ModeDevice != 0:
+		return "device"
+	case mode&fs.ModeSymlink != 0:
+		return "symbolic link"
+	case mode.IsDir():
+		return "directory"
+	}
+	return "special file"
+}
+
+// checkInfo decides on a stat before a read: done is true when there is
+// nothing to read, with the Stamp of a directory or an error.
+func checkInfo(path string, fi fs.FileInfo, limit int64) (s Stamp, done bool, err error) {
+	switch {
+	case fi.Mode().IsRegular():
+	case fi.IsDir():
+		return stampOfInfo(fi), true, nil
+	default:
+		return Stamp{}, true, &fs.PathError{Op: "read", Path: path, Err: &fileTypeError{typeName(fi.Mode())}}
+	}
+	if fi.Size() > limit {
+		return Stamp{}, true, &fs.PathError{Op: "read", Path: path, Err: &tooLargeError{fi.Size(), limit}}
+	}
+	return Stamp{}, false, nil
+}
+
+// readOpened reads f whole when fi, its stat, says it is a regular file of
+// at most limit bytes: at most its size plus one byte, into a buffer of
+// that size, and a size that changed meanwhile is a read failure.
+func readOpened(path string, f io.Reader, fi fs.FileInfo, limit int64) ([]byte, Stamp, error) {
+	if s, done, err := checkInfo(path, fi, limit); done {
+		if err == nil {
+			err = &fs.PathError{Op: "read", Path: path, Err: &fileTypeError{"directory"}}
+		}
+		return nil, s, err
+	}
+	buf := make([]byte, fi.Size()+1)
+	n, err := io.ReadFull(f, buf)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return nil, Stamp{}, &fs.PathError{Op: "read", Path: path, Err: err}
+	}
+	switch {
+	case int64(n) > fi.Size():
+		return nil, Stamp{}, &fs.PathError{Op: "read", Path: path, Err: errGrew}
+	case int64(n) < fi.Size():
+		return nil, Stamp{}, &fs.PathError{Op: "read", Path: path, Err: errShrank}
+	}
+	return buf[:n], stampOfInfo(fi), nil
+}
+
+// systemReadEnds is absent here: files are read whole.
+var systemReadEnds func(path string, n int, nofollow bool) (head, tail []byte, st Stamp, err error)
+
+// ReadRegular reads the regular file at path whole, following a final link
+// unless nofollow. It asks stat what is there before it opens anything, and
+// the opened file again before it reads: opening a regular path does not
+// block here, and a device or pipe is refused by type. Nothing at the path
+// is a Stamp that is not present and no error; a directory is a Stamp with
+// dir set and no data; anything else that is not a regular file is an
+// error naming its type.
+func ReadRegular(path string, limit int64, nofollow bool) ([]byte, Stamp, error) {
+	stat := os.Stat
+	if nofollow {
+		stat = os.Lstat
+	}
+	fi, err := stat(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, absentStamp(path, err), nil
+		}
+		return nil, Stamp{}, err
+	}
+	if s, done, err := checkInfo(path, fi, limit); done {
+		return nil, s, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, absentStamp(path, err), nil
+		}
+		return nil, Stamp{}, err
+	}
+	defer f.Close()
+	if fi, err = f.Stat(); err != nil {
+		return nil, Stamp{}, err
+	}
+	return readOpened(path, f, fi, limit)
+}
+
+// regular reports whether the Stamp is of a regular file.
+func (s Stamp) regular() bool { return s.present && fs.FileMode(s.mode).IsRegular() }
+
+// isLinkLoop reports an open without following that met a link: never,
+// here, where reads are not made without following links.
+func isLinkLoop(error) bool { return false }
+
+// searchable is what git asks of a Git directory's objects and refs. Git
+// for Windows drops X_OK from access(2): anything there will do.
+func searchable(_ string, st Stamp) bool { return st.present }

@@ -1,0 +1,35 @@
+package runtimeguard
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+)
+
+// noRevision is why a read of the checkout found no revision, as an
+// error that matches [ErrNotCheckout].
+func noRevision(reason string) error {
+	return &classError{errors.New(cmp.Or(reason, "HEAD names no commit")), ErrNotCheckout}
+}
+
+// inert handles a binding b of the configured path abs that found no
+// revision: with [Options.RequireCheckout] or [Options.ExpectRevision] it
+// is an error matching [ErrNotCheckout]; otherwise the guard takes it,
+// guarding nothing, and says why once at Warn: not again for a Capture
+// that finds the same module inert for the same reason.
+func (g *Guard) inert(cfg *config, b *binding, abs string) error {
+	why := cmp.Or(b.reason, "HEAD names no commit")
+	switch {
+	case cfg.expect != "":
+		return fmt.Errorf("runtimeguard: bind %s with ExpectRevision %s: %w (%s)", abs, cfg.expect, ErrNotCheckout, why)
+	case cfg.requireCheckout:
+		return fmt.Errorf("runtimeguard: bind %s with RequireCheckout: %w (%s)", abs, ErrNotCheckout, why)
+	}
+	if old := g.bound.Load(); old != nil && old.id.Revision == "" && old.id.ModulePath == b.id.ModulePath && old.reason == b.reason {
+		return nil // said already: a Capture again finds the same
+	}
+	if cfg.logger != nil {
+		cfg.logger.Warn("runtimeguard: the guard guards nothing: every check passes", "module", b.id.ModulePath, "reason", why)
+	}
+	return nil
+}

@@ -120,10 +120,24 @@ type readCall = call[readResult]
 // goroutine: it cannot block), or a stat of each of its files does, else
 // from a full read. Stats and reads run on a goroutine of their own: see
 // look.
+//
+// A check whose snapshot's generation was overtaken by a read that began
+// meanwhile (another check found a change, or its own poll was not sure)
+// waits for that read and asks again of its snapshot: a read whose
+// generation is unchanged now answers for now, whenever it began, since
+// every change after its generation began is reported. So the checks in
+// flight around one read of a herd start no read each after it.
 func (b *binding) current(e *env, alwaysRead bool, timeout time.Duration) (string, error) {
-	if s := b.snap.Load(); s != nil && !alwaysRead && s.watched {
+	for retry := 0; !alwaysRead; retry++ {
+		s := b.snap.Load()
+		if s == nil || !s.watched {
+			break
+		}
 		if s.sub.Unchanged(s.gen) || s.sub.Settle(s.gen) {
 			return s.rev, nil
+		}
+		if retry == maxOvertaken || !s.sub.Began(s.gen) || !b.reads.await(timeout) {
+			break
 		}
 	}
 	call, err := b.look(e, alwaysRead, timeout, false)
@@ -132,6 +146,10 @@ func (b *binding) current(e *env, alwaysRead bool, timeout time.Duration) (strin
 	}
 	return call.val.rev, call.val.err
 }
+
+// maxOvertaken bounds the reads a check waits for, each of which began
+// after its snapshot's, before it starts one of its own.
+const maxOvertaken = 2
 
 // look returns a look at the checkout that began after the caller
 // arrived: the one in flight if it began later, else a new one. At most

@@ -61,6 +61,10 @@ type binding struct {
 	// source again.
 	pathSig atomic.Pointer[signal]
 	cleanup sync.Once // registers the closing of sub with the collector
+	// readModule is the module file the configured path led to at the
+	// latest full read, when it succeeded (links resolved): see
+	// installDirs.
+	readModule atomic.Pointer[string]
 
 	// reads runs the checks that touch the file system (the stats of the
 	// stat path, full reads), one at a time, each on a goroutine of its
@@ -244,6 +248,11 @@ func (b *binding) run(call *readCall, e *env, alwaysRead, mustExist bool) {
 	fsys := tracking(e.git, &call.at)
 	c, deps, err := gitread.Read(fsys, b.configured, mustExist)
 	r.checkout = c
+	if err == nil {
+		b.readModule.Store(&c.ModulePath)
+	} else {
+		b.readModule.Store(nil)
+	}
 	switch {
 	case err != nil:
 		r.err = err
@@ -296,12 +305,23 @@ func (b *binding) unused() bool {
 // the bound one and, where the configured path now leads to another
 // directory (a deploy flipped a link), that one, whose code a reload
 // would load.
+//
+// Where the latest full read succeeded, the directory it resolved the
+// configured path to is the one: every check looks at the checkout first,
+// and reads it again once anything on the way to the module changed. Else
+// the path is resolved again.
 func (b *binding) installDirs() []string {
-	dirs := []string{b.id.SourceDir}
 	if b.configured == "" {
+		return []string{b.id.SourceDir}
+	}
+	dirs := []string{b.id.SourceDir}
+	mod, err := "", error(nil)
+	if m := b.readModule.Load(); m != nil {
+		mod = *m
+	} else if mod, err = gitread.ResolvePath(b.configured); err != nil {
 		return dirs
 	}
-	if mod, err := gitread.ResolvePath(b.configured); err == nil && filepath.Dir(mod) != b.id.SourceDir {
+	if filepath.Dir(mod) != b.id.SourceDir {
 		dirs = append(dirs, filepath.Dir(mod))
 	}
 	return dirs

@@ -8,7 +8,11 @@ import (
 
 // watchedGuard binds to module on the watch path and proves it is there.
 func watchedGuard(b *testing.B, module string) *Guard {
-	e := watchEnv(b)
+	return watchedGuardIn(b, module, watchEnv(b))
+}
+
+// watchedGuardIn is watchedGuard in the environment e.
+func watchedGuardIn(b *testing.B, module string, e *env) *Guard {
 	g, err := newGuard(Options{ModulePath: module, HomeDir: tempDir(b)}, e)
 	if err != nil {
 		b.Fatal(err)

@@ -61,6 +61,10 @@ type binding struct {
 	// source again.
 	pathSig atomic.Pointer[signal]
 	cleanup sync.Once // registers the closing of sub with the collector
+	// readModule is the module file the configured path led to at the
+	// latest full read, when it succeeded (links resolved): see
+	// installDirs.
+	readModule atomic.Pointer[string]
 
 	// reads runs the checks that touch the file system (the stats of the
 	// stat path, full reads), one at a time, each on a goroutine of its
@@ -125,10 +129,24 @@ type readCall = call[readResult]
 // goroutine: it cannot block), or a stat of each of its files does, else
 // from a full read. Stats and reads run on a goroutine of their own: see
 // look.
+//
+// A check whose snapshot's generation was overtaken by a read that began
+// meanwhile (another check found a change, or its own poll was not sure)
+// waits for that read and asks again of its snapshot: a read whose
+// generation is unchanged now answers for now, whenever it began, since
+// every change after its generation began is reported. So the checks in
+// flight around one read of a herd start no read each after it.
 func (b *binding) current(e *env, alwaysRead bool, timeout time.Duration) (string, error) {
-	if s := b.snap.Load(); s != nil && !alwaysRead && s.watched {
+	for retry := 0; !alwaysRead; retry++ {
+		s := b.snap.Load()
+		if s == nil || !s.watched {
+			break
+		}
 		if s.sub.Unchanged(s.gen) || s.sub.Settle(s.gen) {
 			return s.rev, s.noRev
+		}
+		if retry == maxOvertaken || !s.sub.Began(s.gen) || !b.reads.await(timeout) {
+			break
 		}
 	}
 	call, err := b.look(e, alwaysRead, timeout, false)
@@ -140,6 +158,10 @@ func (b *binding) current(e *env, alwaysRead bool, timeout time.Duration) (strin
 	}
 	return call.val.rev, call.val.err
 }
+
+// maxOvertaken bounds the reads a check waits for, each of which began
+// after its snapshot's, before it starts one of its own.
+const maxOvertaken = 2
 
 // look returns a look at the checkout that began after the caller
 // arrived: the one in flight if it began later, else a new one. At most
@@ -236,6 +258,11 @@ func (b *binding) run(call *readCall, e *env, alwaysRead, mustExist bool) {
 	b.countRead()
 	c, deps, err := gitread.Read(fsys, b.configured, mustExist)
 	r.checkout = c
+	if err == nil {
+		b.readModule.Store(&c.ModulePath)
+	} else {
+		b.readModule.Store(nil)
+	}
 	switch {
 	case err != nil:
 		r.err = err
@@ -291,12 +318,23 @@ func (b *binding) unused() bool {
 // the bound one and, where the configured path now leads to another
 // directory (a deploy flipped a link), that one, whose code a reload
 // would load.
+//
+// Where the latest full read succeeded, the directory it resolved the
+// configured path to is the one: every check looks at the checkout first,
+// and reads it again once anything on the way to the module changed. Else
+// the path is resolved again.
 func (b *binding) installDirs() []string {
-	dirs := []string{b.id.SourceDir}
 	if b.configured == "" {
+		return []string{b.id.SourceDir}
+	}
+	dirs := []string{b.id.SourceDir}
+	mod, err := "", error(nil)
+	if m := b.readModule.Load(); m != nil {
+		mod = *m
+	} else if mod, err = gitread.ResolvePath(b.configured); err != nil {
 		return dirs
 	}
-	if mod, err := gitread.ResolvePath(b.configured); err == nil && filepath.Dir(mod) != b.id.SourceDir {
+	if filepath.Dir(mod) != b.id.SourceDir {
 		dirs = append(dirs, filepath.Dir(mod))
 	}
 	return dirs

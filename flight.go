@@ -87,6 +87,28 @@ func (f *flight[T]) do(timeout time.Duration, run func(c *call[T])) (*call[T], *
 	}
 }
 
+// await waits for the call in flight, if any, to return, and reports
+// whether one returned within timeout. It starts none.
+func (f *flight[T]) await(timeout time.Duration) bool {
+	f.mu.Lock()
+	c := f.inflight
+	f.mu.Unlock()
+	if c == nil {
+		return true
+	}
+	if c.wait() {
+		return true
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-c.done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
 // run runs one call and hands it to the callers, even when it panics.
 func (f *flight[T]) run(c *call[T], run func(c *call[T])) {
 	defer func() {

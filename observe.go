@@ -219,7 +219,10 @@ func (c *config) observeAt(rr receiptRead, srcs ...string) Observation {
 		ReceiptPath:     c.receiptPath,
 		LockPath:        c.lockPath,
 	}
-	if srcs, missing := c.receiptSources(); rr.read && len(srcs) > 0 {
+	if !rr.read {
+		return o
+	}
+	if srcs, missing := c.receiptSources(); len(srcs) > 0 {
 		rf := updater.ListReceipts(srcs)
 		if missing != "" && rf.Problem == "" {
 			rf.Problem = missing // a home not read may hold a newer receipt

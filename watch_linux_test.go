@@ -19,7 +19,7 @@ import (
 
 // countingEnv is the watch path's environment, counting full reads (each
 // reads the index once).
-func countingEnv(t *testing.T) (*env, *atomic.Int64) {
+func countingEnv(t testing.TB) (*env, *atomic.Int64) {
 	t.Helper()
 	e := watchEnv(t)
 	var reads atomic.Int64

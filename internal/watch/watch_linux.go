@@ -58,6 +58,10 @@ var localTypes = map[int64]string{
 type Watcher struct {
 	fd    int     // the inotify descriptor, non-blocking
 	slots []*slot // the epoll sets checks poll through, one check at a time each
+	// spare is one more, for the checks that found every slot busy: they
+	// take it in turn, under spareMu.
+	spare   *slot
+	spareMu sync.Mutex
 
 	// seq is odd while events are drained and dispatched: a check that
 	// polled nothing is only sure no event was consumed meanwhile if seq
@@ -135,6 +139,10 @@ func newWatcher() (*Watcher, error) {
 		}
 		w.slots = append(w.slots, s)
 	}
+	if w.spare, err = newSlot(fd); err != nil {
+		w.close()
+		return nil, err
+	}
 	return w, nil
 }
 
@@ -162,7 +170,10 @@ func newSlot(inotify int) (*slot, error) {
 }
 
 func (w *Watcher) close() {
-	for _, s := range w.slots {
+	for _, s := range append(w.slots, w.spare) {
+		if s == nil {
+			continue
+		}
 		unix.Close(s.mounts)
 		unix.Close(s.ep)
 	}
@@ -212,7 +223,7 @@ func (s *Sub) Unchanged(gen uint64) bool {
 	}
 	sl := w.acquire()
 	if sl == nil {
-		return false // every slot busy: look closer
+		return false // no slot freed within slotWait: look closer
 	}
 	n, err := epollWait(sl.ep, sl.events[:], 0)
 	if err != nil || n != 0 {
@@ -224,8 +235,35 @@ func (s *Sub) Unchanged(gen uint64) bool {
 	return !s.dirty.Load() && w.seq.Load() == seq && s.gen.Load() == gen
 }
 
-// acquire takes a free slot, or returns nil when every one is busy.
+// acquire takes a free slot. While every slot is busy (more goroutines
+// check at once than there are slots, or the thread of a holder was
+// preempted around its poll), it yields to the goroutines that hold them a
+// few times, then queues for the spare slot, whose mutex hands it to its
+// waiters in turn once they have waited a millisecond: no check falls to a
+// full read for want of a slot, and none is starved. A slot is held for
+// one non-blocking epoll_wait and, when that reported something, the
+// draining of the queue under w.mu (never held across a call that may
+// block), so the wait is bounded by the checks ahead of it.
 func (w *Watcher) acquire() *slot {
+	if sl := w.tryAcquire(); sl != nil {
+		return sl
+	}
+	for i := 0; i < acquireYields; i++ {
+		runtime.Gosched()
+		if sl := w.tryAcquire(); sl != nil {
+			return sl
+		}
+	}
+	w.spareMu.Lock()
+	return w.spare
+}
+
+// acquireYields is how many times a check that found every slot busy
+// yields before it queues for the spare slot.
+const acquireYields = 4
+
+// tryAcquire takes a free slot, or returns nil when every one is busy.
+func (w *Watcher) tryAcquire() *slot {
 	n := len(w.slots)
 	i := int(rand.Uint32N(uint32(n)))
 	for k := 0; k < n; k++ {
@@ -237,7 +275,13 @@ func (w *Watcher) acquire() *slot {
 	return nil
 }
 
-func (w *Watcher) release(sl *slot) { sl.busy.Store(0) }
+func (w *Watcher) release(sl *slot) {
+	if sl == w.spare {
+		w.spareMu.Unlock()
+		return
+	}
+	sl.busy.Store(0)
+}
 
 // consume handles what a slot's poll reported: a change of the mount
 // table (which the poll consumed, for this slot) makes every subscription
@@ -272,15 +316,12 @@ func (w *Watcher) apply(mounts bool) {
 // reading again.
 func (s *Sub) Settle(gen uint64) bool {
 	w := s.w
-	if sl := w.acquire(); sl != nil {
-		n, err := epollWait(sl.ep, sl.events[:], 0)
-		if err == nil && n > 0 {
-			w.consume(sl, n)
-		}
-		w.release(sl)
-	} else {
-		return false
+	sl := w.acquire()
+	n, err := epollWait(sl.ep, sl.events[:], 0)
+	if err == nil && n > 0 {
+		w.consume(sl, n)
 	}
+	w.release(sl)
 	w.apply(false)
 	return !s.dirty.Load() && s.gen.Load() == gen
 }
@@ -299,6 +340,10 @@ func (s *Sub) Clear() uint64 {
 	w.seq.Add(1)
 	return gen
 }
+
+// Began reports whether a read began (Clear) since the one of generation
+// gen: a check of gen that failed may then be answered by that read.
+func (s *Sub) Began(gen uint64) bool { return s.gen.Load() != gen }
 
 // MarkDirty makes the next check read again.
 func (s *Sub) MarkDirty() { s.dirty.Store(true) }

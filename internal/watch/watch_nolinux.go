@@ -35,6 +35,9 @@ func (s *Sub) Clear() uint64 { return 0 }
 // MarkDirty does nothing here.
 func (s *Sub) MarkDirty() {}
 
+// Began reports whether a read began since generation gen: never here.
+func (s *Sub) Began(uint64) bool { return false }
+
 // Dirty is always true here.
 func (s *Sub) Dirty() bool { return true }
 

@@ -1,0 +1,53 @@
+//go:build unix
+
+package runtimeguard
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A stale answer names the install directories of the checkout the
+// configured path leads to now: a deploy that flips a link to one clone,
+// then to another, is seen in the 409's install roots and recovery
+// markers at each step, on every path, as a resolution of the path at the
+// check would find them.
+func TestStaleAnswerFollowsTheFlippedLink(t *testing.T) {
+	for _, mode := range pathModes {
+		t.Run(mode.name, func(t *testing.T) {
+			tmp := tempDir(t)
+			clones := []string{filepath.Join(tmp, "a"), filepath.Join(tmp, "b"), filepath.Join(tmp, "c")}
+			for i, dir := range clones {
+				agentRepo(t, dir)
+				if i > 0 {
+					commit(t, dir, "run_agent.py", "class AIAgent: clone = "+string(rune('a'+i))+"\n")
+				}
+			}
+			current := filepath.Join(tmp, "current")
+			flip := func(to string) {
+				require.NoError(t, os.Symlink(to, current+".new"))
+				require.NoError(t, os.Rename(current+".new", current))
+			}
+			flip(clones[0])
+			g := bindFast(t, filepath.Join(current, "run_agent.py"), mode.env(t))
+			for _, dir := range clones[1:] {
+				flip(dir)
+				writeFile(t, filepath.Join(dir, hermesIncomplete), "")
+				for i := 0; i < 3; i++ {
+					var se *StaleError
+					require.True(t, errors.As(g.EnsureCurrent(), &se), "a check after the flip to %s", dir)
+					assert.Equal(t, UpdateIncomplete, se.State)
+					o := g.observe(g.config(), g.bound.Load())
+					assert.Contains(t, o.InstallRoots, resolved(t, dir))
+					assert.Equal(t, []string{filepath.Join(resolved(t, dir), hermesIncomplete)}, o.RecoveryMarkers)
+				}
+				require.NoError(t, os.Remove(filepath.Join(dir, hermesIncomplete)))
+			}
+		})
+	}
+}

@@ -11,7 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/runtimeguard/runtimeguard/internal/gitread"
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
 )
 
 // MaxMarkerBytes is the largest update marker that is read; at most one
@@ -143,10 +143,10 @@ func (e *Env) ReadMarker(path string, maxAge time.Duration) Marker {
 
 // readMarkerFile classifies the marker file at path alone.
 func (e *Env) readMarkerFile(path string, maxAge time.Duration) Marker {
-	var st gitread.Stamp
+	var st fsread.Stamp
 	if e.Cache != nil {
 		var err error
-		if st, err = gitread.LstatStamp(path); err == nil && st.Present() {
+		if st, err = fsread.LstatStamp(path); err == nil && st.Present() {
 			if pid, started, ok := e.Cache.parsed(path, st); ok {
 				return e.classify(pid, started, maxAge)
 			}

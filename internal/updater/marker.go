@@ -41,18 +41,6 @@ const (
 	Unknown MarkerState = "unknown"
 )
 
-// UpdateState is what the marker and the recovery markers add up to.
-type UpdateState string
-
-// The five update states.
-const (
-	UpdateUnverified UpdateState = "unverified"
-	UpdateActive     UpdateState = "active"
-	UpdateStale      UpdateState = "stale"
-	UpdateUnknown    UpdateState = "unknown"
-	UpdateIncomplete UpdateState = "incomplete"
-)
-
 // ProbeProcess reports whether pid is alive and, where the platform can
 // tell, when it started. A process ID out of the platform's range is
 // unknown, never truncated into another.
@@ -304,47 +292,3 @@ func RecoveryMarkers(roots, names []string) (present []string, ok bool) {
 	}
 	return present, true
 }
-
-// Observation is what one look at the updater's files found.
-type Observation struct {
-	MarkerPath      string
-	Marker          Marker
-	InstallRoots    []string
-	RecoveryMarkers []string
-	// RootsRead is false when an install root could not be searched.
-	RootsRead bool
-	State     UpdateState
-}
-
-// Observe reads the marker at markerPath (empty: no home directory is
-// known, and the marker is unknown) and looks for the recovery markers
-// names in roots, whatever the marker's state, so that a diagnostic shows
-// them, and combines the two.
-func (e *Env) Observe(markerPath string, maxAge time.Duration, roots, names []string) Observation {
-	o := Observation{MarkerPath: markerPath, Marker: e.ReadMarker(markerPath, maxAge), InstallRoots: roots}
-	o.RecoveryMarkers, o.RootsRead = RecoveryMarkers(roots, names)
-	o.State = Combine(o.Marker.State, len(o.RecoveryMarkers) > 0, o.RootsRead)
-	return o
-}
-
-// Combine is the update state of a marker and the recovery markers: an
-// unknown marker or an install root that could not be searched is
-// unknown, a recovery marker incomplete, and otherwise the marker's own
-// state, absent reading as unverified.
-func Combine(marker MarkerState, incomplete, rootsRead bool) UpdateState {
-	switch {
-	case marker == Unknown || !rootsRead:
-		return UpdateUnknown
-	case incomplete:
-		return UpdateIncomplete
-	case marker == Absent:
-		return UpdateUnverified
-	case marker == Active:
-		return UpdateActive
-	}
-	return UpdateStale
-}
-
-// DefaultMaxAge is the age past which a marker is stale whatever its
-// process, unless the host sets another.
-const DefaultMaxAge = 20 * time.Minute

@@ -242,8 +242,9 @@ func (e *Env) classify(pid int64, started float64, maxAge time.Duration) Marker 
 // InstallRoots lists the directories that may hold recovery markers: the
 // source directory and, for an interpreter at <root>/venv/bin/python (or
 // .venv, or Scripts on Windows; names compared without case), <root>. The
-// interpreter path is used as given: a venv interpreter is often a link to a
-// shared one, and resolving it would leave the install.
+// interpreter path is used as given, made absolute once by the caller (the
+// guard's options are resolved at New): a venv interpreter is often a link
+// to a shared one, and resolving its links would leave the install.
 func InstallRoots(sourceDir, python string) []string {
 	var roots []string
 	add := func(dir string) {
@@ -260,9 +261,6 @@ func InstallRoots(sourceDir, python string) []string {
 	}
 	add(sourceDir)
 	if python != "" {
-		if abs, err := filepath.Abs(python); err == nil {
-			python = abs
-		}
 		bin := filepath.Dir(python)
 		venv := filepath.Dir(bin)
 		b, v := filepath.Base(bin), filepath.Base(venv)

@@ -21,9 +21,6 @@ const (
 	lazy       = ".lazy-refresh-incomplete"
 )
 
-// recoveryNames are the Hermes updater's recovery markers.
-var recoveryNames = []string{incomplete, lazy}
-
 // maxAge is the age limit of the tests' markers: the default of the
 // guard's options.
 const maxAge = 20 * time.Minute

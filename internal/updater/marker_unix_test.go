@@ -14,6 +14,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// recoveryNames are the Hermes updater's recovery markers.
+var recoveryNames = []string{incomplete, lazy}
+
 // mkfifo makes a FIFO at path.
 func mkfifo(t *testing.T, path string) {
 	t.Helper()

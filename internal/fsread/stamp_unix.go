@@ -113,11 +113,18 @@ var SystemReadEnds = ReadEnds
 // *tail.
 func readRegular(path string, limit int64, nofollow bool, head int, tail *[]byte) ([]byte, Stamp, error) {
 	var st unix.Stat_t
-	statFn, flags := unix.Stat, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY
+	flags := unix.O_RDONLY | unix.O_NONBLOCK | unix.O_CLOEXEC | unix.O_NOCTTY
 	if nofollow {
-		statFn, flags = unix.Lstat, flags|unix.O_NOFOLLOW
+		flags |= unix.O_NOFOLLOW
 	}
-	if err := IgnoringEINTR(func() error { return statFn(path, &st) }); err != nil {
+	// The calls are direct, not through a function value, so that the
+	// Stat_t stays on the stack.
+	if err := IgnoringEINTR(func() error {
+		if nofollow {
+			return unix.Lstat(path, &st)
+		}
+		return unix.Stat(path, &st)
+	}); err != nil {
 		if s, ok := absentStamp(err); ok {
 			return nil, s, nil
 		}

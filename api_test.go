@@ -152,19 +152,12 @@ func TestProblemTypeResolvesToAFile(t *testing.T) {
 	}
 }
 
-// The exported state words are the updater package's, and the default age
-// limit is its default.
+// The exported marker words are those the updater package classifies in.
 func TestStateWordsMatchTheUpdaters(t *testing.T) {
 	assert.Equal(t, string(updater.Absent), string(MarkerAbsent))
 	assert.Equal(t, string(updater.Active), string(MarkerActive))
 	assert.Equal(t, string(updater.Stale), string(MarkerStale))
 	assert.Equal(t, string(updater.Unknown), string(MarkerUnknown))
-	assert.Equal(t, string(updater.UpdateUnverified), string(UpdateUnverified))
-	assert.Equal(t, string(updater.UpdateActive), string(UpdateActive))
-	assert.Equal(t, string(updater.UpdateStale), string(UpdateStale))
-	assert.Equal(t, string(updater.UpdateUnknown), string(UpdateUnknown))
-	assert.Equal(t, string(updater.UpdateIncomplete), string(UpdateIncomplete))
-	assert.Equal(t, updater.DefaultMaxAge, DefaultMaxMarkerAge)
 }
 
 // Options are resolved once, at New: a relative HomeDir or Python is made

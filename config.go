@@ -144,7 +144,6 @@ type config struct {
 	autoMessage   string // while a Reloader waits for the proof of a reload
 	problem       bool
 	alwaysRead    bool
-	noWatch       bool
 	logger        *slog.Logger
 	onStale       func(*http.Request, *StaleError)
 	staleLogEvery time.Duration // the least time between two Debug logs of stale checks
@@ -185,7 +184,6 @@ func (opts *Options) resolve(e *env) (*config, error) {
 		timeout:    cmp.Or(opts.ReadTimeout, DefaultReadTimeout),
 		problem:    opts.ProblemDetails,
 		alwaysRead: opts.AlwaysRead,
-		noWatch:    opts.NoWatch,
 		logger:     opts.Logger,
 		onStale:    opts.OnStale,
 

@@ -75,11 +75,6 @@ func lookupConfig(entries []configEntry, key string) (configEntry, bool) {
 	return configEntry{}, false
 }
 
-// NotDir reports whether nothing was at the path because a part of the
-// path is not a directory: git's ENOTDIR, which ends a ref lookup where
-// ENOENT goes on to packed-refs.
-func (s Stamp) NotDir() bool { return s.notDir }
-
 // configEntry is one key of a config file as `git config --list` prints
 // it.
 type configEntry struct {

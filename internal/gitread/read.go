@@ -21,6 +21,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
 )
 
 // Size limits for the files a read opens: larger ones are refused, never
@@ -197,17 +199,17 @@ func (d *Dep) Unchanged(fs *FS) bool {
 		stat = fs.Lstat
 	}
 	st, err := stat(d.Path)
-	if err != nil || !(st == d.Stamp || d.Identity && st.sameIdentity(d.Stamp)) {
+	if err != nil || !(st == d.Stamp || d.Identity && st.SameIdentity(d.Stamp)) {
 		return false
 	}
-	return !d.Identity || searchable(d.Path, st) == d.searchable
+	return !d.Identity || fsread.Searchable(d.Path, st) == d.searchable
 }
 
 // Settled reports whether every stamp can be trusted to change if its file
 // changes after readStart: see Stamp.Settled.
 func (d Deps) Settled(readStart time.Time) bool {
 	for i := range d {
-		if !(d[i].Identity && d[i].Stamp.hasIdentity()) && !d[i].Stamp.Settled(readStart) {
+		if !(d[i].Identity && d[i].Stamp.HasIdentity()) && !d[i].Stamp.Settled(readStart) {
 			return false
 		}
 	}
@@ -247,7 +249,7 @@ type FS struct {
 }
 
 // System is the file system itself.
-var System = &FS{Stat: StatStamp, Lstat: LstatStamp, ReadFile: ReadRegular, ReadEnds: systemReadEnds}
+var System = &FS{Stat: StatStamp, Lstat: LstatStamp, ReadFile: ReadRegular, ReadEnds: fsread.SystemReadEnds}
 
 // headBytes is how much of each end of a large index or packed-refs is
 // read, and checked, before the whole.
@@ -278,10 +280,10 @@ func (r *reader) checkEnds(path string, check func(head, tail []byte, size int64
 		return nil
 	}
 	head, tail, st, err := r.fs.ReadEnds(path, headBytes, false)
-	if err != nil || !st.regular() || st.size <= 2*headBytes || len(head) == 0 || len(tail) == 0 {
+	if err != nil || !st.Regular() || st.Size() <= 2*headBytes || len(head) == 0 || len(tail) == 0 {
 		return nil // the whole read says what is wrong, or costs little
 	}
-	if err := check(head, tail, st.size); err != nil {
+	if err := check(head, tail, st.Size()); err != nil {
 		r.addDep(path, false, st)
 		return &contentError{&fs.PathError{Op: "read", Path: path, Err: err}}
 	}
@@ -357,7 +359,7 @@ func (r *reader) readFile(path string, limit int64) (data []byte, ok bool, err e
 		return nil, false, err
 	}
 	r.addDep(path, false, st)
-	return data, st.present && !st.dir, nil
+	return data, st.Present() && !st.IsDir(), nil
 }
 
 // resolve follows every symbolic link of the absolute path p, component by
@@ -385,12 +387,12 @@ func (r *reader) resolve(p string) (resolved string, exists bool, err error) {
 			return "", false, err
 		}
 		switch {
-		case !st.present:
+		case !st.Present():
 			if strings.Trim(rest, string(filepath.Separator)) != "" {
 				return "", false, &fs.PathError{Op: "resolve", Path: next, Err: fs.ErrNotExist}
 			}
 			return next, false, nil
-		case st.link:
+		case st.IsLink():
 			r.addDep(next, true, st)
 			if links++; links > maxLinks {
 				return "", false, &fs.PathError{Op: "resolve", Path: p, Err: errLinkLoop}
@@ -404,7 +406,7 @@ func (r *reader) resolve(p string) (resolved string, exists bool, err error) {
 				resolved, target = v+string(filepath.Separator), target[len(v):]
 			}
 			rest = target + string(filepath.Separator) + rest
-		case !st.dir && strings.Trim(rest, string(filepath.Separator)) != "":
+		case !st.IsDir() && strings.Trim(rest, string(filepath.Separator)) != "":
 			return "", false, &fs.PathError{Op: "resolve", Path: next, Err: errNotDir}
 		default:
 			resolved = next
@@ -438,9 +440,9 @@ func (r *reader) read(abs string, mustExist bool) (Checkout, error) {
 		switch {
 		case err != nil:
 			return Checkout{}, err
-		case !exists || !st.present:
+		case !exists || !st.Present():
 			return Checkout{}, &fs.PathError{Op: "resolve", Path: abs, Err: &noModuleError{fs.ErrNotExist}}
-		case st.dir:
+		case st.IsDir():
 			return Checkout{}, &fs.PathError{Op: "resolve", Path: abs, Err: &noModuleError{errIsDir}}
 		}
 	}
@@ -574,7 +576,7 @@ func (r *reader) readConfig(path string) ([]byte, error) {
 		return nil, err
 	}
 	r.addDep(path, false, st)
-	if st.dir {
+	if st.IsDir() {
 		return nil, &fs.PathError{Op: "read", Path: path, Err: errIsDir}
 	}
 	return data, nil
@@ -614,7 +616,7 @@ func (r *reader) findWorktree(c *Checkout) error {
 		}
 		r.addDep(dir, true, st)
 		if dir == c.SourceDir {
-			device = st.dev
+			device = st.Dev()
 		}
 		// Where no .git makes dir a worktree, git takes dir itself for a
 		// bare repository when it is a Git directory: the module then is
@@ -638,7 +640,7 @@ func (r *reader) findWorktree(c *Checkout) error {
 			if err != nil {
 				return err
 			}
-			if pst.present && pst.dev != device {
+			if pst.Present() && pst.Dev() != device {
 				r.addDep(parent, true, pst)
 				c.Reason = "no Git worktree holds " + c.SourceDir + " on its file system (git stops at the mount point " + dir + ")"
 				return nil
@@ -660,7 +662,7 @@ func acrossFileSystems() bool {
 // probeDotGit decides whether dotgit makes dir a worktree's top level.
 func (r *reader) probeDotGit(c *Checkout, dir, dotgit string) (bool, error) {
 	lst, err := r.fs.Lstat(dotgit)
-	if err != nil || !lst.present {
+	if err != nil || !lst.Present() {
 		return false, err // nothing there: the directory's Stamp covers it
 	}
 	st, err := r.fs.Stat(dotgit)
@@ -668,7 +670,7 @@ func (r *reader) probeDotGit(c *Checkout, dir, dotgit string) (bool, error) {
 		return false, err
 	}
 	switch {
-	case st.present && st.dir:
+	case st.Present() && st.IsDir():
 		why, err := r.isGitDir(dotgit)
 		if err != nil {
 			return false, err
@@ -680,16 +682,16 @@ func (r *reader) probeDotGit(c *Checkout, dir, dotgit string) (bool, error) {
 		c.TopLevel, c.GitDir = dir, dotgit
 		c.CommonDir, err = r.commonDir(dotgit)
 		return true, err
-	case st.present && st.regular():
+	case st.Present() && st.Regular():
 		c.TopLevel = dir
 		return true, r.followGitFile(c, dotgit)
 	}
 	r.addDep(dotgit, false, st)
-	if st.present {
+	if st.Present() {
 		// A FIFO, a socket or a device (or a link to one): git before
 		// 2.54 passes it over, later versions die "not a regular file".
 		// Where one supported git fails, no answer is current.
-		return false, &fs.PathError{Op: "read", Path: dotgit, Err: fmt.Errorf("%w, which git 2.54 and later refuse", &fileTypeError{"special file"})}
+		return false, &fs.PathError{Op: "read", Path: dotgit, Err: fmt.Errorf("%w, which git 2.54 and later refuse", &fsread.TypeError{Kind: "special file"})}
 	}
 	return false, nil // a dangling link: nothing, to every git
 }
@@ -699,7 +701,7 @@ func (r *reader) probeDotGit(c *Checkout, dir, dotgit string) (bool, error) {
 // dependency of its own: a HEAD made in dir changes dir's stamp.
 func (r *reader) isBare(dir string) (bool, error) {
 	st, err := r.fs.Lstat(filepath.Join(dir, "HEAD"))
-	if err != nil || !st.present {
+	if err != nil || !st.Present() {
 		return false, err
 	}
 	why, err := r.isGitDir(dir)
@@ -727,9 +729,9 @@ func (r *reader) isGitDir(dir string) (why string, err error) {
 		if err != nil {
 			return "", err
 		}
-		ok := st.present && searchable(p, st)
+		ok := st.Present() && fsread.Searchable(p, st)
 		r.addIdentityDep(p, st, ok)
-		if !st.present {
+		if !st.Present() {
 			return p + " does not exist", nil
 		}
 		if !ok {
@@ -751,11 +753,11 @@ func (r *reader) validHead(path string) (why string, err error) {
 	}
 	r.addDep(path, true, st)
 	switch {
-	case !st.present:
+	case !st.Present():
 		return path + " does not exist", nil
-	case st.dir:
+	case st.IsDir():
 		return path + " is a directory", nil
-	case st.link:
+	case st.IsLink():
 		target, err := os.Readlink(path)
 		if err != nil || !strings.HasPrefix(target, "refs/") {
 			return fmt.Sprintf("%s is a symbolic link to %q, not to a ref", path, target), nil
@@ -766,7 +768,7 @@ func (r *reader) validHead(path string) (why string, err error) {
 	if err != nil {
 		return "", err
 	}
-	if !fst.present || fst.dir {
+	if !fst.Present() || fst.IsDir() {
 		return path + " changed while it was read", nil
 	}
 	if len(data) > 255 { // Git reads 255 bytes of it
@@ -796,9 +798,9 @@ func (r *reader) commonDir(gitDir string) (string, error) {
 	}
 	r.addDep(path, false, st)
 	switch {
-	case !st.present:
+	case !st.Present():
 		return gitDir, nil
-	case st.dir || len(data) == 0:
+	case st.IsDir() || len(data) == 0:
 		// Git reads a commondir that is there or dies: a directory, or
 		// a file of no bytes, fails every git command.
 		return gitDir, &fs.PathError{Op: "read", Path: path, Err: errors.New("a directory or an empty file, which git cannot read")}
@@ -890,10 +892,10 @@ func (r *reader) readRef(path string) (looseRef, error) {
 			return looseRef{}, err
 		}
 		switch {
-		case !st.present || st.dir:
+		case !st.Present() || st.IsDir():
 			r.addDep(path, true, st)
-			return looseRef{notDir: st.notDir}, nil
-		case st.link:
+			return looseRef{notDir: st.NotDir()}, nil
+		case st.IsLink():
 			target, err := os.Readlink(path)
 			if err != nil {
 				continue // gone or no longer a link since the lstat
@@ -907,19 +909,19 @@ func (r *reader) readRef(path string) (looseRef, error) {
 				return looseRef{}, err
 			}
 			r.addDep(path, false, fst)
-			if !fst.present || fst.dir {
+			if !fst.Present() || fst.IsDir() {
 				return looseRef{}, &fs.PathError{Op: "read", Path: path, Err: errors.New("a symbolic link that leads nowhere")}
 			}
 			return looseRef{found: true, data: data}, nil
 		}
 		data, fst, err := r.fs.ReadFile(path, maxSmallFileBytes, true)
 		if err != nil {
-			if isLinkLoop(err) {
+			if fsread.IsLinkLoop(err) {
 				continue // became a link since the lstat
 			}
 			return looseRef{}, err
 		}
-		if !fst.present || fst.dir {
+		if !fst.Present() || fst.IsDir() {
 			continue // removed or replaced since the lstat
 		}
 		r.addDep(path, true, fst)

@@ -113,11 +113,11 @@ func (r *reader) readStack(dir string, hashLen int) (*rtStack, error) {
 			if err != nil {
 				return nil, err
 			}
-			if !fst.present {
+			if !fst.Present() {
 				missing = path
 				break
 			}
-			if fst.dir {
+			if fst.IsDir() {
 				return nil, &fs.PathError{Op: "read", Path: path, Err: errIsDir}
 			}
 			r.addDep(path, false, fst)
@@ -159,9 +159,9 @@ func (r *reader) readTablesList(path string, record bool) ([]string, error) {
 		r.addDep(path, false, st)
 	}
 	switch {
-	case !st.present:
+	case !st.Present():
 		return nil, nil
-	case st.dir:
+	case st.IsDir():
 		return nil, &fs.PathError{Op: "read", Path: path, Err: errIsDir}
 	}
 	var names []string

@@ -3,7 +3,7 @@ package updater
 import (
 	"sync"
 
-	"github.com/runtimeguard/runtimeguard/internal/gitread"
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
 )
 
 // Cache keeps what a classification of an unchanged marker would read
@@ -15,7 +15,7 @@ import (
 type Cache struct {
 	mu      sync.Mutex
 	path    string
-	stamp   gitread.Stamp
+	stamp   fsread.Stamp
 	pid     int64
 	started float64
 	proc    *procHandle // the marker's process, where the platform keeps one
@@ -26,7 +26,7 @@ type Cache struct {
 
 // cachedReceipt is the parse of a receipt file while its stamp is stamp.
 type cachedReceipt struct {
-	stamp gitread.Stamp
+	stamp fsread.Stamp
 	r     *Receipt
 	why   string
 }
@@ -37,7 +37,7 @@ const maxCachedReceipts = 2 * MaxReceiptFiles
 
 // receipt returns the cached parse of the receipt at path, when its stamp
 // is still st.
-func (c *Cache) receipt(path string, st gitread.Stamp) (*Receipt, string, bool) {
+func (c *Cache) receipt(path string, st fsread.Stamp) (*Receipt, string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.receipts[path]
@@ -48,7 +48,7 @@ func (c *Cache) receipt(path string, st gitread.Stamp) (*Receipt, string, bool) 
 }
 
 // rememberReceipt keeps the parse of the receipt at path, stamped st.
-func (c *Cache) rememberReceipt(path string, st gitread.Stamp, r *Receipt, why string) {
+func (c *Cache) rememberReceipt(path string, st fsread.Stamp, r *Receipt, why string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.receipts == nil || len(c.receipts) >= maxCachedReceipts {
@@ -59,7 +59,7 @@ func (c *Cache) rememberReceipt(path string, st gitread.Stamp, r *Receipt, why s
 
 // parsed returns the cached parse of the marker at path, when its stamp is
 // still st.
-func (c *Cache) parsed(path string, st gitread.Stamp) (pid int64, started float64, ok bool) {
+func (c *Cache) parsed(path string, st fsread.Stamp) (pid int64, started float64, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.path != path || c.stamp != st || !st.Present() {
@@ -69,7 +69,7 @@ func (c *Cache) parsed(path string, st gitread.Stamp) (pid int64, started float6
 }
 
 // remember keeps the parse of the marker at path, stamped st.
-func (c *Cache) remember(path string, st gitread.Stamp, pid int64, started float64) {
+func (c *Cache) remember(path string, st fsread.Stamp, pid int64, started float64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.pid != pid && c.proc != nil {

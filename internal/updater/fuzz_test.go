@@ -130,13 +130,13 @@ func FuzzReadUpdateMarker(f *testing.F) {
 				t.Fatalf("liveness asked for %d of an unparsable body %q", pid, body)
 			case int64(pid) != parsedPID || pid <= 0 || int64(pid) > maxPID:
 				t.Fatalf("liveness asked for %d of a body naming %d: %q", pid, parsedPID, body)
-			case !(started <= nowSec && nowSec-started <= DefaultMaxAge.Seconds()):
+			case !(started <= nowSec && nowSec-started <= maxAge.Seconds()):
 				t.Fatalf("liveness asked for %d of a body whose time %v is not within the age limit", pid, started)
 			}
 			return ProcInfo{State: Liveness(pid % 3)}
 		})
 		e.Now = func() time.Time { return now }
-		got := e.ReadMarker(path, DefaultMaxAge).State
+		got := e.ReadMarker(path, maxAge).State
 		if !markerStates[got] || got == Absent {
 			t.Fatalf("readMarker(%q) = %q", body, got)
 		}
@@ -147,7 +147,7 @@ func FuzzReadUpdateMarker(f *testing.F) {
 		if parsed && finite && started <= nowSec && parsedPID <= 0 && got != Unknown {
 			t.Fatalf("readMarker(%q) = %q, want %q: a process ID of zero or less, whatever the age", body, got, Unknown)
 		}
-		if parsed && finite && started <= nowSec && parsedPID > 0 && nowSec-started > DefaultMaxAge.Seconds() && got != Stale {
+		if parsed && finite && started <= nowSec && parsedPID > 0 && nowSec-started > maxAge.Seconds() && got != Stale {
 			t.Fatalf("readMarker(%q) = %q, want %q: over age, whatever the positive process ID", body, got, Stale)
 		}
 		after, err := os.ReadFile(path)

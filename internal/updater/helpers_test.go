@@ -21,13 +21,14 @@ const (
 	lazy       = ".lazy-refresh-incomplete"
 )
 
-// recoveryNames are the Hermes updater's recovery markers.
-var recoveryNames = []string{incomplete, lazy}
+// maxAge is the age limit of the tests' markers: the default of the
+// guard's options.
+const maxAge = 20 * time.Minute
 
 // ReadUpdateMarker classifies the marker at path with the default age
 // limit and the real clock.
 func ReadUpdateMarker(path string) MarkerState {
-	return System.ReadMarker(path, DefaultMaxAge).State
+	return System.ReadMarker(path, maxAge).State
 }
 
 // writeMarker writes an update marker for pid, started at the given time.

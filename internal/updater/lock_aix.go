@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/runtimeguard/runtimeguard/internal/sysx"
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
 )
 
 // lockFile takes a POSIX record lock on the whole of f without waiting:
@@ -23,7 +23,7 @@ func lockFile(f *os.File, exclusive bool) error {
 	if exclusive {
 		lk.Type = unix.F_WRLCK
 	}
-	err := sysx.IgnoringEINTR(func() error { return unix.FcntlFlock(f.Fd(), unix.F_SETLK, &lk) })
+	err := fsread.IgnoringEINTR(func() error { return unix.FcntlFlock(f.Fd(), unix.F_SETLK, &lk) })
 	if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
 		return ErrLocked
 	}

@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/runtimeguard/runtimeguard/internal/sysx"
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
 )
 
 // lockFile takes flock(2) on f without waiting.
@@ -17,7 +17,7 @@ func lockFile(f *os.File, exclusive bool) error {
 	if exclusive {
 		how = unix.LOCK_EX
 	}
-	err := sysx.IgnoringEINTR(func() error { return unix.Flock(int(f.Fd()), how|unix.LOCK_NB) })
+	err := fsread.IgnoringEINTR(func() error { return unix.Flock(int(f.Fd()), how|unix.LOCK_NB) })
 	if errors.Is(err, unix.EWOULDBLOCK) {
 		return ErrLocked
 	}

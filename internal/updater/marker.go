@@ -11,7 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/runtimeguard/runtimeguard/internal/gitread"
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
 )
 
 // MaxMarkerBytes is the largest update marker that is read; at most one
@@ -39,18 +39,6 @@ const (
 	Active  MarkerState = "active"
 	Stale   MarkerState = "stale"
 	Unknown MarkerState = "unknown"
-)
-
-// UpdateState is what the marker and the recovery markers add up to.
-type UpdateState string
-
-// The five update states.
-const (
-	UpdateUnverified UpdateState = "unverified"
-	UpdateActive     UpdateState = "active"
-	UpdateStale      UpdateState = "stale"
-	UpdateUnknown    UpdateState = "unknown"
-	UpdateIncomplete UpdateState = "incomplete"
 )
 
 // ProbeProcess reports whether pid is alive and, where the platform can
@@ -143,10 +131,10 @@ func (e *Env) ReadMarker(path string, maxAge time.Duration) Marker {
 
 // readMarkerFile classifies the marker file at path alone.
 func (e *Env) readMarkerFile(path string, maxAge time.Duration) Marker {
-	var st gitread.Stamp
+	var st fsread.Stamp
 	if e.Cache != nil {
 		var err error
-		if st, err = gitread.LstatStamp(path); err == nil && st.Present() {
+		if st, err = fsread.LstatStamp(path); err == nil && st.Present() {
 			if pid, started, ok := e.Cache.parsed(path, st); ok {
 				return e.classify(pid, started, maxAge)
 			}
@@ -254,8 +242,9 @@ func (e *Env) classify(pid int64, started float64, maxAge time.Duration) Marker 
 // InstallRoots lists the directories that may hold recovery markers: the
 // source directory and, for an interpreter at <root>/venv/bin/python (or
 // .venv, or Scripts on Windows; names compared without case), <root>. The
-// interpreter path is used as given: a venv interpreter is often a link to a
-// shared one, and resolving it would leave the install.
+// interpreter path is used as given, made absolute once by the caller (the
+// guard's options are resolved at New): a venv interpreter is often a link
+// to a shared one, and resolving its links would leave the install.
 func InstallRoots(sourceDir, python string) []string {
 	var roots []string
 	add := func(dir string) {
@@ -272,9 +261,6 @@ func InstallRoots(sourceDir, python string) []string {
 	}
 	add(sourceDir)
 	if python != "" {
-		if abs, err := filepath.Abs(python); err == nil {
-			python = abs
-		}
 		bin := filepath.Dir(python)
 		venv := filepath.Dir(bin)
 		b, v := filepath.Base(bin), filepath.Base(venv)
@@ -304,47 +290,3 @@ func RecoveryMarkers(roots, names []string) (present []string, ok bool) {
 	}
 	return present, true
 }
-
-// Observation is what one look at the updater's files found.
-type Observation struct {
-	MarkerPath      string
-	Marker          Marker
-	InstallRoots    []string
-	RecoveryMarkers []string
-	// RootsRead is false when an install root could not be searched.
-	RootsRead bool
-	State     UpdateState
-}
-
-// Observe reads the marker at markerPath (empty: no home directory is
-// known, and the marker is unknown) and looks for the recovery markers
-// names in roots, whatever the marker's state, so that a diagnostic shows
-// them, and combines the two.
-func (e *Env) Observe(markerPath string, maxAge time.Duration, roots, names []string) Observation {
-	o := Observation{MarkerPath: markerPath, Marker: e.ReadMarker(markerPath, maxAge), InstallRoots: roots}
-	o.RecoveryMarkers, o.RootsRead = RecoveryMarkers(roots, names)
-	o.State = Combine(o.Marker.State, len(o.RecoveryMarkers) > 0, o.RootsRead)
-	return o
-}
-
-// Combine is the update state of a marker and the recovery markers: an
-// unknown marker or an install root that could not be searched is
-// unknown, a recovery marker incomplete, and otherwise the marker's own
-// state, absent reading as unverified.
-func Combine(marker MarkerState, incomplete, rootsRead bool) UpdateState {
-	switch {
-	case marker == Unknown || !rootsRead:
-		return UpdateUnknown
-	case incomplete:
-		return UpdateIncomplete
-	case marker == Absent:
-		return UpdateUnverified
-	case marker == Active:
-		return UpdateActive
-	}
-	return UpdateStale
-}
-
-// DefaultMaxAge is the age past which a marker is stale whatever its
-// process, unless the host sets another.
-const DefaultMaxAge = 20 * time.Minute

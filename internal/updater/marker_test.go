@@ -16,7 +16,7 @@ import (
 
 func TestReadUpdateMarker(t *testing.T) {
 	now := time.Now()
-	old := now.Add(-DefaultMaxAge - time.Minute)
+	old := now.Add(-maxAge - time.Minute)
 	pid := os.Getpid()
 	cases := []struct {
 		name string
@@ -29,7 +29,7 @@ func TestReadUpdateMarker(t *testing.T) {
 		{"crlf lines", fmt.Sprintf("%d\r\n%d\r\n", pid, now.Unix()), Active},
 		{"extra lines ignored", fmt.Sprintf("%d\n%d\nupdater v2\n", pid, now.Unix()), Active},
 		{"padded values", fmt.Sprintf("  %d \n %d \n", pid, now.Unix()), Active},
-		{"over age", fmt.Sprintf("%d\n%d\n", pid, now.Add(-DefaultMaxAge-time.Minute).Unix()), Stale},
+		{"over age", fmt.Sprintf("%d\n%d\n", pid, now.Add(-maxAge-time.Minute).Unix()), Stale},
 		{"over age beats liveness", fmt.Sprintf("1\n%d\n", now.Add(-48*time.Hour).Unix()), Stale},
 		{"one line", fmt.Sprintf("%d\n", pid), Unknown},
 		{"empty", "", Unknown},
@@ -125,7 +125,7 @@ func TestMarkerLiveness(t *testing.T) {
 			writeMarker(t, path, 4242, started)
 			var asked int64
 			e := testEnv(func(pid int64) ProcInfo { asked = pid; return tc.probe })
-			assert.Equal(t, tc.want, e.ReadMarker(path, DefaultMaxAge).State)
+			assert.Equal(t, tc.want, e.ReadMarker(path, maxAge).State)
 			assert.Equal(t, int64(4242), asked)
 		})
 	}
@@ -133,12 +133,12 @@ func TestMarkerLiveness(t *testing.T) {
 
 func TestMarkerAgeIsCheckedBeforeLiveness(t *testing.T) {
 	path := filepath.Join(tempDir(t), markerName)
-	writeMarker(t, path, 4242, time.Now().Add(-DefaultMaxAge-time.Second))
+	writeMarker(t, path, 4242, time.Now().Add(-maxAge-time.Second))
 	e := testEnv(func(int64) ProcInfo {
 		t.Error("liveness was asked for an over-age marker")
 		return ProcInfo{State: ProcessAlive}
 	})
-	assert.Equal(t, Stale, e.ReadMarker(path, DefaultMaxAge).State)
+	assert.Equal(t, Stale, e.ReadMarker(path, maxAge).State)
 	assert.Equal(t, Active, testEnv(func(int64) ProcInfo { return ProcInfo{State: ProcessAlive} }).ReadMarker(path, time.Hour).State)
 }
 
@@ -172,7 +172,7 @@ func TestMarkerCheckOrder(t *testing.T) {
 			return ProcInfo{State: ProcessAlive}
 		})
 		e.Now = func() time.Time { return now }
-		got := e.ReadMarker(path, DefaultMaxAge).State
+		got := e.ReadMarker(path, maxAge).State
 		assert.Equal(t, tc.want, got, "readMarker(%q) = %q, want %q", tc.body, got, tc.want)
 	}
 }
@@ -188,9 +188,9 @@ func TestNoSafeOpenNeverOpensMarker(t *testing.T) {
 		return ProcInfo{}
 	})
 	e.Open = lstatOnly
-	assert.Equal(t, Unknown, e.ReadMarker(present, DefaultMaxAge).State)
-	assert.Equal(t, Absent, e.ReadMarker(filepath.Join(dir, "missing"), DefaultMaxAge).State)
-	assert.Equal(t, Unknown, e.ReadMarker(dir, DefaultMaxAge).State)
+	assert.Equal(t, Unknown, e.ReadMarker(present, maxAge).State)
+	assert.Equal(t, Absent, e.ReadMarker(filepath.Join(dir, "missing"), maxAge).State)
+	assert.Equal(t, Unknown, e.ReadMarker(dir, maxAge).State)
 }
 
 func TestInstallRoots(t *testing.T) {
@@ -214,41 +214,6 @@ func TestInstallRoots(t *testing.T) {
 	for _, tc := range cases {
 		assert.Equal(t, tc.want, InstallRoots(src, tc.python), "InstallRoots(%q, %q)", src, tc.python)
 	}
-}
-
-func TestUpdateStateTable(t *testing.T) {
-	cases := []struct {
-		marker     MarkerState
-		incomplete bool
-		want       UpdateState
-	}{
-		{Absent, false, UpdateUnverified},
-		{Active, false, UpdateActive},
-		{Stale, false, UpdateStale},
-		{Unknown, false, UpdateUnknown},
-		{Absent, true, UpdateIncomplete},
-		{Active, true, UpdateIncomplete},
-		{Stale, true, UpdateIncomplete},
-		{Unknown, true, UpdateUnknown},
-	}
-	for _, tc := range cases {
-		home, root := tempDir(t), tempDir(t)
-		marker := filepath.Join(home, markerName)
-		switch tc.marker {
-		case Active:
-			writeMarker(t, marker, 4242, time.Now())
-		case Stale:
-			writeMarker(t, marker, 4242, time.Now().Add(-time.Hour))
-		case Unknown:
-			writeFile(t, marker, "garbage")
-		}
-		if tc.incomplete {
-			writeFile(t, filepath.Join(root, lazy), "")
-		}
-		e := testEnv(func(int64) ProcInfo { return ProcInfo{State: ProcessAlive} })
-		assert.Equal(t, tc.want, e.Observe(marker, DefaultMaxAge, []string{root}, recoveryNames).State, "marker %s, incomplete %v", tc.marker, tc.incomplete)
-	}
-	require.Equal(t, UpdateUnknown, testEnv(nil).Observe("", DefaultMaxAge, nil, recoveryNames).State, "no home directory")
 }
 
 // BenchmarkReadUpdateActive classifies the marker of a live process
@@ -287,7 +252,7 @@ func TestCacheSparesReads(t *testing.T) {
 	e.Now = func() time.Time { return later }
 	e.Cache = new(Cache)
 	for i := 0; i < 5; i++ {
-		require.Equal(t, Active, e.ReadMarker(path, DefaultMaxAge).State)
+		require.Equal(t, Active, e.ReadMarker(path, maxAge).State)
 	}
 	assert.Equal(t, 1, opens, "marker reads")
 	if runtime.GOOS == "linux" {
@@ -296,9 +261,9 @@ func TestCacheSparesReads(t *testing.T) {
 
 	child := longChild(t)
 	writeMarker(t, path, child.Process.Pid, later.Add(-time.Minute))
-	require.Equal(t, Active, e.ReadMarker(path, DefaultMaxAge).State)
+	require.Equal(t, Active, e.ReadMarker(path, maxAge).State)
 	assert.Equal(t, 2, opens, "a rewritten marker is read again")
 	require.NoError(t, child.Process.Kill())
 	_, _ = child.Process.Wait()
-	assert.Equal(t, Stale, e.ReadMarker(path, DefaultMaxAge).State, "the cached process exited")
+	assert.Equal(t, Stale, e.ReadMarker(path, maxAge).State, "the cached process exited")
 }

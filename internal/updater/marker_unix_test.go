@@ -14,6 +14,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// recoveryNames are the Hermes updater's recovery markers.
+var recoveryNames = []string{incomplete, lazy}
+
 // mkfifo makes a FIFO at path.
 func mkfifo(t *testing.T, path string) {
 	t.Helper()
@@ -134,13 +137,16 @@ func TestRecoveryMarkerErrorIsUnknown(t *testing.T) {
 	dir := tempDir(t)
 	notDir := filepath.Join(dir, "file")
 	writeFile(t, notDir, "")
-	home := tempDir(t)
 	// A root that is a file: looking inside it fails with ENOTDIR, not
 	// "does not exist".
-	e := testEnv(nil)
-	assert.Equal(t, UpdateUnknown, e.Observe(filepath.Join(home, markerName), DefaultMaxAge, []string{dir, notDir}, recoveryNames).State)
-	// Found before the error, still unknown.
+	_, ok := RecoveryMarkers([]string{dir, notDir}, recoveryNames)
+	assert.False(t, ok, "a root that is a file cannot be searched")
+	// Found before the error, still not searched.
 	writeFile(t, filepath.Join(dir, incomplete), "")
-	assert.Equal(t, UpdateUnknown, e.Observe(filepath.Join(home, markerName), DefaultMaxAge, []string{dir, notDir}, recoveryNames).State)
-	assert.Equal(t, UpdateIncomplete, e.Observe(filepath.Join(home, markerName), DefaultMaxAge, []string{dir}, recoveryNames).State)
+	present, ok := RecoveryMarkers([]string{dir, notDir}, recoveryNames)
+	assert.False(t, ok)
+	assert.Equal(t, []string{filepath.Join(dir, incomplete)}, present)
+	present, ok = RecoveryMarkers([]string{dir}, recoveryNames)
+	assert.True(t, ok)
+	assert.Equal(t, []string{filepath.Join(dir, incomplete)}, present)
 }

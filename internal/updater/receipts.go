@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/runtimeguard/runtimeguard/internal/gitread"
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
 )
 
 // Bounds of a scan of the receipts' directories: an updater keeps a few
@@ -38,7 +38,7 @@ type ReceiptSource struct {
 // ("" when it is whole). Two scans compare file by file: a receipt whose
 // stamp is in both was not written in between.
 type ReceiptFiles struct {
-	Stamps  map[string]gitread.Stamp
+	Stamps  map[string]fsread.Stamp
 	Problem string
 }
 
@@ -46,12 +46,12 @@ type ReceiptFiles struct {
 // exists, and every file of a History directory whose name matches its
 // pattern. A missing directory holds no receipts. It reads no receipt.
 func ListReceipts(sources []ReceiptSource) ReceiptFiles {
-	rf := ReceiptFiles{Stamps: make(map[string]gitread.Stamp)}
+	rf := ReceiptFiles{Stamps: make(map[string]fsread.Stamp)}
 	add := func(path string) bool {
 		if _, ok := rf.Stamps[path]; ok {
 			return true
 		}
-		st, err := gitread.LstatStamp(path)
+		st, err := fsread.LstatStamp(path)
 		if err != nil {
 			rf.Problem = err.Error()
 			return false
@@ -213,14 +213,14 @@ func orNone(s string) string {
 // stamped st: through the cache while the stamp is the same, and without
 // caching anything of a file that changed since, or is too recent for its
 // stamp to tell a rewrite (a receipt being written in place).
-func (e *Env) readReceiptFile(path string, st gitread.Stamp) (*Receipt, string) {
+func (e *Env) readReceiptFile(path string, st fsread.Stamp) (*Receipt, string) {
 	if e.Cache != nil {
 		if r, why, ok := e.Cache.receipt(path, st); ok {
 			return r, why
 		}
 	}
 	r, why := e.parseReceiptFile(path, st)
-	if after, err := gitread.LstatStamp(path); err != nil || after != st {
+	if after, err := fsread.LstatStamp(path); err != nil || after != st {
 		return nil, "changed while it was read"
 	}
 	if e.Cache != nil && st.Settled(e.Now()) {
@@ -229,7 +229,7 @@ func (e *Env) readReceiptFile(path string, st gitread.Stamp) (*Receipt, string) 
 	return r, why
 }
 
-func (e *Env) parseReceiptFile(path string, st gitread.Stamp) (*Receipt, string) {
+func (e *Env) parseReceiptFile(path string, st fsread.Stamp) (*Receipt, string) {
 	body, kind, why := e.Open(path, MaxReceiptBytes)
 	switch kind {
 	case FileAbsent:

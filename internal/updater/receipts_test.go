@@ -253,38 +253,38 @@ func TestMarkerRelease(t *testing.T) {
 	home := tempDir(t)
 	path := filepath.Join(home, markerName)
 	e := System
-	assert.Equal(t, Absent, e.ReadMarker(path, DefaultMaxAge).State)
+	assert.Equal(t, Absent, e.ReadMarker(path, maxAge).State)
 
 	live := fmt.Sprintf("%s%s%d-%s", path, ReleaseInfix, os.Getpid(), "6f1c2a8e-0d3b-4b1e-9a55-3f1e2d4c5b6a")
 	writeMarker(t, live, os.Getpid(), time.Now())
-	m := e.ReadMarker(path, DefaultMaxAge)
+	m := e.ReadMarker(path, maxAge)
 	assert.Equal(t, Active, m.State, "a release in flight, the marker gone: %s", m.Reason)
 	assert.Contains(t, m.Reason, "releasing")
 	writeMarker(t, path, exitedPID(t), time.Now())
-	assert.Equal(t, Active, e.ReadMarker(path, DefaultMaxAge).State, "a stale marker and a live release")
+	assert.Equal(t, Active, e.ReadMarker(path, maxAge).State, "a stale marker and a live release")
 	require.NoError(t, os.Remove(path))
 	require.NoError(t, os.Remove(live))
 
 	dead := fmt.Sprintf("%s%s%d-%s", path, ReleaseInfix, exitedPID(t), "x")
 	writeMarker(t, dead, os.Getpid(), time.Now())
-	assert.Equal(t, Absent, e.ReadMarker(path, DefaultMaxAge).State, "a release whose process is gone")
+	assert.Equal(t, Absent, e.ReadMarker(path, maxAge).State, "a release whose process is gone")
 	writeMarker(t, path, os.Getpid(), time.Now())
-	assert.Equal(t, Active, e.ReadMarker(path, DefaultMaxAge).State)
+	assert.Equal(t, Active, e.ReadMarker(path, maxAge).State)
 	require.NoError(t, os.Remove(path))
 	require.NoError(t, os.Remove(dead))
 
 	writeFile(t, path+".cas-claim-123", "")
-	assert.Equal(t, Unknown, e.ReadMarker(path, DefaultMaxAge).State, "an unresolved artifact")
+	assert.Equal(t, Unknown, e.ReadMarker(path, maxAge).State, "an unresolved artifact")
 	require.NoError(t, os.Remove(path+".cas-claim-123"))
 	writeFile(t, path+ReleaseInfix+"abc-x", "")
-	assert.Equal(t, Unknown, e.ReadMarker(path, DefaultMaxAge).State, "a release that names no process")
+	assert.Equal(t, Unknown, e.ReadMarker(path, maxAge).State, "a release that names no process")
 	require.NoError(t, os.Remove(path+ReleaseInfix+"abc-x"))
 
 	// A marker that another file merely starts like is not its artifact.
 	writeFile(t, path+"-notes", "")
-	assert.Equal(t, Absent, e.ReadMarker(path, DefaultMaxAge).State)
+	assert.Equal(t, Absent, e.ReadMarker(path, maxAge).State)
 
 	// A third line (Hermes's handoff-bridge) changes nothing.
 	writeFile(t, path, fmt.Sprintf("%d\n%d\nhandoff-bridge\n", os.Getpid(), time.Now().Unix()))
-	assert.Equal(t, Active, e.ReadMarker(path, DefaultMaxAge).State)
+	assert.Equal(t, Active, e.ReadMarker(path, maxAge).State)
 }

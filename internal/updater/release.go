@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/runtimeguard/runtimeguard/internal/gitread"
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
 )
 
 // ReleaseInfix is what an updater puts between the marker's name and its
@@ -28,7 +28,7 @@ const maxMarkerDirEntries = 4096
 // cachedDir is the artifacts found beside a marker while the directory's
 // stamp is stamp.
 type cachedDir struct {
-	stamp gitread.Stamp
+	stamp fsread.Stamp
 	names []string
 	why   string
 }
@@ -78,7 +78,7 @@ func (e *Env) classifyArtifact(path, suffix string) Marker {
 	case ProcessAlive:
 		// A process that started after the rename (its change time) is
 		// not the releaser: its ID was reused.
-		if st, err := gitread.LstatStamp(path); err == nil && st.Present() && !info.Start.IsZero() &&
+		if st, err := fsread.LstatStamp(path); err == nil && st.Present() && !info.Start.IsZero() &&
 			info.Start.After(st.ChangedAt().Add(pidReuseSlack)) {
 			return Marker{State: Absent}
 		}
@@ -91,7 +91,7 @@ func (e *Env) classifyArtifact(path, suffix string) Marker {
 // artifact infix, through the cache while the directory's stamp is the
 // same and settled.
 func (e *Env) artifactNames(dir, base string) ([]string, string) {
-	st, err := gitread.LstatStamp(dir)
+	st, err := fsread.LstatStamp(dir)
 	if err != nil {
 		return nil, err.Error()
 	}
@@ -105,7 +105,7 @@ func (e *Env) artifactNames(dir, base string) ([]string, string) {
 	}
 	names, why := listArtifacts(dir, base+artifactInfix)
 	if e.Cache != nil && st.Settled(e.Now()) {
-		if after, err := gitread.LstatStamp(dir); err == nil && after == st {
+		if after, err := fsread.LstatStamp(dir); err == nil && after == st {
 			e.Cache.rememberDir(dir, st, names, why)
 		}
 	}
@@ -144,7 +144,7 @@ func listArtifacts(dir, prefix string) ([]string, string) {
 }
 
 // dir returns the cached artifacts of dir, when its stamp is still st.
-func (c *Cache) dir(dir string, st gitread.Stamp) ([]string, string, bool) {
+func (c *Cache) dir(dir string, st fsread.Stamp) ([]string, string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	d, ok := c.dirs[dir]
@@ -155,7 +155,7 @@ func (c *Cache) dir(dir string, st gitread.Stamp) ([]string, string, bool) {
 }
 
 // rememberDir keeps the artifacts of dir, stamped st.
-func (c *Cache) rememberDir(dir string, st gitread.Stamp, names []string, why string) {
+func (c *Cache) rememberDir(dir string, st fsread.Stamp, names []string, why string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.dirs == nil || len(c.dirs) > 64 {

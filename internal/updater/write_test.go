@@ -30,13 +30,13 @@ func TestClaimAndRemoveMarker(t *testing.T) {
 	path := filepath.Join(tempDir(t), "home", "marker")
 	start := time.Now()
 	e := testEnv(probeAlive(1234))
-	require.NoError(t, e.ClaimMarker(path, 1234, start, DefaultMaxAge))
+	require.NoError(t, e.ClaimMarker(path, 1234, start, maxAge))
 	pid, started, ok := ParseMarker(mustRead(t, path))
 	require.True(t, ok)
 	assert.Equal(t, int64(1234), pid)
 	assert.InDelta(t, float64(start.UnixNano())/1e9, started, 1e-6)
 
-	assert.ErrorIs(t, e.ClaimMarker(path, 5678, start, DefaultMaxAge), ErrMarkerHeld, "an active marker")
+	assert.ErrorIs(t, e.ClaimMarker(path, 5678, start, maxAge), ErrMarkerHeld, "an active marker")
 	removed, err := RemoveMarker(path, 5678, start)
 	require.NoError(t, err)
 	assert.False(t, removed, "another updater's marker")
@@ -48,7 +48,7 @@ func TestClaimAndRemoveMarker(t *testing.T) {
 
 	// 1234 is gone: its marker is stale, and replaced.
 	e = testEnv(probeAlive(5678))
-	require.NoError(t, e.ClaimMarker(path, 5678, start, DefaultMaxAge), "a stale marker is replaced")
+	require.NoError(t, e.ClaimMarker(path, 5678, start, maxAge), "a stale marker is replaced")
 	assertNoArtifacts(t, path)
 	removed, err = RemoveMarker(path, 1234, start)
 	require.NoError(t, err)
@@ -67,7 +67,7 @@ func TestClaimAndRemoveMarker(t *testing.T) {
 	assert.NoError(t, err)
 	assert.False(t, removed, "a directory is no marker of ours")
 	assert.DirExists(t, path)
-	assert.ErrorIs(t, e.ClaimMarker(path, 5678, start, DefaultMaxAge), ErrMarkerHeld, "a directory at the marker's path proves nothing")
+	assert.ErrorIs(t, e.ClaimMarker(path, 5678, start, maxAge), ErrMarkerHeld, "a directory at the marker's path proves nothing")
 }
 
 // Of updaters started at once on a stale marker, exactly one claims it:
@@ -91,7 +91,7 @@ func TestClaimStaleMarkerIsExclusive(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				errs[i] = e.ClaimMarker(path, 1000+i, time.Now(), DefaultMaxAge)
+				errs[i] = e.ClaimMarker(path, 1000+i, time.Now(), maxAge)
 			}()
 		}
 		close(start)

@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/runtimeguard/runtimeguard/internal/sysx"
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
 )
 
 // mask is what every watched directory reports: entries made, removed,
@@ -522,7 +522,7 @@ func (w *Watcher) unpin(wds []int32) {
 func anyExists(paths []string) bool {
 	for _, p := range paths {
 		var st unix.Stat_t
-		if err := sysx.IgnoringEINTR(func() error { return unix.Lstat(p, &st) }); err == nil {
+		if err := fsread.IgnoringEINTR(func() error { return unix.Lstat(p, &st) }); err == nil {
 			return true
 		}
 	}
@@ -673,7 +673,7 @@ func isAbsent(err error) bool { return errors.Is(err, unix.ENOENT) || errors.Is(
 // addWatch checks that path is on a local file system and watches it.
 func (w *Watcher) addWatch(path string, m uint32) (int32, error) {
 	var st unix.Statfs_t
-	if err := sysx.IgnoringEINTR(func() error { return unix.Statfs(path, &st) }); err != nil {
+	if err := fsread.IgnoringEINTR(func() error { return unix.Statfs(path, &st) }); err != nil {
 		return -1, &os.PathError{Op: "statfs", Path: path, Err: err}
 	}
 	if _, ok := localTypes[int64(st.Type)]; !ok {

@@ -1,14 +1,12 @@
 //go:build unix
 
-package gitread
+package fsread
 
 import (
 	"errors"
 	"io/fs"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/runtimeguard/runtimeguard/internal/sysx"
 )
 
 // StatStamp stats path, following links as the reads of Git's files do.
@@ -108,28 +106,39 @@ func ReadEnds(path string, n int, nofollow bool) (head, tail []byte, st Stamp, e
 	return head, tailBuf, st, err
 }
 
-// systemReadEnds is ReadEnds where the platform has it.
-var systemReadEnds = ReadEnds
+// SystemReadEnds is ReadEnds where the platform has it.
+var SystemReadEnds = ReadEnds
 
 // readRegular is ReadRegular, or with head > 0 ReadEnds, which sets
 // *tail.
 func readRegular(path string, limit int64, nofollow bool, head int, tail *[]byte) ([]byte, Stamp, error) {
 	var st unix.Stat_t
-	statFn, flags := unix.Stat, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY
+	flags := unix.O_RDONLY | unix.O_NONBLOCK | unix.O_CLOEXEC | unix.O_NOCTTY
 	if nofollow {
-		statFn, flags = unix.Lstat, flags|unix.O_NOFOLLOW
+		flags |= unix.O_NOFOLLOW
 	}
-	if err := sysx.IgnoringEINTR(func() error { return statFn(path, &st) }); err != nil {
+	// The calls are direct, not through a function value, so that the
+	// Stat_t stays on the stack.
+	if err := IgnoringEINTR(func() error {
+		if nofollow {
+			return unix.Lstat(path, &st)
+		}
+		return unix.Stat(path, &st)
+	}); err != nil {
 		if s, ok := absentStamp(err); ok {
 			return nil, s, nil
 		}
-		return nil, Stamp{}, &fs.PathError{Op: "stat", Path: path, Err: err}
+		op := "stat"
+		if nofollow {
+			op = "lstat"
+		}
+		return nil, Stamp{}, &fs.PathError{Op: op, Path: path, Err: err}
 	}
 	if s, done, err := checkRegular(path, &st, limit); done {
 		return nil, s, err
 	}
 	var fd int
-	err := sysx.IgnoringEINTR(func() error {
+	err := IgnoringEINTR(func() error {
 		var err error
 		fd, err = unix.Open(path, flags, 0)
 		return err
@@ -141,23 +150,23 @@ func readRegular(path string, limit int64, nofollow bool, head int, tail *[]byte
 		return nil, Stamp{}, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer unix.Close(fd)
-	if err := sysx.IgnoringEINTR(func() error { return unix.Fstat(fd, &st) }); err != nil {
+	if err := IgnoringEINTR(func() error { return unix.Fstat(fd, &st) }); err != nil {
 		return nil, Stamp{}, &fs.PathError{Op: "fstat", Path: path, Err: err}
 	}
 	if s, done, err := checkRegular(path, &st, limit); done {
 		if err == nil { // a directory swapped in since the stat
-			err = &fs.PathError{Op: "read", Path: path, Err: &fileTypeError{"directory"}}
+			err = &fs.PathError{Op: "read", Path: path, Err: &TypeError{Kind: "directory"}}
 		}
 		return nil, s, err
 	}
 	if head > 0 {
 		buf := make([]byte, min(int64(head), st.Size))
-		n, err := sysx.ReadFull(fd, buf)
+		n, err := ReadFull(fd, buf)
 		if err != nil {
 			return nil, Stamp{}, &fs.PathError{Op: "read", Path: path, Err: err}
 		}
 		t := make([]byte, min(int64(head), st.Size))
-		err = sysx.IgnoringEINTR(func() error {
+		err = IgnoringEINTR(func() error {
 			m, err := unix.Pread(fd, t, st.Size-int64(len(t)))
 			t = t[:max(m, 0)]
 			return err
@@ -169,15 +178,15 @@ func readRegular(path string, limit int64, nofollow bool, head int, tail *[]byte
 		return buf[:n], stampOf(&st), nil
 	}
 	buf := make([]byte, st.Size+1)
-	n, err := sysx.ReadFull(fd, buf)
+	n, err := ReadFull(fd, buf)
 	if err != nil {
 		return nil, Stamp{}, &fs.PathError{Op: "read", Path: path, Err: err}
 	}
 	switch {
 	case int64(n) > st.Size:
-		return nil, Stamp{}, &fs.PathError{Op: "read", Path: path, Err: errGrew}
+		return nil, Stamp{}, &fs.PathError{Op: "read", Path: path, Err: ErrGrew}
 	case int64(n) < st.Size:
-		return nil, Stamp{}, &fs.PathError{Op: "read", Path: path, Err: errShrank}
+		return nil, Stamp{}, &fs.PathError{Op: "read", Path: path, Err: ErrShrank}
 	}
 	return buf[:n], stampOf(&st), nil
 }
@@ -190,23 +199,23 @@ func checkRegular(path string, st *unix.Stat_t, limit int64) (s Stamp, done bool
 	case unix.S_IFDIR:
 		return stampOf(st), true, nil
 	default:
-		return Stamp{}, true, &fs.PathError{Op: "read", Path: path, Err: &fileTypeError{typeName(uint32(st.Mode))}}
+		return Stamp{}, true, &fs.PathError{Op: "read", Path: path, Err: &TypeError{Kind: typeName(uint32(st.Mode))}}
 	}
 	if st.Size > limit {
-		return Stamp{}, true, &fs.PathError{Op: "read", Path: path, Err: &tooLargeError{st.Size, limit}}
+		return Stamp{}, true, &fs.PathError{Op: "read", Path: path, Err: &TooLargeError{Size: st.Size, Limit: limit}}
 	}
 	return Stamp{}, false, nil
 }
 
-// regular reports whether the Stamp is of a regular file.
-func (s Stamp) regular() bool { return s.present && s.mode&unix.S_IFMT == unix.S_IFREG }
+// Regular reports whether the Stamp is of a regular file.
+func (s Stamp) Regular() bool { return s.present && s.mode&unix.S_IFMT == unix.S_IFREG }
 
-// isLinkLoop reports an open with O_NOFOLLOW that met a symbolic link.
-func isLinkLoop(err error) bool { return errors.Is(err, unix.ELOOP) }
+// IsLinkLoop reports an open with O_NOFOLLOW that met a symbolic link.
+func IsLinkLoop(err error) bool { return errors.Is(err, unix.ELOOP) }
 
-// searchable is access(2) for X_OK, which git asks of a Git directory's
+// Searchable is access(2) for X_OK, which git asks of a Git directory's
 // objects and refs.
-func searchable(path string, _ Stamp) bool {
+func Searchable(path string, _ Stamp) bool {
 	for {
 		err := unix.Access(path, unix.X_OK)
 		if !errors.Is(err, unix.EINTR) {

@@ -215,7 +215,7 @@ func (c *config) observeAt(rr receiptRead, srcs ...string) Observation {
 		MarkerReason:    m.Reason,
 		InstallRoots:    nonNil(roots),
 		RecoveryMarkers: nonNil(present),
-		State:           UpdateState(updater.Combine(m.State, len(present) > 0, rootsRead)),
+		State:           combine(MarkerState(m.State), len(present) > 0, rootsRead),
 		ReceiptPath:     c.receiptPath,
 		LockPath:        c.lockPath,
 	}
@@ -239,6 +239,24 @@ func (c *config) observeAt(rr receiptRead, srcs ...string) Observation {
 		o.ReceiptProblem = problem
 	}
 	return o
+}
+
+// combine is the update state of a marker and the recovery markers: an
+// unknown marker or an install root that could not be searched is
+// unknown, a recovery marker incomplete, and otherwise the marker's own
+// state, absent reading as unverified.
+func combine(marker MarkerState, incomplete, rootsRead bool) UpdateState {
+	switch {
+	case marker == MarkerUnknown || !rootsRead:
+		return UpdateUnknown
+	case incomplete:
+		return UpdateIncomplete
+	case marker == MarkerAbsent:
+		return UpdateUnverified
+	case marker == MarkerActive:
+		return UpdateActive
+	}
+	return UpdateStale
 }
 
 // listReceipts stamps the receipt files of every home, for a later look at

@@ -1,4 +1,4 @@
-package gitread
+package fsread
 
 import (
 	"os"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
 // A snapshot is trusted only once its files' timestamps are safely older
@@ -30,7 +32,7 @@ func TestStampSettled(t *testing.T) {
 // Nothing at a path is git's ENOTDIR when a part of the path is a file,
 // else its ENOENT, on every platform and from every way of stamping.
 func TestAbsentStampTellsNotDir(t *testing.T) {
-	dir := tempDir(t)
+	dir := gittest.TempDir(t)
 	file := filepath.Join(dir, "file")
 	require.NoError(t, os.WriteFile(file, nil, 0o644))
 	for _, tc := range []struct {

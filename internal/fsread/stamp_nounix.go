@@ -1,6 +1,6 @@
 //go:build !unix
 
-package gitread
+package fsread
 
 import (
 	"errors"
@@ -101,10 +101,10 @@ func checkInfo(path string, fi fs.FileInfo, limit int64) (s Stamp, done bool, er
 	case fi.IsDir():
 		return stampOfInfo(fi), true, nil
 	default:
-		return Stamp{}, true, &fs.PathError{Op: "read", Path: path, Err: &fileTypeError{typeName(fi.Mode())}}
+		return Stamp{}, true, &fs.PathError{Op: "read", Path: path, Err: &TypeError{Kind: typeName(fi.Mode())}}
 	}
 	if fi.Size() > limit {
-		return Stamp{}, true, &fs.PathError{Op: "read", Path: path, Err: &tooLargeError{fi.Size(), limit}}
+		return Stamp{}, true, &fs.PathError{Op: "read", Path: path, Err: &TooLargeError{Size: fi.Size(), Limit: limit}}
 	}
 	return Stamp{}, false, nil
 }
@@ -115,7 +115,7 @@ func checkInfo(path string, fi fs.FileInfo, limit int64) (s Stamp, done bool, er
 func readOpened(path string, f io.Reader, fi fs.FileInfo, limit int64) ([]byte, Stamp, error) {
 	if s, done, err := checkInfo(path, fi, limit); done {
 		if err == nil {
-			err = &fs.PathError{Op: "read", Path: path, Err: &fileTypeError{"directory"}}
+			err = &fs.PathError{Op: "read", Path: path, Err: &TypeError{Kind: "directory"}}
 		}
 		return nil, s, err
 	}
@@ -126,19 +126,20 @@ func readOpened(path string, f io.Reader, fi fs.FileInfo, limit int64) ([]byte, 
 	}
 	switch {
 	case int64(n) > fi.Size():
-		return nil, Stamp{}, &fs.PathError{Op: "read", Path: path, Err: errGrew}
+		return nil, Stamp{}, &fs.PathError{Op: "read", Path: path, Err: ErrGrew}
 	case int64(n) < fi.Size():
-		return nil, Stamp{}, &fs.PathError{Op: "read", Path: path, Err: errShrank}
+		return nil, Stamp{}, &fs.PathError{Op: "read", Path: path, Err: ErrShrank}
 	}
 	return buf[:n], stampOfInfo(fi), nil
 }
 
-// systemReadEnds is absent here: files are read whole.
-var systemReadEnds func(path string, n int, nofollow bool) (head, tail []byte, st Stamp, err error)
+// SystemReadEnds is absent here: files are read whole.
+var SystemReadEnds func(path string, n int, nofollow bool) (head, tail []byte, st Stamp, err error)
 
 // ReadRegular reads the regular file at path whole, following a final link
 // unless nofollow. It asks stat what is there before it opens anything, and
-// the opened file again before it reads: opening a regular path does not
+// the opened file again before it reads (a link swapped in meanwhile is
+// refused where the platform can open a link itself, see openNoFollow): opening a regular path does not
 // block here, and a device or pipe is refused by type. Nothing at the path
 // is a Stamp that is not present and no error; a directory is a Stamp with
 // dir set and no data; anything else that is not a regular file is an
@@ -158,7 +159,11 @@ func ReadRegular(path string, limit int64, nofollow bool) ([]byte, Stamp, error)
 	if s, done, err := checkInfo(path, fi, limit); done {
 		return nil, s, err
 	}
-	f, err := os.Open(path)
+	open := os.Open
+	if nofollow {
+		open = openNoFollow
+	}
+	f, err := open(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, absentStamp(path, err), nil
@@ -172,13 +177,16 @@ func ReadRegular(path string, limit int64, nofollow bool) ([]byte, Stamp, error)
 	return readOpened(path, f, fi, limit)
 }
 
-// regular reports whether the Stamp is of a regular file.
-func (s Stamp) regular() bool { return s.present && fs.FileMode(s.mode).IsRegular() }
+// Regular reports whether the Stamp is of a regular file.
+func (s Stamp) Regular() bool { return s.present && fs.FileMode(s.mode).IsRegular() }
 
-// isLinkLoop reports an open without following that met a link: never,
-// here, where reads are not made without following links.
-func isLinkLoop(error) bool { return false }
+// IsLinkLoop reports a read without following that met a link swapped in
+// since its lstat: here the opened file's type says so.
+func IsLinkLoop(err error) bool {
+	var te *TypeError
+	return errors.As(err, &te) && te.Kind == "symbolic link"
+}
 
-// searchable is what git asks of a Git directory's objects and refs. Git
+// Searchable is what git asks of a Git directory's objects and refs. Git
 // for Windows drops X_OK from access(2): anything there will do.
-func searchable(_ string, st Stamp) bool { return st.present }
+func Searchable(_ string, st Stamp) bool { return st.present }

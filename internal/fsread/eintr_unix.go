@@ -1,6 +1,6 @@
 //go:build unix
 
-package sysx
+package fsread
 
 import (
 	"errors"

@@ -1,0 +1,15 @@
+//go:build !unix && !windows
+
+package fsread
+
+import "os"
+
+// finalMissing reports whether a not-exist error says only the last part
+// of the path is missing: here no error tells, so the parents are asked.
+func finalMissing(error) bool { return false }
+
+// openNoFollow is os.Open: this platform has no open that does not follow
+// a final link, so a link swapped in between the lstat and the open is
+// followed. Callers that must not follow one, the updater's marker reads,
+// do not open files here.
+func openNoFollow(path string) (*os.File, error) { return os.Open(path) }

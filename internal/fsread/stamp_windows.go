@@ -1,0 +1,33 @@
+package fsread
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/windows"
+)
+
+// finalMissing reports whether a not-exist error says only the last part
+// of the path is missing: Windows tells ERROR_FILE_NOT_FOUND (the
+// directory exists) from ERROR_PATH_NOT_FOUND (a part of the way does not
+// exist, or is not a directory).
+func finalMissing(err error) bool { return errors.Is(err, syscall.ERROR_FILE_NOT_FOUND) }
+
+// openNoFollow opens path itself, never what a reparse point there (a
+// symbolic link or a junction) names: a link swapped in after the lstat is
+// then the opened file's type, which the read refuses.
+func openNoFollow(path string) (*os.File, error) {
+	p, err := windows.UTF16PtrFromString(path)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	h, err := windows.CreateFile(p, windows.GENERIC_READ,
+		windows.FILE_SHARE_READ|windows.FILE_SHARE_WRITE|windows.FILE_SHARE_DELETE,
+		nil, windows.OPEN_EXISTING, windows.FILE_FLAG_OPEN_REPARSE_POINT, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(h), path), nil
+}

@@ -92,6 +92,25 @@ func TestWatchSeesARenameAtOnce(t *testing.T) {
 // branch, FETCH_HEAD, lock files, a chmod beside .git, files elsewhere in
 // the directories watched.
 func TestWatchUnrelatedChangesCostNoRead(t *testing.T) {
+	// A change of the mount table (any process's mount, such as another
+	// test package's FUSE file system) makes every subscription read
+	// again, rightly: a round that saw one is run again, up to five.
+	w, err := watch.Shared()
+	require.NoError(t, err)
+	for round := 1; ; round++ {
+		mounts := w.MountChanges()
+		extra := unrelatedChanges(t)
+		if extra == 0 || mounts == w.MountChanges() || round == 5 {
+			assert.Zero(t, extra, "full reads after unrelated changes (round %d; mount table changes seen: %d)", round, w.MountChanges()-mounts)
+			return
+		}
+	}
+}
+
+// unrelatedChanges makes changes beside a watched checkout that change
+// nothing its answer depends on, checking after each, and returns the
+// full reads they cost; then a commit is stale.
+func unrelatedChanges(t *testing.T) int64 {
 	dir := tempDir(t)
 	module, rev := agentRepo(t, dir)
 	e, reads := countingEnv(t)
@@ -109,11 +128,12 @@ func TestWatchUnrelatedChangesCostNoRead(t *testing.T) {
 		change()
 		require.NoError(t, g.EnsureCurrent())
 	}
-	assert.Equal(t, before, reads.Load(), "full reads after unrelated changes")
+	extra := reads.Load() - before
 	assert.True(t, onWatchPath(g))
 
 	commit(t, dir, "run_agent.py", "moved\n")
 	assert.ErrorIs(t, g.EnsureCurrent(), ErrStale)
+	return extra
 }
 
 // An overflowed event queue loses events: every subscription reads again,

@@ -68,6 +68,10 @@ type Watcher struct {
 	// was even and unchanged around its poll.
 	seq atomic.Uint64
 
+	// mountChanges counts the changes of the mount table seen, each of
+	// which made every subscription read again.
+	mountChanges atomic.Uint64
+
 	mu   sync.Mutex // protects byWD, subs, pins, armers, removals, removedAt, the removing of watches, and the draining
 	byWD map[int32]*dir
 	subs map[*Sub]struct{}
@@ -304,6 +308,7 @@ func (w *Watcher) apply(mounts bool) {
 	defer w.mu.Unlock()
 	w.seq.Add(1)
 	if mounts {
+		w.mountChanges.Add(1)
 		w.dirtyAll()
 	}
 	w.drain()
@@ -888,3 +893,7 @@ func epollWait(ep int, events []unix.EpollEvent, msec int) (int, error) {
 		}
 	}
 }
+
+// MountChanges is how many changes of the mount table the watcher has seen:
+// each makes every subscription read again, whatever was mounted where.
+func (w *Watcher) MountChanges() uint64 { return w.mountChanges.Load() }

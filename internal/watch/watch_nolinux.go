@@ -61,3 +61,6 @@ func (wt *Waiter) Stop() {}
 
 // Close does nothing here.
 func (wt *Waiter) Close() {}
+
+// MountChanges is always 0: there is no watcher here.
+func (w *Watcher) MountChanges() uint64 { return 0 }

@@ -104,28 +104,40 @@ func matchingNames(dir, pattern string) ([]string, error) {
 		return nil, err
 	}
 	defer f.Close()
+	names, err := readNames(f, maxReceiptEntries, func(n string) bool {
+		ok, _ := filepath.Match(pattern, n)
+		return ok
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// readNames reads the names of the open directory f that keep takes, at
+// most max entries in all: a directory with more is an error.
+func readNames(f *os.File, max int, keep func(string) bool) ([]string, error) {
 	var names []string
 	read := 0
 	for {
 		batch, err := f.Readdirnames(256)
 		read += len(batch)
-		if read > maxReceiptEntries {
-			return nil, fmt.Errorf("%s has more than %d entries", dir, maxReceiptEntries)
+		if read > max {
+			return nil, fmt.Errorf("more than %d entries", max)
 		}
 		for _, n := range batch {
-			if ok, _ := filepath.Match(pattern, n); ok {
+			if keep(n) {
 				names = append(names, n)
 			}
 		}
 		if err == io.EOF || len(batch) == 0 {
-			break
+			return names, nil
 		}
 		if err != nil {
 			return nil, err
 		}
 	}
-	sort.Strings(names)
-	return names, nil
 }
 
 // FoundReceipt is a receipt as read from its file.

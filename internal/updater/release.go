@@ -3,7 +3,6 @@ package updater
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -121,26 +120,11 @@ func listArtifacts(dir, prefix string) ([]string, string) {
 		return nil, err.Error()
 	}
 	defer f.Close()
-	var names []string
-	read := 0
-	for {
-		batch, err := f.Readdirnames(256)
-		read += len(batch)
-		if read > maxMarkerDirEntries {
-			return nil, fmt.Sprintf("more than %d entries", maxMarkerDirEntries)
-		}
-		for _, n := range batch {
-			if strings.HasPrefix(n, prefix) {
-				names = append(names, n)
-			}
-		}
-		if err == io.EOF || len(batch) == 0 {
-			return names, ""
-		}
-		if err != nil {
-			return nil, err.Error()
-		}
+	names, err := readNames(f, maxMarkerDirEntries, func(n string) bool { return strings.HasPrefix(n, prefix) })
+	if err != nil {
+		return nil, err.Error()
 	}
+	return names, ""
 }
 
 // dir returns the cached artifacts of dir, when its stamp is still st.

@@ -65,6 +65,53 @@ func BenchmarkFIONREADFloor(b *testing.B) {
 	}
 }
 
+// BenchmarkEpollWaitFloor is the call a check on the watch path makes: one
+// epoll_wait, with a zero timeout, on a set of an inotify descriptor (with
+// a watch on a directory) and /proc/self/mountinfo, as the watch path's
+// sets are, nothing being queued. It is the floor of that path: what a
+// check of an unchanged checkout cannot pay less than. (FIONREAD, above,
+// asks less of the kernel, and is not the call the check makes.)
+func BenchmarkEpollWaitFloor(b *testing.B) {
+	in, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer unix.Close(in)
+	if _, err := unix.InotifyAddWatch(in, b.TempDir(), unix.IN_MODIFY|unix.IN_CREATE|unix.IN_DELETE|unix.IN_MOVE); err != nil {
+		b.Fatal(err)
+	}
+	mounts, err := unix.Open("/proc/self/mountinfo", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer unix.Close(mounts)
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer unix.Close(ep)
+	for _, c := range []struct {
+		fd     int
+		events uint32
+	}{{in, unix.EPOLLIN}, {mounts, unix.EPOLLPRI}} {
+		if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, c.fd, &unix.EpollEvent{Events: c.events, Fd: int32(c.fd)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var events [4]unix.EpollEvent
+	// The mount table's descriptor reports once, when it is new.
+	if _, err := unix.EpollWait(ep, events[:], 0); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if n, err := unix.EpollWait(ep, events[:], 0); err != nil || n != 0 {
+			b.Fatal(n, err)
+		}
+	}
+}
+
 // BenchmarkGetppid is the cheapest system call there is, for scale.
 func BenchmarkGetppid(b *testing.B) {
 	for i := 0; i < b.N; i++ {

@@ -30,6 +30,6 @@ func TestErrorsUnprefixed(t *testing.T) {
 	errs["ErrNoModule"] = ErrNoModule
 	for name, err := range errs {
 		require.Error(t, err, name)
-		assert.NotContains(t, err.Error(), "runtimeguard", name)
+		assert.NotContains(t, err.Error(), "runtimeguard:", name)
 	}
 }

@@ -337,11 +337,12 @@ func BenchmarkBindGitCLI100k(b *testing.B) {
 }
 
 // runGitCommands runs each git command line in dir, as the reference
-// implementation does: plain processes, the user's environment.
+// implementation does: plain processes (in the harness's environment, so
+// that the user's Git configuration costs nothing here either).
 func runGitCommands(b *testing.B, dir string, commands ...[]string) {
 	for _, args := range commands {
 		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
+		cmd.Dir, cmd.Env = dir, gittest.Env
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.Fatalf("git %v: %v: %s", args, err, out)
 		}

@@ -15,18 +15,34 @@ import (
 // A caller is answered by a call that began after it arrived: the one in
 // flight if it began later, else a new one (after the older call returns).
 // So an answer is never older than the question.
+//
+// The goroutine is a worker that lives while calls keep coming and ends
+// after a quiet interval (between workerIdle and twice that): a check of
+// an unchanged checkout hands its stats to a goroutine that is parked and
+// whose stack has grown already, rather than starting one.
 type flight[T any] struct {
-	mu       sync.Mutex // protects started, inflight and last
-	started  uint64     // calls started so far
-	inflight *call[T]   // the call running, if any
-	last     *call[T]   // the latest call that returned
+	mu       sync.Mutex    // protects started, inflight, last and worker
+	started  uint64        // calls started so far
+	inflight *call[T]      // the call running, if any
+	last     *call[T]      // the latest call that returned
+	worker   bool          // a worker lives and takes calls from work
+	work     chan *call[T] // the next call, to the worker (room for one)
+
+	// idle is how long the worker waits for calls before it checks
+	// whether any came; workerIdle when zero.
+	idle time.Duration
 }
+
+// workerIdle is how long a flight's worker waits for calls before it
+// checks whether any came, and ends if none did.
+const workerIdle = time.Second
 
 // call is one piece of work: done is closed once val is set.
 type call[T any] struct {
 	seq   uint64
 	start time.Time
 	done  chan struct{}
+	fn    func(c *call[T]) // the work
 	// at names what the call is waiting on now (a path, or what it does),
 	// for the error of a caller that gave up on it; nil when nothing is
 	// known.
@@ -62,9 +78,9 @@ func (f *flight[T]) do(timeout time.Duration, run func(c *call[T])) (*call[T], *
 		c := f.inflight
 		if c == nil {
 			f.started++
-			c = &call[T]{seq: f.started, start: time.Now(), done: make(chan struct{})}
+			c = &call[T]{seq: f.started, start: time.Now(), done: make(chan struct{}), fn: run}
 			f.inflight = c
-			go f.run(c, run)
+			f.hand(c)
 		} else if since := time.Since(c.start); since > timeout {
 			f.mu.Unlock()
 			return nil, &stuckCall{at: c.where(), since: since, before: true}
@@ -109,15 +125,65 @@ func (f *flight[T]) await(timeout time.Duration) bool {
 	}
 }
 
+// hand gives c, the call just made the one in flight, to the worker,
+// starting one if none lives. f.mu is held.
+//
+// The worker takes each call before the next is made (a call is made only
+// when none is in flight, and the one in flight was taken), so work has
+// room for c, and the send cannot block.
+func (f *flight[T]) hand(c *call[T]) {
+	if f.worker {
+		f.work <- c
+		return
+	}
+	if f.work == nil {
+		f.work = make(chan *call[T], 1)
+	}
+	f.worker = true
+	go f.serve(c)
+}
+
+// serve is the worker: it runs c, then each call handed to it, until no
+// call came in a whole interval of f.idle.
+func (f *flight[T]) serve(c *call[T]) {
+	wait := f.idle
+	if wait <= 0 {
+		wait = workerIdle
+	}
+	idle := time.NewTimer(wait)
+	defer idle.Stop()
+	seen := c.seq
+	for {
+		f.run(c)
+		c = nil
+		for c == nil {
+			select {
+			case c = <-f.work:
+			case <-idle.C:
+				f.mu.Lock()
+				if f.started == seen {
+					f.worker = false // under f.mu: no call is handed to this worker again
+					f.mu.Unlock()
+					return
+				}
+				seen = f.started
+				f.mu.Unlock()
+				idle.Reset(wait)
+			}
+		}
+	}
+}
+
 // run runs one call and hands it to the callers, even when it panics.
-func (f *flight[T]) run(c *call[T], run func(c *call[T])) {
+func (f *flight[T]) run(c *call[T]) {
 	defer func() {
 		f.mu.Lock()
 		f.last, f.inflight = c, nil
 		f.mu.Unlock()
 		close(c.done)
 	}()
-	run(c)
+	c.fn(c)
+	c.fn = nil
 }
 
 // yields is how many times a caller lets the call run before it sleeps:

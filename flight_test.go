@@ -1,12 +1,124 @@
 package runtimeguard
 
 import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
+// goroutineID is the calling goroutine's number, from its stack's header
+// ("goroutine 42 [running]:").
+func goroutineID(t testing.TB) uint64 {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	f := bytes.Fields(buf)
+	require.GreaterOrEqual(t, len(f), 2, "%q", buf)
+	id, err := strconv.ParseUint(string(f[1]), 10, 64)
+	require.NoError(t, err, "%q", buf)
+	return id
+}
+
+// goroutineLives reports whether goroutine id is among the process's.
+func goroutineLives(id uint64) bool {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return bytes.Contains(buf[:n], []byte(fmt.Sprintf("goroutine %d [", id)))
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// Calls that follow one another run on one goroutine, the flight's
+// worker: a check of an unchanged checkout hands its stats to a parked
+// goroutine rather than starting one (whose start and stack growth cost
+// more than the stats).
+func TestFlightCallsShareAWorker(t *testing.T) {
+	f := flight[uint64]{idle: time.Hour}
+	var first uint64
+	for i := 0; i < 1000; i++ {
+		c, stuck := f.do(5*time.Second, func(c *call[uint64]) { c.val = goroutineID(t) })
+		require.Nil(t, stuck)
+		if i == 0 {
+			first = c.val
+		}
+		require.Equal(t, first, c.val, "call %d ran on another goroutine", i)
+	}
+}
+
+// A worker with no calls for its idle interval ends: a guard dropped
+// without Close leaves no goroutine behind for long.
+func TestFlightWorkerEnds(t *testing.T) {
+	f := flight[uint64]{idle: 5 * time.Millisecond}
+	c, stuck := f.do(5*time.Second, func(c *call[uint64]) { c.val = goroutineID(t) })
+	require.Nil(t, stuck)
+	deadline := time.Now().Add(5 * time.Second)
+	for goroutineLives(c.val) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	assert.False(t, goroutineLives(c.val), "the worker still lives")
+	f.mu.Lock()
+	assert.False(t, f.worker)
+	f.mu.Unlock()
+
+	// And the next call starts another.
+	c2, stuck := f.do(5*time.Second, func(c *call[uint64]) { c.val = goroutineID(t) })
+	require.Nil(t, stuck)
+	assert.NotEqual(t, c.val, c2.val)
+}
+
+// Calls that come as the worker decides to end are never handed to a
+// worker that ended: each is answered. Run with -race.
+func TestFlightCallsRacingTheWorkersEnd(t *testing.T) {
+	f := flight[int]{idle: 200 * time.Microsecond}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 3000; i++ {
+		c, stuck := f.do(10*time.Second, func(c *call[int]) { c.val = i })
+		require.Nil(t, stuck, "call %d", i)
+		require.Equal(t, i, c.val)
+		time.Sleep(time.Duration(rng.IntN(400)) * time.Microsecond)
+	}
+}
+
+// Callers from many goroutines around a worker that keeps ending are each
+// answered by a call that began after they arrived.
+func TestFlightConcurrentCallers(t *testing.T) {
+	f := flight[int64]{idle: 100 * time.Microsecond}
+	done := make(chan error)
+	for g := 0; g < 8; g++ {
+		go func() {
+			var err error
+			for i := 0; i < 300 && err == nil; i++ {
+				arrived := time.Now().UnixNano()
+				c, stuck := f.do(10*time.Second, func(c *call[int64]) { c.val = time.Now().UnixNano() })
+				switch {
+				case stuck != nil:
+					err = fmt.Errorf("stuck on %q after %v", stuck.at, stuck.since)
+				case c.val < arrived:
+					err = fmt.Errorf("answered by a call that began %d ns before the caller arrived", arrived-c.val)
+				}
+				if i%16 == 0 {
+					time.Sleep(200 * time.Microsecond)
+				}
+			}
+			done <- err
+		}()
+	}
+	for g := 0; g < 8; g++ {
+		assert.NoError(t, <-done)
+	}
+}
+
 // BenchmarkBoundHandoff is what bounding a check's wait costs with no work
-// at all: a call started on a goroutine of its own and waited for.
+// at all: a call handed to the flight's worker and waited for.
 func BenchmarkBoundHandoff(b *testing.B) {
 	var f flight[int]
 	b.ReportAllocs()

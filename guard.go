@@ -248,8 +248,11 @@ func (g *Guard) Capture(modulePath string) error {
 // closed), one per directory on the way to each file its answer depends
 // on and one per such file, at most 256; while [Guard.Watch] runs, an
 // epoll descriptor, an eventfd and a descriptor of /proc/self/mountinfo;
-// and, while a file system it reads does not answer, at most one goroutine
-// blocked on the checkout and one on the updater's files.
+// while checks come, a parked goroutine for each kind of look (the
+// checkout's, the updater's files', the diagnostic's), each ending one to
+// two seconds after the last look of its kind; and, while a file system
+// it reads does not answer, at most one goroutine blocked on the checkout
+// and one on the updater's files.
 func (g *Guard) Close() error {
 	g.closed.Store(true)
 	g.closedSignal().fire()

@@ -35,6 +35,31 @@ const EnvGit = "RUNTIMEGUARD_GIT"
 // it is made before Env so that Env holds the PATH it sets.
 var choice = chooseGit()
 
+// scrubbed lists the variables of git's (GIT_*) the test process was
+// started with and no longer has: made before Env, so neither Env nor any
+// process a test starts inherits them.
+var scrubbed = scrubGitEnv()
+
+// scrubGitEnv removes from the test process's environment every variable
+// git reads whose name starts with GIT_ (GIT_DIR, GIT_WORK_TREE,
+// GIT_INDEX_FILE, GIT_CONFIG_PARAMETERS, GIT_CONFIG_COUNT and its keys,
+// GIT_CEILING_DIRECTORIES, GIT_DISCOVERY_ACROSS_FILESYSTEM, ...): a
+// caller's shell inside a repository's hook, or a user's exported
+// settings, would otherwise point the tests' git at another repository or
+// configure it, and change what the tests, and the guard, see. A test that
+// needs one sets it itself (t.Setenv, or a command's Env).
+func scrubGitEnv() []string {
+	var names []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "GIT_") {
+			names = append(names, name)
+			_ = os.Unsetenv(name)
+		}
+	}
+	return names
+}
+
 // chooseGit puts the directory of the git RUNTIMEGUARD_GIT names first on
 // PATH.
 func chooseGit() error {
@@ -170,7 +195,11 @@ func Describe() string {
 	if version.err != nil {
 		return "no usable git: " + version.err.Error()
 	}
-	return version.text + " (" + version.path + ")"
+	d := version.text + " (" + version.path + ")"
+	if len(scrubbed) > 0 {
+		d += ", not inheriting " + strings.Join(scrubbed, ", ")
+	}
+	return d
 }
 
 // AtLeast reports whether the git the tests run is major.minor or newer;

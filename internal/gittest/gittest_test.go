@@ -1,0 +1,89 @@
+package gittest
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// childEnv marks the test binary run again by TestCallersGitVariablesAreIgnored.
+const childEnv = "GITTEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(child())
+	}
+	os.Exit(m.Run())
+}
+
+// child makes a repository and a commit with the harness, as a test does,
+// and reports what git says of it: run in an environment that points git
+// at another repository and configures it to sign.
+func child() int {
+	dir := os.Getenv(childEnv)
+	for _, args := range [][]string{
+		{"init", "-q"},
+		{"add", "f"},
+		{"commit", "-q", "-m", "c"},
+	} {
+		if args[0] == "add" {
+			if err := os.WriteFile(filepath.Join(dir, "f"), []byte("x\n"), 0o644); err != nil {
+				os.Stderr.WriteString(err.Error())
+				return 2
+			}
+		}
+		if out, err := Command(dir, args...).CombinedOutput(); err != nil {
+			os.Stderr.WriteString(strings.Join(args, " ") + ": " + err.Error() + ": " + string(out))
+			return 1
+		}
+	}
+	out, err := Command(dir, "rev-parse", "--show-toplevel", "--git-dir").Output()
+	if err != nil {
+		os.Stderr.WriteString(err.Error())
+		return 1
+	}
+	os.Stdout.Write(out)
+	os.Stdout.WriteString(Describe())
+	return 0
+}
+
+// A caller whose environment has git's variables (a shell in a hook, a
+// user who exported GIT_DIR or signs every commit through
+// GIT_CONFIG_PARAMETERS) runs the tests as anyone else does: the harness's
+// git works in the test's own repository, with the harness's settings.
+func TestCallersGitVariablesAreIgnored(t *testing.T) {
+	if !Available() {
+		t.Skip("git is not installed")
+	}
+	dir := TempDir(t)
+	other := TempDir(t)
+	cmd := Self(nil,
+		childEnv+"="+dir,
+		"GIT_DIR="+filepath.Join(other, "elsewhere.git"),
+		"GIT_WORK_TREE="+other,
+		"GIT_INDEX_FILE="+filepath.Join(other, "index"),
+		"GIT_CONFIG_PARAMETERS='commit.gpgsign'='true' 'core.hooksPath'='"+other+"'",
+		"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=user.signingkey", "GIT_CONFIG_VALUE_0=nonexistent",
+		"GIT_CEILING_DIRECTORIES="+filepath.Dir(dir),
+	)
+	out, err := cmd.Output()
+	var stderr []byte
+	if ex, ok := err.(*exec.ExitError); ok {
+		stderr = ex.Stderr
+	}
+	require.NoError(t, err, "%s", stderr)
+	lines := strings.Split(string(out), "\n")
+	require.GreaterOrEqual(t, len(lines), 3, "%s", out)
+	assert.Equal(t, Resolved(t, dir), Resolved(t, lines[0]))
+	assert.Equal(t, ".git", lines[1])
+	assert.Contains(t, lines[2], "not inheriting")
+	assert.Contains(t, lines[2], "GIT_DIR")
+	entries, err := os.ReadDir(other)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "git wrote where the caller's variables pointed")
+}

@@ -451,7 +451,16 @@ func Observe(opts Options) (Observation, error) {
 // receipt), on a goroutine of its own, waiting for it at most
 // ReadTimeout: past it the observation is unknown, with the reason. At
 // most one such read per binding is in flight.
+//
+// Where the binding's cache vouches for what the last such read found
+// (see staleCache), the answer comes from it, judged now, in the
+// caller's goroutine.
 func (g *Guard) observe(cfg *config, b *binding) Observation {
+	if b != nil {
+		if o, ok := b.cachedStale(cfg); ok {
+			return o
+		}
+	}
 	return g.observeRead(cfg, b, noReceipt)
 }
 
@@ -476,6 +485,10 @@ func (g *Guard) observeRead(cfg *config, b *binding, rr receiptRead) Observation
 		}()
 		if b == nil {
 			c.val = cfg.observeAt(rr, "")
+			return
+		}
+		if !rr.read {
+			c.val = cfg.observeStale(b)
 			return
 		}
 		c.val = cfg.observeAt(rr, b.installDirs()...)

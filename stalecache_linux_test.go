@@ -262,3 +262,35 @@ func inotifyEvents(t *testing.T, in int) int {
 		}
 	}
 }
+
+// A home on a file system whose changes inotify may not report (FUSE
+// here) is never cached: every stale answer reads it on the flight of the
+// updater's reads, and once it stops answering, every stale answer still
+// returns within ReadTimeout, unknown, with one request at most blocked
+// on it, the checkout itself on the watch path.
+func TestStaleCacheHungHomeOnTheWatchPath(t *testing.T) {
+	dir := tempDir(t)
+	module, _ := agentRepo(t, dir)
+	f := hungMount(t, nil)
+	g, err := newGuard(Options{ModulePath: module, HomeDir: f.Dir, ReadTimeout: hangTimeout}, watchEnv(t))
+	require.NoError(t, err)
+	defer g.Close()
+	for i := 0; i < 3 && !onWatchPath(g); i++ {
+		require.NoError(t, g.EnsureCurrent())
+	}
+	require.True(t, onWatchPath(g))
+	commit(t, dir, "run_agent.py", "class AIAgent: moved = True\n")
+	var se *StaleError
+	require.ErrorAs(t, g.EnsureCurrent(), &se)
+	assert.Equal(t, UpdateUnverified, se.State)
+	_, cached := g.bound.Load().cachedStale(g.config())
+	assert.False(t, cached, "a home on FUSE is not cached")
+
+	f.Hang()
+	for _, err := range checksReturn(t, g) {
+		require.ErrorAs(t, err, &se)
+		assert.NoError(t, se.Err, "the checkout itself was read")
+		assert.Equal(t, UpdateUnknown, se.State)
+	}
+	assert.LessOrEqual(t, f.Pending(), 1, "requests blocked on the hung file system")
+}

@@ -355,7 +355,10 @@ func (g *Guard) bindCtx(ctx context.Context, cfg *config, abs string) (*binding,
 // The stats and reads run on a goroutine of their own, one at a time per
 // binding: concurrent checks share one only when it began after they
 // arrived, and wait for it at most [Options.ReadTimeout]. A stale answer
-// reads the updater's files the same way, within the same bound.
+// reads the updater's files the same way, within the same bound; on the
+// watch path, while an inotify watch of those files reports no change, it
+// reads none of them again, and only judges what it read now (the marker's
+// age, its process's liveness).
 //
 // A check answers for the checkout as it is: one that moved back to the
 // bound revision is current again ([Guard.Changed] stays closed).

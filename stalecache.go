@@ -106,13 +106,14 @@ type staleCache struct {
 }
 
 // cachedFacts are facts and what vouches for them: the subscription's
-// generation armed before they were read, and the module path of the
-// binding's latest full read they were read for.
+// generation armed before they were read, and the module file the
+// binding's latest full read resolved the configured path to, whose
+// directory is an install directory they were read for.
 type cachedFacts struct {
 	staleFacts
 	sub    *watch.Sub
 	gen    uint64
-	module *string
+	module string
 }
 
 // cachedStale returns the stale answer's observation from the cache, when
@@ -123,7 +124,7 @@ func (b *binding) cachedStale(c *config) (Observation, bool) {
 		return Observation{}, false
 	}
 	f := sc.facts.Load()
-	if f == nil || f.module != b.readModule.Load() || !(f.sub.Unchanged(f.gen) || f.sub.Settle(f.gen)) {
+	if m := b.readModule.Load(); f == nil || m == nil || *m != f.module || !(f.sub.Unchanged(f.gen) || f.sub.Settle(f.gen)) {
 		return Observation{}, false
 	}
 	return c.staleObservation(&f.staleFacts), true
@@ -146,7 +147,7 @@ func (c *config) observeStale(b *binding) Observation {
 	if sub != nil && slices.EqualFunc(f.markers, armed, func(m updater.MarkerFacts, p string) bool { return m.Path == p }) {
 		// The homes read are the homes watched: one made between the
 		// two is read again next time.
-		sc.facts.Store(&cachedFacts{staleFacts: f, sub: sub, gen: gen, module: module})
+		sc.facts.Store(&cachedFacts{staleFacts: f, sub: sub, gen: gen, module: *module})
 	}
 	return c.staleObservation(&f)
 }

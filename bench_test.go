@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -19,13 +20,16 @@ import (
 )
 
 // benchCheckout is a checkout of benchFiles tracked files and benchRefs
-// packed refs, made once per run, in three layouts, and a fourth where git
+// packed refs, made once per run, in four layouts, and a fifth where git
 // makes reftable repositories:
 //
 //   - packed: the branch lives in packed-refs;
 //   - loose: a copy whose branch ref file is written after packing;
-//   - linked: the loose copy reached through a link (current -> loose),
-//     with the module two directories below the top level;
+//   - symlinked: the loose copy reached through a symbolic link
+//     (current -> loose), with the module two directories below the top
+//     level;
+//   - linked: a linked worktree of the loose copy (git worktree add), its
+//     HEAD and index in the main repository's worktrees directory;
 //   - reftable: the same files and refs in a reftable repository, its
 //     stack compacted into one table, then one commit on top (two tables).
 type benchCheckout struct {
@@ -33,6 +37,9 @@ type benchCheckout struct {
 	// modules maps each layout to the module path a guard is bound to.
 	modules map[string]string
 }
+
+// benchLayoutNames are the layouts, in the order benchmarks run them.
+var benchLayoutNames = []string{"loose", "packed", "symlinked", "linked", "reftable"}
 
 const (
 	benchFiles = 20000
@@ -104,10 +111,13 @@ func benchSetup(b *testing.B) benchCheckout {
 			benchErr = err
 			return
 		}
+		worktree := filepath.Join(root, "worktree")
+		git(b, benchRepo.loose, "worktree", "add", "-q", "-b", "worktree", worktree)
 		benchRepo.modules = map[string]string{
-			"packed": filepath.Join(benchRepo.packed, "run_agent.py"),
-			"loose":  filepath.Join(benchRepo.loose, "run_agent.py"),
-			"linked": filepath.Join(root, "current", "src", "pkg000", "module_00000.py"),
+			"packed":    filepath.Join(benchRepo.packed, "run_agent.py"),
+			"loose":     filepath.Join(benchRepo.loose, "run_agent.py"),
+			"symlinked": filepath.Join(root, "current", "src", "pkg000", "module_00000.py"),
+			"linked":    filepath.Join(worktree, "run_agent.py"),
 		}
 		if gittest.HasReftable() {
 			dir := filepath.Join(root, "reftable")
@@ -123,12 +133,16 @@ func benchSetup(b *testing.B) benchCheckout {
 }
 
 // benchLayouts runs fn for each layout with the module path a guard binds
-// to there.
+// to there, and logs what the figures depend on: the layout, the files
+// and refs, the git that made them.
 func benchLayouts(b *testing.B, fn func(b *testing.B, module string)) {
 	repo := benchSetup(b)
-	for _, layout := range []string{"loose", "packed", "linked", "reftable"} {
+	for _, layout := range benchLayoutNames {
 		if module, ok := repo.modules[layout]; ok {
-			b.Run(layout, func(b *testing.B) { fn(b, module) })
+			b.Run(layout, func(b *testing.B) {
+				b.Logf("%s layout, module %s: %d tracked files, %d packed refs, made by %s", layout, module, benchFiles+1, benchRefs, gittest.Describe())
+				fn(b, module)
+			})
 		}
 	}
 }
@@ -183,8 +197,10 @@ func BenchmarkEnsureCurrentParallel(b *testing.B) {
 	})
 }
 
-// benchChecks times b.N checks of g, which must all pass.
+// benchChecks times b.N checks of g, which must all pass, and reports
+// the path they took and the full reads among them.
 func benchChecks(b *testing.B, g *Guard) {
+	defer reportChecks(b, g)()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -196,6 +212,7 @@ func benchChecks(b *testing.B, g *Guard) {
 
 // benchChecksParallel is benchChecks from GOMAXPROCS goroutines.
 func benchChecksParallel(b *testing.B, g *Guard) {
+	defer reportChecks(b, g)()
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
@@ -208,14 +225,31 @@ func benchChecksParallel(b *testing.B, g *Guard) {
 	})
 }
 
-// BenchmarkStatFloor is one stat (or lstat) of each file the answer depends
-// on, the list a bound guard keeps (logged by BenchmarkEnsureCurrent):
-// HEAD, commondir (absent), the Git directory's objects and refs, the
-// config, the index, the branch's loose ref (absent when packed),
-// packed-refs when the branch lives there, and for the linked layout the
-// link and the directories between the top level and the module; and for
-// objects and refs, the access(2) call git makes of them. No correct check
-// by stat can pay less.
+// reportChecks returns what reports, once b's loop ran, the full reads per
+// check of g (the metric fullreads/op) and the path its checks take.
+func reportChecks(b *testing.B, g *Guard) func() {
+	before := g.Stats().FullReads
+	return func() {
+		b.StopTimer()
+		b.ReportMetric(float64(g.Stats().FullReads-before)/float64(b.N), "fullreads/op")
+		o := g.Observe()
+		b.Logf("GOMAXPROCS %d; checks take the %s path%s", runtime.GOMAXPROCS(0), o.Check, map[bool]string{true: " (" + o.CheckReason + ")"}[o.CheckReason != ""])
+	}
+}
+
+// BenchmarkStatFloor is one stat (or lstat) by path of each file the
+// answer depends on, the list a bound guard keeps (logged by
+// BenchmarkEnsureCurrent): HEAD, commondir (absent), the Git directory's
+// objects and refs, the config, the index, the branch's loose ref (absent
+// when packed), packed-refs when the branch lives there, for the
+// symlinked layout the link and the directories between the top level
+// and the module, for the linked worktree its .git file, gitdir and the
+// common directory's files; and for objects and refs, the access(2) call
+// git makes of them. It is the floor of a check that stats each file by
+// its path, as the stat path does: the kernel walks every path from the
+// root. Stats relative to a directory descriptor held open walk less
+// (BenchmarkStatFloorAt), and are not what the stat path does: a held
+// descriptor keeps answering for a directory renamed away.
 func BenchmarkStatFloor(b *testing.B) {
 	benchLayouts(b, func(b *testing.B, module string) {
 		deps := settledGuard(b, module).bound.Load().snap.Load().deps
@@ -240,6 +274,47 @@ func BenchmarkStatFloor(b *testing.B) {
 				}
 			}
 		}
+		b.ReportMetric(float64(len(deps)), "files")
+	})
+}
+
+// BenchmarkStatFloorAt is BenchmarkStatFloor relative to a descriptor of
+// each file's directory, opened before the loop: fstatat and faccessat of
+// the file's name alone. It is what stats would cost if the guard held its
+// directories open, the floor of no check the guard makes.
+func BenchmarkStatFloorAt(b *testing.B) {
+	benchLayouts(b, func(b *testing.B, module string) {
+		deps := settledGuard(b, module).bound.Load().snap.Load().deps
+		type at struct {
+			dir    int
+			name   string
+			flags  int
+			access bool
+		}
+		ats := make([]at, len(deps))
+		for i, d := range deps {
+			fd, err := unix.Open(filepath.Dir(d.Path), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer unix.Close(fd)
+			ats[i] = at{dir: fd, name: filepath.Base(d.Path), access: d.Identity}
+			if d.NoFollow {
+				ats[i].flags = unix.AT_SYMLINK_NOFOLLOW
+			}
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		var st unix.Stat_t
+		for i := 0; i < b.N; i++ {
+			for _, a := range ats {
+				_ = unix.Fstatat(a.dir, a.name, &st, a.flags)
+				if a.access {
+					_ = unix.Faccessat(a.dir, a.name, unix.X_OK, 0)
+				}
+			}
+		}
+		b.ReportMetric(float64(len(deps)), "files")
 	})
 }
 
@@ -258,9 +333,70 @@ func BenchmarkReferenceGitCLI(b *testing.B) {
 	})
 }
 
-// BenchmarkFullRead is a check that has to read again: HEAD, the refs and
-// the whole index, as after every change.
+// BenchmarkFullRead is the guard's check after a change, on the watch
+// path and on the stat path: before each check (untimed), HEAD is
+// written again with the same content and renamed over, as git writes it,
+// so the revision stays; the check finds the change (an inotify event,
+// or HEAD's stamp), reads HEAD, the refs, the config and the whole index
+// on the goroutine of the binding's reads, arms its watches again on the
+// watch path, and hands the answer back. The clock runs an hour ahead, so
+// that one read settles (fullreads/op 1). BenchmarkReadRevision is the
+// reader alone.
 func BenchmarkFullRead(b *testing.B) {
+	benchLayouts(b, func(b *testing.B, module string) {
+		head := filepath.Join(git(b, filepath.Dir(module), "rev-parse", "--absolute-git-dir"), "HEAD")
+		content, err := os.ReadFile(head)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, path := range []string{"watch", "stat"} {
+			b.Run(path, func(b *testing.B) {
+				e := settledEnv()
+				if path == "watch" {
+					e = watchEnv(b)
+					e.now = settledEnv().now
+				}
+				g, err := newGuard(Options{ModulePath: module, HomeDir: tempDir(b)}, e)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer g.Close()
+				for i := 0; i < 3; i++ {
+					if err := g.EnsureCurrent(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if o := g.Observe(); o.Check != path {
+					b.Fatalf("checks take the %s path (%s), not %s", o.Check, o.CheckReason, path)
+				}
+				lock := head + ".lock"
+				b.ReportAllocs()
+				before := g.Stats().FullReads
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					b.StopTimer()
+					if err := os.WriteFile(lock, content, 0o644); err != nil {
+						b.Fatal(err)
+					}
+					if err := os.Rename(lock, head); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+					if err := g.EnsureCurrent(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(g.Stats().FullReads-before)/float64(b.N), "fullreads/op")
+			})
+		}
+	})
+}
+
+// BenchmarkReadRevision is the reader alone, as BenchmarkFullRead's
+// check calls it: HEAD, the refs, the config and the whole index, read
+// and parsed, with no guard around it (no goroutine, no watch).
+func BenchmarkReadRevision(b *testing.B) {
 	benchLayouts(b, func(b *testing.B, module string) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
@@ -287,11 +423,15 @@ func bigSetup(b *testing.B) string {
 	return bigDir
 }
 
-// BenchmarkBind100k binds a guard to a checkout of 100,000 tracked files:
-// the full read a server pays once at startup and after every change.
+// BenchmarkBind100k binds a guard to a checkout of 100,000 tracked files
+// (and closes it): the settled read New makes once at startup, which
+// reads the index whole, stats every file it depended on again, and on
+// the watch path arms the inotify watches. BenchmarkBindGitCLI100k is the
+// same answer from git.
 func BenchmarkBind100k(b *testing.B) {
 	dir := bigSetup(b)
 	module := filepath.Join(dir, "run_agent.py")
+	b.Logf("100,001 tracked files, 10 packed refs, made by %s", gittest.Describe())
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -299,6 +439,11 @@ func BenchmarkBind100k(b *testing.B) {
 		if err != nil || g.Identity().Revision == "" {
 			b.Fatal(err)
 		}
+		if i == 0 {
+			o := g.Observe()
+			b.Logf("checks take the %s path", o.Check)
+		}
+		g.Close()
 	}
 }
 
@@ -320,6 +465,7 @@ func BenchmarkBind100kReftable(b *testing.B) {
 		if err != nil || g.Identity().Revision == "" {
 			b.Fatal(err)
 		}
+		g.Close()
 	}
 }
 
@@ -327,6 +473,7 @@ func BenchmarkBind100kReftable(b *testing.B) {
 // --error-unmatch and rev-parse on the same checkout.
 func BenchmarkBindGitCLI100k(b *testing.B) {
 	dir := bigSetup(b)
+	b.Logf("%s", gittest.Describe())
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -337,12 +484,11 @@ func BenchmarkBindGitCLI100k(b *testing.B) {
 }
 
 // runGitCommands runs each git command line in dir, as the reference
-// implementation does: plain processes (in the harness's environment, so
-// that the user's Git configuration costs nothing here either).
+// implementation does (plain processes), in the tests' isolated git
+// environment: no global or system configuration.
 func runGitCommands(b *testing.B, dir string, commands ...[]string) {
 	for _, args := range commands {
-		cmd := exec.Command("git", args...)
-		cmd.Dir, cmd.Env = dir, gittest.Env
+		cmd := gittest.Command(dir, args...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.Fatalf("git %v: %v: %s", args, err, out)
 		}

@@ -358,7 +358,10 @@ func (g *Guard) bindCtx(ctx context.Context, cfg *config, abs string) (*binding,
 // The stats and reads run on a goroutine of their own, one at a time per
 // binding: concurrent checks share one only when it began after they
 // arrived, and wait for it at most [Options.ReadTimeout]. A stale answer
-// reads the updater's files the same way, within the same bound.
+// reads the updater's files the same way, within the same bound; on the
+// watch path, while an inotify watch of those files reports no change, it
+// reads none of them again, and only judges what it read now (the marker's
+// age, its process's liveness).
 //
 // A check answers for the checkout as it is: one that moved back to the
 // bound revision is current again ([Guard.Changed] stays closed).
@@ -454,7 +457,16 @@ func Observe(opts Options) (Observation, error) {
 // receipt), on a goroutine of its own, waiting for it at most
 // ReadTimeout: past it the observation is unknown, with the reason. At
 // most one such read per binding is in flight.
+//
+// Where the binding's cache vouches for what the last such read found
+// (see staleCache), the answer comes from it, judged now, in the
+// caller's goroutine.
 func (g *Guard) observe(cfg *config, b *binding) Observation {
+	if b != nil {
+		if o, ok := b.cachedStale(cfg); ok {
+			return o
+		}
+	}
 	return g.observeRead(cfg, b, noReceipt)
 }
 
@@ -479,6 +491,10 @@ func (g *Guard) observeRead(cfg *config, b *binding, rr receiptRead) Observation
 		}()
 		if b == nil {
 			c.val = cfg.observeAt(rr, "")
+			return
+		}
+		if !rr.read {
+			c.val = cfg.observeStale(b)
 			return
 		}
 		c.val = cfg.observeAt(rr, b.installDirs()...)

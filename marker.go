@@ -2,7 +2,6 @@ package runtimeguard
 
 import (
 	"encoding/json"
-	"slices"
 	"time"
 
 	"github.com/runtimeguard/runtimeguard/internal/updater"
@@ -173,52 +172,11 @@ func receiptsSince(rf *updater.ReceiptFiles) receiptRead { return receiptRead{re
 // under way: of the markers of several homes, the highest counts.
 var markerRank = map[updater.MarkerState]int{updater.Absent: 0, updater.Stale: 1, updater.Unknown: 2, updater.Active: 3}
 
-// readMarkers classifies the marker of every home and returns the one that
-// counts, with its path: the guard's own, unless another home's says more.
-func (c *config) readMarkers() (updater.Marker, string) {
-	paths, problem := c.markerPaths()
-	if len(paths) == 0 {
-		return c.env.upd.ReadMarker("", c.maxAge), ""
-	}
-	best, bestPath := c.env.upd.ReadMarker(paths[0], c.maxAge), paths[0]
-	for _, p := range paths[1:] {
-		if best.State == updater.Active {
-			break
-		}
-		if m := c.env.upd.ReadMarker(p, c.maxAge); markerRank[m.State] > markerRank[best.State] {
-			best, bestPath = m, p
-		}
-	}
-	if problem != "" && markerRank[best.State] < markerRank[updater.Unknown] {
-		// A home not read may hold an active marker.
-		return updater.Marker{State: updater.Unknown, Reason: problem}, bestPath
-	}
-	return best, bestPath
-}
-
 // observeAt reads the updater's files for the installs whose source
 // directories are srcs, and the receipt rr asks for.
 func (c *config) observeAt(rr receiptRead, srcs ...string) Observation {
-	var roots []string
-	for _, src := range srcs {
-		for _, r := range updater.InstallRoots(src, c.python) {
-			if !slices.Contains(roots, r) {
-				roots = append(roots, r)
-			}
-		}
-	}
-	m, mpath := c.readMarkers()
-	present, rootsRead := updater.RecoveryMarkers(roots, c.recovery)
-	o := Observation{
-		MarkerPath:      mpath,
-		Marker:          MarkerState(m.State),
-		MarkerReason:    m.Reason,
-		InstallRoots:    nonNil(roots),
-		RecoveryMarkers: nonNil(present),
-		State:           combine(MarkerState(m.State), len(present) > 0, rootsRead),
-		ReceiptPath:     c.receiptPath,
-		LockPath:        c.lockPath,
-	}
+	f := c.readStaleFacts(srcs)
+	o := c.staleObservation(&f)
 	if !rr.read {
 		return o
 	}

@@ -72,6 +72,9 @@ type binding struct {
 	reads flight[readResult]
 	obs   flight[Observation]
 	diag  flight[Observation] // and those of a diagnostic (Guard.Observe), which reads the receipts too
+	// stale caches what a stale answer reads of the updater's files,
+	// where a watch vouches for it; nil until the first stale answer.
+	stale atomic.Pointer[staleCache]
 	// counts are the guard's, counting full reads and timeouts; nil for
 	// none.
 	counts *counters
@@ -433,6 +436,9 @@ func (b *binding) close() {
 	b.closed.Store(true)
 	if sub := b.sub.Swap(nil); sub != nil {
 		sub.Close()
+	}
+	if sc := b.stale.Load(); sc != nil {
+		sc.close()
 	}
 	b.pathChanged()
 }

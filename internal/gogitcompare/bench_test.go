@@ -32,8 +32,8 @@ var (
 
 // benchSetup makes the checkout once per run in three layouts: packed (the
 // branch in packed-refs), loose (a copy whose branch ref file is written
-// after packing) and linked (the loose copy reached through a link, the
-// module two directories below the top level).
+// after packing) and symlinked (the loose copy reached through a symbolic
+// link, the module two directories below the top level).
 func benchSetup(b *testing.B) map[string]string {
 	b.Helper()
 	gittest.Need(b)
@@ -74,9 +74,9 @@ func benchSetup(b *testing.B) map[string]string {
 			return
 		}
 		benchModules = map[string]string{
-			"packed": filepath.Join(root, "packed", "run_agent.py"),
-			"loose":  filepath.Join(loose, "run_agent.py"),
-			"linked": filepath.Join(root, "current", "src", "pkg000", "module_00000.py"),
+			"packed":    filepath.Join(root, "packed", "run_agent.py"),
+			"loose":     filepath.Join(loose, "run_agent.py"),
+			"symlinked": filepath.Join(root, "current", "src", "pkg000", "module_00000.py"),
 		}
 	})
 	if benchErr != nil {
@@ -142,7 +142,7 @@ func makeCheckout(dir string) error {
 // to there.
 func benchLayouts(b *testing.B, fn func(b *testing.B, module string)) {
 	modules := benchSetup(b)
-	for _, layout := range []string{"loose", "packed", "linked"} {
+	for _, layout := range []string{"loose", "packed", "symlinked"} {
 		b.Run(layout, func(b *testing.B) { fn(b, modules[layout]) })
 	}
 }

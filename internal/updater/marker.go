@@ -123,7 +123,15 @@ func (e *Env) ReadMarker(path string, maxAge time.Duration) Marker {
 	if m.State == Active {
 		return m
 	}
-	if a := e.markerArtifacts(path); a.State == Active || a.State == Unknown && m.State != Unknown {
+	return withArtifacts(m, e.markerArtifacts(path))
+}
+
+// withArtifacts is the classification of a marker file m that is not
+// active beside that of its artifacts a: a live release makes it active,
+// and an artifact that proves nothing makes a marker that proves
+// something unknown.
+func withArtifacts(m, a Marker) Marker {
+	if a.State == Active || a.State == Unknown && m.State != Unknown {
 		return a
 	}
 	return m
@@ -131,32 +139,43 @@ func (e *Env) ReadMarker(path string, maxAge time.Duration) Marker {
 
 // readMarkerFile classifies the marker file at path alone.
 func (e *Env) readMarkerFile(path string, maxAge time.Duration) Marker {
+	m, pid, started, parsed := e.readMarkerFileFacts(path)
+	if !parsed {
+		return m
+	}
+	return e.classify(pid, started, maxAge)
+}
+
+// readMarkerFileFacts reads the marker file at path: its parse (parsed
+// true), or the state that needs no rule of time or liveness (absent, or
+// unknown and why).
+func (e *Env) readMarkerFileFacts(path string) (m Marker, pid int64, started float64, parsed bool) {
 	var st fsread.Stamp
 	if e.Cache != nil {
 		var err error
 		if st, err = fsread.LstatStamp(path); err == nil && st.Present() {
 			if pid, started, ok := e.Cache.parsed(path, st); ok {
-				return e.classify(pid, started, maxAge)
+				return Marker{}, pid, started, true
 			}
 		}
 	}
 	body, kind, why := e.Open(path, MaxMarkerBytes)
 	switch kind {
 	case FileAbsent:
-		return Marker{Absent, "no file"}
+		return Marker{Absent, "no file"}, 0, 0, false
 	case FileUnusable:
-		return Marker{Unknown, why}
+		return Marker{Unknown, why}, 0, 0, false
 	}
 	pid, started, ok := ParseMarker(body)
 	if !ok {
-		return Marker{Unknown, "not a process ID and a time on two lines of UTF-8"}
+		return Marker{Unknown, "not a process ID and a time on two lines of UTF-8"}, 0, 0, false
 	}
 	if e.Cache != nil && st.Present() && st.Settled(e.Now()) {
 		// The stamp is from before the read, and old enough that a
 		// rewrite after it changes it (Git's racy rule).
 		e.Cache.remember(path, st, pid, started)
 	}
-	return e.classify(pid, started, maxAge)
+	return Marker{}, pid, started, true
 }
 
 // probeCached is Probe, through the cache when there is one.

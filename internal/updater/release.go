@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/runtimeguard/runtimeguard/internal/fsread"
 )
@@ -58,17 +59,22 @@ func (e *Env) markerArtifacts(path string) Marker {
 // classifyArtifact judges one artifact, suffix being its name less the
 // marker's.
 func (e *Env) classifyArtifact(path, suffix string) Marker {
-	rest, ok := strings.CutPrefix(suffix, ReleaseInfix)
-	if !ok {
-		return Marker{Unknown, fmt.Sprintf("%s is an updater's unresolved cleanup of the marker", filepath.Base(path))}
-	}
-	digits, _, _ := strings.Cut(rest, "-")
-	pid, err := strconv.ParseInt(digits, 10, 64)
-	if err != nil || pid <= 0 || strings.Trim(digits, "0123456789") != "" {
-		return Marker{Unknown, fmt.Sprintf("%s names no process", filepath.Base(path))}
-	}
-	if pid > maxPID {
-		return Marker{Unknown, fmt.Sprintf("%s names process %d, which cannot be asked about here", filepath.Base(path), pid)}
+	return e.judgeArtifact(path, suffix, func() (time.Time, bool) {
+		st, err := fsread.LstatStamp(path)
+		if err != nil || !st.Present() {
+			return time.Time{}, false
+		}
+		return st.ChangedAt(), true
+	})
+}
+
+// judgeArtifact is classifyArtifact with the artifact's change time (the
+// rename that made it) from changedAt, which reports false when the
+// artifact is gone.
+func (e *Env) judgeArtifact(path, suffix string, changedAt func() (time.Time, bool)) Marker {
+	pid, bad := artifactPID(path, suffix)
+	if bad.State != "" {
+		return bad
 	}
 	info := e.Probe(pid)
 	switch info.State {
@@ -77,13 +83,30 @@ func (e *Env) classifyArtifact(path, suffix string) Marker {
 	case ProcessAlive:
 		// A process that started after the rename (its change time) is
 		// not the releaser: its ID was reused.
-		if st, err := fsread.LstatStamp(path); err == nil && st.Present() && !info.Start.IsZero() &&
-			info.Start.After(st.ChangedAt().Add(pidReuseSlack)) {
+		if changed, ok := changedAt(); ok && !info.Start.IsZero() && info.Start.After(changed.Add(pidReuseSlack)) {
 			return Marker{State: Absent}
 		}
 		return Marker{Active, fmt.Sprintf("process %d is releasing the marker (%s): the update has not finished", pid, filepath.Base(path))}
 	}
 	return Marker{Unknown, fmt.Sprintf("whether process %d, releasing the marker, lives cannot be told", pid)}
+}
+
+// artifactPID is the process ID a release artifact names, or the
+// classification of an artifact that names none that can be asked about.
+func artifactPID(path, suffix string) (int64, Marker) {
+	rest, ok := strings.CutPrefix(suffix, ReleaseInfix)
+	if !ok {
+		return 0, Marker{Unknown, fmt.Sprintf("%s is an updater's unresolved cleanup of the marker", filepath.Base(path))}
+	}
+	digits, _, _ := strings.Cut(rest, "-")
+	pid, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || pid <= 0 || strings.Trim(digits, "0123456789") != "" {
+		return 0, Marker{Unknown, fmt.Sprintf("%s names no process", filepath.Base(path))}
+	}
+	if pid > maxPID {
+		return 0, Marker{Unknown, fmt.Sprintf("%s names process %d, which cannot be asked about here", filepath.Base(path), pid)}
+	}
+	return pid, Marker{}
 }
 
 // artifactNames lists the names in dir that start with base and the

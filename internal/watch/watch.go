@@ -18,7 +18,13 @@ package watch
 // adds its .git, HEAD, objects and refs entries: a .git made in it moves
 // the worktree, and the other three can make it a bare repository. File, for a
 // file, watches the file itself: a write through another of its names.
+//
+// Siblings adds every name in the entry's directory that starts with the
+// entry's own name (the artifacts an updater leaves beside its marker,
+// marker.cas-*), and Children, for a directory, every name in it (the
+// homes of a profiles directory): names not known when it is armed.
 type Entry struct {
-	Path      string
-	Dir, File bool
+	Path               string
+	Dir, File          bool
+	Siblings, Children bool
 }

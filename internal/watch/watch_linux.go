@@ -112,7 +112,14 @@ type dir struct {
 	wd    int32
 	names map[string]map[*Sub]int
 	subs  map[*Sub]int // every subscription with an entry here
+	// prefixes counts the keys of names that are prefixes (see
+	// prefixKey), which dispatch then matches every name against.
+	prefixes int
 }
+
+// prefixKey starts a key of dir.names that stands for every name starting
+// with the rest of the key: no name in a directory holds a slash.
+const prefixKey = "/"
 
 var (
 	shared    *Watcher
@@ -408,6 +415,15 @@ func (w *Watcher) dispatch(wd int32, m uint32, name string) {
 	for s := range d.names[name] {
 		s.markDirty()
 	}
+	if d.prefixes > 0 {
+		for key, subs := range d.names {
+			if p, ok := strings.CutPrefix(key, prefixKey); ok && strings.HasPrefix(name, p) {
+				for s := range subs {
+					s.markDirty()
+				}
+			}
+		}
+	}
 }
 
 func (w *Watcher) dirtyAll() {
@@ -580,6 +596,18 @@ func plan(entries []Entry) (map[string]map[string]bool, []string, error) {
 		if e.File {
 			files = append(files, resolved)
 		}
+		if e.Siblings {
+			add(filepath.Dir(p), prefixKey+filepath.Base(p))
+			if resolved != p {
+				add(filepath.Dir(resolved), prefixKey+filepath.Base(resolved))
+			}
+		}
+		if e.Children {
+			add(p, prefixKey)
+			if resolved != p {
+				add(resolved, prefixKey)
+			}
+		}
 	}
 	if len(want)+len(files) > MaxWatchesPerSub {
 		return nil, nil, fmt.Errorf("%d watches needed, over the limit of %d", len(want)+len(files), MaxWatchesPerSub)
@@ -713,6 +741,9 @@ func (s *Sub) register(want map[string]map[string]bool, dirWDs map[string]int32,
 		fresh = fresh || !had[reg{d, name}]
 		if d.names[name] == nil {
 			d.names[name] = map[*Sub]int{}
+			if strings.HasPrefix(name, prefixKey) {
+				d.prefixes++
+			}
 		}
 		d.names[name][s]++
 		d.subs[s]++
@@ -765,6 +796,9 @@ func (s *Sub) unregister() {
 			}
 			if len(m) == 0 {
 				delete(d.names, r.name)
+				if strings.HasPrefix(r.name, prefixKey) {
+					d.prefixes--
+				}
 			}
 		}
 		if d.subs[s]--; d.subs[s] <= 0 {

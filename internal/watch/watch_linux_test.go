@@ -234,3 +234,71 @@ func TestArmOnAHungFileSystemHoldsUpNoOther(t *testing.T) {
 	default:
 	}
 }
+
+// Names not known when a subscription armed count: with Siblings, every
+// name beside the entry that starts with its own (a marker's artifacts),
+// with Children every name in the directory, and nothing else in either.
+func TestSiblingsAndChildren(t *testing.T) {
+	w, err := Shared()
+	if err != nil {
+		t.Skipf("no watch path here: %v", err)
+	}
+	root := t.TempDir()
+	profiles := filepath.Join(root, "profiles")
+	require.NoError(t, os.Mkdir(profiles, 0o755))
+	s := w.Subscribe()
+	defer s.Close()
+	// A change of the mount table (an earlier test's FUSE file system
+	// unmounted) makes every subscription dirty once: arm again.
+	arm := func() uint64 {
+		for attempt := 0; ; attempt++ {
+			gen := s.Clear()
+			_, err := s.Arm([]Entry{{Path: filepath.Join(root, "marker"), Siblings: true}, {Path: profiles, Children: true}})
+			if err != nil {
+				t.Skipf("no watch path for %s: %v", root, err)
+			}
+			if s.Unchanged(gen) || s.Settle(gen) {
+				return gen
+			}
+			require.Less(t, attempt, 5, "never clean once armed")
+		}
+	}
+	for _, tc := range []struct {
+		path  string
+		dir   bool
+		dirty bool
+	}{
+		{"marker.cas-release-1-x", false, true},
+		{"marker", false, true},
+		{"unrelated", false, false},
+		{"marke", false, false},
+		{"profiles/work", true, true},
+		{"profiles/.hidden", false, true},
+		{"profiles/work/deeper", false, false},
+	} {
+		gen := arm()
+		p := filepath.Join(root, tc.path)
+		if tc.dir {
+			require.NoError(t, os.Mkdir(p, 0o755))
+		} else {
+			require.NoError(t, os.WriteFile(p, nil, 0o644))
+		}
+		clean := s.Unchanged(gen) || s.Settle(gen)
+		assert.Equal(t, tc.dirty, !clean, "%s made", tc.path)
+		if !tc.dir {
+			gen = arm()
+			require.NoError(t, os.Remove(p))
+			clean = s.Unchanged(gen) || s.Settle(gen)
+			assert.Equal(t, tc.dirty, !clean, "%s removed", tc.path)
+		}
+	}
+	// Registrations of prefixes are dropped with the subscription.
+	s.Close()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, d := range w.byWD {
+		for key := range d.names {
+			assert.False(t, strings.HasPrefix(key, prefixKey) && strings.HasPrefix(d.path, root), "%s keeps %q", d.path, key)
+		}
+	}
+}

@@ -1,0 +1,238 @@
+package runtimeguard
+
+import (
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/runtimeguard/runtimeguard/internal/updater"
+	"github.com/runtimeguard/runtimeguard/internal/watch"
+)
+
+// staleFacts is what a look at the updater's files for a stale answer
+// found, before the rules that move with the clock and with processes
+// are applied: the facts of every home's marker, why the homes are not
+// all known, the install roots and their recovery markers.
+type staleFacts struct {
+	markers   []updater.MarkerFacts // the guard's own home first; one of path "" when no home is known
+	problem   string                // why not every home was read, or ""
+	roots     []string
+	present   []string
+	rootsRead bool
+}
+
+// readStaleFacts reads the updater's files for the installs whose source
+// directories are srcs: each home's marker and the artifacts beside it,
+// and the recovery markers of every install root.
+func (c *config) readStaleFacts(srcs []string) staleFacts {
+	var f staleFacts
+	for _, src := range srcs {
+		for _, r := range updater.InstallRoots(src, c.python) {
+			if !slices.Contains(f.roots, r) {
+				f.roots = append(f.roots, r)
+			}
+		}
+	}
+	paths, problem := c.markerPaths()
+	f.problem = problem
+	if len(paths) == 0 {
+		paths = []string{""}
+	}
+	for _, p := range paths {
+		f.markers = append(f.markers, c.env.upd.ReadMarkerFacts(p))
+	}
+	f.present, f.rootsRead = updater.RecoveryMarkers(f.roots, c.recovery)
+	return f
+}
+
+// judgeMarkers classifies the markers of f now and returns the one that
+// counts, with its path: the guard's own, unless another home's says
+// more. It is the one classification of the updater's markers, of a
+// fresh read as of facts kept.
+func (c *config) judgeMarkers(f *staleFacts) (updater.Marker, string) {
+	best, bestPath := c.env.upd.JudgeMarker(&f.markers[0], c.maxAge), f.markers[0].Path
+	for i := 1; i < len(f.markers) && best.State != updater.Active; i++ {
+		if m := c.env.upd.JudgeMarker(&f.markers[i], c.maxAge); markerRank[m.State] > markerRank[best.State] {
+			best, bestPath = m, f.markers[i].Path
+		}
+	}
+	if f.problem != "" && markerRank[best.State] < markerRank[updater.Unknown] {
+		// A home not read may hold an active marker.
+		return updater.Marker{State: updater.Unknown, Reason: f.problem}, bestPath
+	}
+	return best, bestPath
+}
+
+// staleObservation is the observation of a stale answer (no receipt read)
+// that the facts f add up to now.
+func (c *config) staleObservation(f *staleFacts) Observation {
+	m, mpath := c.judgeMarkers(f)
+	return Observation{
+		MarkerPath:      mpath,
+		Marker:          MarkerState(m.State),
+		MarkerReason:    m.Reason,
+		InstallRoots:    nonNil(f.roots),
+		RecoveryMarkers: nonNil(f.present),
+		State:           combine(MarkerState(m.State), len(f.present) > 0, f.rootsRead),
+		ReceiptPath:     c.receiptPath,
+		LockPath:        c.lockPath,
+	}
+}
+
+// staleCache keeps a binding's staleFacts while an inotify subscription
+// of its own proves that none of the files they come from changed: the
+// markers and every name beside them that starts like them (the
+// artifacts of a claim or release), the profiles directory and every
+// name in it, the recovery markers' names in each install root, and
+// every directory above each. A stale answer from the cache costs one
+// epoll_wait and the rules that are not files (the clock against the
+// marker's time, the liveness of the processes the facts name, through
+// the marker cache's process handle), in the caller's goroutine: no
+// stat, no open, nothing that can block. Any event about those files, a
+// change of the mount table, or another install directory (a full read
+// of the checkout that resolved the module elsewhere) makes the next
+// stale answer read them again, on the flight of the binding's updater
+// reads (within ReadTimeout), and arm the subscription anew.
+//
+// A staleCache refers to no binding, so that the collector can close it
+// once its binding is unreachable.
+type staleCache struct {
+	mu     sync.Mutex // protects sub and closed
+	sub    *watch.Sub
+	closed bool
+	facts  atomic.Pointer[cachedFacts]
+}
+
+// cachedFacts are facts and what vouches for them: the subscription's
+// generation armed before they were read, and the module file the
+// binding's latest full read resolved the configured path to, whose
+// directory is an install directory they were read for.
+type cachedFacts struct {
+	staleFacts
+	sub    *watch.Sub
+	gen    uint64
+	module string
+}
+
+// cachedStale returns the stale answer's observation from the cache, when
+// the cache proves the facts still hold for b.
+func (b *binding) cachedStale(c *config) (Observation, bool) {
+	sc := b.stale.Load()
+	if sc == nil {
+		return Observation{}, false
+	}
+	f := sc.facts.Load()
+	if m := b.readModule.Load(); f == nil || m == nil || *m != f.module || !(f.sub.Unchanged(f.gen) || f.sub.Settle(f.gen)) {
+		return Observation{}, false
+	}
+	return c.staleObservation(&f.staleFacts), true
+}
+
+// observeStale reads the updater's files for b's stale answer, and keeps
+// the facts in b's cache where a subscription can vouch for them. It runs
+// on the flight of b's updater reads.
+func (c *config) observeStale(b *binding) Observation {
+	module := b.readModule.Load()
+	srcs := b.installDirs()
+	var sub *watch.Sub
+	var gen uint64
+	var armed []string
+	sc := b.staleCacheFor(c)
+	if sc != nil && module != nil {
+		sub, gen, armed = sc.arm(c, srcs)
+	}
+	f := c.readStaleFacts(srcs)
+	if sub != nil && slices.EqualFunc(f.markers, armed, func(m updater.MarkerFacts, p string) bool { return m.Path == p }) {
+		// The homes read are the homes watched: one made between the
+		// two is read again next time.
+		sc.facts.Store(&cachedFacts{staleFacts: f, sub: sub, gen: gen, module: *module})
+	}
+	return c.staleObservation(&f)
+}
+
+// staleCacheFor returns b's cache, made on first use; nil where the
+// updater's files cannot be watched (no watcher in this process,
+// Options.NoWatch, Options.AlwaysRead) or b is no longer used.
+func (b *binding) staleCacheFor(c *config) *staleCache {
+	if sc := b.stale.Load(); sc != nil {
+		return sc
+	}
+	if c.alwaysRead || b.unused() {
+		return nil
+	}
+	if _, err := c.env.watch(); err != nil {
+		return nil
+	}
+	sc := new(staleCache)
+	if !b.stale.CompareAndSwap(nil, sc) {
+		return b.stale.Load()
+	}
+	runtime.AddCleanup(b, func(sc *staleCache) { sc.close() }, sc)
+	if b.unused() { // closed meanwhile
+		sc.close()
+	}
+	return sc
+}
+
+// arm starts a generation of the cache's subscription and watches the
+// files the facts for srcs come from; it returns the subscription, the
+// generation and the marker paths watched, or a nil subscription where
+// they cannot be watched (a file system whose changes inotify may not
+// report, the watch limit, a closed cache). The generation begins before
+// the files are watched and read: a change after it is either reported
+// or read.
+func (sc *staleCache) arm(c *config, srcs []string) (*watch.Sub, uint64, []string) {
+	sc.mu.Lock()
+	if sc.closed {
+		sc.mu.Unlock()
+		return nil, 0, nil
+	}
+	if sc.sub == nil {
+		w, err := c.env.watch()
+		if err != nil {
+			sc.mu.Unlock()
+			return nil, 0, nil
+		}
+		sc.sub = w.Subscribe()
+	}
+	sub := sc.sub
+	sc.mu.Unlock()
+
+	gen := sub.Clear()
+	paths, _ := c.markerPaths()
+	var entries []watch.Entry
+	for _, p := range paths {
+		entries = append(entries, watch.Entry{Path: p, File: true, Siblings: true})
+	}
+	if len(paths) == 0 {
+		paths = []string{""}
+	}
+	if c.homes != nil && c.homes.profiles != "" {
+		entries = append(entries, watch.Entry{Path: filepath.Join(c.homes.root, c.homes.profiles), Children: true})
+	}
+	for _, src := range srcs {
+		for _, r := range updater.InstallRoots(src, c.python) {
+			for _, name := range c.recovery {
+				entries = append(entries, watch.Entry{Path: filepath.Join(r, name)})
+			}
+		}
+	}
+	if _, err := sub.Arm(entries); err != nil {
+		return nil, 0, nil
+	}
+	return sub, gen, paths
+}
+
+// close drops the cache's subscription for good.
+func (sc *staleCache) close() {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	sc.closed = true
+	if sc.sub != nil {
+		sc.sub.Close()
+		sc.sub = nil
+	}
+	sc.facts.Store(nil)
+}

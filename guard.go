@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
 	"github.com/runtimeguard/runtimeguard/internal/updater"
 	"github.com/runtimeguard/runtimeguard/internal/watch"
@@ -314,7 +315,7 @@ func (g *Guard) bindCtx(ctx context.Context, cfg *config, abs string) (*binding,
 			err = call.val.err
 		}
 		switch {
-		case err != nil && errors.Is(err, gitread.ErrChanged):
+		case err != nil && errors.Is(err, fsread.ErrChanged):
 			unsettled = err
 			b.close()
 			continue

@@ -532,8 +532,10 @@ type env struct {
 	git *gitread.FS
 	// upd reads the updater's files.
 	upd *updater.Env
+	// marker classifies the update markers.
+	marker *markerEnv
 	// watch is the process's inotify watcher, or why there is none.
 	watch func() (*watch.Watcher, error)
 }
 
-var systemEnv = &env{now: time.Now, git: gitread.System, upd: updater.System, watch: watch.Shared}
+var systemEnv = &env{now: time.Now, git: gitread.System, upd: updater.System, marker: systemMarkers, watch: watch.Shared}

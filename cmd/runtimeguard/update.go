@@ -132,7 +132,7 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	pid, start := os.Getpid(), time.Now()
 	// Claimed exclusively, where none was and where a stale one was: of
 	// two updaters started at once, one goes on.
-	if err := updater.System.ClaimMarker(o.MarkerPath, pid, start, runtimeguard.DefaultMaxMarkerAge); err != nil {
+	if err := updater.ClaimMarker(o.MarkerPath, pid, start, updater.GuardJudge(runtimeguard.DefaultMaxMarkerAge)); err != nil {
 		if errors.Is(err, updater.ErrMarkerHeld) {
 			return fmt.Errorf("refused: another updater holds the marker (%v)", err)
 		}

@@ -1,7 +1,6 @@
 package runtimeguard
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -117,47 +116,27 @@ type Observation struct {
 }
 
 // Receipt is what the updater wrote after a run (or, with outcome
-// "running", while it runs): schema 1 of the updater's receipt.
-type Receipt struct {
-	// ID identifies the receipt: "update_id:" and the update_id where the
-	// updater wrote one, else "correlation_id:" and the correlation_id,
-	// else "sha256:" and a digest of the receipt's bytes with its file's
-	// identity. A plan scheduled on a receipt spends it.
-	ID string
-	// UpdateID and CorrelationID name the run, where the updater wrote
-	// them (Hermes's updater writes one, the other or neither, by its
-	// version).
-	UpdateID, CorrelationID string
-	// Outcome is how the run ended: "running", "success", "partial",
-	// "failed" or "refused".
-	Outcome string
-	// From and To are the code revisions before and after the run
-	// (pre_update.sha and post_update.sha), empty where none was recorded.
-	From, To string
-	// StartedAt and FinishedAt are when the run began and ended; FinishedAt
-	// is the zero time while it runs.
-	StartedAt, FinishedAt time.Time
-}
-
-// receiptJSON is a Receipt with the tool's snake_case keys.
-type receiptJSON struct {
-	ID            string    `json:"id"`
-	UpdateID      string    `json:"update_id,omitempty"`
-	CorrelationID string    `json:"correlation_id,omitempty"`
-	Outcome       string    `json:"outcome"`
-	From          string    `json:"from,omitempty"`
-	To            string    `json:"to,omitempty"`
-	StartedAt     time.Time `json:"started_at"`
-	FinishedAt    time.Time `json:"finished_at,omitzero"`
-}
-
-// MarshalJSON writes the receipt with snake_case keys, as the tool does.
-func (r Receipt) MarshalJSON() ([]byte, error) { return json.Marshal(receiptJSON(r)) }
-
-// UnmarshalJSON reads what MarshalJSON writes.
-func (r *Receipt) UnmarshalJSON(data []byte) error {
-	return json.Unmarshal(data, (*receiptJSON)(r))
-}
+// "running", while it runs): schema 1 of the updater's receipt. Its fields:
+//
+//   - ID identifies the receipt: "update_id:" and the update_id where the
+//     updater wrote one, else "correlation_id:" and the correlation_id,
+//     else "sha256:" and a digest of the receipt's bytes with its file's
+//     identity. A plan scheduled on a receipt spends it.
+//   - UpdateID and CorrelationID name the run, where the updater wrote
+//     them (Hermes's updater writes one, the other or neither, by its
+//     version).
+//   - Outcome is how the run ended: "running", "success", "partial",
+//     "failed" or "refused".
+//   - From and To are the code revisions before and after the run
+//     (pre_update.sha and post_update.sha), empty where none was recorded.
+//   - StartedAt and FinishedAt are when the run began and ended;
+//     FinishedAt is the zero time while it runs.
+//
+// Its JSON has the command-line tool's snake_case keys: id, update_id,
+// correlation_id, outcome, from, to, started_at, finished_at. The type is
+// the one the receipt's reader parses into (the updater's file format is
+// an internal package's), so that no receipt is copied field by field.
+type Receipt = updater.Receipt
 
 // receiptRead says which receipt a look at the updater's files reads: none
 // (the stale path needs only the update state), the newest of all, or the
@@ -237,11 +216,7 @@ func (c *config) observeAt(rr receiptRead, srcs ...string) Observation {
 		f, problem := c.env.upd.NewestReceipt(rf, rr.since)
 		if f != nil {
 			o.ReceiptPath = f.Path
-			o.Receipt = &Receipt{
-				ID: f.ID, UpdateID: f.UpdateID, CorrelationID: f.CorrelationID, Outcome: f.Outcome,
-				StartedAt: f.StartedAt, FinishedAt: f.FinishedAt,
-				From: f.PreUpdate.SHA, To: f.PostUpdate.SHA,
-			}
+			o.Receipt = &f.Receipt
 		}
 		o.ReceiptProblem = problem
 	}

@@ -56,7 +56,7 @@ func TestParseHermesReceipts(t *testing.T) {
 		require.NoError(t, err, "ParseReceipt(%s)", tc.name)
 		assert.Equal(t, tc.outcome, r.Outcome, tc.name)
 		assert.True(t, strings.HasPrefix(r.ID, tc.idPrefix), "ParseReceipt(%s).ID = %q, want prefix %q", tc.name, r.ID, tc.idPrefix)
-		assert.Len(t, r.PostUpdate.SHA, 40, tc.name)
+		assert.Len(t, r.To, 40, tc.name)
 		assert.False(t, r.FinishedAt.IsZero(), tc.name)
 	}
 	// A correlation_id of null is no identity; the bytes are.
@@ -64,7 +64,7 @@ func TestParseHermesReceipts(t *testing.T) {
 	r, err := ParseReceipt(nullID)
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(r.ID, "sha256:"), r.ID)
-	assert.Empty(t, r.PostUpdate.SHA, "a null sha names no revision")
+	assert.Empty(t, r.To, "a null sha names no revision")
 }
 
 // The duplicate-key check is linear: a receipt of the largest size made of
@@ -128,7 +128,7 @@ func TestNewestReceipt(t *testing.T) {
 		require.Empty(t, why)
 		require.NotNil(t, r)
 		assert.Equal(t, p, r.Path)
-		assert.Equal(t, headSHA, r.PostUpdate.SHA)
+		assert.Equal(t, headSHA, r.To)
 		assert.Contains(t, r.ID, "sha256:", "a receipt without ids is named by its bytes")
 	})
 	t.Run("a newer retained failure beats latest.json", func(t *testing.T) {
@@ -173,7 +173,7 @@ func TestNewestReceipt(t *testing.T) {
 		r, why := e.NewestReceipt(ListReceipts(d.sources), &before)
 		require.Empty(t, why)
 		assert.Equal(t, latest, r.Path, "of equal receipts, the first by path")
-		assert.Equal(t, headSHA, r.PostUpdate.SHA)
+		assert.Equal(t, headSHA, r.To)
 	})
 	t.Run("too many receipts", func(t *testing.T) {
 		d := newReceiptDir(t)
@@ -208,7 +208,7 @@ func TestNewestReceiptHalfWritten(t *testing.T) {
 	require.NoError(t, err)
 	r, why = e.NewestReceipt(ListReceipts(d.sources), &before)
 	require.Empty(t, why)
-	assert.Equal(t, headSHA, r.PostUpdate.SHA)
+	assert.Equal(t, headSHA, r.To)
 }
 
 // A parse is made once per change of the file: an unchanged receipt is

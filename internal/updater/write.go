@@ -175,10 +175,11 @@ func NewUpdateID() string {
 // one is where readers look first. It makes the receipts' directory if it
 // is missing.
 func WriteReceipt(latest string, r Receipt, pid int) error {
-	if r.Schema == 0 {
-		r.Schema = ReceiptSchema
-	}
-	data, err := json.MarshalIndent(r, "", "  ")
+	data, err := json.MarshalIndent(receiptFile{
+		Schema: ReceiptSchema, UpdateID: r.UpdateID, CorrelationID: r.CorrelationID, Outcome: r.Outcome,
+		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
+		PreUpdate: codeState{r.From}, PostUpdate: codeState{r.To},
+	}, "", "  ")
 	if err != nil {
 		return err
 	}

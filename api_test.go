@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runtimeguard/runtimeguard/internal/updater"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -150,14 +149,6 @@ func TestProblemTypeResolvesToAFile(t *testing.T) {
 	for _, key := range []string{`"error"`, `"type"`, `"retryable"`, `"restart_scheduled"`, `"agent_update_state"`} {
 		assert.Contains(t, string(body), key)
 	}
-}
-
-// The exported marker words are those the updater package classifies in.
-func TestStateWordsMatchTheUpdaters(t *testing.T) {
-	assert.Equal(t, string(updater.Absent), string(MarkerAbsent))
-	assert.Equal(t, string(updater.Active), string(MarkerActive))
-	assert.Equal(t, string(updater.Stale), string(MarkerStale))
-	assert.Equal(t, string(updater.Unknown), string(MarkerUnknown))
 }
 
 // Options are resolved once, at New: a relative HomeDir or Python is made

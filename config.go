@@ -172,9 +172,10 @@ func (opts *Options) resolve(e *env) (*config, error) {
 	if opts.NoWatch {
 		ec.watch = func() (*watch.Watcher, error) { return nil, errors.New("Options.NoWatch") }
 	}
-	u := *ec.upd // a cache of the guard's own marker
+	u := *ec.upd // a cache of the guard's own receipts
 	u.Cache = new(updater.Cache)
 	ec.upd = &u
+	ec.marker = ec.marker.withCache() // and of its own marker
 	e = &ec
 	c := &config{
 		env:        e,

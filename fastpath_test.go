@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
 	"github.com/runtimeguard/runtimeguard/internal/watch"
 )
@@ -182,10 +183,10 @@ func TestSameTickInPlaceRewriteIsSeen(t *testing.T) {
 	e := testEnv(nil)
 	e.now = fi.ModTime
 	// Stamps that cannot see an in-place rewrite within one tick.
-	frozen := map[string]gitread.Stamp{}
+	frozen := map[string]fsread.Stamp{}
 	var mu sync.Mutex
-	freeze := func(stat func(string) (gitread.Stamp, error), follow string) func(string) (gitread.Stamp, error) {
-		return func(p string) (gitread.Stamp, error) {
+	freeze := func(stat func(string) (fsread.Stamp, error), follow string) func(string) (fsread.Stamp, error) {
+		return func(p string) (fsread.Stamp, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			if st, ok := frozen[follow+p]; ok {
@@ -197,9 +198,9 @@ func TestSameTickInPlaceRewriteIsSeen(t *testing.T) {
 		}
 	}
 	e.git = &gitread.FS{
-		Stat:     freeze(gitread.StatStamp, "stat "),
-		Lstat:    freeze(gitread.LstatStamp, "lstat "),
-		ReadFile: gitread.ReadRegular,
+		Stat:     freeze(fsread.StatStamp, "stat "),
+		Lstat:    freeze(fsread.LstatStamp, "lstat "),
+		ReadFile: fsread.ReadRegular,
 	}
 	g, err := newGuard(Options{ModulePath: module, HomeDir: tempDir(t)}, e)
 	require.NoError(t, err)

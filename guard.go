@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
 	"github.com/runtimeguard/runtimeguard/internal/updater"
 	"github.com/runtimeguard/runtimeguard/internal/watch"
@@ -317,7 +318,7 @@ func (g *Guard) bindCtx(ctx context.Context, cfg *config, abs string) (*binding,
 			err = call.val.err
 		}
 		switch {
-		case err != nil && errors.Is(err, gitread.ErrChanged):
+		case err != nil && errors.Is(err, fsread.ErrChanged):
 			unsettled = err
 			b.close()
 			continue
@@ -550,8 +551,10 @@ type env struct {
 	git *gitread.FS
 	// upd reads the updater's files.
 	upd *updater.Env
+	// marker classifies the update markers.
+	marker *markerEnv
 	// watch is the process's inotify watcher, or why there is none.
 	watch func() (*watch.Watcher, error)
 }
 
-var systemEnv = &env{now: time.Now, git: gitread.System, upd: updater.System, watch: watch.Shared}
+var systemEnv = &env{now: time.Now, git: gitread.System, upd: updater.System, marker: systemMarkers, watch: watch.Shared}

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
 )
 
@@ -157,11 +158,11 @@ func TestMarkerTakenAfterReadStillRefuses(t *testing.T) {
 	e := testEnv(nil)
 	marker := filepath.Join(c.home, hermesMarker)
 	fsys := *gitread.System
-	fsys.ReadFile = func(p string, limit int64, nofollow bool) ([]byte, gitread.Stamp, error) {
+	fsys.ReadFile = func(p string, limit int64, nofollow bool) ([]byte, fsread.Stamp, error) {
 		if _, err := os.Lstat(marker); errors.Is(err, fs.ErrNotExist) {
 			writeMarker(t, marker, os.Getpid(), time.Now())
 		}
-		return gitread.ReadRegular(p, limit, nofollow)
+		return fsread.ReadRegular(p, limit, nofollow)
 	}
 	e.git = &fsys
 	c.guard.cfg.env = e

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/runtimeguard/runtimeguard/internal/gittest"
-	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
 
 // The shared harness under the names the tests use.
@@ -27,12 +26,14 @@ func writeMarker(t testing.TB, path string, pid int, started time.Time) {
 }
 
 // testEnv is the system environment with a fixed process probe.
-func testEnv(probe func(int64) updater.ProcInfo) *env {
+func testEnv(probe func(int64) procInfo) *env {
 	e := *systemEnv
 	u := *e.upd
 	e.upd = &u
+	m := *e.marker
+	e.marker = &m
 	if probe != nil {
-		u.Probe = probe
+		m.probe = probe
 	}
 	return &e
 }
@@ -48,5 +49,5 @@ const (
 // readMarker classifies the marker at path as a guard with the default
 // options does.
 func readMarker(path string) MarkerState {
-	return MarkerState(systemEnv.upd.ReadMarker(path, DefaultMaxMarkerAge).State)
+	return systemMarkers.read(path, DefaultMaxMarkerAge).State
 }

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runtimeguard/runtimeguard/internal/gitread"
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
 	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
 
@@ -37,7 +37,7 @@ type updaterHomes struct {
 	now      func() time.Time
 
 	mu      sync.Mutex // protects stamp, list and problem
-	stamp   gitread.Stamp
+	stamp   fsread.Stamp
 	list    []string // the homes under root/profiles, as last listed
 	problem string   // why that listing is not whole, or ""
 }
@@ -76,7 +76,7 @@ func (h *updaterHomes) all() ([]string, string) {
 // directory could not be read, or holds more than maxProfileHomes homes.
 func (h *updaterHomes) profileHomes() ([]string, string) {
 	dir := filepath.Join(h.root, h.profiles)
-	st, err := gitread.StatStamp(dir)
+	st, err := fsread.StatStamp(dir)
 	if err != nil {
 		return nil, "the profile homes " + dir + " cannot be listed: " + err.Error()
 	}

@@ -1,9 +1,14 @@
 package runtimeguard
 
 import (
-	"encoding/json"
+	"fmt"
+	"math"
+	"path/filepath"
+	"strings"
+	"sync"
 	"time"
 
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
 	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
 
@@ -110,47 +115,27 @@ type Observation struct {
 }
 
 // Receipt is what the updater wrote after a run (or, with outcome
-// "running", while it runs): schema 1 of the updater's receipt.
-type Receipt struct {
-	// ID identifies the receipt: "update_id:" and the update_id where the
-	// updater wrote one, else "correlation_id:" and the correlation_id,
-	// else "sha256:" and a digest of the receipt's bytes with its file's
-	// identity. A plan scheduled on a receipt spends it.
-	ID string
-	// UpdateID and CorrelationID name the run, where the updater wrote
-	// them (Hermes's updater writes one, the other or neither, by its
-	// version).
-	UpdateID, CorrelationID string
-	// Outcome is how the run ended: "running", "success", "partial",
-	// "failed" or "refused".
-	Outcome string
-	// From and To are the code revisions before and after the run
-	// (pre_update.sha and post_update.sha), empty where none was recorded.
-	From, To string
-	// StartedAt and FinishedAt are when the run began and ended; FinishedAt
-	// is the zero time while it runs.
-	StartedAt, FinishedAt time.Time
-}
-
-// receiptJSON is a Receipt with the tool's snake_case keys.
-type receiptJSON struct {
-	ID            string    `json:"id"`
-	UpdateID      string    `json:"update_id,omitempty"`
-	CorrelationID string    `json:"correlation_id,omitempty"`
-	Outcome       string    `json:"outcome"`
-	From          string    `json:"from,omitempty"`
-	To            string    `json:"to,omitempty"`
-	StartedAt     time.Time `json:"started_at"`
-	FinishedAt    time.Time `json:"finished_at,omitzero"`
-}
-
-// MarshalJSON writes the receipt with snake_case keys, as the tool does.
-func (r Receipt) MarshalJSON() ([]byte, error) { return json.Marshal(receiptJSON(r)) }
-
-// UnmarshalJSON reads what MarshalJSON writes.
-func (r *Receipt) UnmarshalJSON(data []byte) error {
-	return json.Unmarshal(data, (*receiptJSON)(r))
-}
+// "running", while it runs): schema 1 of the updater's receipt. Its fields:
+//
+//   - ID identifies the receipt: "update_id:" and the update_id where the
+//     updater wrote one, else "correlation_id:" and the correlation_id,
+//     else "sha256:" and a digest of the receipt's bytes with its file's
+//     identity. A plan scheduled on a receipt spends it.
+//   - UpdateID and CorrelationID name the run, where the updater wrote
+//     them (Hermes's updater writes one, the other or neither, by its
+//     version).
+//   - Outcome is how the run ended: "running", "success", "partial",
+//     "failed" or "refused".
+//   - From and To are the code revisions before and after the run
+//     (pre_update.sha and post_update.sha), empty where none was recorded.
+//   - StartedAt and FinishedAt are when the run began and ended;
+//     FinishedAt is the zero time while it runs.
+//
+// Its JSON has the command-line tool's snake_case keys: id, update_id,
+// correlation_id, outcome, from, to, started_at, finished_at. The type is
+// the one the receipt's reader parses into (the updater's file format is
+// an internal package's), so that no receipt is copied field by field.
+type Receipt = updater.Receipt
 
 // receiptRead says which receipt a look at the updater's files reads: none
 // (the stale path needs only the update state), the newest of all, or the
@@ -170,7 +155,7 @@ func receiptsSince(rf *updater.ReceiptFiles) receiptRead { return receiptRead{re
 
 // markerRank orders marker states by how much they say an update may be
 // under way: of the markers of several homes, the highest counts.
-var markerRank = map[updater.MarkerState]int{updater.Absent: 0, updater.Stale: 1, updater.Unknown: 2, updater.Active: 3}
+var markerRank = map[MarkerState]int{MarkerAbsent: 0, MarkerStale: 1, MarkerUnknown: 2, MarkerActive: 3}
 
 // observeAt reads the updater's files for the installs whose source
 // directories are srcs, and the receipt rr asks for.
@@ -188,11 +173,7 @@ func (c *config) observeAt(rr receiptRead, srcs ...string) Observation {
 		f, problem := c.env.upd.NewestReceipt(rf, rr.since)
 		if f != nil {
 			o.ReceiptPath = f.Path
-			o.Receipt = &Receipt{
-				ID: f.ID, UpdateID: f.UpdateID, CorrelationID: f.CorrelationID, Outcome: f.Outcome,
-				StartedAt: f.StartedAt, FinishedAt: f.FinishedAt,
-				From: f.PreUpdate.SHA, To: f.PostUpdate.SHA,
-			}
+			o.Receipt = &f.Receipt
 		}
 		o.ReceiptProblem = problem
 	}
@@ -257,4 +238,503 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// pidReuseSlack is how long after the marker's time its writer may appear to
+// have started. A writer starts before it reads the clock for the marker, and
+// start times never come out late: Linux counts them in 10 ms clock ticks
+// against a boot time known to the nanosecond, macOS in microseconds, both
+// rounded down, and Windows in 100 ns. The slack covers the rest, which is
+// jitter: a marker time written in whole seconds (up to a second early), the
+// realtime clock stepped since the writer started, and the rounding of the
+// time as it is written and parsed. A live process that started later
+// than this did not write the marker: its process ID was reused.
+const pidReuseSlack = time.Second
+
+// marker is the classification of a marker, with the reason for it.
+type marker struct {
+	State MarkerState
+	// Reason says why the state is what it is, in a few words: "no file",
+	// "process 123 is alive", "a symbolic link", "over the age limit".
+	Reason string
+}
+
+// liveness is what a process probe learned.
+type liveness int
+
+// The answers of a process probe.
+const (
+	livenessUnknown liveness = iota
+	processAlive
+	processGone
+)
+
+// procInfo is the answer of a process probe. Start is the zero time when
+// the platform cannot tell when the process started.
+type procInfo struct {
+	State liveness
+	Start time.Time
+}
+
+// probeProcess reports whether pid is alive and, where the platform can
+// tell, when it started. A process ID out of the platform's range is
+// unknown, never truncated into another.
+func probeProcess(pid int64) procInfo {
+	if pid <= 0 || pid > maxPID {
+		return procInfo{}
+	}
+	return probeLiveness(pid)
+}
+
+// markerEnv is what markers are classified through, replaceable per
+// instance so that tests can run in parallel.
+type markerEnv struct {
+	now func() time.Time
+	// probe reports whether pid is alive and when it started.
+	probe func(pid int64) procInfo
+	// open reads a small file without following links or blocking (see
+	// updater.SafeOpen).
+	open func(path string, limit int64) (body []byte, kind updater.FileKind, why string)
+	// cache, when not nil, spares a classification of an unchanged marker
+	// its reads.
+	cache *markerCache
+}
+
+// systemMarkers is the real environment.
+var systemMarkers = &markerEnv{now: time.Now, probe: probeProcess, open: updater.SafeOpen}
+
+// withCache is e with a cache of its own.
+func (e *markerEnv) withCache() *markerEnv {
+	c := *e
+	c.cache = new(markerCache)
+	return &c
+}
+
+// read classifies the marker at path with the age limit maxAge. It never
+// blocks, never follows a symbolic link, never reads more than
+// updater.MaxMarkerBytes+1 bytes and never changes the file. An empty path
+// (no home directory known) is unknown.
+//
+// An updater that releases its marker by renaming it aside first (to
+// <marker>.cas-release-<pid>-<id>, then reading and removing it) has not
+// finished while that process lives: such a release in flight makes the
+// marker active; one whose process is gone counts for nothing. Any other
+// <marker>.cas-* artifact is an updater's cleanup left unresolved, and
+// unknown.
+func (e *markerEnv) read(path string, maxAge time.Duration) marker {
+	m, _ := e.readBody(path, maxAge)
+	return m
+}
+
+// readBody is read, with the bytes of the marker file it judged: nil when
+// none were read (no file, one that proves nothing, or a parse the cache
+// kept). Beside an active marker it reads nothing more.
+func (e *markerEnv) readBody(path string, maxAge time.Duration) (marker, []byte) {
+	if path == "" {
+		return marker{MarkerUnknown, "no home directory is known"}, nil
+	}
+	f := markerFacts{Path: path}
+	e.readFileFacts(&f)
+	if m := e.judgeFile(&f, maxAge); m.State == MarkerActive {
+		return m, f.body
+	}
+	e.readArtifactFacts(&f)
+	return e.judge(&f, maxAge), f.body
+}
+
+// markerFacts is what a read of a marker and of the artifacts beside it
+// found: all that its classification takes from files. The rules that
+// move without any file changing (the age limit with the clock, a
+// process's liveness) are applied by judge on each use, so that a caller
+// may keep the facts while it knows none of those files changed.
+type markerFacts struct {
+	// Path is the marker's path, "" when no home directory is known.
+	Path string
+	// file is the state of a marker file that was not parsed (absent, or
+	// unknown and why); parsed, pid and started are the parse of one
+	// that was, body the bytes read (nil when the cache kept the parse).
+	file    marker
+	parsed  bool
+	pid     int64
+	started float64
+	body    []byte
+	// dirWhy is why the marker's directory could not be searched for
+	// artifacts, or ""; artifacts are those found there.
+	dirWhy    string
+	artifacts []artifactFact
+}
+
+// artifactFact is one artifact beside the marker: its path, its name less
+// the marker's, and its change time (the rename that made it) when lstat
+// found it.
+type artifactFact struct {
+	path, suffix string
+	changed      time.Time
+	stamped      bool
+}
+
+// readFacts reads the marker at path and the artifacts beside it, as read
+// does (never blocking, following no link, reading at most
+// updater.MaxMarkerBytes+1 bytes), and applies no rule of time or
+// liveness. An empty path (no home directory known) reads nothing.
+func (e *markerEnv) readFacts(path string) markerFacts {
+	f := markerFacts{Path: path}
+	if path == "" {
+		return f
+	}
+	e.readFileFacts(&f)
+	e.readArtifactFacts(&f)
+	return f
+}
+
+// readFileFacts reads the marker file of f.
+func (e *markerEnv) readFileFacts(f *markerFacts) {
+	var st fsread.Stamp
+	if e.cache != nil {
+		var err error
+		if st, err = fsread.LstatStamp(f.Path); err == nil && st.Present() {
+			if pid, started, ok := e.cache.parsed(f.Path, st); ok {
+				f.pid, f.started, f.parsed = pid, started, true
+				return
+			}
+		}
+	}
+	body, kind, why := e.open(f.Path, updater.MaxMarkerBytes)
+	switch kind {
+	case updater.FileAbsent:
+		f.file = marker{MarkerAbsent, "no file"}
+		return
+	case updater.FileUnusable:
+		f.file = marker{MarkerUnknown, why}
+		return
+	}
+	f.body = body
+	pid, started, ok := updater.ParseMarker(body)
+	if !ok {
+		f.file = marker{MarkerUnknown, "not a process ID and a time on two lines of UTF-8"}
+		return
+	}
+	if e.cache != nil && st.Present() && st.Settled(e.now()) {
+		// The stamp is from before the read, and old enough that a
+		// rewrite after it changes it (Git's racy rule).
+		e.cache.remember(f.Path, st, pid, started)
+	}
+	f.pid, f.started, f.parsed = pid, started, true
+}
+
+// readArtifactFacts lists the artifacts beside the marker of f and stamps
+// each.
+func (e *markerEnv) readArtifactFacts(f *markerFacts) {
+	dir, base := filepath.Split(f.Path)
+	names, why := e.artifactNames(filepath.Clean(dir), base)
+	if why != "" {
+		f.dirWhy = "the marker's directory cannot be searched: " + why
+		return
+	}
+	for _, name := range names {
+		a := artifactFact{path: filepath.Join(dir, name), suffix: strings.TrimPrefix(name, base)}
+		if st, err := fsread.LstatStamp(a.path); err == nil && st.Present() {
+			a.changed, a.stamped = st.ChangedAt(), true
+		}
+		f.artifacts = append(f.artifacts, a)
+	}
+}
+
+// judgeFile classifies the marker file of f alone, now.
+func (e *markerEnv) judgeFile(f *markerFacts, maxAge time.Duration) marker {
+	if f.Path == "" {
+		return marker{MarkerUnknown, "no home directory is known"}
+	}
+	if !f.parsed {
+		return f.file
+	}
+	return e.classify(f.pid, f.started, maxAge)
+}
+
+// judge classifies the facts f with the age limit maxAge, now: the
+// marker's time against the clock, and the liveness of the processes it
+// and its artifacts name, asked again (through the cache's process handle
+// where there is one). Two calls on the same facts differ only as the
+// clock and those processes moved. It is the one classification of a
+// marker, of a fresh read (read) as of facts kept (the stale answer's
+// cache).
+//
+// An updater that releases its marker by renaming it aside first (to
+// <marker>.cas-release-<pid>-<id>, then reading and removing it) has not
+// finished while that process lives: such a release in flight makes the
+// marker active; one whose process is gone counts for nothing. Any other
+// <marker>.cas-* artifact is an updater's cleanup left unresolved, and
+// unknown; so is a directory that cannot be searched for them. An
+// artifact that proves nothing makes a marker that proves something
+// unknown.
+func (e *markerEnv) judge(f *markerFacts, maxAge time.Duration) marker {
+	m := e.judgeFile(f, maxAge)
+	if m.State == MarkerActive || f.Path == "" {
+		return m
+	}
+	a := e.judgeArtifacts(f)
+	if a.State == MarkerActive || a.State == MarkerUnknown && m.State != MarkerUnknown {
+		return a
+	}
+	return m
+}
+
+// judgeArtifacts classifies the artifacts of f: a release whose process
+// lives is active, an artifact that proves nothing (or a directory that
+// cannot be searched) unknown, and otherwise the answer is absent.
+func (e *markerEnv) judgeArtifacts(f *markerFacts) marker {
+	if f.dirWhy != "" {
+		return marker{MarkerUnknown, f.dirWhy}
+	}
+	result := marker{State: MarkerAbsent}
+	for i := range f.artifacts {
+		m := e.judgeArtifact(&f.artifacts[i])
+		switch {
+		case m.State == MarkerActive:
+			return m
+		case m.State == MarkerUnknown && result.State != MarkerUnknown:
+			result = m
+		}
+	}
+	return result
+}
+
+// artifacts classifies the artifacts beside the marker at path (see
+// judgeArtifacts).
+func (e *markerEnv) artifacts(path string) marker {
+	f := markerFacts{Path: path}
+	e.readArtifactFacts(&f)
+	return e.judgeArtifacts(&f)
+}
+
+// classify judges a parsed marker in the order of the hermes-webui guard: a
+// time that is not finite or lies in the future is unknown; so is a
+// process ID of zero or less, whatever the marker's age; then the age
+// limit; then a process ID too large for this platform is unknown; then
+// liveness.
+func (e *markerEnv) classify(pid int64, started float64, maxAge time.Duration) marker {
+	nowSec := float64(e.now().UnixNano()) / 1e9
+	switch {
+	case math.IsNaN(started) || math.IsInf(started, 0):
+		return marker{MarkerUnknown, "its time is not finite"}
+	case started > nowSec:
+		return marker{MarkerUnknown, "its time lies in the future"}
+	case pid <= 0:
+		return marker{MarkerUnknown, fmt.Sprintf("process ID %d names no process", pid)}
+	case nowSec-started > maxAge.Seconds():
+		return marker{MarkerStale, fmt.Sprintf("older than %v", maxAge)}
+	case pid > maxPID:
+		return marker{MarkerUnknown, fmt.Sprintf("process ID %d cannot be asked about here", pid)}
+	}
+	info := e.probeCached(pid)
+	switch info.State {
+	case processGone:
+		return marker{MarkerStale, fmt.Sprintf("process %d is gone", pid)}
+	case processAlive:
+		if !info.Start.IsZero() {
+			writtenAt := time.Unix(0, int64(started*1e9))
+			if info.Start.After(writtenAt.Add(pidReuseSlack)) {
+				return marker{MarkerStale, fmt.Sprintf("process %d started after the marker was written: its ID was reused", pid)}
+			}
+		}
+		return marker{MarkerActive, fmt.Sprintf("process %d is alive", pid)}
+	}
+	return marker{MarkerUnknown, fmt.Sprintf("whether process %d lives cannot be told", pid)}
+}
+
+// probeCached is probe, through the cache when there is one.
+func (e *markerEnv) probeCached(pid int64) procInfo {
+	if e.cache != nil {
+		return e.cache.probe(e, pid)
+	}
+	return e.probe(pid)
+}
+
+// judgeArtifact judges one artifact beside a marker, now.
+func (e *markerEnv) judgeArtifact(a *artifactFact) marker {
+	name := filepath.Base(a.path)
+	pid, release := updater.ReleasePID(a.suffix)
+	switch {
+	case !release:
+		return marker{MarkerUnknown, fmt.Sprintf("%s is an updater's unresolved cleanup of the marker", name)}
+	case pid <= 0:
+		return marker{MarkerUnknown, fmt.Sprintf("%s names no process", name)}
+	case pid > maxPID:
+		return marker{MarkerUnknown, fmt.Sprintf("%s names process %d, which cannot be asked about here", name, pid)}
+	}
+	info := e.probe(pid)
+	switch info.State {
+	case processGone:
+		return marker{State: MarkerAbsent}
+	case processAlive:
+		// A process that started after the rename (its change time) is
+		// not the releaser: its ID was reused.
+		if a.stamped && !info.Start.IsZero() && info.Start.After(a.changed.Add(pidReuseSlack)) {
+			return marker{State: MarkerAbsent}
+		}
+		return marker{MarkerActive, fmt.Sprintf("process %d is releasing the marker (%s): the update has not finished", pid, name)}
+	}
+	return marker{MarkerUnknown, fmt.Sprintf("whether process %d, releasing the marker, lives cannot be told", pid)}
+}
+
+// artifactNames lists the names of the artifacts beside the marker base in
+// dir, through the cache while the directory's stamp is the same and
+// settled.
+func (e *markerEnv) artifactNames(dir, base string) ([]string, string) {
+	st, err := fsread.LstatStamp(dir)
+	if err != nil {
+		return nil, err.Error()
+	}
+	if !st.Present() {
+		return nil, ""
+	}
+	if e.cache != nil {
+		if names, why, ok := e.cache.dir(dir, st); ok {
+			return names, why
+		}
+	}
+	names, why := updater.ListArtifacts(dir, base)
+	if e.cache != nil && st.Settled(e.now()) {
+		if after, err := fsread.LstatStamp(dir); err == nil && after == st {
+			e.cache.rememberDir(dir, st, names, why)
+		}
+	}
+	return names, why
+}
+
+// markerCache keeps what a classification of an unchanged marker would
+// read again for nothing: the parse of the marker (while its stamp is the
+// same), the start time of its process (while the platform can tell it is
+// the same process) and the artifacts beside it (while its directory's
+// stamp is the same). A stale check then costs an lstat of the marker and
+// its directory and a liveness probe. The zero markerCache is empty and
+// ready; it is safe for concurrent use.
+type markerCache struct {
+	mu      sync.Mutex // protects the fields below
+	path    string
+	stamp   fsread.Stamp
+	pid     int64
+	started float64
+	proc    *procHandle          // the marker's process, where the platform keeps one
+	dirs    map[string]cachedDir // listings of marker directories, by path
+}
+
+// cachedDir is the artifacts found beside a marker while the directory's
+// stamp is stamp.
+type cachedDir struct {
+	stamp fsread.Stamp
+	names []string
+	why   string
+}
+
+// parsed returns the cached parse of the marker at path, when its stamp is
+// still st.
+func (c *markerCache) parsed(path string, st fsread.Stamp) (pid int64, started float64, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.path != path || c.stamp != st || !st.Present() {
+		return 0, 0, false
+	}
+	return c.pid, c.started, true
+}
+
+// remember keeps the parse of the marker at path, stamped st.
+func (c *markerCache) remember(path string, st fsread.Stamp, pid int64, started float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pid != pid && c.proc != nil {
+		c.proc.close()
+		c.proc = nil
+	}
+	c.path, c.stamp, c.pid, c.started = path, st, pid, started
+}
+
+// probe is e's probe, answered from the process handle while it says the
+// same process still lives.
+func (c *markerCache) probe(e *markerEnv, pid int64) procInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h := c.proc; h != nil && h.pid == pid {
+		if h.alive() {
+			return procInfo{State: processAlive, Start: h.start}
+		}
+		h.close()
+		c.proc = nil
+		return procInfo{State: processGone}
+	}
+	info := e.probe(pid)
+	if info.State == processAlive && !info.Start.IsZero() {
+		if h := openProc(pid, info.Start); h != nil {
+			if c.proc != nil {
+				c.proc.close()
+			}
+			c.proc = h
+		}
+	}
+	return info
+}
+
+// dir returns the cached artifacts of dir, when its stamp is still st.
+func (c *markerCache) dir(dir string, st fsread.Stamp) ([]string, string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d, ok := c.dirs[dir]
+	if !ok || d.stamp != st {
+		return nil, "", false
+	}
+	return d.names, d.why, true
+}
+
+// rememberDir keeps the artifacts of dir, stamped st.
+func (c *markerCache) rememberDir(dir string, st fsread.Stamp, names []string, why string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dirs == nil || len(c.dirs) > 64 {
+		c.dirs = make(map[string]cachedDir)
+	}
+	c.dirs[dir] = cachedDir{st, names, why}
+}
+
+// markerJudge is the classification a claim of the marker obeys
+// (updater.Judge): a claim replaces only a marker a guard reads as stale,
+// and yields to all a guard does not read as absent.
+type markerJudge struct {
+	e      *markerEnv
+	maxAge time.Duration
+}
+
+// Read classifies the marker at path: its state's word and why.
+func (j markerJudge) Read(path string) (state, reason string) {
+	m := j.e.read(path, j.maxAge)
+	return string(m.State), m.Reason
+}
+
+// Marker reads and judges the marker at path, with what lies beside it.
+func (j markerJudge) Marker(path string) (body []byte, stale bool, held string) {
+	m, body := j.e.readBody(path, j.maxAge)
+	switch m.State {
+	case MarkerAbsent:
+		return nil, false, ""
+	case MarkerStale:
+		if body != nil {
+			return body, true, ""
+		}
+	}
+	return body, false, fmt.Sprintf("%s (%s)", m.State, m.Reason)
+}
+
+// Beside judges what lies beside the marker at path alone.
+func (j markerJudge) Beside(path string) string {
+	if a := j.e.artifacts(path); a.State != MarkerAbsent {
+		return a.Reason
+	}
+	return ""
+}
+
+func init() {
+	// The command-line tool claims and reads markers as a guard reads
+	// them: package updater cannot import this one.
+	updater.GuardJudge = func(maxAge time.Duration) updater.Judge {
+		return markerJudge{systemMarkers, maxAge}
+	}
 }

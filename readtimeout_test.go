@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
 )
 
@@ -30,7 +31,7 @@ func (h *hangingIndex) env() *env {
 	e := testEnv(nil)
 	fsys := *gitread.System
 	e.git = &fsys
-	fsys.ReadFile = func(path string, limit int64, nofollow bool) ([]byte, gitread.Stamp, error) {
+	fsys.ReadFile = func(path string, limit int64, nofollow bool) ([]byte, fsread.Stamp, error) {
 		if h.hang.Load() && filepath.Base(path) == "index" {
 			n := h.blocked.Add(1)
 			for {
@@ -42,7 +43,7 @@ func (h *hangingIndex) env() *env {
 			<-h.release
 			h.blocked.Add(-1)
 		}
-		return gitread.ReadRegular(path, limit, nofollow)
+		return fsread.ReadRegular(path, limit, nofollow)
 	}
 	return e
 }
@@ -107,11 +108,11 @@ func TestPanicInReadKeepsItsStack(t *testing.T) {
 	var boom atomic.Bool
 	fsys := *gitread.System
 	e.git = &fsys
-	fsys.ReadFile = func(path string, limit int64, nofollow bool) ([]byte, gitread.Stamp, error) {
+	fsys.ReadFile = func(path string, limit int64, nofollow bool) ([]byte, fsread.Stamp, error) {
 		if boom.Load() && filepath.Base(path) == "index" {
 			panic("index reader exploded")
 		}
-		return gitread.ReadRegular(path, limit, nofollow)
+		return fsread.ReadRegular(path, limit, nofollow)
 	}
 	g, err := newGuard(Options{ModulePath: module, HomeDir: dir, AlwaysRead: true}, e)
 	require.NoError(t, err)
@@ -135,11 +136,11 @@ func TestPanicErrorUnwrapsAnError(t *testing.T) {
 	var boom atomic.Pointer[any]
 	fsys := *gitread.System
 	e.git = &fsys
-	fsys.ReadFile = func(path string, limit int64, nofollow bool) ([]byte, gitread.Stamp, error) {
+	fsys.ReadFile = func(path string, limit int64, nofollow bool) ([]byte, fsread.Stamp, error) {
 		if v := boom.Load(); v != nil && filepath.Base(path) == "index" {
 			panic(*v)
 		}
-		return gitread.ReadRegular(path, limit, nofollow)
+		return fsread.ReadRegular(path, limit, nofollow)
 	}
 	g, err := newGuard(Options{ModulePath: module, HomeDir: dir, AlwaysRead: true}, e)
 	require.NoError(t, err)

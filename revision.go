@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
 	"github.com/runtimeguard/runtimeguard/internal/updater"
 	"github.com/runtimeguard/runtimeguard/internal/watch"
@@ -208,21 +209,21 @@ func statsUnchanged(c *readCall, fs *gitread.FS, deps gitread.Deps) bool {
 // tracking is fs with every call naming its path in at first.
 func tracking(fs *gitread.FS, at *atomic.Pointer[string]) *gitread.FS {
 	t := &gitread.FS{
-		Stat: func(p string) (gitread.Stamp, error) {
+		Stat: func(p string) (fsread.Stamp, error) {
 			at.Store(&p)
 			return fs.Stat(p)
 		},
-		Lstat: func(p string) (gitread.Stamp, error) {
+		Lstat: func(p string) (fsread.Stamp, error) {
 			at.Store(&p)
 			return fs.Lstat(p)
 		},
-		ReadFile: func(p string, limit int64, nofollow bool) ([]byte, gitread.Stamp, error) {
+		ReadFile: func(p string, limit int64, nofollow bool) ([]byte, fsread.Stamp, error) {
 			at.Store(&p)
 			return fs.ReadFile(p, limit, nofollow)
 		},
 	}
 	if fs.ReadEnds != nil {
-		t.ReadEnds = func(p string, n int, nofollow bool) ([]byte, []byte, gitread.Stamp, error) {
+		t.ReadEnds = func(p string, n int, nofollow bool) ([]byte, []byte, fsread.Stamp, error) {
 			at.Store(&p)
 			return fs.ReadEnds(p, n, nofollow)
 		}

@@ -16,7 +16,7 @@ import (
 // are applied: the facts of every home's marker, why the homes are not
 // all known, the install roots and their recovery markers.
 type staleFacts struct {
-	markers   []updater.MarkerFacts // the guard's own home first; one of path "" when no home is known
+	markers   []markerFacts // the guard's own home first; one of path "" when no home is known
 	problem   string                // why not every home was read, or ""
 	roots     []string
 	present   []string
@@ -41,7 +41,7 @@ func (c *config) readStaleFacts(srcs []string) staleFacts {
 		paths = []string{""}
 	}
 	for _, p := range paths {
-		f.markers = append(f.markers, c.env.upd.ReadMarkerFacts(p))
+		f.markers = append(f.markers, c.env.marker.readFacts(p))
 	}
 	f.present, f.rootsRead = updater.RecoveryMarkers(f.roots, c.recovery)
 	return f
@@ -51,16 +51,16 @@ func (c *config) readStaleFacts(srcs []string) staleFacts {
 // counts, with its path: the guard's own, unless another home's says
 // more. It is the one classification of the updater's markers, of a
 // fresh read as of facts kept.
-func (c *config) judgeMarkers(f *staleFacts) (updater.Marker, string) {
-	best, bestPath := c.env.upd.JudgeMarker(&f.markers[0], c.maxAge), f.markers[0].Path
-	for i := 1; i < len(f.markers) && best.State != updater.Active; i++ {
-		if m := c.env.upd.JudgeMarker(&f.markers[i], c.maxAge); markerRank[m.State] > markerRank[best.State] {
+func (c *config) judgeMarkers(f *staleFacts) (marker, string) {
+	best, bestPath := c.env.marker.judge(&f.markers[0], c.maxAge), f.markers[0].Path
+	for i := 1; i < len(f.markers) && best.State != MarkerActive; i++ {
+		if m := c.env.marker.judge(&f.markers[i], c.maxAge); markerRank[m.State] > markerRank[best.State] {
 			best, bestPath = m, f.markers[i].Path
 		}
 	}
-	if f.problem != "" && markerRank[best.State] < markerRank[updater.Unknown] {
+	if f.problem != "" && markerRank[best.State] < markerRank[MarkerUnknown] {
 		// A home not read may hold an active marker.
-		return updater.Marker{State: updater.Unknown, Reason: f.problem}, bestPath
+		return marker{State: MarkerUnknown, Reason: f.problem}, bestPath
 	}
 	return best, bestPath
 }
@@ -71,11 +71,11 @@ func (c *config) staleObservation(f *staleFacts) Observation {
 	m, mpath := c.judgeMarkers(f)
 	return Observation{
 		MarkerPath:      mpath,
-		Marker:          MarkerState(m.State),
+		Marker:          m.State,
 		MarkerReason:    m.Reason,
 		InstallRoots:    nonNil(f.roots),
 		RecoveryMarkers: nonNil(f.present),
-		State:           combine(MarkerState(m.State), len(f.present) > 0, f.rootsRead),
+		State:           combine(m.State, len(f.present) > 0, f.rootsRead),
 		ReceiptPath:     c.receiptPath,
 		LockPath:        c.lockPath,
 	}
@@ -144,7 +144,7 @@ func (c *config) observeStale(b *binding) Observation {
 		sub, gen, armed = sc.arm(c, srcs)
 	}
 	f := c.readStaleFacts(srcs)
-	if sub != nil && slices.EqualFunc(f.markers, armed, func(m updater.MarkerFacts, p string) bool { return m.Path == p }) {
+	if sub != nil && slices.EqualFunc(f.markers, armed, func(m markerFacts, p string) bool { return m.Path == p }) {
 		// The homes read are the homes watched: one made between the
 		// two is read again next time.
 		sc.facts.Store(&cachedFacts{staleFacts: f, sub: sub, gen: gen, module: *module})

@@ -39,17 +39,21 @@ func newStaleCase(t *testing.T) *staleCase {
 	c.marker = filepath.Join(c.home, hermesMarker)
 	module, _ := agentRepo(t, c.dir)
 	e := watchEnv(t)
-	u := *e.upd
-	u.Now = func() time.Time { return time.Now().Add(time.Duration(c.ahead.Load())) }
-	u.Probe = func(pid int64) updater.ProcInfo {
-		c.probes.Add(1)
-		return updater.ProbeProcess(pid)
-	}
-	u.Open = func(path string, limit int64) ([]byte, updater.FileKind, string) {
+	now := func() time.Time { return time.Now().Add(time.Duration(c.ahead.Load())) }
+	open := func(path string, limit int64) ([]byte, updater.FileKind, string) {
 		c.opens.Add(1)
 		return updater.SafeOpen(path, limit)
 	}
+	u := *e.upd
+	u.Now, u.Open = now, open
 	e.upd = &u
+	m := *e.marker
+	m.now, m.open = now, open
+	m.probe = func(pid int64) procInfo {
+		c.probes.Add(1)
+		return probeProcess(pid)
+	}
+	e.marker = &m
 	g, err := newGuard(Options{ModulePath: module, HomeDir: c.home}, e)
 	require.NoError(t, err)
 	t.Cleanup(func() { g.Close() })

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
 	"github.com/runtimeguard/runtimeguard/internal/watch"
 )
@@ -24,11 +25,11 @@ func countingEnv(t testing.TB) (*env, *atomic.Int64) {
 	e := watchEnv(t)
 	var reads atomic.Int64
 	fsys := *gitread.System
-	fsys.ReadFile = func(path string, limit int64, nofollow bool) ([]byte, gitread.Stamp, error) {
+	fsys.ReadFile = func(path string, limit int64, nofollow bool) ([]byte, fsread.Stamp, error) {
 		if filepath.Base(path) == "index" {
 			reads.Add(1)
 		}
-		return gitread.ReadRegular(path, limit, nofollow)
+		return fsread.ReadRegular(path, limit, nofollow)
 	}
 	e.git = &fsys
 	return e, &reads

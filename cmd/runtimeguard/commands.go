@@ -247,20 +247,21 @@ func cmdMarker(args []string, stdout, stderr io.Writer) error {
 	if path == "" {
 		return usagef("the marker PATH is empty")
 	}
-	m := updater.System.ReadMarker(path, *maxAge)
+	word, reason := updater.GuardJudge(*maxAge).Read(path)
+	state := runtimeguard.MarkerState(word)
 	if *asJSON {
-		if err := json.NewEncoder(stdout).Encode(markerJSON{Path: path, State: string(m.State), Reason: m.Reason}); err != nil {
+		if err := json.NewEncoder(stdout).Encode(markerJSON{Path: path, State: word, Reason: reason}); err != nil {
 			return err
 		}
 	} else {
-		fmt.Fprintf(stdout, "%s: %s\n", m.State, m.Reason)
+		fmt.Fprintf(stdout, "%s: %s\n", state, reason)
 	}
-	switch m.State {
-	case updater.Absent:
+	switch state {
+	case runtimeguard.MarkerAbsent:
 		return nil
-	case updater.Active:
+	case runtimeguard.MarkerActive:
 		return exitCode(exitMarkerActive)
-	case updater.Stale:
+	case runtimeguard.MarkerStale:
 		return exitCode(exitMarkerStale)
 	}
 	return exitCode(exitMarkerUnknown)

@@ -90,7 +90,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	r := updater.Receipt{
 		UpdateID: updater.NewUpdateID(), Outcome: updater.OutcomeSuccess,
 		StartedAt: time.Now().UTC(), FinishedAt: time.Now().UTC(),
-		PreUpdate: updater.State{SHA: loaded}, PostUpdate: updater.State{SHA: moved},
+		From: loaded, To: moved,
 	}
 	receipt := filepath.Join(home, filepath.FromSlash(runtimeguard.HermesLayout.Receipt))
 	if err := updater.WriteReceipt(receipt, r, os.Getpid()); err != nil {

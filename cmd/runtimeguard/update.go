@@ -132,7 +132,7 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	pid, start := os.Getpid(), time.Now()
 	// Claimed exclusively, where none was and where a stale one was: of
 	// two updaters started at once, one goes on.
-	if err := updater.System.ClaimMarker(o.MarkerPath, pid, start, runtimeguard.DefaultMaxMarkerAge); err != nil {
+	if err := updater.ClaimMarker(o.MarkerPath, pid, start, updater.GuardJudge(runtimeguard.DefaultMaxMarkerAge)); err != nil {
 		if errors.Is(err, updater.ErrMarkerHeld) {
 			return fmt.Errorf("refused: another updater holds the marker (%v)", err)
 		}
@@ -141,7 +141,7 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer updater.RemoveMarker(o.MarkerPath, pid, start) // ours only
 	r := updater.Receipt{UpdateID: updater.NewUpdateID(), Outcome: updater.OutcomeRunning, StartedAt: start.UTC()}
 	before, _ := gitread.Inspect(gf.module)
-	r.PreUpdate.SHA = before.Revision
+	r.From = before.Revision
 	dir := *workDir
 	if dir == "" {
 		dir = cmpOr(before.TopLevel, before.SourceDir)
@@ -153,7 +153,7 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	code, runErr := runUpdater(ctx, dir, argv, lock, stdout, stderr)
 	r.FinishedAt = time.Now().UTC()
 	after, readErr := gitread.Inspect(gf.module)
-	r.PostUpdate.SHA = after.Revision
+	r.To = after.Revision
 	observed, err := runtimeguard.Observe(gf.options())
 	if err != nil {
 		return err
@@ -168,7 +168,7 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		why = fmt.Sprintf("%s exited %d", argv[0], code)
 	case readErr != nil:
 		why = "the checkout cannot be read after the update: " + readErr.Error()
-	case r.PostUpdate.SHA == "":
+	case r.To == "":
 		why = "the module has no revision after the update: " + after.Reason
 	case len(observed.RecoveryMarkers) > 0:
 		why = "the recovery marker " + observed.RecoveryMarkers[0] + " was left"
@@ -181,7 +181,7 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	if why == "" {
-		fmt.Fprintf(stderr, "runtimeguard update: success: %s -> %s (%s)\n", orNone(r.PreUpdate.SHA), r.PostUpdate.SHA, o.ReceiptPath)
+		fmt.Fprintf(stderr, "runtimeguard update: success: %s -> %s (%s)\n", orNone(r.From), r.To, o.ReceiptPath)
 	} else {
 		fmt.Fprintf(stderr, "runtimeguard update: failed: %s (%s)\n", why, o.ReceiptPath)
 	}

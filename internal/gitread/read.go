@@ -174,7 +174,7 @@ type Dep struct {
 	// and an ACL changed in place changes nothing of the stamp but its
 	// change time.
 	Identity bool
-	Stamp    Stamp
+	Stamp    fsread.Stamp
 	// searchable is what access(2) for X_OK said of an Identity dep.
 	searchable bool
 }
@@ -239,17 +239,17 @@ func (d Deps) unique() Deps {
 type FS struct {
 	// Stat and Lstat stamp a path, following a final link or not; nothing
 	// at the path is a stamp that is not present.
-	Stat, Lstat func(path string) (Stamp, error)
-	// ReadFile reads a Git file whole: see ReadRegular.
-	ReadFile func(path string, limit int64, nofollow bool) ([]byte, Stamp, error)
+	Stat, Lstat func(path string) (fsread.Stamp, error)
+	// ReadFile reads a Git file whole: see fsread.ReadRegular.
+	ReadFile func(path string, limit int64, nofollow bool) ([]byte, fsread.Stamp, error)
 	// ReadEnds, when not nil, reads the first and last bytes of a file
 	// (see ReadEnds): a large index or packed-refs whose ends cannot be
 	// one's is refused without being read whole.
-	ReadEnds func(path string, n int, nofollow bool) (head, tail []byte, st Stamp, err error)
+	ReadEnds func(path string, n int, nofollow bool) (head, tail []byte, st fsread.Stamp, err error)
 }
 
 // System is the file system itself.
-var System = &FS{Stat: StatStamp, Lstat: LstatStamp, ReadFile: ReadRegular, ReadEnds: fsread.SystemReadEnds}
+var System = &FS{Stat: fsread.StatStamp, Lstat: fsread.LstatStamp, ReadFile: fsread.ReadRegular, ReadEnds: fsread.SystemReadEnds}
 
 // headBytes is how much of each end of a large index or packed-refs is
 // read, and checked, before the whole.
@@ -340,14 +340,14 @@ type reader struct {
 	stack    *rtStack
 }
 
-func (r *reader) addDep(path string, nofollow bool, st Stamp) {
+func (r *reader) addDep(path string, nofollow bool, st fsread.Stamp) {
 	r.deps = append(r.deps, Dep{Path: path, NoFollow: nofollow, Stamp: st})
 }
 
 // addIdentityDep records that the answer depends on what is at path (links
 // followed), not on its timestamps, and on whether access(2) finds it
 // searchable, as it was.
-func (r *reader) addIdentityDep(path string, st Stamp, searchable bool) {
+func (r *reader) addIdentityDep(path string, st fsread.Stamp, searchable bool) {
 	r.deps = append(r.deps, Dep{Path: path, Identity: true, Stamp: st, searchable: searchable})
 }
 
@@ -826,7 +826,7 @@ func (r *reader) followGitFile(c *Checkout, dotgit string) error {
 		return err
 	}
 	if !ok {
-		return &fs.PathError{Op: "read", Path: dotgit, Err: changedError("changed while it was read")}
+		return &fs.PathError{Op: "read", Path: dotgit, Err: fsread.ChangedError("changed while it was read")}
 	}
 	target, found := strings.CutPrefix(string(cString([]byte(strings.TrimRight(string(data), "\r\n")))), "gitdir: ")
 	if !found || target == "" {
@@ -927,7 +927,7 @@ func (r *reader) readRef(path string) (looseRef, error) {
 		r.addDep(path, true, fst)
 		return looseRef{found: true, data: data}, nil
 	}
-	return looseRef{}, &fs.PathError{Op: "read", Path: path, Err: changedError("changed type while it was read")}
+	return looseRef{}, &fs.PathError{Op: "read", Path: path, Err: fsread.ChangedError("changed type while it was read")}
 }
 
 // parseLooseRef is Git's parse_loose_ref_contents: "ref:" and a ref name,

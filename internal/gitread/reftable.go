@@ -10,6 +10,8 @@ import (
 	"io/fs"
 	"path/filepath"
 	"strings"
+
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
 )
 
 // This file reads refs kept by Git's reftable backend
@@ -143,7 +145,7 @@ func (r *reader) readStack(dir string, hashLen int) (*rtStack, error) {
 			return nil, &fs.PathError{Op: "read", Path: list, Err: fmt.Errorf("names %s, which does not exist", missing)}
 		}
 	}
-	return nil, &fs.PathError{Op: "read", Path: list, Err: changedError(fmt.Sprintf("rewritten %d times while its tables were read", maxStackReads))}
+	return nil, &fs.PathError{Op: "read", Path: list, Err: fsread.ChangedError(fmt.Sprintf("rewritten %d times while its tables were read", maxStackReads))}
 }
 
 // readTablesList reads tables.list as git's parse_names does: one name a

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
 	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
@@ -329,7 +330,7 @@ func TestReftableCompactedWhileRead(t *testing.T) {
 	require.Greater(t, len(tablePaths(t, rt)), 1, "the stack has tables to compact")
 	compacted := 0
 	fsys := *System
-	fsys.ReadFile = func(path string, limit int64, nofollow bool) ([]byte, Stamp, error) {
+	fsys.ReadFile = func(path string, limit int64, nofollow bool) ([]byte, fsread.Stamp, error) {
 		if strings.HasSuffix(path, ".ref") && compacted == 0 {
 			compacted++
 			git(t, dir, "pack-refs", "--all")

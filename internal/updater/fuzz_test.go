@@ -1,16 +1,10 @@
 package updater
 
 import (
-	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 	"unicode/utf8"
 )
-
-var markerStates = map[MarkerState]bool{Absent: true, Active: true, Stale: true, Unknown: true}
 
 // FuzzParseMarker: the body parser never panics, accepts only small UTF-8
 // bodies of at least two lines, and reads the first two lines as pyInt and
@@ -103,56 +97,4 @@ func checkNumber(t *testing.T, oracle *pyOracle, s string) {
 	if oracle != nil && utf8.ValidString(s) {
 		oracle.compare(t, s)
 	}
-}
-
-// FuzzReadUpdateMarker: any bytes in a real marker file classify as one of
-// the four words, the file is left as it was, a time that is not finite is
-// unknown, a marker over the age limit is stale whatever its process ID, and no process is asked about unless the
-// body parsed, its time is within the age limit and its process ID is one
-// this platform can ask about.
-func FuzzReadUpdateMarker(f *testing.F) {
-	f.Add([]byte("1234\n1700000000\n"), int64(0))
-	f.Add([]byte("1\n1\n"), int64(3600))
-	f.Add([]byte(""), int64(0))
-	f.Add([]byte("99999\n-1e9\n"), int64(-3600))
-	dir := tempDir(f)
-	f.Fuzz(func(t *testing.T, body []byte, offset int64) {
-		path := filepath.Join(dir, "marker")
-		if err := os.WriteFile(path, body, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		now := time.Unix(1700000000, 0).Add(time.Duration(offset) * time.Second)
-		nowSec := float64(now.UnixNano()) / 1e9
-		parsedPID, started, parsed := ParseMarker(body)
-		e := testEnv(func(pid int64) ProcInfo {
-			switch {
-			case !parsed:
-				t.Fatalf("liveness asked for %d of an unparsable body %q", pid, body)
-			case int64(pid) != parsedPID || pid <= 0 || int64(pid) > maxPID:
-				t.Fatalf("liveness asked for %d of a body naming %d: %q", pid, parsedPID, body)
-			case !(started <= nowSec && nowSec-started <= maxAge.Seconds()):
-				t.Fatalf("liveness asked for %d of a body whose time %v is not within the age limit", pid, started)
-			}
-			return ProcInfo{State: Liveness(pid % 3)}
-		})
-		e.Now = func() time.Time { return now }
-		got := e.ReadMarker(path, maxAge).State
-		if !markerStates[got] || got == Absent {
-			t.Fatalf("readMarker(%q) = %q", body, got)
-		}
-		finite := !math.IsNaN(started) && !math.IsInf(started, 0)
-		if parsed && !finite && got != Unknown {
-			t.Fatalf("readMarker(%q) = %q, want %q: its time is not finite", body, got, Unknown)
-		}
-		if parsed && finite && started <= nowSec && parsedPID <= 0 && got != Unknown {
-			t.Fatalf("readMarker(%q) = %q, want %q: a process ID of zero or less, whatever the age", body, got, Unknown)
-		}
-		if parsed && finite && started <= nowSec && parsedPID > 0 && nowSec-started > maxAge.Seconds() && got != Stale {
-			t.Fatalf("readMarker(%q) = %q, want %q: over age, whatever the positive process ID", body, got, Stale)
-		}
-		after, err := os.ReadFile(path)
-		if err != nil || string(after) != string(body) {
-			t.Fatalf("the marker changed: %q -> %q (%v)", body, after, err)
-		}
-	})
 }

@@ -1,7 +1,11 @@
-// Package updater speaks both sides of the protocol between an updater and
-// a guarded server: the in-progress marker, the recovery markers, the
-// receipt the updater writes after each run, the lock file it holds while
-// it runs, and what can be told of a process.
+// Package updater holds the files of the protocol between an updater and a
+// guarded server: the formats of the in-progress marker and of the receipt
+// the updater writes after each run, the reads of the recovery markers and
+// the receipts, the lock file the updater holds while it runs, and the
+// writer side (claiming and releasing the marker, writing receipts). What a
+// marker means (absent, active, stale or unknown, and what can be told of
+// its process) is package runtimeguard's classification, which a claim is
+// given (Judge).
 package updater
 
 import (

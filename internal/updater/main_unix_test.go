@@ -34,11 +34,22 @@ func TestMain(m *testing.M) {
 func classifyPermissionCases(dir string) string {
 	_, rootsRead := RecoveryMarkers([]string{filepath.Join(dir, "locked-root")}, recoveryNames)
 	return strings.Join([]string{
-		"marker=" + string(ReadUpdateMarker(filepath.Join(dir, "unreadable-marker"))),
-		"home=" + string(ReadUpdateMarker(filepath.Join(dir, "locked-home", markerName))),
+		"marker=" + openKind(filepath.Join(dir, "unreadable-marker")),
+		"home=" + openKind(filepath.Join(dir, "locked-home", markerName)),
 		"root=" + map[bool]string{true: "searched", false: "unknown"}[rootsRead],
-		"readable=" + string(ReadUpdateMarker(filepath.Join(dir, "open-home", "readable-marker"))),
+		"readable=" + openKind(filepath.Join(dir, "open-home", "readable-marker")),
 	}, " ")
+}
+
+// openKind is what the safe open of a marker found at path, in a word.
+func openKind(path string) string {
+	switch _, kind, _ := SafeOpen(path, MaxMarkerBytes); kind {
+	case FileRead:
+		return "read"
+	case FileAbsent:
+		return "absent"
+	}
+	return "unusable"
 }
 
 // setupPermissionCases makes an unreadable marker, a home that may not be
@@ -60,10 +71,11 @@ func setupPermissionCases(t *testing.T, dir string) {
 	})
 }
 
-// Unreadable markers, homes and install roots are unknown. As root every
+// Unreadable markers and homes are unusable (they prove nothing), and
+// install roots that cannot be searched unknown. As root every
 // file is readable, so the cases run in a child that drops to nobody.
 func TestPermissionCases(t *testing.T) {
-	want := "marker=unknown home=unknown root=unknown readable=stale"
+	want := "marker=unusable home=unusable root=unknown readable=read"
 	if os.Geteuid() != 0 {
 		dir := tempDir(t)
 		setupPermissionCases(t, dir)

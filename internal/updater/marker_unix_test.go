@@ -3,11 +3,8 @@
 package updater
 
 import (
-	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -23,35 +20,6 @@ func mkfifo(t *testing.T, path string) {
 	require.NoError(t, unix.Mkfifo(path, 0o644))
 }
 
-// readWithin classifies path in a goroutine and fails the test if that does
-// not return: a blocked read would otherwise hang the whole run.
-func readWithin(t *testing.T, path string) MarkerState {
-	t.Helper()
-	done := make(chan MarkerState, 1)
-	go func() { done <- ReadUpdateMarker(path) }()
-	select {
-	case s := <-done:
-		return s
-	case <-time.After(30 * time.Second):
-		t.Fatalf("ReadUpdateMarker(%q) blocked", path)
-		return ""
-	}
-}
-
-func TestFIFOMarkerIsUnknownWithoutBlocking(t *testing.T) {
-	fifo := filepath.Join(tempDir(t), markerName)
-	mkfifo(t, fifo)
-	assert.Equal(t, Unknown, readWithin(t, fifo), "no writer")
-
-	// A writer holds it open, with data waiting.
-	w, err := unix.Open(fifo, unix.O_RDWR|unix.O_NONBLOCK, 0)
-	require.NoError(t, err)
-	defer unix.Close(w)
-	_, err = unix.Write(w, []byte("1\n1\n"))
-	require.NoError(t, err)
-	assert.Equal(t, Unknown, readWithin(t, fifo), "a writer holds it open")
-}
-
 // The descriptor check, reached when the path changes between the lstat and
 // the open: the open itself must not block on a FIFO.
 func TestSafeOpenRejectsFIFODescriptor(t *testing.T) {
@@ -63,74 +31,6 @@ func TestSafeOpenRejectsFIFODescriptor(t *testing.T) {
 	require.NoError(t, unix.Fstat(fd, &st))
 	assert.NotEqual(t, uint32(unix.S_IFREG), uint32(st.Mode)&unix.S_IFMT)
 	unix.Close(fd)
-}
-
-func TestSymlinkMarkerIsNotFollowed(t *testing.T) {
-	dir := tempDir(t)
-	target := filepath.Join(dir, "real-marker")
-	writeMarker(t, target, os.Getpid(), time.Now())
-	require.Equal(t, Active, ReadUpdateMarker(target))
-	link := filepath.Join(dir, markerName)
-	require.NoError(t, os.Symlink(target, link))
-	assert.Equal(t, Unknown, ReadUpdateMarker(link))
-	dangling := filepath.Join(dir, "dangling")
-	require.NoError(t, os.Symlink(filepath.Join(dir, "missing"), dangling))
-	assert.Equal(t, Unknown, ReadUpdateMarker(dangling))
-}
-
-func TestDeviceAndSocketMarkersAreUnknown(t *testing.T) {
-	assert.Equal(t, Unknown, ReadUpdateMarker(os.DevNull))
-	sock := filepath.Join(tempDir(t), "s")
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
-	require.NoError(t, err)
-	defer unix.Close(fd)
-	require.NoError(t, unix.Bind(fd, &unix.SockaddrUnix{Name: sock}))
-	assert.Equal(t, Unknown, ReadUpdateMarker(sock))
-}
-
-func TestProbeProcess(t *testing.T) {
-	self := ProbeProcess(int64(os.Getpid()))
-	assert.Equal(t, ProcessAlive, self.State)
-	cmd := exec.Command("git", "--version")
-	require.NoError(t, cmd.Run())
-	assert.Equal(t, ProcessGone, ProbeProcess(int64(cmd.Process.Pid)).State)
-	// Values kill(2) would truncate are never asked about.
-	assert.Equal(t, LivenessUnknown, ProbeProcess(1<<32+int64(os.Getpid())).State)
-	assert.Equal(t, LivenessUnknown, ProbeProcess(-1).State)
-}
-
-// A marker naming a live child is stale when the child started more than
-// pidReuseSlack after the marker's time (the child holds a reused process
-// ID), and active when it started before, or after by less than the slack.
-func TestReusedPIDMarker(t *testing.T) {
-	if start, _ := processStart(int64(os.Getpid())); start.IsZero() {
-		t.Skip("this platform does not tell when a process started")
-	}
-	before := time.Now()
-	cmd := exec.Command("sleep", "30")
-	require.NoError(t, cmd.Start())
-	after := time.Now()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	// The child started between before and after.
-	cases := []struct {
-		name    string
-		written time.Time
-		want    MarkerState
-	}{
-		{"written 2.3 s before the child started", before.Add(-2300 * time.Millisecond), Stale},
-		{"written 1.5 s before the child started", before.Add(-1500 * time.Millisecond), Stale},
-		{"written 0.5 s before Start returned: within the slack", after.Add(-500 * time.Millisecond), Active},
-		{"written after the child started", after, Active},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(tempDir(t), markerName)
-			writeMarker(t, path, cmd.Process.Pid, tc.written)
-			got := ReadUpdateMarker(path)
-			assert.Equal(t, tc.want, got, "ReadUpdateMarker(%q) = %q, want %q (marker time %v before Start was called, which took %v)",
-				path, got, tc.want, before.Sub(tc.written), after.Sub(before))
-		})
-	}
 }
 
 func TestRecoveryMarkerErrorIsUnknown(t *testing.T) {

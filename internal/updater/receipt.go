@@ -31,32 +31,68 @@ const (
 	OutcomeRefused = "refused"
 )
 
-// Receipt is what an updater wrote after (or, with outcome running, while)
-// it ran: which update, how it ended, when, and the code revision before
-// and after. Its JSON is the receipt's schema.
+// Receipt is what the updater wrote after a run (or, with outcome
+// "running", while it runs): schema 1 of the updater's receipt, as a
+// reader takes it. Package runtimeguard exports it as its Receipt; its
+// JSON (MarshalJSON) is the command-line tool's, not the file's.
 type Receipt struct {
-	Schema int `json:"schema"`
-	// UpdateID and CorrelationID name the run where the updater wrote
-	// them: the first generation of Hermes's writer writes update_id, the
-	// third correlation_id (often null), the second neither.
+	// ID identifies the receipt: "update_id:" and the update_id where the
+	// updater wrote one, else "correlation_id:" and the correlation_id,
+	// else "sha256:" and a digest of the receipt's bytes with its file's
+	// identity. A plan scheduled on a receipt spends it. It is never
+	// written to the file.
+	ID string
+	// UpdateID and CorrelationID name the run, where the updater wrote
+	// them (Hermes's updater writes one, the other or neither, by its
+	// version: the first generation of its writer update_id, the third
+	// correlation_id, often null, the second neither).
+	UpdateID, CorrelationID string
+	// Outcome is how the run ended: "running", "success", "partial",
+	// "failed" or "refused".
+	Outcome string
+	// From and To are the code revisions before and after the run
+	// (pre_update.sha and post_update.sha), empty where none was recorded.
+	From, To string
+	// StartedAt and FinishedAt are when the run began and ended; FinishedAt
+	// is the zero time while it runs.
+	StartedAt, FinishedAt time.Time
+}
+
+// receiptView is a Receipt with the command-line tool's snake_case keys.
+type receiptView struct {
+	ID            string    `json:"id"`
+	UpdateID      string    `json:"update_id,omitempty"`
+	CorrelationID string    `json:"correlation_id,omitempty"`
+	Outcome       string    `json:"outcome"`
+	From          string    `json:"from,omitempty"`
+	To            string    `json:"to,omitempty"`
+	StartedAt     time.Time `json:"started_at"`
+	FinishedAt    time.Time `json:"finished_at,omitzero"`
+}
+
+// MarshalJSON writes the receipt with snake_case keys, as the tool does.
+func (r Receipt) MarshalJSON() ([]byte, error) { return json.Marshal(receiptView(r)) }
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (r *Receipt) UnmarshalJSON(data []byte) error {
+	return json.Unmarshal(data, (*receiptView)(r))
+}
+
+// receiptFile is a receipt as WriteReceipt writes it: the schema's keys.
+type receiptFile struct {
+	Schema        int       `json:"schema"`
 	UpdateID      string    `json:"update_id,omitempty"`
 	CorrelationID string    `json:"correlation_id,omitempty"`
 	Outcome       string    `json:"outcome"`
 	StartedAt     time.Time `json:"started_at"`
 	FinishedAt    time.Time `json:"finished_at,omitzero"`
-	PreUpdate     State     `json:"pre_update"`
-	PostUpdate    State     `json:"post_update"`
-
-	// ID identifies the receipt for the reader: "update_id:" and the
-	// update_id, else "correlation_id:" and the correlation_id, else
-	// "sha256:" and the digest of the receipt's bytes (a reader of a file
-	// adds the file's identity). It is never written.
-	ID string `json:"-"`
+	PreUpdate     codeState `json:"pre_update"`
+	PostUpdate    codeState `json:"post_update"`
 }
 
-// State is the state of the code on one side of an update: its revision,
-// empty where the updater recorded none.
-type State struct {
+// codeState is the state of the code on one side of an update: its
+// revision, left out where the updater recorded none.
+type codeState struct {
 	SHA string `json:"sha,omitempty"`
 }
 
@@ -64,7 +100,8 @@ type State struct {
 // it is ignored, and says nothing.
 var ErrUnknownSchema = errors.New("unknown receipt schema")
 
-// receiptJSON is the receipt as written.
+// receiptJSON is the receipt as written, each key told apart from null
+// and from absent.
 type receiptJSON struct {
 	Schema        *int      `json:"schema"`
 	UpdateID      *string   `json:"update_id"`
@@ -106,9 +143,9 @@ func ParseReceipt(data []byte) (Receipt, error) {
 		return Receipt{}, errors.New("no schema")
 	}
 	if *raw.Schema != ReceiptSchema {
-		return Receipt{Schema: *raw.Schema}, fmt.Errorf("schema %d: %w", *raw.Schema, ErrUnknownSchema)
+		return Receipt{}, fmt.Errorf("schema %d: %w", *raw.Schema, ErrUnknownSchema)
 	}
-	r := Receipt{Schema: *raw.Schema}
+	var r Receipt
 	if raw.UpdateID != nil {
 		r.UpdateID = *raw.UpdateID
 	}
@@ -148,10 +185,10 @@ func ParseReceipt(data []byte) (Receipt, error) {
 	case r.Outcome != OutcomeRunning:
 		return r, errors.New("no finished_at")
 	}
-	if r.PreUpdate.SHA, err = sha("pre_update", raw.PreUpdate); err != nil {
+	if r.From, err = sha("pre_update", raw.PreUpdate); err != nil {
 		return r, err
 	}
-	if r.PostUpdate.SHA, err = sha("post_update", raw.PostUpdate); err != nil {
+	if r.To, err = sha("post_update", raw.PostUpdate); err != nil {
 		return r, err
 	}
 	return r, nil

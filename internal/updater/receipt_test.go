@@ -25,10 +25,10 @@ func TestParseReceipt(t *testing.T) {
 	r, err := ParseReceipt([]byte(good))
 	require.NoError(t, err)
 	assert.Equal(t, Receipt{
-		Schema: 1, UpdateID: "u1", Outcome: OutcomeSuccess,
+		UpdateID: "u1", Outcome: OutcomeSuccess,
 		StartedAt:  time.Date(2026, 11, 30, 5, 0, 0, 0, time.UTC),
 		FinishedAt: time.Date(2026, 11, 30, 5, 1, 2, 5e8, time.UTC),
-		PreUpdate:  State{SHA: shaA}, PostUpdate: State{SHA: shaB},
+		From:       shaA, To: shaB,
 		ID: "update_id:u1",
 	}, r)
 
@@ -104,7 +104,7 @@ func FuzzParseReceipt(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if r.Schema != ReceiptSchema || r.ID == "" || r.StartedAt.IsZero() {
+		if r.ID == "" || r.StartedAt.IsZero() {
 			t.Fatalf("accepted %q as %+v", data, r)
 		}
 		switch r.Outcome {
@@ -125,21 +125,70 @@ func TestWriteReceiptRoundTrip(t *testing.T) {
 	dir := tempDir(t)
 	latest := filepath.Join(dir, "logs", "update_receipts", "latest.json")
 	start := time.Date(2026, 11, 30, 5, 0, 0, 123, time.UTC)
-	running := Receipt{UpdateID: NewUpdateID(), Outcome: OutcomeRunning, StartedAt: start, PreUpdate: State{SHA: shaA}}
+	running := Receipt{UpdateID: NewUpdateID(), Outcome: OutcomeRunning, StartedAt: start, From: shaA}
 	require.NoError(t, WriteReceipt(latest, running, 42))
 	entries, err := os.ReadDir(filepath.Dir(latest))
 	require.NoError(t, err)
 	assert.Len(t, entries, 1, "a running receipt is only the latest")
 
 	done := running
-	done.Outcome, done.FinishedAt, done.PostUpdate = OutcomeSuccess, start.Add(time.Minute), State{SHA: shaB}
+	done.Outcome, done.FinishedAt, done.To = OutcomeSuccess, start.Add(time.Minute), shaB
 	require.NoError(t, WriteReceipt(latest, done, 42))
 	for _, p := range []string{latest, filepath.Join(filepath.Dir(latest), "update_20261130T050000Z_42_"+done.UpdateID+".json")} {
 		data, err := os.ReadFile(p)
 		require.NoError(t, err)
 		got, err := ParseReceipt(data)
 		require.NoError(t, err, "%s", data)
-		done.Schema, done.ID = ReceiptSchema, "update_id:"+done.UpdateID
+		done.ID = "update_id:" + done.UpdateID
 		assert.Equal(t, done, got, p)
 	}
+}
+
+// The file WriteReceipt writes is schema 1, key for key: the schema, the
+// run's names where it has them, the outcome and times, and the revisions
+// on each side under pre_update and post_update (the reader's ID is never
+// written).
+func TestWriteReceiptBytes(t *testing.T) {
+	start := time.Date(2026, 11, 30, 5, 0, 0, 123, time.UTC)
+	dir := tempDir(t)
+	for _, tc := range []struct {
+		r    Receipt
+		want string
+	}{
+		{Receipt{ID: "update_id:0123456789abcdef", UpdateID: "0123456789abcdef", CorrelationID: "c1", Outcome: OutcomeSuccess,
+			StartedAt: start, FinishedAt: start.Add(time.Minute), From: strings.Repeat("a", 40), To: strings.Repeat("b", 40)}, `{
+  "schema": 1,
+  "update_id": "0123456789abcdef",
+  "correlation_id": "c1",
+  "outcome": "success",
+  "started_at": "2026-11-30T05:00:00.000000123Z",
+  "finished_at": "2026-11-30T05:01:00.000000123Z",
+  "pre_update": {
+    "sha": "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+  },
+  "post_update": {
+    "sha": "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+  }
+}
+`},
+		{Receipt{Outcome: OutcomeRunning, StartedAt: start}, `{
+  "schema": 1,
+  "outcome": "running",
+  "started_at": "2026-11-30T05:00:00.000000123Z",
+  "pre_update": {},
+  "post_update": {}
+}
+`},
+	} {
+		latest := filepath.Join(dir, tc.r.Outcome, "latest.json")
+		require.NoError(t, WriteReceipt(latest, tc.r, 42))
+		assert.Equal(t, tc.want, string(mustRead(t, latest)), "WriteReceipt(%+v)", tc.r)
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return data
 }

@@ -192,9 +192,9 @@ func (e *Env) NewestReceipt(now ReceiptFiles, before *ReceiptFiles) (*FoundRecei
 		if newer(&top.Receipt, &f.Receipt) {
 			break
 		}
-		if f.Outcome != top.Outcome || f.PostUpdate.SHA != top.PostUpdate.SHA {
+		if f.Outcome != top.Outcome || f.To != top.To {
 			return nil, fmt.Sprintf("the receipts %s and %s are equally new and disagree (%s for %s, %s for %s)",
-				top.Path, f.Path, top.Outcome, orNone(top.PostUpdate.SHA), f.Outcome, orNone(f.PostUpdate.SHA))
+				top.Path, f.Path, top.Outcome, orNone(top.To), f.Outcome, orNone(f.To))
 		}
 	}
 	return top, ""

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -57,7 +56,7 @@ func TestParseHermesReceipts(t *testing.T) {
 		require.NoError(t, err, "ParseReceipt(%s)", tc.name)
 		assert.Equal(t, tc.outcome, r.Outcome, tc.name)
 		assert.True(t, strings.HasPrefix(r.ID, tc.idPrefix), "ParseReceipt(%s).ID = %q, want prefix %q", tc.name, r.ID, tc.idPrefix)
-		assert.Len(t, r.PostUpdate.SHA, 40, tc.name)
+		assert.Len(t, r.To, 40, tc.name)
 		assert.False(t, r.FinishedAt.IsZero(), tc.name)
 	}
 	// A correlation_id of null is no identity; the bytes are.
@@ -65,7 +64,7 @@ func TestParseHermesReceipts(t *testing.T) {
 	r, err := ParseReceipt(nullID)
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(r.ID, "sha256:"), r.ID)
-	assert.Empty(t, r.PostUpdate.SHA, "a null sha names no revision")
+	assert.Empty(t, r.To, "a null sha names no revision")
 }
 
 // The duplicate-key check is linear: a receipt of the largest size made of
@@ -118,7 +117,7 @@ const (
 // latest.json or a retained one, whichever finished last.
 func TestNewestReceipt(t *testing.T) {
 	t0 := time.Now().Add(-time.Hour)
-	e := testEnv(nil)
+	e := testEnv()
 
 	t.Run("a lost latest.json", func(t *testing.T) {
 		d := newReceiptDir(t)
@@ -129,7 +128,7 @@ func TestNewestReceipt(t *testing.T) {
 		require.Empty(t, why)
 		require.NotNil(t, r)
 		assert.Equal(t, p, r.Path)
-		assert.Equal(t, headSHA, r.PostUpdate.SHA)
+		assert.Equal(t, headSHA, r.To)
 		assert.Contains(t, r.ID, "sha256:", "a receipt without ids is named by its bytes")
 	})
 	t.Run("a newer retained failure beats latest.json", func(t *testing.T) {
@@ -174,7 +173,7 @@ func TestNewestReceipt(t *testing.T) {
 		r, why := e.NewestReceipt(ListReceipts(d.sources), &before)
 		require.Empty(t, why)
 		assert.Equal(t, latest, r.Path, "of equal receipts, the first by path")
-		assert.Equal(t, headSHA, r.PostUpdate.SHA)
+		assert.Equal(t, headSHA, r.To)
 	})
 	t.Run("too many receipts", func(t *testing.T) {
 		d := newReceiptDir(t)
@@ -191,7 +190,7 @@ func TestNewestReceipt(t *testing.T) {
 // same receipt, once whole, is read.
 func TestNewestReceiptHalfWritten(t *testing.T) {
 	d := newReceiptDir(t)
-	e := testEnv(nil)
+	e := testEnv()
 	e.Cache = new(Cache)
 	before := ListReceipts(d.sources)
 	whole := hermesReceipt(t, "gen2-no-id-success.json", headSHA, time.Now().Add(-time.Minute))
@@ -209,7 +208,7 @@ func TestNewestReceiptHalfWritten(t *testing.T) {
 	require.NoError(t, err)
 	r, why = e.NewestReceipt(ListReceipts(d.sources), &before)
 	require.Empty(t, why)
-	assert.Equal(t, headSHA, r.PostUpdate.SHA)
+	assert.Equal(t, headSHA, r.To)
 }
 
 // A parse is made once per change of the file: an unchanged receipt is
@@ -217,7 +216,7 @@ func TestNewestReceiptHalfWritten(t *testing.T) {
 func TestReceiptParsedOncePerChange(t *testing.T) {
 	d := newReceiptDir(t)
 	var opens int
-	e := testEnv(nil)
+	e := testEnv()
 	e.Cache = new(Cache)
 	e.Open = func(path string, limit int64) ([]byte, FileKind, string) {
 		opens++
@@ -237,54 +236,4 @@ func TestReceiptParsedOncePerChange(t *testing.T) {
 	r, _ := e.NewestReceipt(ListReceipts(d.sources), nil)
 	assert.Equal(t, OutcomeFailed, r.Outcome)
 	assert.Equal(t, 2, opens)
-}
-
-// exitedPID returns the process ID of a child that has exited.
-func exitedPID(t *testing.T) int {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	require.NoError(t, cmd.Run())
-	return cmd.ProcessState.Pid()
-}
-
-// A marker released by renaming it aside is active while its releaser
-// lives, and nothing once it is gone; any other artifact is unknown.
-func TestMarkerRelease(t *testing.T) {
-	home := tempDir(t)
-	path := filepath.Join(home, markerName)
-	e := System
-	assert.Equal(t, Absent, e.ReadMarker(path, maxAge).State)
-
-	live := fmt.Sprintf("%s%s%d-%s", path, ReleaseInfix, os.Getpid(), "6f1c2a8e-0d3b-4b1e-9a55-3f1e2d4c5b6a")
-	writeMarker(t, live, os.Getpid(), time.Now())
-	m := e.ReadMarker(path, maxAge)
-	assert.Equal(t, Active, m.State, "a release in flight, the marker gone: %s", m.Reason)
-	assert.Contains(t, m.Reason, "releasing")
-	writeMarker(t, path, exitedPID(t), time.Now())
-	assert.Equal(t, Active, e.ReadMarker(path, maxAge).State, "a stale marker and a live release")
-	require.NoError(t, os.Remove(path))
-	require.NoError(t, os.Remove(live))
-
-	dead := fmt.Sprintf("%s%s%d-%s", path, ReleaseInfix, exitedPID(t), "x")
-	writeMarker(t, dead, os.Getpid(), time.Now())
-	assert.Equal(t, Absent, e.ReadMarker(path, maxAge).State, "a release whose process is gone")
-	writeMarker(t, path, os.Getpid(), time.Now())
-	assert.Equal(t, Active, e.ReadMarker(path, maxAge).State)
-	require.NoError(t, os.Remove(path))
-	require.NoError(t, os.Remove(dead))
-
-	writeFile(t, path+".cas-claim-123", "")
-	assert.Equal(t, Unknown, e.ReadMarker(path, maxAge).State, "an unresolved artifact")
-	require.NoError(t, os.Remove(path+".cas-claim-123"))
-	writeFile(t, path+ReleaseInfix+"abc-x", "")
-	assert.Equal(t, Unknown, e.ReadMarker(path, maxAge).State, "a release that names no process")
-	require.NoError(t, os.Remove(path+ReleaseInfix+"abc-x"))
-
-	// A marker that another file merely starts like is not its artifact.
-	writeFile(t, path+"-notes", "")
-	assert.Equal(t, Absent, e.ReadMarker(path, maxAge).State)
-
-	// A third line (Hermes's handoff-bridge) changes nothing.
-	writeFile(t, path, fmt.Sprintf("%d\n%d\nhandoff-bridge\n", os.Getpid(), time.Now().Unix()))
-	assert.Equal(t, Active, e.ReadMarker(path, maxAge).State)
 }

@@ -19,17 +19,45 @@ import (
 // marker, or something at its path proves nothing.
 var ErrMarkerHeld = errors.New("the update marker is held")
 
+// Judge is the classification of the marker that a claim obeys: a guard's
+// own, so that a claim replaces only a marker a guard reads as stale and
+// yields to anything a guard does not read as absent. Package runtimeguard
+// owns the classification (the age and process rules, the effect of a
+// release in flight) and provides it (see GuardJudge); this package, which
+// that one imports, only asks it.
+type Judge interface {
+	// Read classifies the marker at path, with what lies beside it: the
+	// state's word (a runtimeguard.MarkerState) and why.
+	Read(path string) (state, reason string)
+	// Marker reads the marker at path and judges it, with what lies
+	// beside it: body is the file's bytes where a guard read them as
+	// stale; stale whether it did; held, when a guard reads them as
+	// neither absent nor stale, the state and why ("active (process 12
+	// is alive)").
+	Marker(path string) (body []byte, stale bool, held string)
+	// Beside judges what lies beside the marker at path, whatever the
+	// marker itself is: why it holds the marker (a release in flight, an
+	// updater's unresolved cleanup), "" when nothing there counts.
+	Beside(path string) string
+}
+
+// GuardJudge returns a guard's classification of markers with the age
+// limit maxAge. Package runtimeguard sets it when it is initialized: a
+// program that claims or reads markers through this package imports it.
+var GuardJudge func(maxAge time.Duration) Judge
+
 // ClaimMarker writes the in-progress marker at path for process pid, which
 // started the update at started (line 1 the process ID, line 2 the Unix
 // time in seconds), as exclusively where a stale marker was as where none
-// was: of any number of updaters started at once, one claims it. A stale
-// marker is first renamed aside as a release of this process (so that a
-// reader sees an update in flight meanwhile), and replaced only if the
-// file renamed is the one judged stale; a marker that is active or
-// unknown, a release in flight, or an updater's other artifact refuses
-// with an error matching ErrMarkerHeld that names it. It makes the
-// marker's directory if it is missing.
-func (e *Env) ClaimMarker(path string, pid int, started time.Time, maxAge time.Duration) error {
+// was: of any number of updaters started at once, one claims it. A marker
+// is stale, active or unknown as judge reads it. A stale marker is first
+// renamed aside as a release of this process (so that a reader sees an
+// update in flight meanwhile), and replaced only if the file renamed holds
+// the bytes judged stale; a marker that is active or unknown, a release in
+// flight, or an updater's other artifact refuses with an error matching
+// ErrMarkerHeld that names it. It makes the marker's directory if it is
+// missing.
+func ClaimMarker(path string, pid int, started time.Time, judge Judge) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
@@ -46,20 +74,14 @@ func (e *Env) ClaimMarker(path string, pid int, started time.Time, maxAge time.D
 	defer unlock()
 	body := markerBody(pid, started)
 	for try := 0; try < 3; try++ {
-		m := e.ReadMarker(path, maxAge)
-		switch m.State {
-		case Active, Unknown:
-			return fmt.Errorf("%w: %s is %s (%s)", ErrMarkerHeld, path, m.State, m.Reason)
-		case Stale:
-			// Judge the bytes that will be compared, not an earlier read:
-			// the file may be another updater's claim by now.
-			stale, kind, _ := e.Open(path, MaxMarkerBytes)
-			if kind != FileRead {
-				continue
-			}
-			if p, at, ok := ParseMarker(stale); !ok || e.classify(p, at, maxAge).State != Stale {
-				continue
-			}
+		// The bytes judged are the bytes compared after the rename, not
+		// an earlier read: the file may be another updater's claim by
+		// then.
+		stale, isStale, held := judge.Marker(path)
+		switch {
+		case held != "":
+			return fmt.Errorf("%w: %s is %s", ErrMarkerHeld, path, held)
+		case isStale:
 			aside := releaseName(path, os.Getpid())
 			if err := os.Rename(path, aside); err != nil {
 				if errors.Is(err, fs.ErrNotExist) {
@@ -67,7 +89,7 @@ func (e *Env) ClaimMarker(path string, pid int, started time.Time, maxAge time.D
 				}
 				return err
 			}
-			moved, kind, _ := e.Open(aside, MaxMarkerBytes)
+			moved, kind, _ := SafeOpen(aside, MaxMarkerBytes)
 			if kind != FileRead || !bytes.Equal(moved, stale) {
 				// Another updater's marker, written since: put it back,
 				// unless yet another took the path meanwhile.
@@ -96,9 +118,9 @@ func (e *Env) ClaimMarker(path string, pid int, started time.Time, maxAge time.D
 		}
 		// Ours now; an artifact of another updater's beside it means
 		// that one is claiming or releasing at the same time: yield.
-		if a := e.markerArtifacts(path); a.State != Absent {
+		if why := judge.Beside(path); why != "" {
 			_, _ = RemoveMarker(path, pid, started)
-			return fmt.Errorf("%w: %s", ErrMarkerHeld, a.Reason)
+			return fmt.Errorf("%w: %s", ErrMarkerHeld, why)
 		}
 		return nil
 	}
@@ -153,10 +175,11 @@ func NewUpdateID() string {
 // one is where readers look first. It makes the receipts' directory if it
 // is missing.
 func WriteReceipt(latest string, r Receipt, pid int) error {
-	if r.Schema == 0 {
-		r.Schema = ReceiptSchema
-	}
-	data, err := json.MarshalIndent(r, "", "  ")
+	data, err := json.MarshalIndent(receiptFile{
+		Schema: ReceiptSchema, UpdateID: r.UpdateID, CorrelationID: r.CorrelationID, Outcome: r.Outcome,
+		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
+		PreUpdate: codeState{r.From}, PostUpdate: codeState{r.To},
+	}, "", "  ")
 	if err != nil {
 		return err
 	}

@@ -1,13 +1,14 @@
 //go:build windows
 
-package updater
+package runtimeguard
 
 import (
 	"os/exec"
 	"testing"
 
-	"github.com/runtimeguard/runtimeguard/internal/gittest"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
 // longChild starts a child process (this test binary, waiting on its

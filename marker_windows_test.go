@@ -1,6 +1,6 @@
 //go:build windows
 
-package updater
+package runtimeguard
 
 import (
 	"fmt"
@@ -10,33 +10,35 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runtimeguard/runtimeguard/internal/gittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/windows"
+
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
+	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
 
 func TestWindowsMarkerKinds(t *testing.T) {
 	dir := tempDir(t)
-	regular := filepath.Join(dir, markerName)
+	regular := filepath.Join(dir, hermesMarker)
 	writeMarker(t, regular, os.Getpid(), time.Now())
-	assert.Equal(t, Active, ReadUpdateMarker(regular), "a regular file")
-	assert.Equal(t, Absent, ReadUpdateMarker(filepath.Join(dir, "missing")))
-	assert.Equal(t, Absent, ReadUpdateMarker(filepath.Join(dir, "no-dir", "missing")))
-	assert.Equal(t, Unknown, ReadUpdateMarker(dir), "a directory")
-	assert.Equal(t, Unknown, ReadUpdateMarker(`\\.\NUL`), "a device")
-	assert.Equal(t, Unknown, ReadUpdateMarker(filepath.Join(dir, "NUL")), "a reserved device name")
+	assert.Equal(t, MarkerActive, readMarker(regular), "a regular file")
+	assert.Equal(t, MarkerAbsent, readMarker(filepath.Join(dir, "missing")))
+	assert.Equal(t, MarkerAbsent, readMarker(filepath.Join(dir, "no-dir", "missing")))
+	assert.Equal(t, MarkerUnknown, readMarker(dir), "a directory")
+	assert.Equal(t, MarkerUnknown, readMarker(`\\.\NUL`), "a device")
+	assert.Equal(t, MarkerUnknown, readMarker(filepath.Join(dir, "NUL")), "a reserved device name")
 
 	big := filepath.Join(dir, "big")
-	writeFile(t, big, fmt.Sprintf("%d\n%d\n", os.Getpid(), time.Now().Unix())+strings.Repeat("x", MaxMarkerBytes))
-	assert.Equal(t, Unknown, ReadUpdateMarker(big), "over the size cap")
+	writeFile(t, big, fmt.Sprintf("%d\n%d\n", os.Getpid(), time.Now().Unix())+strings.Repeat("x", updater.MaxMarkerBytes))
+	assert.Equal(t, MarkerUnknown, readMarker(big), "over the size cap")
 }
 
 func TestWindowsSymlinkMarkerIsNotFollowed(t *testing.T) {
 	dir := tempDir(t)
 	target := filepath.Join(dir, "real-marker")
 	writeMarker(t, target, os.Getpid(), time.Now())
-	link := filepath.Join(dir, markerName)
+	link := filepath.Join(dir, hermesMarker)
 	if err := os.Symlink(target, link); err != nil {
 		t.Skipf("this host cannot make a symbolic link: %v", err)
 	}
@@ -44,12 +46,12 @@ func TestWindowsSymlinkMarkerIsNotFollowed(t *testing.T) {
 		// Wine 8 reports success from CreateSymbolicLink but makes nothing.
 		t.Skipf("this host reported a symbolic link it did not make: %v", err)
 	}
-	assert.Equal(t, Unknown, ReadUpdateMarker(link))
+	assert.Equal(t, MarkerUnknown, readMarker(link))
 }
 
 func TestWindowsProbeProcess(t *testing.T) {
-	self := ProbeProcess(int64(os.Getpid()))
-	assert.Equal(t, ProcessAlive, self.State)
+	self := probeProcess(int64(os.Getpid()))
+	assert.Equal(t, processAlive, self.State)
 	assert.False(t, self.Start.IsZero(), "GetProcessTimes gave no start time")
 	assert.True(t, self.Start.Before(time.Now().Add(time.Second)))
 
@@ -58,13 +60,13 @@ func TestWindowsProbeProcess(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, child.Start())
 	pid := child.Process.Pid
-	assert.Equal(t, ProcessAlive, ProbeProcess(int64(pid)).State, "a running child")
+	assert.Equal(t, processAlive, probeProcess(int64(pid)).State, "a running child")
 	require.NoError(t, stdin.Close())
 	require.NoError(t, child.Wait())
-	assert.Equal(t, ProcessGone, ProbeProcess(int64(pid)).State, "an exited child")
+	assert.Equal(t, processGone, probeProcess(int64(pid)).State, "an exited child")
 
-	assert.Equal(t, LivenessUnknown, ProbeProcess(maxPID+1).State)
-	assert.Equal(t, LivenessUnknown, ProbeProcess(0).State)
+	assert.Equal(t, livenessUnknown, probeProcess(maxPID+1).State)
+	assert.Equal(t, livenessUnknown, probeProcess(0).State)
 }
 
 // A process that exited with 259 (STILL_ACTIVE) is gone: liveness comes from
@@ -84,7 +86,7 @@ func TestWindowsExitCode259IsGone(t *testing.T) {
 	var code uint32
 	require.NoError(t, windows.GetExitCodeProcess(h, &code))
 	require.Equal(t, uint32(259), code)
-	assert.Equal(t, ProcessGone, ProbeProcess(int64(child.Process.Pid)).State)
+	assert.Equal(t, processGone, probeProcess(int64(child.Process.Pid)).State)
 }
 
 // A live process that started after the marker's time did not write it.
@@ -96,9 +98,9 @@ func TestWindowsReusedPIDMarkerIsStale(t *testing.T) {
 	require.NoError(t, child.Start())
 	defer func() { _ = stdin.Close(); _ = child.Wait() }()
 
-	path := filepath.Join(tempDir(t), markerName)
+	path := filepath.Join(tempDir(t), hermesMarker)
 	writeMarker(t, path, child.Process.Pid, written)
-	assert.Equal(t, Stale, ReadUpdateMarker(path))
+	assert.Equal(t, MarkerStale, readMarker(path))
 	writeMarker(t, path, child.Process.Pid, time.Now())
-	assert.Equal(t, Active, ReadUpdateMarker(path))
+	assert.Equal(t, MarkerActive, readMarker(path))
 }

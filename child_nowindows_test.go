@@ -1,6 +1,6 @@
 //go:build !windows
 
-package updater
+package runtimeguard
 
 import (
 	"os/exec"

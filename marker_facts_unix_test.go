@@ -1,4 +1,6 @@
-package updater
+//go:build unix
+
+package runtimeguard
 
 import (
 	"fmt"
@@ -7,15 +9,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runtimeguard/runtimeguard/internal/updater"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// The facts of a marker, judged, are what ReadMarker says of the same
-// files, for every kind of marker and artifact: one classification.
-func TestJudgedFactsAreReadMarker(t *testing.T) {
+// The facts of a marker, judged, are what a read of the same files says,
+// for every kind of marker and artifact: one classification, of a fresh
+// read as of facts kept.
+func TestJudgedFactsAreRead(t *testing.T) {
 	live, dead := os.Getpid(), exitedPID(t)
-	release := func(pid int) string { return fmt.Sprintf("%s%d-x", ReleaseInfix, pid) }
+	release := func(pid int) string { return fmt.Sprintf("%s%d-x", updater.ReleaseInfix, pid) }
+	e := systemMarkers
 	for _, tc := range []struct {
 		name   string
 		marker string // "" for none
@@ -34,26 +39,26 @@ func TestJudgedFactsAreReadMarker(t *testing.T) {
 		{name: "dead-marker-live-release", marker: fmt.Sprintf("%d\n%d\n", dead, time.Now().Unix()), beside: []string{release(live)}},
 		{name: "claim", beside: []string{".cas-claim-1"}},
 		{name: "garbage-and-claim", marker: "garbage", beside: []string{".cas-claim-1"}},
-		{name: "no-process", beside: []string{ReleaseInfix + "abc-x"}},
+		{name: "no-process", beside: []string{updater.ReleaseInfix + "abc-x"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(tempDir(t), markerName)
+			path := filepath.Join(tempDir(t), hermesMarker)
 			switch {
 			case tc.dir:
 				require.NoError(t, os.Mkdir(path, 0o755))
 			case tc.marker != "":
-				writeFile(t, path, tc.marker)
+				require.NoError(t, os.WriteFile(path, []byte(tc.marker), 0o644))
 			}
 			for _, b := range tc.beside {
-				writeFile(t, path+b, "")
+				require.NoError(t, os.WriteFile(path+b, nil, 0o644))
 			}
-			want := System.ReadMarker(path, maxAge)
-			f := System.ReadMarkerFacts(path)
-			assert.Equal(t, want, System.JudgeMarker(&f, maxAge))
+			want := e.read(path, DefaultMaxMarkerAge)
+			f := e.readFacts(path)
+			assert.Equal(t, want, e.judge(&f, DefaultMaxMarkerAge))
 		})
 	}
-	f := System.ReadMarkerFacts("")
-	assert.Equal(t, System.ReadMarker("", maxAge), System.JudgeMarker(&f, maxAge))
+	f := e.readFacts("")
+	assert.Equal(t, e.read("", DefaultMaxMarkerAge), e.judge(&f, DefaultMaxMarkerAge))
 }
 
 // Facts kept while no file changed are judged again on each use: the
@@ -61,35 +66,35 @@ func TestJudgedFactsAreReadMarker(t *testing.T) {
 // the age limit, and they are stale; a release's process exits, and it
 // counts for nothing.
 func TestFactsAreJudgedNow(t *testing.T) {
-	path := filepath.Join(tempDir(t), markerName)
+	path := filepath.Join(tempDir(t), hermesMarker)
 	child := longChild(t)
 	start := time.Now()
 	writeMarker(t, path, child.Process.Pid, start)
-	e := testEnv(nil)
-	e.Cache = new(Cache)
+	e := testEnv(nil).marker.withCache()
 	var now time.Time
-	e.Now = func() time.Time {
+	e.now = func() time.Time {
 		if now.IsZero() {
 			return time.Now()
 		}
 		return now
 	}
-	f := e.ReadMarkerFacts(path)
-	require.Equal(t, Active, e.JudgeMarker(&f, maxAge).State)
+	maxAge := DefaultMaxMarkerAge
+	f := e.readFacts(path)
+	require.Equal(t, MarkerActive, e.judge(&f, maxAge).State)
 	now = start.Add(maxAge + time.Second)
-	assert.Equal(t, Stale, e.JudgeMarker(&f, maxAge).State, "past the age limit")
+	assert.Equal(t, MarkerStale, e.judge(&f, maxAge).State, "past the age limit")
 	now = time.Time{}
-	require.Equal(t, Active, e.JudgeMarker(&f, maxAge).State)
+	require.Equal(t, MarkerActive, e.judge(&f, maxAge).State)
 	require.NoError(t, child.Process.Kill())
 	_, _ = child.Process.Wait()
-	assert.Equal(t, Stale, e.JudgeMarker(&f, maxAge).State, "the marker's process exited")
+	assert.Equal(t, MarkerStale, e.judge(&f, maxAge).State, "the marker's process exited")
 
 	require.NoError(t, os.Remove(path))
 	releaser := longChild(t)
-	writeFile(t, fmt.Sprintf("%s%s%d-x", path, ReleaseInfix, releaser.Process.Pid), "")
-	f = e.ReadMarkerFacts(path)
-	require.Equal(t, Active, e.JudgeMarker(&f, maxAge).State)
+	require.NoError(t, os.WriteFile(fmt.Sprintf("%s%s%d-x", path, updater.ReleaseInfix, releaser.Process.Pid), nil, 0o644))
+	f = e.readFacts(path)
+	require.Equal(t, MarkerActive, e.judge(&f, maxAge).State)
 	require.NoError(t, releaser.Process.Kill())
 	_, _ = releaser.Process.Wait()
-	assert.Equal(t, Absent, e.JudgeMarker(&f, maxAge).State, "the releaser exited")
+	assert.Equal(t, MarkerAbsent, e.judge(&f, maxAge).State, "the releaser exited")
 }

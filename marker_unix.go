@@ -1,6 +1,6 @@
 //go:build unix
 
-package updater
+package runtimeguard
 
 import (
 	"errors"
@@ -13,21 +13,21 @@ import (
 // 32-bit signed integer, and unix.Kill would silently truncate a larger one.
 const maxPID int64 = math.MaxInt32
 
-// probeProcess asks with signal 0 whether pid exists: EPERM means it exists
+// probeLiveness asks with signal 0 whether pid exists: EPERM means it exists
 // but belongs to someone else. Where the platform says when the process
 // started, or that it is a zombie, the answer says so too.
-func probeProcess(pid int64) ProcInfo {
+func probeLiveness(pid int64) procInfo {
 	err := unix.Kill(int(pid), 0)
 	switch {
 	case err == nil || errors.Is(err, unix.EPERM):
 	case errors.Is(err, unix.ESRCH):
-		return ProcInfo{State: ProcessGone}
+		return procInfo{State: processGone}
 	default:
-		return ProcInfo{}
+		return procInfo{}
 	}
 	start, zombie := processStart(pid)
 	if zombie {
-		return ProcInfo{State: ProcessGone}
+		return procInfo{State: processGone}
 	}
-	return ProcInfo{State: ProcessAlive, Start: start}
+	return procInfo{State: processAlive, Start: start}
 }

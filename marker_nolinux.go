@@ -1,6 +1,6 @@
 //go:build !linux
 
-package updater
+package runtimeguard
 
 import "time"
 

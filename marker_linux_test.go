@@ -1,4 +1,4 @@
-package updater
+package runtimeguard
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ func TestZombieProcessIsGone(t *testing.T) {
 	require.NoError(t, unix.Waitid(unix.P_PID, cmd.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil))
 	_, zombie := processStart(int64(cmd.Process.Pid))
 	assert.True(t, zombie, "processStart(%d) of an unreaped child", cmd.Process.Pid)
-	assert.Equal(t, ProcessGone, ProbeProcess(int64(cmd.Process.Pid)).State)
+	assert.Equal(t, processGone, probeProcess(int64(cmd.Process.Pid)).State)
 	require.NoError(t, cmd.Wait())
 }
 

@@ -1,6 +1,6 @@
 //go:build unix && !linux && !darwin
 
-package updater
+package runtimeguard
 
 import "time"
 

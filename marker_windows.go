@@ -1,6 +1,6 @@
 //go:build windows
 
-package updater
+package runtimeguard
 
 import (
 	"errors"
@@ -13,36 +13,36 @@ import (
 // maxPID is the largest process ID OpenProcess takes (a DWORD).
 const maxPID int64 = math.MaxUint32
 
-// probeProcess opens the process for a query; it never signals it. An
+// probeLiveness opens the process for a query; it never signals it. An
 // invalid ID means no such process, a denied open means it exists, and an
 // open process is alive until its handle is signalled. (The exit code is
 // not consulted: a process may exit with 259, STILL_ACTIVE.)
-func probeProcess(pid int64) ProcInfo {
+func probeLiveness(pid int64) procInfo {
 	h, err := windows.OpenProcess(windows.PROCESS_QUERY_LIMITED_INFORMATION|windows.SYNCHRONIZE, false, uint32(pid))
 	if err != nil {
 		switch {
 		case errors.Is(err, windows.ERROR_INVALID_PARAMETER):
-			return ProcInfo{State: ProcessGone}
+			return procInfo{State: processGone}
 		case errors.Is(err, windows.ERROR_ACCESS_DENIED):
-			return ProcInfo{State: ProcessAlive}
+			return procInfo{State: processAlive}
 		}
-		return ProcInfo{}
+		return procInfo{}
 	}
 	defer windows.CloseHandle(h)
 	ev, err := windows.WaitForSingleObject(h, 0)
 	if err != nil {
-		return ProcInfo{}
+		return procInfo{}
 	}
 	switch ev {
 	case uint32(windows.WAIT_TIMEOUT):
 	case windows.WAIT_OBJECT_0:
-		return ProcInfo{State: ProcessGone}
+		return procInfo{State: processGone}
 	default:
-		return ProcInfo{}
+		return procInfo{}
 	}
 	var created, exited, kernel, user windows.Filetime
 	if err := windows.GetProcessTimes(h, &created, &exited, &kernel, &user); err != nil {
-		return ProcInfo{State: ProcessAlive}
+		return procInfo{State: processAlive}
 	}
-	return ProcInfo{State: ProcessAlive, Start: time.Unix(0, created.Nanoseconds())}
+	return procInfo{State: processAlive, Start: time.Unix(0, created.Nanoseconds())}
 }

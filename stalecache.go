@@ -17,7 +17,7 @@ import (
 // all known, the install roots and their recovery markers.
 type staleFacts struct {
 	markers   []markerFacts // the guard's own home first; one of path "" when no home is known
-	problem   string                // why not every home was read, or ""
+	problem   string        // why not every home was read, or ""
 	roots     []string
 	present   []string
 	rootsRead bool

@@ -328,6 +328,24 @@ func Read(fs *FS, abs string, mustExist bool) (Checkout, Deps, error) {
 	return c, r.deps.unique(), err
 }
 
+// Routed is Read that also returns the route of each dependency, in the
+// order of Deps: every symbolic link the kernel follows to reach it, and
+// where it leads (see Route); none when the read failed. A watch of what
+// the answer depends on is planned from them.
+func Routed(fs *FS, abs string, mustExist bool) (Checkout, Deps, []Route, error) {
+	r := reader{fs: fs}
+	c, err := r.read(abs, mustExist)
+	deps := r.deps.unique()
+	if err != nil {
+		return c, deps, nil, err
+	}
+	routes := make([]Route, len(deps))
+	for i := range deps {
+		routes[i] = r.route(deps[i].Path)
+	}
+	return c, deps, routes, err
+}
+
 // reader performs one full read and records every file the answer depends
 // on, stamped from the open descriptor it was read through, so that a Stamp
 // is never newer than the content read.
@@ -338,6 +356,9 @@ type reader struct {
 	// is the common one, once read.
 	reftable bool
 	stack    *rtStack
+	// steps are the parts of paths the read walked, each looked at once
+	// (see step).
+	steps map[string]step
 }
 
 func (r *reader) addDep(path string, nofollow bool, st Stamp) {
@@ -363,56 +384,28 @@ func (r *reader) readFile(path string, limit int64) (data []byte, ok bool, err e
 }
 
 // resolve follows every symbolic link of the absolute path p, component by
-// component as the kernel does, and records each link it passes: a link
-// re-pointed later changes the answer. A missing final component is kept as
-// it is (exists is false); a missing directory on the way is an error.
+// component as the kernel does (see walk), and records each link it
+// passes: a link re-pointed later changes the answer. A missing final
+// component is kept as it is (exists is false); a missing directory on
+// the way is an error.
 func (r *reader) resolve(p string) (resolved string, exists bool, err error) {
-	vol := filepath.VolumeName(p)
-	rest := p[len(vol):]
-	resolved = vol + string(filepath.Separator)
-	links := 0
-	for rest != "" {
-		var comp string
-		comp, rest = cutComponent(rest)
-		switch comp {
-		case "", ".":
-			continue
-		case "..":
-			resolved = filepath.Dir(resolved)
-			continue
-		}
-		next := filepath.Join(resolved, comp)
-		st, err := r.fs.Lstat(next)
-		if err != nil {
-			return "", false, err
-		}
-		switch {
-		case !st.Present():
-			if strings.Trim(rest, string(filepath.Separator)) != "" {
-				return "", false, &fs.PathError{Op: "resolve", Path: next, Err: fs.ErrNotExist}
-			}
-			return next, false, nil
-		case st.IsLink():
-			r.addDep(next, true, st)
-			if links++; links > maxLinks {
-				return "", false, &fs.PathError{Op: "resolve", Path: p, Err: errLinkLoop}
-			}
-			target, err := os.Readlink(next)
-			if err != nil {
-				return "", false, err
-			}
-			if filepath.IsAbs(target) {
-				v := filepath.VolumeName(target)
-				resolved, target = v+string(filepath.Separator), target[len(v):]
-			}
-			rest = target + string(filepath.Separator) + rest
-		case !st.IsDir() && strings.Trim(rest, string(filepath.Separator)) != "":
-			return "", false, &fs.PathError{Op: "resolve", Path: next, Err: errNotDir}
-		default:
-			resolved = next
-		}
+	w, err := r.walk(p, func(link string, st Stamp) { r.addDep(link, true, st) })
+	if err != nil {
+		return "", false, err
 	}
-	return resolved, true, nil
+	more := trimSeparators(w.rest) != ""
+	switch w.end {
+	case walkMissing:
+		if more {
+			return "", false, &fs.PathError{Op: "resolve", Path: w.at, Err: fs.ErrNotExist}
+		}
+		return w.at, false, nil
+	case walkNotDir:
+		return "", false, &fs.PathError{Op: "resolve", Path: w.at, Err: errNotDir}
+	case walkLoop:
+		return "", false, &fs.PathError{Op: "resolve", Path: p, Err: errLinkLoop}
+	}
+	return w.resolved, true, nil
 }
 
 // cutComponent splits the first path component off p.

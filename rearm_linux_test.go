@@ -5,7 +5,11 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/runtimeguard/runtimeguard/internal/gittest"
+	"github.com/runtimeguard/runtimeguard/internal/watch"
 )
 
 // rewriteAsCommit replaces the index and the branch's loose ref with
@@ -112,4 +116,118 @@ func BenchmarkFirstCheckAfterChange(b *testing.B) {
 			})
 		}
 	}
+}
+
+// rearmCalls makes change on a watched checkout whose revision it keeps,
+// and returns the system calls the subscription's arming made in the
+// first check after it, and in all the checks until the guard is back on
+// the watch path with nothing to read. A change of the mount table during
+// it (another process's mount) makes every watch be added again, rightly:
+// such a round is run again, up to five times.
+func rearmCalls(t *testing.T, change func(t testing.TB, dir string)) (first, all watch.Calls) {
+	w, err := watch.Shared()
+	require.NoError(t, err)
+	since := func(a, b watch.Calls) watch.Calls {
+		return watch.Calls{Statfs: a.Statfs - b.Statfs, AddWatch: a.AddWatch - b.AddWatch, RmWatch: a.RmWatch - b.RmWatch}
+	}
+	for round := 1; ; round++ {
+		dir := tempDir(t)
+		module, _ := agentRepo(t, dir)
+		e, reads := countingEnv(t)
+		g := watched(t, module, e)
+		steady(t, g, reads)
+		sub := g.bound.Load().sub.Load()
+		mounts, before := w.MountChanges(), sub.Calls()
+		change(t, dir)
+		require.NoError(t, g.EnsureCurrent())
+		first = since(sub.Calls(), before)
+		steady(t, g, reads)
+		require.True(t, onWatchPath(g))
+		all = since(sub.Calls(), before)
+		if w.MountChanges() == mounts || round == 5 {
+			return first, all
+		}
+	}
+}
+
+// Re-arming after a change adds again only the watches whose path now
+// leads elsewhere: after a commit's files are replaced, the index and the
+// loose ref (new files, each watched itself); after git pack-refs, the new
+// packed-refs (and once more at the read after it: its name was not
+// watched before, so a move of it until then is not known). Every
+// directory watched keeps its watch.
+func TestRearmKeepsWhatDidNotMove(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		change     func(t testing.TB, dir string)
+		first, all uint64
+	}{
+		{"commit", rewriteAsCommit, 2, 2},
+		{"pack-refs", func(t testing.TB, dir string) { gittest.Git(t, dir, "pack-refs", "--all") }, 1, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			first, all := rearmCalls(t, tc.change)
+			t.Logf("the first check: %+v; until steady: %+v", first, all)
+			assert.Equal(t, tc.first, first.AddWatch, "inotify_add_watch calls of the first check")
+			assert.Equal(t, tc.first, first.Statfs, "statfs calls of the first check")
+			assert.Equal(t, tc.all, all.AddWatch, "inotify_add_watch calls until steady")
+			assert.Equal(t, tc.all, all.Statfs, "statfs calls until steady")
+		})
+	}
+}
+
+// A link on the configured path re-pointed between two checks is followed:
+// the check after it watches the new route, so that a link on it
+// re-pointed next makes the guard stale.
+func TestRearmFollowsARetargetedLink(t *testing.T) {
+	dir := tempDir(t)
+	repo, other := filepath.Join(dir, "repo"), filepath.Join(dir, "other")
+	agentRepo(t, repo)
+	agentRepo(t, other)
+	current, alias := filepath.Join(dir, "current"), filepath.Join(dir, "alias")
+	require.NoError(t, os.Symlink(repo, current))
+	require.NoError(t, os.Symlink(repo, alias))
+	e, reads := countingEnv(t)
+	g := watched(t, filepath.Join(current, "run_agent.py"), e)
+	steady(t, g, reads)
+
+	relink(t, current, alias) // the same module, through one more link
+	require.NoError(t, g.EnsureCurrent())
+	steady(t, g, reads)
+	require.True(t, onWatchPath(g))
+
+	relink(t, alias, other)
+	var se *StaleError
+	require.ErrorAs(t, g.EnsureCurrent(), &se, "the link on the new route re-pointed to another checkout")
+	assert.ErrorIs(t, se, errElsewhere)
+}
+
+// A directory on the way replaced by a copy of itself (the same path, the
+// same files' content, another directory) is watched anew: a ref written
+// in the copy next makes the guard stale.
+func TestRearmWatchesAReplacedDirectory(t *testing.T) {
+	dir := tempDir(t)
+	module, first := agentRepo(t, dir)
+	second := commit(t, dir, "lib.py", "x = 2\n")
+	writeRef(t, dir, first)
+	e, reads := countingEnv(t)
+	g := watched(t, module, e)
+	steady(t, g, reads)
+
+	heads := filepath.Join(dir, ".git", "refs", "heads")
+	copyDir := heads + ".new"
+	require.NoError(t, os.Mkdir(copyDir, 0o755))
+	data, err := os.ReadFile(filepath.Join(heads, "main"))
+	require.NoError(t, err)
+	writeFile(t, filepath.Join(copyDir, "main"), string(data))
+	require.NoError(t, os.Rename(heads, heads+".old"))
+	require.NoError(t, os.Rename(copyDir, heads))
+	require.NoError(t, g.EnsureCurrent(), "the same revision")
+	steady(t, g, reads)
+	require.True(t, onWatchPath(g))
+
+	writeRef(t, dir, second)
+	var se *StaleError
+	require.ErrorAs(t, g.EnsureCurrent(), &se, "a ref written in the directory that replaced refs/heads")
+	assert.Equal(t, second, se.Current)
 }

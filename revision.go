@@ -142,7 +142,7 @@ func (b *binding) current(e *env, alwaysRead bool, timeout time.Duration) (strin
 		if s == nil || !s.watched {
 			break
 		}
-		if s.sub.Unchanged(s.gen) || s.sub.Settle(s.gen) {
+		if s.sub.Unchanged(s.gen) || s.sub.Recheck(s.gen) {
 			return s.rev, s.noRev
 		}
 		if retry == maxOvertaken || !s.sub.Began(s.gen) || !b.reads.await(timeout) {
@@ -256,7 +256,15 @@ func (b *binding) run(call *readCall, e *env, alwaysRead, mustExist bool) {
 	gen := b.armable(e, alwaysRead)
 	fsys := tracking(e.git, &call.at)
 	b.countRead()
-	c, deps, err := gitread.Read(fsys, b.configured, mustExist)
+	var c gitread.Checkout
+	var deps gitread.Deps
+	var routes []gitread.Route
+	var err error
+	if b.sub.Load() != nil {
+		c, deps, routes, err = gitread.Routed(fsys, b.configured, mustExist)
+	} else {
+		c, deps, err = gitread.Read(fsys, b.configured, mustExist)
+	}
 	r.checkout = c
 	if err == nil {
 		b.readModule.Store(&c.ModulePath)
@@ -278,9 +286,9 @@ func (b *binding) run(call *readCall, e *env, alwaysRead, mustExist bool) {
 	if c.Revision == "" {
 		s.noRev = noRevision(c.Reason)
 	}
-	if sub := b.sub.Load(); sub != nil {
+	if sub := b.sub.Load(); sub != nil && routes != nil {
 		call.at.Store(&arming)
-		s.watched, s.sub = b.arm(fsys, sub, s, start), sub
+		s.watched, s.sub = b.arm(fsys, sub, deps, routes, start), sub
 	}
 	if mustExist {
 		r.unchanged = deps.Unchanged(fsys)
@@ -382,28 +390,17 @@ func (b *binding) armable(e *env, alwaysRead bool) uint64 {
 	return sub.Clear()
 }
 
-// arm watches what the snapshot depends on and reports whether the watch
-// may vouch for it. Where a directory is watched that was not before, a
-// change between the read and now went unreported: the files must be
-// settled and unchanged, else the next check reads again. A file system
-// that does not report its changes, or the watch limit, keeps the stat
-// path, and says why.
-func (b *binding) arm(fsys *gitread.FS, sub *watch.Sub, s *snapshot, start time.Time) bool {
-	entries := make([]watch.Entry, len(s.deps))
-	for i, d := range s.deps {
-		file := d.Stamp.Present() && !d.Stamp.IsDir() && !(d.NoFollow && d.Stamp.IsLink())
-		entries[i] = watch.Entry{Path: d.Path, Dir: d.NoFollow && d.Stamp.IsDir(), File: file}
-	}
-	fresh, err := sub.Arm(entries)
-	if err != nil {
+// arm watches what a read found its answer depends on, as it reached it,
+// and reports whether the watch may vouch for it (see watch.Sub.Arm). A
+// file system that does not report its changes, or the watch limit, keeps
+// the stat path, and says why.
+func (b *binding) arm(fsys *gitread.FS, sub *watch.Sub, deps gitread.Deps, routes []gitread.Route, start time.Time) bool {
+	if err := sub.Arm(deps, routes, fsys, start); err != nil {
 		b.setWatchWhy(err.Error())
 		if b.sub.CompareAndSwap(sub, nil) {
 			sub.Close()
 		}
 		return false
-	}
-	if fresh && !(s.deps.Settled(start) && s.deps.Unchanged(fsys)) {
-		sub.MarkDirty()
 	}
 	return true
 }

@@ -12,13 +12,3 @@
 // changes may come from elsewhere (network and FUSE file systems, overlay
 // layers, unknown types) is not watched, and its guards keep the stat path.
 package watch
-
-// Entry is one path an answer depends on: a change of what is at Path, or
-// of any directory above it, makes the answer stale. Dir, for a directory,
-// adds its .git, HEAD, objects and refs entries: a .git made in it moves
-// the worktree, and the other three can make it a bare repository. File, for a
-// file, watches the file itself: a write through another of its names.
-type Entry struct {
-	Path      string
-	Dir, File bool
-}

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/runtimeguard/runtimeguard/internal/fusehang"
+	"github.com/runtimeguard/runtimeguard/internal/gitread"
 )
 
 // liveWDs lists the watch descriptors the kernel holds on the inotify fd.
@@ -49,7 +50,7 @@ func TestArmWhileOthersClose(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Dir(file), 0o755))
 	require.NoError(t, os.WriteFile(file, []byte("a"), 0o644))
 	probe := w.Subscribe()
-	_, err = probe.Arm([]Entry{{Path: file, File: true}})
+	_, err = probe.arm([]entry{fileEntry(file)})
 	probe.Close() // a subscription left open would keep the watches alive
 	if err != nil {
 		t.Skipf("no watch path for %s: %v", root, err)
@@ -61,7 +62,7 @@ func TestArmWhileOthersClose(t *testing.T) {
 		for !stop.Load() {
 			s := w.Subscribe()
 			s.Clear()
-			_, _ = s.Arm([]Entry{{Path: path, File: true}})
+			_, _ = s.arm([]entry{fileEntry(path)})
 			s.Close()
 		}
 	}
@@ -82,7 +83,7 @@ func TestArmWhileOthersClose(t *testing.T) {
 	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); rounds++ {
 		s := w.Subscribe()
 		gen := s.Clear()
-		_, err := s.Arm([]Entry{{Path: file, File: true}})
+		_, err := s.arm([]entry{fileEntry(file)})
 		require.NoError(t, err)
 		w.mu.Lock()
 		var wds []int32
@@ -94,13 +95,18 @@ func TestArmWhileOthersClose(t *testing.T) {
 		for _, wd := range wds {
 			require.True(t, wd < 0 || live[wd], "round %d: registered wd %d, which the kernel no longer has", rounds, wd)
 		}
-		if s.Settle(gen) {
+		if s.Recheck(gen) {
 			require.NoError(t, os.WriteFile(file, []byte(fmt.Sprint(rounds)), 0o644))
-			require.False(t, s.Settle(gen) || s.Unchanged(gen), "round %d: written after arming, and still clean", rounds)
+			require.False(t, s.Recheck(gen) || s.Unchanged(gen), "round %d: written after arming, and still clean", rounds)
 		}
 		s.Close()
 	}
 	t.Logf("%d rounds", rounds)
+}
+
+// fileEntry is the entry of a file reached through no link.
+func fileEntry(path string) entry {
+	return entry{Route: gitread.Route{Resolved: path}, file: true}
 }
 
 // privateWatcher is a watcher of the test's own, so that its watches can be
@@ -132,7 +138,7 @@ func TestFailedArmLeavesNoWatch(t *testing.T) {
 	require.NoError(t, os.WriteFile(file, nil, 0o644))
 
 	keeper := w.Subscribe()
-	_, err := keeper.Arm([]Entry{{Path: file, File: true}})
+	_, err := keeper.arm([]entry{fileEntry(file)})
 	require.NoError(t, err)
 	kept := liveWDs(t, w.fd)
 	require.NotEmpty(t, kept)
@@ -142,7 +148,7 @@ func TestFailedArmLeavesNoWatch(t *testing.T) {
 	require.NoError(t, os.WriteFile(other, nil, 0o644))
 	for i := 0; i < 30; i++ {
 		s := w.Subscribe()
-		_, err := s.Arm([]Entry{{Path: other, File: true}, {Path: remote, File: true}})
+		_, err := s.arm([]entry{fileEntry(other), fileEntry(remote)})
 		require.Error(t, err)
 		s.Close()
 	}
@@ -163,20 +169,20 @@ func TestArmWatchesTheNearestDirectoryThatExists(t *testing.T) {
 	ref := filepath.Join(heads, "release", "1.2")
 	s := w.Subscribe()
 	gen := s.Clear()
-	_, err := s.Arm([]Entry{{Path: ref}})
+	_, err := s.arm([]entry{{Route: gitread.Route{Resolved: ref}}})
 	require.NoError(t, err)
-	require.True(t, s.Settle(gen), "clean once armed")
+	require.True(t, s.Recheck(gen), "clean once armed")
 	require.NoError(t, os.Mkdir(filepath.Dir(ref), 0o755))
-	assert.False(t, s.Settle(gen), "dirty once the missing directory is made")
+	assert.False(t, s.Recheck(gen), "dirty once the missing directory is made")
 
 	// Armed again with the directory there (and the ref not yet), the
 	// ref's creation is seen.
 	gen = s.Clear()
-	_, err = s.Arm([]Entry{{Path: ref}})
+	_, err = s.arm([]entry{{Route: gitread.Route{Resolved: ref}}})
 	require.NoError(t, err)
-	require.True(t, s.Settle(gen))
+	require.True(t, s.Recheck(gen))
 	require.NoError(t, os.WriteFile(ref, []byte("x\n"), 0o644))
-	assert.False(t, s.Settle(gen), "dirty once the ref is made")
+	assert.False(t, s.Recheck(gen), "dirty once the ref is made")
 	s.Close()
 }
 
@@ -203,7 +209,7 @@ func TestArmOnAHungFileSystemHoldsUpNoOther(t *testing.T) {
 	hung := w.Subscribe()
 	started = true
 	go func() {
-		_, err := hung.Arm([]Entry{{Path: mnt, Dir: true}}) // statfs of mnt hangs
+		_, err := hung.arm([]entry{{Route: gitread.Route{Resolved: mnt}, dir: true}}) // statfs of mnt hangs
 		hungDone <- err
 	}()
 	require.Eventually(t, func() bool { return f.Pending() > 0 }, 5*time.Second, time.Millisecond, "the arm reached the hung file system")
@@ -216,10 +222,10 @@ func TestArmOnAHungFileSystemHoldsUpNoOther(t *testing.T) {
 		defer close(done)
 		s := w.Subscribe()
 		gen := s.Clear()
-		if _, err := s.Arm([]Entry{{Path: file, File: true}}); err != nil {
+		if _, err := s.arm([]entry{fileEntry(file)}); err != nil {
 			t.Error(err)
 		}
-		s.Settle(gen)
+		s.Recheck(gen)
 		s.Unchanged(gen)
 		s.Close()
 	}()

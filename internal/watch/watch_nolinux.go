@@ -5,6 +5,9 @@ package watch
 import (
 	"errors"
 	"fmt"
+	"time"
+
+	"github.com/runtimeguard/runtimeguard/internal/gitread"
 )
 
 // errNoInotify is the error of a platform without the watch path.
@@ -26,8 +29,8 @@ func (w *Watcher) Subscribe() *Sub { return &Sub{} }
 // Unchanged is never true here.
 func (s *Sub) Unchanged(uint64) bool { return false }
 
-// Settle is never true here.
-func (s *Sub) Settle(uint64) bool { return false }
+// Recheck is never true here.
+func (s *Sub) Recheck(uint64) bool { return false }
 
 // Clear does nothing here.
 func (s *Sub) Clear() uint64 { return 0 }
@@ -42,7 +45,15 @@ func (s *Sub) Began(uint64) bool { return false }
 func (s *Sub) Dirty() bool { return true }
 
 // Arm fails here.
-func (s *Sub) Arm([]Entry) (bool, error) { return false, errNoInotify }
+func (s *Sub) Arm(gitread.Deps, []gitread.Route, *gitread.FS, time.Time) error { return errNoInotify }
+
+// Calls counts system calls a subscription's arming made: none here.
+type Calls struct {
+	Statfs, AddWatch, RmWatch uint64
+}
+
+// Calls is always zero here.
+func (s *Sub) Calls() Calls { return Calls{} }
 
 // Close does nothing here.
 func (s *Sub) Close() {}

@@ -240,3 +240,48 @@ func TestArmOnAHungFileSystemHoldsUpNoOther(t *testing.T) {
 	default:
 	}
 }
+
+// An arm of what did not move adds no watch again; a directory on the way
+// replaced by another is watched anew, with everything below it, and
+// nothing else is; a file written in place moves nothing.
+func TestRearmAddsOnlyWhatMoved(t *testing.T) {
+	w := privateWatcher(t)
+	root := t.TempDir()
+	a := filepath.Join(root, "a")
+	file := filepath.Join(a, "b", "f")
+	require.NoError(t, os.MkdirAll(filepath.Dir(file), 0o755))
+	require.NoError(t, os.WriteFile(file, []byte("1"), 0o644))
+	s := w.Subscribe()
+	defer s.Close()
+	arm := func() Calls {
+		t.Helper()
+		before := s.Calls()
+		s.Clear()
+		_, err := s.arm([]entry{fileEntry(file)})
+		require.NoError(t, err)
+		after := s.Calls()
+		return Calls{after.Statfs - before.Statfs, after.AddWatch - before.AddWatch, after.RmWatch - before.RmWatch}
+	}
+	depth := uint64(strings.Count(file, "/")) // every directory from the root down, and the file
+	require.Equal(t, depth+1, arm().AddWatch, "the first arm watches every directory and the file")
+	assert.Zero(t, arm().AddWatch, "nothing moved")
+
+	require.NoError(t, os.WriteFile(file, []byte("2"), 0o644))
+	assert.Zero(t, arm().AddWatch, "a file written in place")
+
+	// a/b replaced by a copy: a/b and the file below it are new.
+	copyDir := filepath.Join(a, "b.new")
+	require.NoError(t, os.Mkdir(copyDir, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(copyDir, "f"), []byte("2"), 0o644))
+	require.NoError(t, os.Rename(filepath.Join(a, "b"), filepath.Join(a, "b.old")))
+	require.NoError(t, os.Rename(copyDir, filepath.Join(a, "b")))
+	calls := arm()
+	assert.Equal(t, uint64(2), calls.AddWatch, "the replaced directory and the file in it")
+	assert.Equal(t, uint64(2), calls.Statfs)
+	gen := s.Clear()
+	_, err := s.arm([]entry{fileEntry(file)})
+	require.NoError(t, err)
+	require.True(t, s.Recheck(gen))
+	require.NoError(t, os.WriteFile(file, []byte("3"), 0o644))
+	assert.False(t, s.Recheck(gen), "a write in the directory that replaced a/b is seen")
+}

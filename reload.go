@@ -523,7 +523,7 @@ func (g *Guard) watchBinding(ctx context.Context, b *binding, interval time.Dura
 		stop := context.AfterFunc(wctx, wt.Stop)
 		defer stop()
 		for wt.Wait() {
-			if s := b.snap.Load(); s == nil || !s.watched || s.sub.Dirty() {
+			if s := b.snap.Load(); s == nil || s.claim == nil || s.claim.Dirty() {
 				_ = g.EnsureCurrent()
 			}
 			if b.sig.fired() || b.replaced.fired() || moved.fired() {
@@ -557,7 +557,7 @@ func (g *Guard) watchBinding(ctx context.Context, b *binding, interval time.Dura
 // waiter is an event source for watching b, when b is on the watch path.
 func (g *Guard) waiter(b *binding) *watch.Waiter {
 	s := b.snap.Load()
-	if s == nil || !s.watched || b.unused() {
+	if s == nil || s.claim == nil || b.unused() {
 		return nil
 	}
 	w, err := g.config().env.watch()

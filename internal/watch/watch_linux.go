@@ -195,11 +195,11 @@ func (w *Watcher) close() {
 }
 
 // Sub is one guard binding's subscription: the entries its answer depends
-// on. Dirty is set, by whichever check drains the events, once an event
-// touches one of them; Clear and Arm start a new read.
+// on. It is dirty, set by whichever check drains the events, once an event
+// touches one of them; Begin starts a new read.
 type Sub struct {
 	w     *Watcher
-	gen   atomic.Uint64 // bumped by Clear: a read began
+	gen   atomic.Uint64 // bumped by Begin: a read began
 	dirty atomic.Bool
 
 	// w.mu protects the rest.
@@ -247,13 +247,45 @@ func (w *Watcher) Subscribe() *Sub {
 	return s
 }
 
+// Read is one read's claim on a subscription, from the moment it began
+// (Begin): it vouches for what the read found while no change of what the
+// subscription watches has been seen since, and no later read began.
+type Read struct {
+	s   *Sub
+	gen uint64
+}
+
+// Begin starts a read: the events queued so far are drained, the
+// subscription is clean, and every change from now on makes it dirty.
+// What an earlier read's claim proved no longer counts.
+func (s *Sub) Begin() Read { return Read{s, s.begin()} }
+
+// Sub is the subscription the read claims.
+func (r Read) Sub() *Sub { return r.s }
+
 // Unchanged reports, in one system call, that no event touched the
-// subscription's entries since the read of generation gen began (see
-// Clear): nothing queued on the inotify descriptor, no change of the mount
-// table, no event drained by another check that made it dirty, and no
-// other read begun. False means the caller must look closer (Recheck), not
-// that anything changed.
-func (s *Sub) Unchanged(gen uint64) bool {
+// subscription's entries since the read began: nothing queued on the
+// inotify descriptor, no change of the mount table, no event drained by
+// another check that made it dirty, and no other read begun. False means
+// the caller must look closer (Recheck), not that anything changed.
+func (r Read) Unchanged() bool { return r.s.unchanged(r.gen) }
+
+// Recheck drains the queued events and reports whether the subscription
+// is still clean for the read: an event that touched nothing it depends
+// on costs no read. A check whose Unchanged said false calls it before
+// reading again.
+func (r Read) Recheck() bool { return r.s.recheck(r.gen) }
+
+// Overtaken reports whether another read began since this one: a check
+// of this read that failed may then be answered by that one.
+func (r Read) Overtaken() bool { return r.s.gen.Load() != r.gen }
+
+// Dirty reports whether an event touched what the subscription depends on
+// since the latest read began.
+func (r Read) Dirty() bool { return r.s.dirty.Load() }
+
+// unchanged is Read.Unchanged of the read of generation gen.
+func (s *Sub) unchanged(gen uint64) bool {
 	w := s.w
 	seq := w.seq.Load()
 	if seq&1 != 0 || s.dirty.Load() || s.gen.Load() != gen {
@@ -349,11 +381,8 @@ func (w *Watcher) apply(mounts bool) {
 	w.seq.Add(1)
 }
 
-// Recheck drains the queued events and reports whether the subscription
-// is still clean for generation gen: an event that touched nothing it
-// depends on costs no read. A check whose Unchanged said false calls it
-// before reading again.
-func (s *Sub) Recheck(gen uint64) bool {
+// recheck is Read.Recheck of the read of generation gen.
+func (s *Sub) recheck(gen uint64) bool {
 	w := s.w
 	sl := w.acquire()
 	n, err := epollWait(sl.ep, sl.events[:], 0)
@@ -365,10 +394,8 @@ func (s *Sub) Recheck(gen uint64) bool {
 	return !s.dirty.Load() && s.gen.Load() == gen
 }
 
-// Clear starts a read and returns its generation: the events queued so far
-// are drained, the subscription is clean, and every change from now on
-// makes it dirty. What an earlier generation proved no longer counts.
-func (s *Sub) Clear() uint64 {
+// begin starts a read (see Begin) and returns its generation.
+func (s *Sub) begin() uint64 {
 	w := s.w
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -379,17 +406,6 @@ func (s *Sub) Clear() uint64 {
 	w.seq.Add(1)
 	return gen
 }
-
-// Began reports whether a read began (Clear) since the one of generation
-// gen: a check of gen that failed may then be answered by that read.
-func (s *Sub) Began(gen uint64) bool { return s.gen.Load() != gen }
-
-// MarkDirty makes the next check read again.
-func (s *Sub) MarkDirty() { s.dirty.Store(true) }
-
-// Dirty reports whether an event touched what the subscription depends on
-// since its read began.
-func (s *Sub) Dirty() bool { return s.dirty.Load() }
 
 // drain reads every queued event and marks the subscriptions they touch;
 // w.mu is held.
@@ -577,7 +593,7 @@ func (s *Sub) arm(entries []entry) (fresh []reg, err error) {
 	if err == nil && len(missing) > 0 && anyExists(missing) {
 		// A directory made between its lookup and its parent's
 		// registration went unreported: read again.
-		s.MarkDirty()
+		s.markDirty()
 	}
 	return fresh, err
 }

@@ -61,7 +61,7 @@ func TestArmWhileOthersClose(t *testing.T) {
 		defer wg.Done()
 		for !stop.Load() {
 			s := w.Subscribe()
-			s.Clear()
+			s.begin()
 			_, _ = s.arm([]entry{fileEntry(path)})
 			s.Close()
 		}
@@ -82,7 +82,7 @@ func TestArmWhileOthersClose(t *testing.T) {
 	rounds := 0
 	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); rounds++ {
 		s := w.Subscribe()
-		gen := s.Clear()
+		gen := s.begin()
 		_, err := s.arm([]entry{fileEntry(file)})
 		require.NoError(t, err)
 		w.mu.Lock()
@@ -95,9 +95,9 @@ func TestArmWhileOthersClose(t *testing.T) {
 		for _, wd := range wds {
 			require.True(t, wd < 0 || live[wd], "round %d: registered wd %d, which the kernel no longer has", rounds, wd)
 		}
-		if s.Recheck(gen) {
+		if s.recheck(gen) {
 			require.NoError(t, os.WriteFile(file, []byte(fmt.Sprint(rounds)), 0o644))
-			require.False(t, s.Recheck(gen) || s.Unchanged(gen), "round %d: written after arming, and still clean", rounds)
+			require.False(t, s.recheck(gen) || s.unchanged(gen), "round %d: written after arming, and still clean", rounds)
 		}
 		s.Close()
 	}
@@ -168,21 +168,21 @@ func TestArmWatchesTheNearestDirectoryThatExists(t *testing.T) {
 	require.NoError(t, os.MkdirAll(heads, 0o755))
 	ref := filepath.Join(heads, "release", "1.2")
 	s := w.Subscribe()
-	gen := s.Clear()
+	gen := s.begin()
 	_, err := s.arm([]entry{{Route: gitread.Route{Resolved: ref}}})
 	require.NoError(t, err)
-	require.True(t, s.Recheck(gen), "clean once armed")
+	require.True(t, s.recheck(gen), "clean once armed")
 	require.NoError(t, os.Mkdir(filepath.Dir(ref), 0o755))
-	assert.False(t, s.Recheck(gen), "dirty once the missing directory is made")
+	assert.False(t, s.recheck(gen), "dirty once the missing directory is made")
 
 	// Armed again with the directory there (and the ref not yet), the
 	// ref's creation is seen.
-	gen = s.Clear()
+	gen = s.begin()
 	_, err = s.arm([]entry{{Route: gitread.Route{Resolved: ref}}})
 	require.NoError(t, err)
-	require.True(t, s.Recheck(gen))
+	require.True(t, s.recheck(gen))
 	require.NoError(t, os.WriteFile(ref, []byte("x\n"), 0o644))
-	assert.False(t, s.Recheck(gen), "dirty once the ref is made")
+	assert.False(t, s.recheck(gen), "dirty once the ref is made")
 	s.Close()
 }
 
@@ -221,12 +221,12 @@ func TestArmOnAHungFileSystemHoldsUpNoOther(t *testing.T) {
 	go func() {
 		defer close(done)
 		s := w.Subscribe()
-		gen := s.Clear()
+		gen := s.begin()
 		if _, err := s.arm([]entry{fileEntry(file)}); err != nil {
 			t.Error(err)
 		}
-		s.Recheck(gen)
-		s.Unchanged(gen)
+		s.recheck(gen)
+		s.unchanged(gen)
 		s.Close()
 	}()
 	select {
@@ -256,7 +256,7 @@ func TestRearmAddsOnlyWhatMoved(t *testing.T) {
 	arm := func() Calls {
 		t.Helper()
 		before := s.Calls()
-		s.Clear()
+		s.begin()
 		_, err := s.arm([]entry{fileEntry(file)})
 		require.NoError(t, err)
 		after := s.Calls()
@@ -278,10 +278,10 @@ func TestRearmAddsOnlyWhatMoved(t *testing.T) {
 	calls := arm()
 	assert.Equal(t, uint64(2), calls.AddWatch, "the replaced directory and the file in it")
 	assert.Equal(t, uint64(2), calls.Statfs)
-	gen := s.Clear()
+	gen := s.begin()
 	_, err := s.arm([]entry{fileEntry(file)})
 	require.NoError(t, err)
-	require.True(t, s.Recheck(gen))
+	require.True(t, s.recheck(gen))
 	require.NoError(t, os.WriteFile(file, []byte("3"), 0o644))
-	assert.False(t, s.Recheck(gen), "a write in the directory that replaced a/b is seen")
+	assert.False(t, s.recheck(gen), "a write in the directory that replaced a/b is seen")
 }

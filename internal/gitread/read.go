@@ -658,6 +658,9 @@ func (r *reader) probeDotGit(c *Checkout, dir, dotgit string) (bool, error) {
 	if err != nil || !lst.Present() {
 		return false, err // nothing there: the directory's Stamp covers it
 	}
+	if !lst.IsLink() {
+		r.saw(dotgit, lst, "")
+	}
 	st, err := r.fs.Stat(dotgit)
 	if err != nil {
 		return false, err
@@ -743,6 +746,9 @@ func (r *reader) validHead(path string) (why string, err error) {
 	st, err := r.fs.Lstat(path)
 	if err != nil {
 		return "", err
+	}
+	if !st.IsLink() {
+		r.saw(path, st, "")
 	}
 	r.addDep(path, true, st)
 	switch {
@@ -884,6 +890,9 @@ func (r *reader) readRef(path string) (looseRef, error) {
 		if err != nil {
 			return looseRef{}, err
 		}
+		if !st.IsLink() {
+			r.saw(path, st, "")
+		}
 		switch {
 		case !st.Present() || st.IsDir():
 			r.addDep(path, true, st)
@@ -893,6 +902,7 @@ func (r *reader) readRef(path string) (looseRef, error) {
 			if err != nil {
 				continue // gone or no longer a link since the lstat
 			}
+			r.saw(path, st, target)
 			r.addDep(path, true, st)
 			if strings.HasPrefix(target, "refs/") && validRefName(target) {
 				return looseRef{found: true, symref: target}, nil

@@ -44,6 +44,16 @@ func (r *reader) step(next string) step {
 	return s
 }
 
+// saw records what a look at next of the read's own found (a stamp not
+// following a link, and a link's text), so that a walk passing it later
+// in the read takes the same answer without looking again.
+func (r *reader) saw(next string, st Stamp, target string) {
+	if r.steps == nil {
+		r.steps = map[string]step{}
+	}
+	r.steps[next] = step{st: st, target: target}
+}
+
 // walkEnd says where a walk ended.
 type walkEnd int
 

@@ -65,9 +65,9 @@ type Checkout struct {
 	// Reason says why Revision is empty.
 	Reason string
 
-	// Unsettled is set for an unborn branch in a repository that has other
+	// Transient is set for an unborn branch in a repository that has other
 	// refs: the state a branch rename passes through.
-	Unsettled bool
+	Transient bool
 }
 
 // ReadRevision returns the full hex object id of HEAD of the Git worktree
@@ -546,16 +546,16 @@ func (r *reader) readAt(src, mod string) (Checkout, error) {
 	if c.Revision == "" {
 		c.Reason = "HEAD names the unborn branch " + c.Head
 		if r.reftable {
-			c.Unsettled, err = r.stack.hasRefs()
+			c.Transient, err = r.stack.hasRefs()
 			return c, err
 		}
-		if c.Unsettled, err = hasRefs(c.CommonDir, packed); err != nil {
+		if c.Transient, err = hasRefs(c.CommonDir, packed); err != nil {
 			return c, err
 		}
 		// A repository with only one branch has no other ref while it
 		// renames it; HEAD's reflog says a commit was made here before.
 		if fi, err := os.Lstat(filepath.Join(c.GitDir, "logs", "HEAD")); err == nil && fi.Mode().IsRegular() && fi.Size() > 0 {
-			c.Unsettled = true
+			c.Transient = true
 		}
 	}
 	return c, nil

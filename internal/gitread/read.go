@@ -357,8 +357,9 @@ type reader struct {
 	reftable bool
 	stack    *rtStack
 	// steps are the parts of paths the read walked, each looked at once
-	// (see step).
-	steps map[string]step
+	// (see step); routes the routes it found (see route).
+	steps  map[string]step
+	routes map[string]routed
 }
 
 func (r *reader) addDep(path string, nofollow bool, st Stamp) {

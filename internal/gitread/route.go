@@ -124,14 +124,55 @@ func (r *reader) walk(p string, link func(path string, st Stamp)) (walked, error
 	return w, nil
 }
 
-// route walks p, not failing: a part that ends the walk, or cannot be
-// looked at, is kept with the rest as written.
-func (r *reader) route(p string) Route {
-	var rt Route
+// routed is a route, and whether it ends at a directory, from which the
+// route of a path below it goes on.
+type routed struct {
+	Route
+	dir bool
+}
+
+// route is the route of the absolute path p, not failing: a part that ends
+// the walk, or cannot be looked at, is kept with the rest as written. The
+// route of each directory is found once per read: a path's route is its
+// directory's, and one more part.
+func (r *reader) route(p string) Route { return r.routeOf(filepath.Clean(p)).Route }
+
+func (r *reader) routeOf(p string) routed {
+	if rt, ok := r.routes[p]; ok {
+		return rt
+	}
+	parent := filepath.Dir(p)
+	if parent == p { // the root
+		return routed{Route: Route{Resolved: p}, dir: true}
+	}
+	var rt routed
+	switch pr := r.routeOf(parent); {
+	case !pr.dir: // the walk ended above: the rest as written
+		rt = routed{Route: Route{Resolved: filepath.Join(pr.Resolved, filepath.Base(p)), Links: pr.Links}}
+	default:
+		next := filepath.Join(pr.Resolved, filepath.Base(p))
+		if s := r.step(next); s.err == nil && s.st.IsLink() {
+			rt = r.walkRoute(p)
+		} else {
+			rt = routed{Route: Route{Resolved: next, Links: pr.Links}, dir: s.err == nil && s.st.IsDir()}
+		}
+	}
+	if r.routes == nil {
+		r.routes = map[string]routed{}
+	}
+	r.routes[p] = rt
+	return rt
+}
+
+// walkRoute is the route of p by a walk of the whole of it (see route).
+func (r *reader) walkRoute(p string) routed {
+	var rt routed
 	w, err := r.walk(p, func(link string, _ Stamp) { rt.Links = append(rt.Links, link) })
 	switch {
 	case err == nil && w.end == walkDone:
 		rt.Resolved = w.resolved
+		s, ok := r.steps[w.resolved]
+		rt.dir = !ok || s.err == nil && s.st.IsDir() // no step: the root
 	case w.end == walkLoop:
 		rt.Resolved = filepath.Join(w.resolved, w.rest)
 	default:

@@ -33,6 +33,12 @@ func TestRoutesLeadWhereTheKernelGoes(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, c.Revision)
 	require.Len(t, routes, len(deps))
+	// Each route, found from its directory's, is the walk of the whole
+	// path, also where a part is missing or not a directory.
+	fresh := reader{fs: System}
+	for _, p := range append([]string{filepath.Join(gitDir, "refs", "heads", "none", "x"), filepath.Join(repo, "run_agent.py", "x")}, pathsOf(deps)...) {
+		assert.Equal(t, fresh.walkRoute(p).Route, (&reader{fs: System}).route(p), "the route of %s", p)
+	}
 	links := map[string]bool{}
 	for i, d := range deps {
 		want, err := filepath.EvalSymlinks(d.Path)
@@ -47,4 +53,12 @@ func TestRoutesLeadWhereTheKernelGoes(t *testing.T) {
 	for _, l := range []string{current, alias, filepath.Join(repo, ".git"), filepath.Join(gitDir, "refs", "heads")} {
 		assert.True(t, links[resolved(t, filepath.Dir(l))+string(filepath.Separator)+filepath.Base(l)] || links[l], "the link %s is on a route", l)
 	}
+}
+
+func pathsOf(deps Deps) []string {
+	var paths []string
+	for _, d := range deps {
+		paths = append(paths, d.Path)
+	}
+	return paths
 }

@@ -333,7 +333,7 @@ func Read(fs *FS, abs string, mustExist bool) (Checkout, Deps, error) {
 // where it leads (see Route); none when the read failed. A watch of what
 // the answer depends on is planned from them.
 func Routed(fs *FS, abs string, mustExist bool) (Checkout, Deps, []Route, error) {
-	r := reader{fs: fs}
+	r := reader{fs: fs, steps: map[string]step{}}
 	c, err := r.read(abs, mustExist)
 	deps := r.deps.unique()
 	if err != nil {
@@ -356,8 +356,9 @@ type reader struct {
 	// is the common one, once read.
 	reftable bool
 	stack    *rtStack
-	// steps are the parts of paths the read walked, each looked at once
-	// (see step); routes the routes it found (see route).
+	// steps are the parts of paths a read that records routes walked,
+	// each looked at once (see step); routes the routes it found (see
+	// route). Nil for a read that records none.
 	steps  map[string]step
 	routes map[string]routed
 }

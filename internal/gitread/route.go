@@ -26,8 +26,9 @@ type step struct {
 	err    error
 }
 
-// step looks at the part next (its directory's links resolved), once per
-// read: every walk of the read that passes it takes the same answer.
+// step looks at the part next (its directory's links resolved). A read
+// that records routes looks at each part once: every walk of the read
+// that passes it takes the same answer.
 func (r *reader) step(next string) step {
 	if s, ok := r.steps[next]; ok {
 		return s
@@ -37,10 +38,9 @@ func (r *reader) step(next string) step {
 	if s.err == nil && s.st.IsLink() {
 		s.target, s.err = os.Readlink(next)
 	}
-	if r.steps == nil {
-		r.steps = map[string]step{}
+	if r.steps != nil {
+		r.steps[next] = s
 	}
-	r.steps[next] = s
 	return s
 }
 
@@ -48,10 +48,9 @@ func (r *reader) step(next string) step {
 // following a link, and a link's text), so that a walk passing it later
 // in the read takes the same answer without looking again.
 func (r *reader) saw(next string, st Stamp, target string) {
-	if r.steps == nil {
-		r.steps = map[string]step{}
+	if r.steps != nil {
+		r.steps[next] = step{st: st, target: target}
 	}
-	r.steps[next] = step{st: st, target: target}
 }
 
 // walkEnd says where a walk ended.
@@ -135,7 +134,15 @@ type routed struct {
 // the walk, or cannot be looked at, is kept with the rest as written. The
 // route of each directory is found once per read: a path's route is its
 // directory's, and one more part.
-func (r *reader) route(p string) Route { return r.routeOf(filepath.Clean(p)).Route }
+func (r *reader) route(p string) Route {
+	if r.steps == nil {
+		r.steps = map[string]step{}
+	}
+	if r.routes == nil {
+		r.routes = map[string]routed{}
+	}
+	return r.routeOf(filepath.Clean(p)).Route
+}
 
 func (r *reader) routeOf(p string) routed {
 	if rt, ok := r.routes[p]; ok {
@@ -156,9 +163,6 @@ func (r *reader) routeOf(p string) routed {
 		} else {
 			rt = routed{Route: Route{Resolved: next, Links: pr.Links}, dir: s.err == nil && s.st.IsDir()}
 		}
-	}
-	if r.routes == nil {
-		r.routes = map[string]routed{}
 	}
 	r.routes[p] = rt
 	return rt

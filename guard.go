@@ -285,11 +285,11 @@ const (
 )
 
 // bind reads the checkout the configured path abs leads to until the view
-// is settled: the read succeeded, no file it depended on changed while it
+// holds still: the read succeeded, no file it depended on changed while it
 // ran, and HEAD does not name a branch that is missing while the
 // repository has other refs. A transient state never becomes the bound
-// identity, least of all an inert one; a checkout that does not settle
-// within maxBindAttempts reads is an error.
+// identity, least of all an inert one; a checkout that does not hold still
+// for any of maxBindAttempts reads is an error.
 func (g *Guard) bind(cfg *config, abs string) (*binding, error) {
 	return g.bindCtx(context.Background(), cfg, abs)
 }
@@ -298,7 +298,7 @@ func (g *Guard) bind(cfg *config, abs string) (*binding, error) {
 func (g *Guard) bindCtx(ctx context.Context, cfg *config, abs string) (*binding, error) {
 	e := cfg.env
 	backoff := time.Millisecond
-	var unsettled error
+	var moving error
 	for attempt := 0; attempt < maxBindAttempts; attempt++ {
 		if attempt > 0 {
 			t := time.NewTimer(backoff)
@@ -319,18 +319,18 @@ func (g *Guard) bindCtx(ctx context.Context, cfg *config, abs string) (*binding,
 		}
 		switch {
 		case err != nil && errors.Is(err, fsread.ErrChanged):
-			unsettled = err
+			moving = err
 			b.close()
 			continue
 		case err != nil:
 			b.close()
 			return nil, err
-		case call.val.checkout.Unsettled:
-			unsettled = fmt.Errorf("HEAD names %s, which does not exist while other refs do (a branch being renamed or deleted, or an orphan branch)", call.val.checkout.Head)
+		case call.val.checkout.Transient:
+			moving = fmt.Errorf("HEAD names %s, which does not exist while other refs do (a branch being renamed or deleted, or an orphan branch)", call.val.checkout.Head)
 			b.close()
 			continue
 		case !call.val.unchanged:
-			unsettled = errors.New("the checkout changed while it was read")
+			moving = errors.New("the checkout changed while it was read")
 			b.close()
 			continue
 		}
@@ -339,7 +339,7 @@ func (g *Guard) bindCtx(ctx context.Context, cfg *config, abs string) (*binding,
 		b.reason = c.Reason
 		return b, nil
 	}
-	return nil, fmt.Errorf("the checkout did not settle in %d reads: %w", maxBindAttempts, unsettled)
+	return nil, fmt.Errorf("the checkout did not hold still for any of %d reads: %w", maxBindAttempts, moving)
 }
 
 // EnsureCurrent returns nil when the guard is unbound or inert, or when the

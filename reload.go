@@ -66,7 +66,7 @@ const (
 
 // PlanReload proves that a reload is safe and returns the plan, or an error
 // matching [ErrNotReady] that names the condition that failed. All of these
-// must hold, read together from one settled view of the checkout and the
+// must hold, read together from one steady view of the checkout and the
 // updater's files:
 //
 //   - the guard is bound to a tracked checkout and is stale;
@@ -346,7 +346,7 @@ func (g *Guard) spent(id string) bool {
 
 // Rebind binds the guard to the plan's new code, for a host that reloaded
 // it in this process, provided the checkout still is at r.To (the same
-// settled read as New's) and the updater's files still say what the plan
+// steady read as New's) and the updater's files still say what the plan
 // proved: no update marker, no recovery marker, and the plan's receipt
 // still the newest written since the guard bound. Otherwise it returns an
 // error (matching [ErrStale] for a checkout that moved, [ErrNotReady] for
@@ -523,7 +523,7 @@ func (g *Guard) watchBinding(ctx context.Context, b *binding, interval time.Dura
 		stop := context.AfterFunc(wctx, wt.Stop)
 		defer stop()
 		for wt.Wait() {
-			if s := b.snap.Load(); s == nil || !s.watched || s.sub.Dirty() {
+			if s := b.snap.Load(); s == nil || s.claim == nil || s.claim.Dirty() {
 				_ = g.EnsureCurrent()
 			}
 			if b.sig.fired() || b.replaced.fired() || moved.fired() {
@@ -557,7 +557,7 @@ func (g *Guard) watchBinding(ctx context.Context, b *binding, interval time.Dura
 // waiter is an event source for watching b, when b is on the watch path.
 func (g *Guard) waiter(b *binding) *watch.Waiter {
 	s := b.snap.Load()
-	if s == nil || !s.watched || b.unused() {
+	if s == nil || s.claim == nil || b.unused() {
 		return nil
 	}
 	w, err := g.config().env.watch()

@@ -99,15 +99,14 @@ func newBinding(abs string, boundAt time.Time, guardClosed *atomic.Bool) *bindin
 
 // snapshot is the result of a full read with the stamps of every file it
 // depends on. trusted is false when a stamp could hide a later change.
-// watched is true when the binding's inotify subscription, armed for these
-// files in generation gen, proves them unchanged: the watch path.
+// claim, when the binding's inotify subscription was armed for these files
+// by the read, proves them unchanged: the watch path; nil on the stat
+// path.
 type snapshot struct {
 	rev     string
 	deps    gitread.Deps
 	trusted bool
-	watched bool
-	sub     *watch.Sub // the subscription that vouches, when watched
-	gen     uint64
+	claim   *watch.Read
 	// noRev is why rev is empty (matching ErrNotCheckout); nil otherwise.
 	noRev error
 }
@@ -134,22 +133,22 @@ type readCall = call[readResult]
 // from a full read. Stats and reads run on a goroutine of their own: see
 // look.
 //
-// A check whose snapshot's generation was overtaken by a read that began
+// A check whose snapshot's read was overtaken by a read that began
 // meanwhile (another check found a change, or its own poll was not sure)
-// waits for that read and asks again of its snapshot: a read whose
-// generation is unchanged now answers for now, whenever it began, since
-// every change after its generation began is reported. So the checks in
-// flight around one read of a herd start no read each after it.
+// waits for that read and asks again of its snapshot: a read not
+// overtaken answers for now, whenever it began, since every change after
+// it began is reported. So the checks in flight around one read of a herd
+// start no read each after it.
 func (b *binding) current(e *env, alwaysRead bool, timeout time.Duration) (string, error) {
 	for retry := 0; !alwaysRead; retry++ {
 		s := b.snap.Load()
-		if s == nil || !s.watched {
+		if s == nil || s.claim == nil {
 			break
 		}
-		if s.sub.Unchanged(s.gen) || s.sub.Settle(s.gen) {
+		if s.claim.Unchanged() || s.claim.Recheck() {
 			return s.rev, s.noRev
 		}
-		if retry == maxOvertaken || !s.sub.Began(s.gen) || !b.reads.await(timeout) {
+		if retry == maxOvertaken || !s.claim.Overtaken() || !b.reads.await(timeout) {
 			break
 		}
 	}
@@ -248,7 +247,7 @@ func (b *binding) run(call *readCall, e *env, alwaysRead, mustExist bool) {
 			r.err = &PanicError{Value: p, Stack: debug.Stack()}
 		}
 	}()
-	if s := b.snap.Load(); s != nil && !alwaysRead && !mustExist && !s.watched && s.trusted && statsUnchanged(call, e.git, s.deps) {
+	if s := b.snap.Load(); s != nil && !alwaysRead && !mustExist && s.claim == nil && s.trusted && statsUnchanged(call, e.git, s.deps) {
 		r.rev, r.snap = s.rev, s
 		return
 	}
@@ -257,10 +256,18 @@ func (b *binding) run(call *readCall, e *env, alwaysRead, mustExist bool) {
 		return
 	}
 	start := e.now()
-	gen := b.armable(e, alwaysRead)
+	claim, watching := b.armable(e, alwaysRead)
 	fsys := tracking(e.git, &call.at)
 	b.countRead()
-	c, deps, err := gitread.Read(fsys, b.configured, mustExist)
+	var c gitread.Checkout
+	var deps gitread.Deps
+	var routes []gitread.Route
+	var err error
+	if watching {
+		c, deps, routes, err = gitread.Routed(fsys, b.configured, mustExist)
+	} else {
+		c, deps, err = gitread.Read(fsys, b.configured, mustExist)
+	}
 	r.checkout = c
 	if err == nil {
 		b.readModule.Store(&c.ModulePath)
@@ -278,19 +285,21 @@ func (b *binding) run(call *readCall, e *env, alwaysRead, mustExist bool) {
 		r.err = fmt.Errorf("%s now leads to %s, not to %s: %w", b.configured, c.ModulePath, b.id.ModulePath, errElsewhere)
 		return
 	}
-	s := &snapshot{rev: c.Revision, deps: deps, trusted: !alwaysRead && deps.Settled(start), gen: gen}
+	s := &snapshot{rev: c.Revision, deps: deps, trusted: !alwaysRead && deps.Settled(start)}
 	if c.Revision == "" {
 		s.noRev = noRevision(c.Reason)
 	}
-	if sub := b.sub.Load(); sub != nil {
+	if watching && b.sub.Load() == claim.Sub() {
 		call.at.Store(&arming)
-		s.watched, s.sub = b.arm(fsys, sub, s, start), sub
+		if b.arm(fsys, claim.Sub(), deps, routes, start) {
+			s.claim = &claim
+		}
 	}
 	if mustExist {
 		r.unchanged = deps.Unchanged(fsys)
 	}
 	b.failed.Store(nil)
-	if prev := b.snap.Swap(s); prev == nil || prev.watched != s.watched {
+	if prev := b.snap.Swap(s); prev == nil || (prev.claim != nil) != (s.claim != nil) {
 		b.pathChanged()
 	}
 	r.rev, r.snap = c.Revision, s
@@ -351,12 +360,12 @@ var errElsewhere = errors.New("the module path leads elsewhere")
 // armable prepares a full read on the watch path: it subscribes the
 // binding, where the platform has inotify, on its first read and on every
 // read after an arming failed (a file system that now reports its
-// changes, a watch limit no longer reached), and starts a new generation,
-// so that every change from here on is seen. It returns the generation;
-// on the stat path, 0.
-func (b *binding) armable(e *env, alwaysRead bool) uint64 {
+// changes, a watch limit no longer reached), and begins the read on the
+// subscription, so that every change from here on is seen. It returns the
+// read's claim, and false on the stat path.
+func (b *binding) armable(e *env, alwaysRead bool) (watch.Read, bool) {
 	if alwaysRead || b.watchOff.Load() || b.unused() {
-		return 0
+		return watch.Read{}, false
 	}
 	sub := b.sub.Load()
 	if sub == nil {
@@ -364,12 +373,12 @@ func (b *binding) armable(e *env, alwaysRead bool) uint64 {
 		if err != nil {
 			b.watchOff.Store(true)
 			b.setWatchWhy(err.Error())
-			return 0
+			return watch.Read{}, false
 		}
 		sub = w.Subscribe()
 		if !b.sub.CompareAndSwap(nil, sub) {
 			sub.Close()
-			return 0
+			return watch.Read{}, false
 		}
 		b.cleanup.Do(func() {
 			runtime.AddCleanup(b, func(r *subRef) {
@@ -380,34 +389,23 @@ func (b *binding) armable(e *env, alwaysRead bool) uint64 {
 		})
 		if b.unused() { // closed meanwhile
 			b.close()
-			return 0
+			return watch.Read{}, false
 		}
 	}
-	return sub.Clear()
+	return sub.Begin(), true
 }
 
-// arm watches what the snapshot depends on and reports whether the watch
-// may vouch for it. Where a directory is watched that was not before, a
-// change between the read and now went unreported: the files must be
-// settled and unchanged, else the next check reads again. A file system
-// that does not report its changes, or the watch limit, keeps the stat
-// path, and says why.
-func (b *binding) arm(fsys *gitread.FS, sub *watch.Sub, s *snapshot, start time.Time) bool {
-	entries := make([]watch.Entry, len(s.deps))
-	for i, d := range s.deps {
-		file := d.Stamp.Present() && !d.Stamp.IsDir() && !(d.NoFollow && d.Stamp.IsLink())
-		entries[i] = watch.Entry{Path: d.Path, Dir: d.NoFollow && d.Stamp.IsDir(), File: file}
-	}
-	fresh, err := sub.Arm(entries)
-	if err != nil {
+// arm watches what a read found its answer depends on, as it reached it,
+// and reports whether the watch may vouch for it (see watch.Sub.Arm). A
+// file system that does not report its changes, or the watch limit, keeps
+// the stat path, and says why.
+func (b *binding) arm(fsys *gitread.FS, sub *watch.Sub, deps gitread.Deps, routes []gitread.Route, start time.Time) bool {
+	if err := sub.Arm(deps, routes, fsys, start); err != nil {
 		b.setWatchWhy(err.Error())
 		if b.sub.CompareAndSwap(sub, nil) {
 			sub.Close()
 		}
 		return false
-	}
-	if fresh && !(s.deps.Settled(start) && s.deps.Unchanged(fsys)) {
-		sub.MarkDirty()
 	}
 	return true
 }
@@ -420,7 +418,7 @@ func (b *binding) path(alwaysRead bool) (check, why string) {
 	if alwaysRead {
 		return "read", "Options.AlwaysRead"
 	}
-	if s := b.snap.Load(); s != nil && s.watched {
+	if s := b.snap.Load(); s != nil && s.claim != nil {
 		return "watch", ""
 	}
 	if w := b.watchWhy.Load(); w != nil {

@@ -88,7 +88,7 @@ func TestBindingDuringRefTransients(t *testing.T) {
 			require.NoError(t, loopErr)
 			t.Logf("%d binds, %d inert, %d errors", binds.Load(), inert.Load(), failed.Load())
 			assert.Zero(t, inert.Load(), "inert binds")
-			assert.Less(t, failed.Load(), binds.Load()/10+1, "most binds settle")
+			assert.Less(t, failed.Load(), binds.Load()/10+1, "most binds find the checkout holding still")
 		})
 	}
 }

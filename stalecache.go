@@ -105,14 +105,13 @@ type staleCache struct {
 	facts  atomic.Pointer[cachedFacts]
 }
 
-// cachedFacts are facts and what vouches for them: the subscription's
-// generation armed before they were read, and the module file the
+// cachedFacts are facts and what vouches for them: the claim of the read
+// of the subscription begun before they were armed and read, and the module file the
 // binding's latest full read resolved the configured path to, whose
 // directory is an install directory they were read for.
 type cachedFacts struct {
 	staleFacts
-	sub    *watch.Sub
-	gen    uint64
+	read   watch.Read
 	module string
 }
 
@@ -124,7 +123,7 @@ func (b *binding) cachedStale(c *config) (Observation, bool) {
 		return Observation{}, false
 	}
 	f := sc.facts.Load()
-	if m := b.readModule.Load(); f == nil || m == nil || *m != f.module || !(f.sub.Unchanged(f.gen) || f.sub.Settle(f.gen)) {
+	if m := b.readModule.Load(); f == nil || m == nil || *m != f.module || !(f.read.Unchanged() || f.read.Recheck()) {
 		return Observation{}, false
 	}
 	return c.staleObservation(&f.staleFacts), true
@@ -136,18 +135,18 @@ func (b *binding) cachedStale(c *config) (Observation, bool) {
 func (c *config) observeStale(b *binding) Observation {
 	module := b.readModule.Load()
 	srcs := b.installDirs()
-	var sub *watch.Sub
-	var gen uint64
+	var read watch.Read
+	var ok bool
 	var armed []string
 	sc := b.staleCacheFor(c)
 	if sc != nil && module != nil {
-		sub, gen, armed = sc.arm(c, srcs)
+		read, ok, armed = sc.arm(c, srcs)
 	}
 	f := c.readStaleFacts(srcs)
-	if sub != nil && slices.EqualFunc(f.markers, armed, func(m markerFacts, p string) bool { return m.Path == p }) {
+	if ok && slices.EqualFunc(f.markers, armed, func(m markerFacts, p string) bool { return m.Path == p }) {
 		// The homes read are the homes watched: one made between the
 		// two is read again next time.
-		sc.facts.Store(&cachedFacts{staleFacts: f, sub: sub, gen: gen, module: *module})
+		sc.facts.Store(&cachedFacts{staleFacts: f, read: read, module: *module})
 	}
 	return c.staleObservation(&f)
 }
@@ -176,31 +175,30 @@ func (b *binding) staleCacheFor(c *config) *staleCache {
 	return sc
 }
 
-// arm starts a generation of the cache's subscription and watches the
-// files the facts for srcs come from; it returns the subscription, the
-// generation and the marker paths watched, or a nil subscription where
-// they cannot be watched (a file system whose changes inotify may not
-// report, the watch limit, a closed cache). The generation begins before
-// the files are watched and read: a change after it is either reported
-// or read.
-func (sc *staleCache) arm(c *config, srcs []string) (*watch.Sub, uint64, []string) {
+// arm begins a read of the cache's subscription and watches the files
+// the facts for srcs come from; it returns the read's claim and the
+// marker paths watched, or false where they cannot be watched (a file
+// system whose changes inotify may not report, the watch limit, a closed
+// cache). The read begins before the files are watched and read: a
+// change after it is either reported or read.
+func (sc *staleCache) arm(c *config, srcs []string) (watch.Read, bool, []string) {
 	sc.mu.Lock()
 	if sc.closed {
 		sc.mu.Unlock()
-		return nil, 0, nil
+		return watch.Read{}, false, nil
 	}
 	if sc.sub == nil {
 		w, err := c.env.watch()
 		if err != nil {
 			sc.mu.Unlock()
-			return nil, 0, nil
+			return watch.Read{}, false, nil
 		}
 		sc.sub = w.Subscribe()
 	}
 	sub := sc.sub
 	sc.mu.Unlock()
 
-	gen := sub.Clear()
+	read := sub.Begin()
 	paths, _ := c.markerPaths()
 	var entries []watch.Entry
 	for _, p := range paths {
@@ -219,10 +217,10 @@ func (sc *staleCache) arm(c *config, srcs []string) (*watch.Sub, uint64, []strin
 			}
 		}
 	}
-	if _, err := sub.Arm(entries); err != nil {
-		return nil, 0, nil
+	if err := sub.ArmPaths(entries, c.env.git); err != nil {
+		return watch.Read{}, false, nil
 	}
-	return sub, gen, paths
+	return read, true, paths
 }
 
 // close drops the cache's subscription for good.

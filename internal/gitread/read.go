@@ -65,9 +65,9 @@ type Checkout struct {
 	// Reason says why Revision is empty.
 	Reason string
 
-	// Unsettled is set for an unborn branch in a repository that has other
+	// Transient is set for an unborn branch in a repository that has other
 	// refs: the state a branch rename passes through.
-	Unsettled bool
+	Transient bool
 }
 
 // ReadRevision returns the full hex object id of HEAD of the Git worktree
@@ -328,6 +328,36 @@ func Read(fs *FS, abs string, mustExist bool) (Checkout, Deps, error) {
 	return c, r.deps.unique(), err
 }
 
+// Routed is Read that also returns the route of each dependency, in the
+// order of Deps: every symbolic link the kernel follows to reach it, and
+// where it leads (see Route); none when the read failed. A watch of what
+// the answer depends on is planned from them.
+func Routed(fs *FS, abs string, mustExist bool) (Checkout, Deps, []Route, error) {
+	r := reader{fs: fs, steps: map[string]step{}}
+	c, err := r.read(abs, mustExist)
+	deps := r.deps.unique()
+	if err != nil {
+		return c, deps, nil, err
+	}
+	routes := make([]Route, len(deps))
+	for i := range deps {
+		routes[i] = r.route(deps[i].Path)
+	}
+	return c, deps, routes, err
+}
+
+// Routes returns the route of each of paths (absolute), walked through fs
+// now (see Route): for files a read does not find, such as an updater's,
+// whose watch is planned as a read's is.
+func Routes(fs *FS, paths []string) []Route {
+	r := reader{fs: fs, steps: map[string]step{}}
+	routes := make([]Route, len(paths))
+	for i, p := range paths {
+		routes[i] = r.route(p)
+	}
+	return routes
+}
+
 // reader performs one full read and records every file the answer depends
 // on, stamped from the open descriptor it was read through, so that a Stamp
 // is never newer than the content read.
@@ -338,6 +368,11 @@ type reader struct {
 	// is the common one, once read.
 	reftable bool
 	stack    *rtStack
+	// steps are the parts of paths a read that records routes walked,
+	// each looked at once (see step); routes the routes it found (see
+	// route). Nil for a read that records none.
+	steps  map[string]step
+	routes map[string]routed
 }
 
 func (r *reader) addDep(path string, nofollow bool, st fsread.Stamp) {
@@ -363,56 +398,28 @@ func (r *reader) readFile(path string, limit int64) (data []byte, ok bool, err e
 }
 
 // resolve follows every symbolic link of the absolute path p, component by
-// component as the kernel does, and records each link it passes: a link
-// re-pointed later changes the answer. A missing final component is kept as
-// it is (exists is false); a missing directory on the way is an error.
+// component as the kernel does (see walk), and records each link it
+// passes: a link re-pointed later changes the answer. A missing final
+// component is kept as it is (exists is false); a missing directory on
+// the way is an error.
 func (r *reader) resolve(p string) (resolved string, exists bool, err error) {
-	vol := filepath.VolumeName(p)
-	rest := p[len(vol):]
-	resolved = vol + string(filepath.Separator)
-	links := 0
-	for rest != "" {
-		var comp string
-		comp, rest = cutComponent(rest)
-		switch comp {
-		case "", ".":
-			continue
-		case "..":
-			resolved = filepath.Dir(resolved)
-			continue
-		}
-		next := filepath.Join(resolved, comp)
-		st, err := r.fs.Lstat(next)
-		if err != nil {
-			return "", false, err
-		}
-		switch {
-		case !st.Present():
-			if strings.Trim(rest, string(filepath.Separator)) != "" {
-				return "", false, &fs.PathError{Op: "resolve", Path: next, Err: fs.ErrNotExist}
-			}
-			return next, false, nil
-		case st.IsLink():
-			r.addDep(next, true, st)
-			if links++; links > maxLinks {
-				return "", false, &fs.PathError{Op: "resolve", Path: p, Err: errLinkLoop}
-			}
-			target, err := os.Readlink(next)
-			if err != nil {
-				return "", false, err
-			}
-			if filepath.IsAbs(target) {
-				v := filepath.VolumeName(target)
-				resolved, target = v+string(filepath.Separator), target[len(v):]
-			}
-			rest = target + string(filepath.Separator) + rest
-		case !st.IsDir() && strings.Trim(rest, string(filepath.Separator)) != "":
-			return "", false, &fs.PathError{Op: "resolve", Path: next, Err: errNotDir}
-		default:
-			resolved = next
-		}
+	w, err := r.walk(p, func(link string, st fsread.Stamp) { r.addDep(link, true, st) })
+	if err != nil {
+		return "", false, err
 	}
-	return resolved, true, nil
+	more := trimSeparators(w.rest) != ""
+	switch w.end {
+	case walkMissing:
+		if more {
+			return "", false, &fs.PathError{Op: "resolve", Path: w.at, Err: fs.ErrNotExist}
+		}
+		return w.at, false, nil
+	case walkNotDir:
+		return "", false, &fs.PathError{Op: "resolve", Path: w.at, Err: errNotDir}
+	case walkLoop:
+		return "", false, &fs.PathError{Op: "resolve", Path: p, Err: errLinkLoop}
+	}
+	return w.resolved, true, nil
 }
 
 // cutComponent splits the first path component off p.
@@ -553,16 +560,16 @@ func (r *reader) readAt(src, mod string) (Checkout, error) {
 	if c.Revision == "" {
 		c.Reason = "HEAD names the unborn branch " + c.Head
 		if r.reftable {
-			c.Unsettled, err = r.stack.hasRefs()
+			c.Transient, err = r.stack.hasRefs()
 			return c, err
 		}
-		if c.Unsettled, err = hasRefs(c.CommonDir, packed); err != nil {
+		if c.Transient, err = hasRefs(c.CommonDir, packed); err != nil {
 			return c, err
 		}
 		// A repository with only one branch has no other ref while it
 		// renames it; HEAD's reflog says a commit was made here before.
 		if fi, err := os.Lstat(filepath.Join(c.GitDir, "logs", "HEAD")); err == nil && fi.Mode().IsRegular() && fi.Size() > 0 {
-			c.Unsettled = true
+			c.Transient = true
 		}
 	}
 	return c, nil
@@ -665,6 +672,9 @@ func (r *reader) probeDotGit(c *Checkout, dir, dotgit string) (bool, error) {
 	if err != nil || !lst.Present() {
 		return false, err // nothing there: the directory's Stamp covers it
 	}
+	if !lst.IsLink() {
+		r.saw(dotgit, lst, "")
+	}
 	st, err := r.fs.Stat(dotgit)
 	if err != nil {
 		return false, err
@@ -750,6 +760,9 @@ func (r *reader) validHead(path string) (why string, err error) {
 	st, err := r.fs.Lstat(path)
 	if err != nil {
 		return "", err
+	}
+	if !st.IsLink() {
+		r.saw(path, st, "")
 	}
 	r.addDep(path, true, st)
 	switch {
@@ -891,6 +904,9 @@ func (r *reader) readRef(path string) (looseRef, error) {
 		if err != nil {
 			return looseRef{}, err
 		}
+		if !st.IsLink() {
+			r.saw(path, st, "")
+		}
 		switch {
 		case !st.Present() || st.IsDir():
 			r.addDep(path, true, st)
@@ -900,6 +916,7 @@ func (r *reader) readRef(path string) (looseRef, error) {
 			if err != nil {
 				continue // gone or no longer a link since the lstat
 			}
+			r.saw(path, st, target)
 			r.addDep(path, true, st)
 			if strings.HasPrefix(target, "refs/") && validRefName(target) {
 				return looseRef{found: true, symref: target}, nil

@@ -770,7 +770,7 @@ func (s *rtStack) lookup(name string) (symref, oid string, found bool, err error
 
 // hasRefs reports whether the stack holds a ref under refs/ whose newest
 // record is not a deletion: see the files backend's hasRefs, whose use it
-// shares (an unborn HEAD in a repository with other refs is not settled).
+// shares (an unborn HEAD in a repository with other refs is transient).
 // Every ref block of every table is read.
 func (s *rtStack) hasRefs() (bool, error) {
 	live := map[string]bool{}

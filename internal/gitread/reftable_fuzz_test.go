@@ -54,14 +54,14 @@ func checkAgainstGit(t *testing.T, module string, strict bool) {
 		if !gitOK || want != c.Revision {
 			t.Fatalf("%s: the reader says %s, git rev-parse HEAD says %q (ok %v)", module, c.Revision, want, gitOK)
 		}
-	case err == nil && !c.Unsettled:
+	case err == nil && !c.Transient:
 		if gitOK || !gitHasNoRefs(t, filepath.Dir(module)) {
-			t.Fatalf("%s: the reader finds no revision and nothing unsettled (%s), git rev-parse HEAD says %q (ok %v)", module, c.Reason, want, gitOK)
+			t.Fatalf("%s: the reader finds no revision and nothing transient (%s), git rev-parse HEAD says %q (ok %v)", module, c.Reason, want, gitOK)
 		}
 	case err != nil && strict && gitOK:
 		t.Fatalf("%s: the reader fails (%v), git reads HEAD %s", module, err, want)
 	case err == nil && strict && gitOK:
-		t.Fatalf("%s: the reader finds HEAD unsettled (%s), git reads %s", module, c.Reason, want)
+		t.Fatalf("%s: the reader finds HEAD transient (%s), git reads %s", module, c.Reason, want)
 	}
 }
 

@@ -435,7 +435,7 @@ func TestReftableDeletionShadowsOlderTable(t *testing.T) {
 	c, _, err := Read(System, abs, true)
 	require.NoError(t, err)
 	assert.Empty(t, c.Revision, "the deleted branch is read from the older table")
-	assert.True(t, c.Unsettled, "HEAD on a missing branch among other refs is not settled")
+	assert.True(t, c.Transient, "HEAD on a missing branch among other refs is transient")
 }
 
 // indexLevels is the depth of the ref index of a stack's tables: 0 where

@@ -13,18 +13,16 @@
 // layers, unknown types) is not watched, and its guards keep the stat path.
 package watch
 
-// Entry is one path an answer depends on: a change of what is at Path, or
-// of any directory above it, makes the answer stale. Dir, for a directory,
-// adds its .git, HEAD, objects and refs entries: a .git made in it moves
-// the worktree, and the other three can make it a bare repository. File, for a
-// file, watches the file itself: a write through another of its names.
-//
-// Siblings adds every name in the entry's directory that starts with the
-// entry's own name (the artifacts an updater leaves beside its marker,
-// marker.cas-*), and Children, for a directory, every name in it (the
-// homes of a profiles directory): names not known when it is armed.
+// Entry is one path armed by ArmPaths (a file the updater writes, not one
+// a Git read found): a change of what is at Path, or of any directory
+// above it or link on the way, makes the subscription dirty. File watches
+// the file itself too: a write through another of its names. Siblings
+// adds every name in its directory that starts with Path's own name (the
+// artifacts an updater leaves beside its marker, marker.cas-*), and
+// Children, for a directory, every name in it (the homes of a profiles
+// directory): names not known when it is armed.
 type Entry struct {
 	Path               string
-	Dir, File          bool
+	File               bool
 	Siblings, Children bool
 }

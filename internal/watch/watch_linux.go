@@ -12,11 +12,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/runtimeguard/runtimeguard/internal/fsread"
+	"github.com/runtimeguard/runtimeguard/internal/gitread"
 )
 
 // mask is what every watched directory reports: entries made, removed,
@@ -25,6 +27,14 @@ import (
 const mask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO |
 	unix.IN_MODIFY | unix.IN_ATTRIB | unix.IN_CLOSE_WRITE |
 	unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR | unix.IN_MASK_ADD
+
+// moves are the events of a watched directory after which a name in it
+// may lead elsewhere; selfMoves those after which a watch no longer
+// watches what is at its path.
+const (
+	moves     = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO
+	selfMoves = unix.IN_IGNORED | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_UNMOUNT
+)
 
 // fileMask is what a watched file reports: writes and attribute changes
 // through any of its names, and its removal.
@@ -192,14 +202,38 @@ func (w *Watcher) close() {
 }
 
 // Sub is one guard binding's subscription: the entries its answer depends
-// on. Dirty is set, by whichever check drains the events, once an event
-// touches one of them; Clear and Arm start a new read.
+// on. It is dirty, set by whichever check drains the events, once an event
+// touches one of them; Begin starts a new read.
 type Sub struct {
-	w      *Watcher
-	gen    atomic.Uint64 // bumped by Clear: a read began
-	dirty  atomic.Bool
-	regs   []reg // what Arm registered; w.mu protects it
-	closed bool  // w.mu protects it
+	w     *Watcher
+	gen   atomic.Uint64 // bumped by Begin: a read began
+	dirty atomic.Bool
+
+	// w.mu protects the rest.
+	regs   []reg           // what Arm registered
+	has    map[reg]bool    // the same, as a set
+	dirs   map[string]*dir // the directories watched, by path (links resolved)
+	files  map[string]*dir // the files watched, by path (links resolved)
+	closed bool
+	// moved are the registrations whose name was made, removed or
+	// renamed since the last arm looked, and the watches removed or moved
+	// (name ""): what a path through one leads to may have changed, and
+	// the next arm watches it anew. With movedAll, every one (the mount
+	// table changed, the queue overflowed).
+	moved    map[reg]bool
+	movedAll bool
+
+	statfs, adds, rms atomic.Uint64 // the system calls of its arming: see Calls
+}
+
+// Calls counts system calls a subscription's arming made.
+type Calls struct {
+	Statfs, AddWatch, RmWatch uint64
+}
+
+// Calls returns the system calls the subscription's arming made so far.
+func (s *Sub) Calls() Calls {
+	return Calls{Statfs: s.statfs.Load(), AddWatch: s.adds.Load(), RmWatch: s.rms.Load()}
 }
 
 // reg is one entry a subscription registered: the directory and the name
@@ -220,13 +254,45 @@ func (w *Watcher) Subscribe() *Sub {
 	return s
 }
 
+// Read is one read's claim on a subscription, from the moment it began
+// (Begin): it vouches for what the read found while no change of what the
+// subscription watches has been seen since, and no later read began.
+type Read struct {
+	s   *Sub
+	gen uint64
+}
+
+// Begin starts a read: the events queued so far are drained, the
+// subscription is clean, and every change from now on makes it dirty.
+// What an earlier read's claim proved no longer counts.
+func (s *Sub) Begin() Read { return Read{s, s.begin()} }
+
+// Sub is the subscription the read claims.
+func (r Read) Sub() *Sub { return r.s }
+
 // Unchanged reports, in one system call, that no event touched the
-// subscription's entries since the read of generation gen began (see
-// Clear): nothing queued on the inotify descriptor, no change of the mount
-// table, no event drained by another check that made it dirty, and no
-// other read begun. False means the caller must look closer (Settle), not
-// that anything changed.
-func (s *Sub) Unchanged(gen uint64) bool {
+// subscription's entries since the read began: nothing queued on the
+// inotify descriptor, no change of the mount table, no event drained by
+// another check that made it dirty, and no other read begun. False means
+// the caller must look closer (Recheck), not that anything changed.
+func (r Read) Unchanged() bool { return r.s.unchanged(r.gen) }
+
+// Recheck drains the queued events and reports whether the subscription
+// is still clean for the read: an event that touched nothing it depends
+// on costs no read. A check whose Unchanged said false calls it before
+// reading again.
+func (r Read) Recheck() bool { return r.s.recheck(r.gen) }
+
+// Overtaken reports whether another read began since this one: a check
+// of this read that failed may then be answered by that one.
+func (r Read) Overtaken() bool { return r.s.gen.Load() != r.gen }
+
+// Dirty reports whether an event touched what the subscription depends on
+// since the latest read began.
+func (r Read) Dirty() bool { return r.s.dirty.Load() }
+
+// unchanged is Read.Unchanged of the read of generation gen.
+func (s *Sub) unchanged(gen uint64) bool {
 	w := s.w
 	seq := w.seq.Load()
 	if seq&1 != 0 || s.dirty.Load() || s.gen.Load() != gen {
@@ -322,11 +388,8 @@ func (w *Watcher) apply(mounts bool) {
 	w.seq.Add(1)
 }
 
-// Settle drains the queued events and reports whether the subscription is
-// still clean for generation gen: an event that touched nothing it depends
-// on costs no read. A check whose Unchanged said false calls it before
-// reading again.
-func (s *Sub) Settle(gen uint64) bool {
+// recheck is Read.Recheck of the read of generation gen.
+func (s *Sub) recheck(gen uint64) bool {
 	w := s.w
 	sl := w.acquire()
 	n, err := epollWait(sl.ep, sl.events[:], 0)
@@ -338,10 +401,8 @@ func (s *Sub) Settle(gen uint64) bool {
 	return !s.dirty.Load() && s.gen.Load() == gen
 }
 
-// Clear starts a read and returns its generation: the events queued so far
-// are drained, the subscription is clean, and every change from now on
-// makes it dirty. What an earlier generation proved no longer counts.
-func (s *Sub) Clear() uint64 {
+// begin starts a read (see Begin) and returns its generation.
+func (s *Sub) begin() uint64 {
 	w := s.w
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -352,17 +413,6 @@ func (s *Sub) Clear() uint64 {
 	w.seq.Add(1)
 	return gen
 }
-
-// Began reports whether a read began (Clear) since the one of generation
-// gen: a check of gen that failed may then be answered by that read.
-func (s *Sub) Began(gen uint64) bool { return s.gen.Load() != gen }
-
-// MarkDirty makes the next check read again.
-func (s *Sub) MarkDirty() { s.dirty.Store(true) }
-
-// Dirty reports whether an event touched what the subscription depends on
-// since its read began.
-func (s *Sub) Dirty() bool { return s.dirty.Load() }
 
 // drain reads every queued event and marks the subscriptions they touch;
 // w.mu is held.
@@ -402,9 +452,12 @@ func (w *Watcher) dispatch(wd int32, m uint32, name string) {
 	if d == nil {
 		return
 	}
-	if m&(unix.IN_IGNORED|unix.IN_DELETE_SELF|unix.IN_MOVE_SELF|unix.IN_UNMOUNT) != 0 || name == "" {
+	if m&selfMoves != 0 || name == "" {
 		for s := range d.subs {
 			s.markDirty()
+			if m&selfMoves != 0 {
+				s.markMoved(reg{d, ""})
+			}
 		}
 		if m&unix.IN_IGNORED != 0 { // the watch is gone: forget it
 			delete(w.byWD, wd)
@@ -414,6 +467,9 @@ func (w *Watcher) dispatch(wd int32, m uint32, name string) {
 	}
 	for s := range d.names[name] {
 		s.markDirty()
+		if m&moves != 0 {
+			s.markMoved(reg{d, name})
+		}
 	}
 	if d.prefixes > 0 {
 		for key, subs := range d.names {
@@ -426,48 +482,159 @@ func (w *Watcher) dispatch(wd int32, m uint32, name string) {
 	}
 }
 
+// dirtyAll makes every subscription dirty, and distrusts every watch: an
+// overflow lost events, and a mount moves paths without one; w.mu is held.
 func (w *Watcher) dirtyAll() {
 	for s := range w.subs {
 		s.markDirty()
+		s.movedAll = true
 	}
+}
+
+// markMoved records that what r leads to may have changed; w.mu is held.
+func (s *Sub) markMoved(r reg) {
+	if s.moved == nil {
+		s.moved = map[reg]bool{}
+	}
+	s.moved[r] = true
 }
 
 func (s *Sub) markDirty() { s.dirty.Store(true) }
 
-// Arm registers entries, replacing what the subscription registered
-// before. Every directory from the root down to each entry is watched, for
-// the name of the next component below it, along the path as written and
-// along every path its symbolic links lead through; an entry that is a
-// file is watched itself too, so that a write through another name of it
-// (a hard link, a bind mount) is seen. A directory that does not exist is
-// not watched: the nearest one above it that does reports its creation.
-// Each is watched anew by its path, since a rename may have put another
-// there. Arm returns whether an entry this subscription did not watch
-// before is watched now: then a change between the read and now was not
-// reported, and the caller verifies what it read. An error (a file system
-// whose changes may not be reported, the watch limit) means the
-// subscription cannot be trusted: the caller keeps the stat path, and the
-// error says why; the watches this call added that no subscription
-// registered are removed again.
+// entry is one path an answer depends on, as the reader reached it: a
+// change of what is at Path (links resolved), of any directory above it,
+// or of any link on its route makes the answer stale. dir, for a
+// directory, adds its .git, HEAD, objects and refs entries: a .git made in
+// it moves the worktree, and the other three can make it a bare
+// repository. file, for a file, watches the file itself: a write through
+// another of its names.
+//
+// prefixed, for a directory, adds every name in it that starts with prefix
+// (every name, for an empty prefix).
+type entry struct {
+	gitread.Route
+	dir, file bool
+	prefixed  bool
+	prefix    string
+}
+
+// ArmPaths registers entries (see Entry) as Arm registers a read's files,
+// replacing what the subscription registered before. Its routes are
+// walked now, through fsys; a caller reads the files after ArmPaths
+// returns, under a Read begun before it, so that a change after the
+// watches were added is reported and one before them was read.
+func (s *Sub) ArmPaths(entries []Entry, fsys *gitread.FS) error {
+	var es []entry
+	var paths []string
+	for _, e := range entries {
+		paths = append(paths, e.Path)
+		if e.Siblings {
+			paths = append(paths, filepath.Dir(e.Path))
+		}
+	}
+	routes := gitread.Routes(fsys, paths)
+	i := 0
+	for _, e := range entries {
+		r := routes[i]
+		i++
+		es = append(es, entry{Route: r, file: e.File, prefixed: e.Children})
+		if e.Siblings {
+			es = append(es, entry{Route: routes[i], prefixed: true, prefix: filepath.Base(e.Path)})
+			i++
+		}
+	}
+	_, err := s.arm(es)
+	return err
+}
+
+// Arm registers what a read's answer depends on: each file it read, with
+// its route (gitread.Routed), replacing what the subscription registered
+// before; readStart is when the read began, and fsys what it read through.
+//
+// Every directory from the root down to each file is watched, for the
+// name of the next component below it, along the route the kernel takes
+// (each link on the way, and where it leads); a file is watched itself
+// too, so that a write through another name of it (a hard link, a bind
+// mount) is seen. A directory that does not exist is not watched: the
+// nearest one above it that does reports its creation. A watch whose path
+// this subscription watched before, on a route that no event moved since
+// (no name on the way made, removed or renamed, no watch removed, no
+// mount or overflow), still watches what is there and is kept; every
+// other is added anew by its path.
+//
+// Where Arm registers a name the subscription did not before, a change
+// between the read and now went unreported: the files must be settled
+// (their timestamps old enough to tell a later change) and unchanged, else
+// the subscription is dirty, and the next arm watches those names anew.
+//
+// An error (a file system whose changes may not be reported, the watch
+// limit) means the subscription cannot be trusted: the caller keeps the
+// stat path, and the error says why; the watches this call added that no
+// subscription registered are removed again.
 //
 // No lock is held while paths are looked up (statfs and
 // inotify_add_watch): a file system that hangs holds up this call only,
 // never the checks of other subscriptions.
-func (s *Sub) Arm(entries []Entry) (fresh bool, err error) {
+func (s *Sub) Arm(deps gitread.Deps, routes []gitread.Route, fsys *gitread.FS, readStart time.Time) error {
+	if len(routes) != len(deps) {
+		return fmt.Errorf("%d routes for %d files", len(routes), len(deps))
+	}
+	entries := make([]entry, len(deps))
+	for i, d := range deps {
+		entries[i] = entry{
+			Route: routes[i],
+			dir:   d.NoFollow && d.Stamp.IsDir(),
+			file:  d.Stamp.Present() && !d.Stamp.IsDir() && !(d.NoFollow && d.Stamp.IsLink()),
+		}
+	}
+	fresh, err := s.arm(entries)
+	if err != nil {
+		return err
+	}
+	if len(fresh) > 0 && !(deps.Settled(readStart) && deps.Unchanged(fsys)) {
+		s.distrust(fresh)
+	}
+	return nil
+}
+
+// distrust makes the subscription dirty and the next arm watch anew what
+// the names fresh registered lead to: a move of one between the read and
+// its registration went unreported. (A watch of its own is not in doubt:
+// a move of what it watches is one of a name in the directory above.)
+func (s *Sub) distrust(fresh []reg) {
+	s.w.mu.Lock()
+	defer s.w.mu.Unlock()
+	s.markDirty()
+	for _, r := range fresh {
+		if r.name != "" {
+			s.markMoved(r)
+		}
+	}
+}
+
+// arm registers entries (see Arm) and returns the registrations the
+// subscription did not have before.
+func (s *Sub) arm(entries []entry) (fresh []reg, err error) {
 	want, files, err := plan(entries)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	w := s.w
 	w.mu.Lock()
 	w.armers++
+	// Every move queued until now counts in what is kept.
+	w.seq.Add(1)
+	w.drain()
+	w.seq.Add(1)
+	keptDirs, keptFiles := s.unmoved(want, files)
+	s.moved, s.movedAll = nil, false
 	w.mu.Unlock()
-	dirWDs, fileWDs, added, missing, err := w.addWatches(want, files)
+	dirWDs, fileWDs, added, missing, err := w.addWatches(s, want, files, keptDirs, keptFiles)
 	w.mu.Lock()
 	if err == nil {
-		fresh, err = s.register(want, dirWDs, fileWDs)
+		fresh, err = s.register(want, dirWDs, fileWDs, keptDirs, keptFiles)
 	}
-	w.unpin(added) // and, on failure, remove what no one registered
+	w.unpin(s, added) // and, on failure, remove what no one registered
 	w.armers--
 	if w.armers == 0 {
 		clear(w.removedAt)
@@ -476,9 +643,50 @@ func (s *Sub) Arm(entries []Entry) (fresh bool, err error) {
 	if err == nil && len(missing) > 0 && anyExists(missing) {
 		// A directory made between its lookup and its parent's
 		// registration went unreported: read again.
-		s.MarkDirty()
+		s.markDirty()
 	}
 	return fresh, err
+}
+
+// unmoved returns the watches of want's directories and of files that the
+// subscription has at the same path, reached through names no event moved
+// since the last arm: they watch what is there now; w.mu is held.
+func (s *Sub) unmoved(want map[string]map[string]bool, files []string) (dirs, fileDirs map[string]*dir) {
+	if s.movedAll || len(s.regs) == 0 {
+		return nil, nil
+	}
+	routeKept := map[string]bool{"/": true}
+	// kept reports whether the names from the root down to p are all
+	// registered and unmoved.
+	var kept func(p string) bool
+	kept = func(p string) bool {
+		if k, ok := routeKept[p]; ok {
+			return k
+		}
+		parent := filepath.Dir(p)
+		d, name := s.dirs[parent], filepath.Base(p)
+		k := kept(parent) && d != nil && d.wd >= 0 && !s.moved[reg{d, ""}] && s.has[reg{d, name}] && !s.moved[reg{d, name}]
+		routeKept[p] = k
+		return k
+	}
+	live := func(d *dir) bool { return d != nil && d.wd >= 0 && !s.moved[reg{d, ""}] }
+	for p := range want {
+		if d := s.dirs[p]; live(d) && kept(p) {
+			if dirs == nil {
+				dirs = map[string]*dir{}
+			}
+			dirs[p] = d
+		}
+	}
+	for _, p := range files {
+		if d := s.files[p]; live(d) && kept(p) {
+			if fileDirs == nil {
+				fileDirs = map[string]*dir{}
+			}
+			fileDirs[p] = d
+		}
+	}
+	return dirs, fileDirs
 }
 
 // maxAddAttempts bounds the times a watch is added again because another
@@ -496,12 +704,12 @@ func (w *Watcher) removed(wd int32) {
 // addPinned watches path and pins the watch: it stays until unpin, even
 // if every subscription that registered it closes meanwhile; w.mu is not
 // held.
-func (w *Watcher) addPinned(path string, m uint32) (int32, error) {
+func (w *Watcher) addPinned(s *Sub, path string, m uint32) (int32, error) {
 	for attempt := 0; ; attempt++ {
 		w.mu.Lock()
 		since := w.removals
 		w.mu.Unlock()
-		wd, err := w.addWatch(path, m)
+		wd, err := w.addWatch(s, path, m)
 		if err != nil {
 			return -1, err
 		}
@@ -518,9 +726,9 @@ func (w *Watcher) addPinned(path string, m uint32) (int32, error) {
 	}
 }
 
-// unpin releases the pins of wds, removing each watch that is then neither
-// pinned nor registered; w.mu is held.
-func (w *Watcher) unpin(wds []int32) {
+// unpin releases the pins of wds, which s's arming took, removing each
+// watch that is then neither pinned nor registered; w.mu is held.
+func (w *Watcher) unpin(s *Sub, wds []int32) {
 	for _, wd := range wds {
 		if w.pins[wd]--; w.pins[wd] > 0 {
 			continue
@@ -534,6 +742,7 @@ func (w *Watcher) unpin(wds []int32) {
 			delete(w.byWD, wd)
 			d.wd = -1
 		}
+		s.rms.Add(1)
 		unix.InotifyRmWatch(w.fd, uint32(wd))
 		w.removed(wd)
 	}
@@ -555,8 +764,9 @@ func anyExists(paths []string) bool {
 var discoveryNames = [...]string{".git", "HEAD", "objects", "refs"}
 
 // plan lists the directories to watch, each with the names in it that
-// matter, and the files to watch themselves.
-func plan(entries []Entry) (map[string]map[string]bool, []string, error) {
+// matter, and the files to watch themselves, from each entry's route:
+// every path is one the kernel walks, links resolved.
+func plan(entries []entry) (map[string]map[string]bool, []string, error) {
 	want := map[string]map[string]bool{}
 	add := func(dirPath, name string) {
 		if want[dirPath] == nil {
@@ -573,40 +783,24 @@ func plan(entries []Entry) (map[string]map[string]bool, []string, error) {
 	}
 	var files []string
 	for _, e := range entries {
-		p := filepath.Clean(e.Path)
+		p := filepath.Clean(e.Resolved)
 		if !filepath.IsAbs(p) {
 			return nil, nil, fmt.Errorf("%s is not absolute", p)
 		}
 		chain(p)
-		resolved, links := resolveLinks(p)
-		for _, l := range links {
-			chain(l)
+		for _, l := range e.Links {
+			chain(filepath.Clean(l))
 		}
-		if resolved != p {
-			chain(resolved)
-		}
-		if e.Dir {
+		if e.dir {
 			for _, name := range discoveryNames {
 				add(p, name)
-				if resolved != p {
-					add(resolved, name)
-				}
 			}
 		}
-		if e.File {
-			files = append(files, resolved)
+		if e.file && !slices.Contains(files, p) {
+			files = append(files, p)
 		}
-		if e.Siblings {
-			add(filepath.Dir(p), prefixKey+filepath.Base(p))
-			if resolved != p {
-				add(filepath.Dir(resolved), prefixKey+filepath.Base(resolved))
-			}
-		}
-		if e.Children {
-			add(p, prefixKey)
-			if resolved != p {
-				add(resolved, prefixKey)
-			}
+		if e.prefixed {
+			add(p, prefixKey+e.prefix)
 		}
 	}
 	if len(want)+len(files) > MaxWatchesPerSub {
@@ -615,57 +809,13 @@ func plan(entries []Entry) (map[string]map[string]bool, []string, error) {
 	return want, files, nil
 }
 
-// resolveLinks follows every symbolic link of the absolute path p, as the
-// kernel does, and returns where p leads and the path of every link on
-// the way (a link re-pointed changes the entry in its directory). A part
-// that does not exist ends the walk: what is left is taken as written.
-func resolveLinks(p string) (resolved string, links []string) {
-	rest, cur := p, "/"
-	for hops := 0; rest != "" && hops < 40; {
-		var comp string
-		comp, rest = cutFirst(rest)
-		switch comp {
-		case "", ".":
-			continue
-		case "..":
-			cur = filepath.Dir(cur)
-			continue
-		}
-		next := filepath.Join(cur, comp)
-		target, err := os.Readlink(next)
-		if err != nil { // not a link, or nothing there
-			cur = next
-			continue
-		}
-		hops++
-		links = append(links, next)
-		if filepath.IsAbs(target) {
-			cur = "/"
-		}
-		rest = target + "/" + rest
-	}
-	if rest != "" {
-		cur = filepath.Join(cur, rest)
-	}
-	return cur, links
-}
-
-// cutFirst splits the first component off a slash-separated path.
-func cutFirst(p string) (comp, rest string) {
-	p = strings.TrimLeft(p, "/")
-	if i := strings.IndexByte(p, '/'); i >= 0 {
-		return p[:i], p[i+1:]
-	}
-	return p, ""
-}
-
-// addWatches adds an inotify watch on each directory and file, on local
-// file systems only, directories from the root down; w.mu is not held. A
-// file or directory that is not there is not watched (missing lists such
-// directories): the entry of its directory, watched before it was looked
-// up, reports its creation. added lists every watch descriptor it was
-// handed and pinned, also on failure.
-func (w *Watcher) addWatches(dirs map[string]map[string]bool, files []string) (dirWDs map[string]int32, fileWDs, added []int32, missing []string, err error) {
+// addWatches adds an inotify watch on each directory and file that is not
+// kept, on local file systems only, directories from the root down, for
+// the subscription s; w.mu is not held. A file or directory that is not
+// there is not watched (missing lists such directories): the entry of its
+// directory, watched before it was looked up, reports its creation. added
+// lists every watch descriptor it was handed and pinned, also on failure.
+func (w *Watcher) addWatches(s *Sub, dirs map[string]map[string]bool, files []string, keptDirs, keptFiles map[string]*dir) (dirWDs, fileWDs map[string]int32, added []int32, missing []string, err error) {
 	paths := make([]string, 0, len(dirs))
 	for path := range dirs {
 		paths = append(paths, path)
@@ -674,8 +824,12 @@ func (w *Watcher) addWatches(dirs map[string]map[string]bool, files []string) (d
 		return cmp.Or(cmp.Compare(strings.Count(a, "/"), strings.Count(b, "/")), strings.Compare(a, b))
 	})
 	dirWDs = make(map[string]int32, len(dirs))
+	fileWDs = make(map[string]int32, len(files))
 	for _, path := range paths {
-		wd, err := w.addPinned(path, mask)
+		if keptDirs[path] != nil {
+			continue
+		}
+		wd, err := w.addPinned(s, path, mask)
 		if isAbsent(err) {
 			missing = append(missing, path)
 			continue
@@ -687,7 +841,10 @@ func (w *Watcher) addWatches(dirs map[string]map[string]bool, files []string) (d
 		dirWDs[path] = wd
 	}
 	for _, path := range files {
-		wd, err := w.addPinned(path, fileMask)
+		if keptFiles[path] != nil {
+			continue
+		}
+		wd, err := w.addPinned(s, path, fileMask)
 		if isAbsent(err) {
 			continue
 		}
@@ -695,7 +852,7 @@ func (w *Watcher) addWatches(dirs map[string]map[string]bool, files []string) (d
 			return nil, nil, added, nil, err
 		}
 		added = append(added, wd)
-		fileWDs = append(fileWDs, wd)
+		fileWDs[path] = wd
 	}
 	return dirWDs, fileWDs, added, missing, nil
 }
@@ -703,8 +860,10 @@ func (w *Watcher) addWatches(dirs map[string]map[string]bool, files []string) (d
 // isAbsent reports an error of a path at which nothing is.
 func isAbsent(err error) bool { return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) }
 
-// addWatch checks that path is on a local file system and watches it.
-func (w *Watcher) addWatch(path string, m uint32) (int32, error) {
+// addWatch checks that path is on a local file system and watches it,
+// for the subscription s.
+func (w *Watcher) addWatch(s *Sub, path string, m uint32) (int32, error) {
+	s.statfs.Add(1)
 	var st unix.Statfs_t
 	if err := fsread.IgnoringEINTR(func() error { return unix.Statfs(path, &st) }); err != nil {
 		return -1, &os.PathError{Op: "statfs", Path: path, Err: err}
@@ -712,6 +871,7 @@ func (w *Watcher) addWatch(path string, m uint32) (int32, error) {
 	if _, ok := localTypes[int64(st.Type)]; !ok {
 		return -1, fmt.Errorf("%s is on a file system (type %#x) whose changes inotify may not report", path, st.Type)
 	}
+	s.adds.Add(1)
 	wd, err := unix.InotifyAddWatch(w.fd, path, m)
 	if err != nil {
 		if errors.Is(err, unix.ENOSPC) {
@@ -723,22 +883,23 @@ func (w *Watcher) addWatch(path string, m uint32) (int32, error) {
 }
 
 // register records what the subscription depends on, on the watches just
-// added, and drops what it registered before; w.mu is held.
-func (s *Sub) register(want map[string]map[string]bool, dirWDs map[string]int32, fileWDs []int32) (fresh bool, err error) {
+// added and those kept, drops what it registered before, and returns the
+// registrations it did not have; w.mu is held.
+func (s *Sub) register(want map[string]map[string]bool, dirWDs, fileWDs map[string]int32, keptDirs, keptFiles map[string]*dir) (fresh []reg, err error) {
 	w := s.w
 	if s.closed {
-		return false, errors.New("the watch subscription was closed")
+		return nil, errors.New("the watch subscription was closed")
 	}
-	old := s.regs
-	had := make(map[reg]bool, len(old))
-	for _, r := range old {
-		had[r] = true
-	}
-	s.regs = nil
+	old, had := s.regs, s.has
+	s.regs, s.has = nil, make(map[reg]bool, len(old))
+	s.dirs, s.files = make(map[string]*dir, len(want)), make(map[string]*dir, len(fileWDs)+len(keptFiles))
 	keep := func(d *dir, name string) {
-		// An entry this subscription did not have: events about it
-		// before now reached no one here.
-		fresh = fresh || !had[reg{d, name}]
+		r := reg{d, name}
+		if !had[r] && !s.has[r] {
+			// An entry this subscription did not have: events about
+			// it before now reached no one here.
+			fresh = append(fresh, r)
+		}
 		if d.names[name] == nil {
 			d.names[name] = map[*Sub]int{}
 			if strings.HasPrefix(name, prefixKey) {
@@ -747,20 +908,31 @@ func (s *Sub) register(want map[string]map[string]bool, dirWDs map[string]int32,
 		}
 		d.names[name][s]++
 		d.subs[s]++
-		s.regs = append(s.regs, reg{d, name})
+		s.regs = append(s.regs, r)
+		s.has[r] = true
 	}
 	for path, names := range want {
-		wd, ok := dirWDs[path]
-		if !ok {
-			continue // not there: its parent reports its creation
+		d := keptDirs[path]
+		if d == nil {
+			wd, ok := dirWDs[path]
+			if !ok {
+				continue // not there: its parent reports its creation
+			}
+			d = w.record(wd, path)
 		}
-		d := w.record(wd, path)
+		s.dirs[path] = d
 		for name := range names {
 			keep(d, name)
 		}
 	}
-	for _, wd := range fileWDs {
-		keep(w.record(wd, ""), "")
+	for path, d := range keptFiles {
+		s.files[path] = d
+		keep(d, "")
+	}
+	for path, wd := range fileWDs {
+		d := w.record(wd, "")
+		s.files[path] = d
+		keep(d, "")
 	}
 	// Drop the old registrations only now: a watch both need is kept, and
 	// is not fresh.
@@ -805,6 +977,7 @@ func (s *Sub) unregister() {
 			delete(d.subs, s)
 		}
 		if len(d.subs) == 0 && d.wd >= 0 && w.pins[d.wd] == 0 {
+			s.rms.Add(1)
 			unix.InotifyRmWatch(w.fd, uint32(d.wd))
 			delete(w.byWD, d.wd)
 			w.removed(d.wd)
@@ -822,6 +995,7 @@ func (s *Sub) Close() {
 	s.dirty.Store(true)
 	s.closed = true
 	s.unregister()
+	s.has, s.dirs, s.files, s.moved = nil, nil, nil, nil
 	delete(w.subs, s)
 }
 

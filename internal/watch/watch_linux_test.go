@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/runtimeguard/runtimeguard/internal/fusehang"
+	"github.com/runtimeguard/runtimeguard/internal/gitread"
 )
 
 // liveWDs lists the watch descriptors the kernel holds on the inotify fd.
@@ -49,7 +50,7 @@ func TestArmWhileOthersClose(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Dir(file), 0o755))
 	require.NoError(t, os.WriteFile(file, []byte("a"), 0o644))
 	probe := w.Subscribe()
-	_, err = probe.Arm([]Entry{{Path: file, File: true}})
+	_, err = probe.arm([]entry{fileEntry(file)})
 	probe.Close() // a subscription left open would keep the watches alive
 	if err != nil {
 		t.Skipf("no watch path for %s: %v", root, err)
@@ -60,8 +61,8 @@ func TestArmWhileOthersClose(t *testing.T) {
 		defer wg.Done()
 		for !stop.Load() {
 			s := w.Subscribe()
-			s.Clear()
-			_, _ = s.Arm([]Entry{{Path: path, File: true}})
+			s.begin()
+			_, _ = s.arm([]entry{fileEntry(path)})
 			s.Close()
 		}
 	}
@@ -81,8 +82,8 @@ func TestArmWhileOthersClose(t *testing.T) {
 	rounds := 0
 	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); rounds++ {
 		s := w.Subscribe()
-		gen := s.Clear()
-		_, err := s.Arm([]Entry{{Path: file, File: true}})
+		gen := s.begin()
+		_, err := s.arm([]entry{fileEntry(file)})
 		require.NoError(t, err)
 		w.mu.Lock()
 		var wds []int32
@@ -94,13 +95,18 @@ func TestArmWhileOthersClose(t *testing.T) {
 		for _, wd := range wds {
 			require.True(t, wd < 0 || live[wd], "round %d: registered wd %d, which the kernel no longer has", rounds, wd)
 		}
-		if s.Settle(gen) {
+		if s.recheck(gen) {
 			require.NoError(t, os.WriteFile(file, []byte(fmt.Sprint(rounds)), 0o644))
-			require.False(t, s.Settle(gen) || s.Unchanged(gen), "round %d: written after arming, and still clean", rounds)
+			require.False(t, s.recheck(gen) || s.unchanged(gen), "round %d: written after arming, and still clean", rounds)
 		}
 		s.Close()
 	}
 	t.Logf("%d rounds", rounds)
+}
+
+// fileEntry is the entry of a file reached through no link.
+func fileEntry(path string) entry {
+	return entry{Route: gitread.Route{Resolved: path}, file: true}
 }
 
 // privateWatcher is a watcher of the test's own, so that its watches can be
@@ -132,7 +138,7 @@ func TestFailedArmLeavesNoWatch(t *testing.T) {
 	require.NoError(t, os.WriteFile(file, nil, 0o644))
 
 	keeper := w.Subscribe()
-	_, err := keeper.Arm([]Entry{{Path: file, File: true}})
+	_, err := keeper.arm([]entry{fileEntry(file)})
 	require.NoError(t, err)
 	kept := liveWDs(t, w.fd)
 	require.NotEmpty(t, kept)
@@ -142,7 +148,7 @@ func TestFailedArmLeavesNoWatch(t *testing.T) {
 	require.NoError(t, os.WriteFile(other, nil, 0o644))
 	for i := 0; i < 30; i++ {
 		s := w.Subscribe()
-		_, err := s.Arm([]Entry{{Path: other, File: true}, {Path: remote, File: true}})
+		_, err := s.arm([]entry{fileEntry(other), fileEntry(remote)})
 		require.Error(t, err)
 		s.Close()
 	}
@@ -162,21 +168,21 @@ func TestArmWatchesTheNearestDirectoryThatExists(t *testing.T) {
 	require.NoError(t, os.MkdirAll(heads, 0o755))
 	ref := filepath.Join(heads, "release", "1.2")
 	s := w.Subscribe()
-	gen := s.Clear()
-	_, err := s.Arm([]Entry{{Path: ref}})
+	gen := s.begin()
+	_, err := s.arm([]entry{{Route: gitread.Route{Resolved: ref}}})
 	require.NoError(t, err)
-	require.True(t, s.Settle(gen), "clean once armed")
+	require.True(t, s.recheck(gen), "clean once armed")
 	require.NoError(t, os.Mkdir(filepath.Dir(ref), 0o755))
-	assert.False(t, s.Settle(gen), "dirty once the missing directory is made")
+	assert.False(t, s.recheck(gen), "dirty once the missing directory is made")
 
 	// Armed again with the directory there (and the ref not yet), the
 	// ref's creation is seen.
-	gen = s.Clear()
-	_, err = s.Arm([]Entry{{Path: ref}})
+	gen = s.begin()
+	_, err = s.arm([]entry{{Route: gitread.Route{Resolved: ref}}})
 	require.NoError(t, err)
-	require.True(t, s.Settle(gen))
+	require.True(t, s.recheck(gen))
 	require.NoError(t, os.WriteFile(ref, []byte("x\n"), 0o644))
-	assert.False(t, s.Settle(gen), "dirty once the ref is made")
+	assert.False(t, s.recheck(gen), "dirty once the ref is made")
 	s.Close()
 }
 
@@ -203,7 +209,7 @@ func TestArmOnAHungFileSystemHoldsUpNoOther(t *testing.T) {
 	hung := w.Subscribe()
 	started = true
 	go func() {
-		_, err := hung.Arm([]Entry{{Path: mnt, Dir: true}}) // statfs of mnt hangs
+		_, err := hung.arm([]entry{{Route: gitread.Route{Resolved: mnt}, dir: true}}) // statfs of mnt hangs
 		hungDone <- err
 	}()
 	require.Eventually(t, func() bool { return f.Pending() > 0 }, 5*time.Second, time.Millisecond, "the arm reached the hung file system")
@@ -215,12 +221,12 @@ func TestArmOnAHungFileSystemHoldsUpNoOther(t *testing.T) {
 	go func() {
 		defer close(done)
 		s := w.Subscribe()
-		gen := s.Clear()
-		if _, err := s.Arm([]Entry{{Path: file, File: true}}); err != nil {
+		gen := s.begin()
+		if _, err := s.arm([]entry{fileEntry(file)}); err != nil {
 			t.Error(err)
 		}
-		s.Settle(gen)
-		s.Unchanged(gen)
+		s.recheck(gen)
+		s.unchanged(gen)
 		s.Close()
 	}()
 	select {
@@ -250,15 +256,15 @@ func TestSiblingsAndChildren(t *testing.T) {
 	defer s.Close()
 	// A change of the mount table (an earlier test's FUSE file system
 	// unmounted) makes every subscription dirty once: arm again.
-	arm := func() uint64 {
+	arm := func() Read {
 		for attempt := 0; ; attempt++ {
-			gen := s.Clear()
-			_, err := s.Arm([]Entry{{Path: filepath.Join(root, "marker"), Siblings: true}, {Path: profiles, Children: true}})
+			rd := s.Begin()
+			err := s.ArmPaths([]Entry{{Path: filepath.Join(root, "marker"), Siblings: true}, {Path: profiles, Children: true}}, gitread.System)
 			if err != nil {
 				t.Skipf("no watch path for %s: %v", root, err)
 			}
-			if s.Unchanged(gen) || s.Settle(gen) {
-				return gen
+			if rd.Unchanged() || rd.Recheck() {
+				return rd
 			}
 			require.Less(t, attempt, 5, "never clean once armed")
 		}
@@ -276,19 +282,19 @@ func TestSiblingsAndChildren(t *testing.T) {
 		{"profiles/.hidden", false, true},
 		{"profiles/work/deeper", false, false},
 	} {
-		gen := arm()
+		rd := arm()
 		p := filepath.Join(root, tc.path)
 		if tc.dir {
 			require.NoError(t, os.Mkdir(p, 0o755))
 		} else {
 			require.NoError(t, os.WriteFile(p, nil, 0o644))
 		}
-		clean := s.Unchanged(gen) || s.Settle(gen)
+		clean := rd.Unchanged() || rd.Recheck()
 		assert.Equal(t, tc.dirty, !clean, "%s made", tc.path)
 		if !tc.dir {
-			gen = arm()
+			rd = arm()
 			require.NoError(t, os.Remove(p))
-			clean = s.Unchanged(gen) || s.Settle(gen)
+			clean = rd.Unchanged() || rd.Recheck()
 			assert.Equal(t, tc.dirty, !clean, "%s removed", tc.path)
 		}
 	}
@@ -301,4 +307,49 @@ func TestSiblingsAndChildren(t *testing.T) {
 			assert.False(t, strings.HasPrefix(key, prefixKey) && strings.HasPrefix(d.path, root), "%s keeps %q", d.path, key)
 		}
 	}
+}
+
+// An arm of what did not move adds no watch again; a directory on the way
+// replaced by another is watched anew, with everything below it, and
+// nothing else is; a file written in place moves nothing.
+func TestRearmAddsOnlyWhatMoved(t *testing.T) {
+	w := privateWatcher(t)
+	root := t.TempDir()
+	a := filepath.Join(root, "a")
+	file := filepath.Join(a, "b", "f")
+	require.NoError(t, os.MkdirAll(filepath.Dir(file), 0o755))
+	require.NoError(t, os.WriteFile(file, []byte("1"), 0o644))
+	s := w.Subscribe()
+	defer s.Close()
+	arm := func() Calls {
+		t.Helper()
+		before := s.Calls()
+		s.begin()
+		_, err := s.arm([]entry{fileEntry(file)})
+		require.NoError(t, err)
+		after := s.Calls()
+		return Calls{after.Statfs - before.Statfs, after.AddWatch - before.AddWatch, after.RmWatch - before.RmWatch}
+	}
+	depth := uint64(strings.Count(file, "/")) // every directory from the root down, and the file
+	require.Equal(t, depth+1, arm().AddWatch, "the first arm watches every directory and the file")
+	assert.Zero(t, arm().AddWatch, "nothing moved")
+
+	require.NoError(t, os.WriteFile(file, []byte("2"), 0o644))
+	assert.Zero(t, arm().AddWatch, "a file written in place")
+
+	// a/b replaced by a copy: a/b and the file below it are new.
+	copyDir := filepath.Join(a, "b.new")
+	require.NoError(t, os.Mkdir(copyDir, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(copyDir, "f"), []byte("2"), 0o644))
+	require.NoError(t, os.Rename(filepath.Join(a, "b"), filepath.Join(a, "b.old")))
+	require.NoError(t, os.Rename(copyDir, filepath.Join(a, "b")))
+	calls := arm()
+	assert.Equal(t, uint64(2), calls.AddWatch, "the replaced directory and the file in it")
+	assert.Equal(t, uint64(2), calls.Statfs)
+	gen := s.begin()
+	_, err := s.arm([]entry{fileEntry(file)})
+	require.NoError(t, err)
+	require.True(t, s.recheck(gen))
+	require.NoError(t, os.WriteFile(file, []byte("3"), 0o644))
+	assert.False(t, s.recheck(gen), "a write in the directory that replaced a/b is seen")
 }

@@ -5,6 +5,9 @@ package watch
 import (
 	"errors"
 	"fmt"
+	"time"
+
+	"github.com/runtimeguard/runtimeguard/internal/gitread"
 )
 
 // errNoInotify is the error of a platform without the watch path.
@@ -23,26 +26,40 @@ func Shared() (*Watcher, error) { return nil, errNoInotify }
 // Subscribe is never called here.
 func (w *Watcher) Subscribe() *Sub { return &Sub{} }
 
+// Read is absent here.
+type Read struct{}
+
+// Begin starts a read that nothing vouches for.
+func (s *Sub) Begin() Read { return Read{} }
+
+// Sub is never called here.
+func (r Read) Sub() *Sub { return nil }
+
 // Unchanged is never true here.
-func (s *Sub) Unchanged(uint64) bool { return false }
+func (r Read) Unchanged() bool { return false }
 
-// Settle is never true here.
-func (s *Sub) Settle(uint64) bool { return false }
+// Recheck is never true here.
+func (r Read) Recheck() bool { return false }
 
-// Clear does nothing here.
-func (s *Sub) Clear() uint64 { return 0 }
-
-// MarkDirty does nothing here.
-func (s *Sub) MarkDirty() {}
-
-// Began reports whether a read began since generation gen: never here.
-func (s *Sub) Began(uint64) bool { return false }
+// Overtaken is never true here.
+func (r Read) Overtaken() bool { return false }
 
 // Dirty is always true here.
-func (s *Sub) Dirty() bool { return true }
+func (r Read) Dirty() bool { return true }
 
 // Arm fails here.
-func (s *Sub) Arm([]Entry) (bool, error) { return false, errNoInotify }
+func (s *Sub) Arm(gitread.Deps, []gitread.Route, *gitread.FS, time.Time) error { return errNoInotify }
+
+// ArmPaths fails: there is no inotify.
+func (s *Sub) ArmPaths([]Entry, *gitread.FS) error { return errNoInotify }
+
+// Calls counts system calls a subscription's arming made: none here.
+type Calls struct {
+	Statfs, AddWatch, RmWatch uint64
+}
+
+// Calls is always zero here.
+func (s *Sub) Calls() Calls { return Calls{} }
 
 // Close does nothing here.
 func (s *Sub) Close() {}

@@ -2,7 +2,6 @@ package runtimeguard
 
 import (
 	"encoding/json"
-	"slices"
 	"time"
 
 	"github.com/runtimeguard/runtimeguard/internal/updater"
@@ -199,14 +198,7 @@ func (c *config) readMarkers() (updater.Marker, string) {
 // observeAt reads the updater's files for the installs whose source
 // directories are srcs, and the receipt rr asks for.
 func (c *config) observeAt(rr receiptRead, srcs ...string) Observation {
-	var roots []string
-	for _, src := range srcs {
-		for _, r := range updater.InstallRoots(src, c.python) {
-			if !slices.Contains(roots, r) {
-				roots = append(roots, r)
-			}
-		}
-	}
+	roots := c.installRoots(srcs...)
 	m, mpath := c.readMarkers()
 	present, rootsRead := updater.RecoveryMarkers(roots, c.recovery)
 	o := Observation{
@@ -281,7 +273,7 @@ func (c *config) unknownObservation(why, src string) Observation {
 		MarkerPath:      c.markerPath,
 		Marker:          MarkerUnknown,
 		MarkerReason:    why,
-		InstallRoots:    nonNil(updater.InstallRoots(src, c.python)),
+		InstallRoots:    nonNil(c.installRoots(src)),
 		RecoveryMarkers: []string{},
 		State:           UpdateUnknown,
 		ReceiptPath:     c.receiptPath,

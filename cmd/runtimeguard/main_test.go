@@ -451,20 +451,6 @@ func TestUpdateSuccess(t *testing.T) {
 	assert.NoFileExists(t, filepath.Join(c.home, ".hermes-update-in-progress"))
 }
 
-// While the command runs, the marker names the updater and the receipt
-// says running.
-func TestUpdateWhileRunning(t *testing.T) {
-	c := newUpdateCase(t)
-	seen := filepath.Join(gittest.TempDir(t), "seen")
-	script := fmt.Sprintf("cat %q/.hermes-update-in-progress %q/logs/update_receipts/latest.json > %q", c.home, c.home, seen)
-	r := c.update(t, "sh", "-c", script)
-	require.Equal(t, 0, r.code, r.stderr)
-	data, err := os.ReadFile(seen)
-	require.NoError(t, err)
-	assert.Contains(t, string(data), `"outcome": "running"`)
-	assert.Regexp(t, `^\d+\n\d+\.\d+\n`, string(data), "the marker: a process ID and a time")
-}
-
 // A failing command, or a recovery marker left behind, is a failed
 // receipt; the tool exits with the command's status.
 func TestUpdateFailure(t *testing.T) {

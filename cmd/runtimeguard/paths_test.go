@@ -21,6 +21,7 @@ import (
 // latest one (an updater may write its own run's file and leave the
 // latest), is neither overwritten nor taken for the latest.
 func TestUpdateWritesTheLayoutsLatestReceipt(t *testing.T) {
+	t.Parallel() // processes, files and repositories of its own
 	c := newUpdateCase(t)
 	dir := filepath.Join(c.home, "logs", "update_receipts")
 	latest := filepath.Join(dir, "latest.json")
@@ -53,6 +54,7 @@ func TestUpdateWritesTheLayoutsLatestReceipt(t *testing.T) {
 // An error of the library is printed as the library says it, once
 // prefixed; the command's own errors name the command.
 func TestLibraryErrorsPrintedAsTheySay(t *testing.T) {
+	t.Parallel() // processes, files and repositories of its own
 	dir := gittest.TempDir(t)
 	module := filepath.Join(dir, "run_agent.py")
 	require.NoError(t, os.WriteFile(module, []byte("x\n"), 0o644))

@@ -35,8 +35,10 @@ func newRunCase(t *testing.T) *runCase {
 	return c
 }
 
-func (c *runCase) marker() string  { return filepath.Join(c.home, markerName) }
-func (c *runCase) receipt() string { return filepath.Join(c.home, "logs", "update_receipts", "latest.json") }
+func (c *runCase) marker() string { return filepath.Join(c.home, markerName) }
+func (c *runCase) receipt() string {
+	return filepath.Join(c.home, "logs", "update_receipts", "latest.json")
+}
 
 // update is the Update of argv in the clone, its revision read by git.
 func (c *runCase) update(t *testing.T, argv ...string) Update {

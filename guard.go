@@ -227,7 +227,7 @@ func (g *Guard) Capture(modulePath string) error {
 		}
 		if why != "" {
 			b.close()
-			return fmt.Errorf("runtimeguard: bind %s with ExpectReceipt: %s: %w", abs, why, ErrNotReady)
+			return classed(ErrNotReady, "runtimeguard: bind %s with ExpectReceipt: %s: %s", abs, why, classWords(ErrNotReady))
 		}
 	}
 	if old := g.bound.Swap(b); old != nil {

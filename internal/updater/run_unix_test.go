@@ -122,10 +122,21 @@ func TestRunFailure(t *testing.T) {
 	assert.NotEmpty(t, res.Failure)
 	assert.Equal(t, "failed", c.readReceipt(t)["outcome"])
 
-	// A signal ends the command: the context's end interrupts it.
+	// A signal ends the command: the context's end, once the command
+	// runs, interrupts it.
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(200*time.Millisecond, cancel)
-	res, err = System.Run(ctx, c.update(t, "sleep", "30"))
+	defer cancel()
+	started := filepath.Join(tempDir(t), "started")
+	go func() {
+		for ctx.Err() == nil {
+			if _, err := os.Stat(started); err == nil {
+				cancel()
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	res, err = System.Run(ctx, c.update(t, "sh", "-c", "touch "+started+"; exec sleep 30"))
 	require.NoError(t, err)
 	assert.Equal(t, -1, res.ExitCode)
 	assert.Contains(t, res.Failure, "killed by a signal")

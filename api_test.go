@@ -181,4 +181,8 @@ func TestExpectRevisionOfAnotherFormat(t *testing.T) {
 	module, _ := agentRepo(t, dir)
 	_, err := New(Options{ModulePath: module, HomeDir: dir, ExpectRevision: strings.Repeat("a", 64)})
 	assert.ErrorContains(t, err, "64 hex digits")
+	var oe *OptionError
+	require.ErrorAs(t, err, &oe, "the option's fault, found at binding")
+	assert.Equal(t, "Options.ExpectRevision", oe.Field)
+	assert.Equal(t, strings.Repeat("a", 64), oe.Value)
 }

@@ -3,7 +3,6 @@ package runtimeguard
 import (
 	"cmp"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -136,7 +135,8 @@ type config struct {
 	receiptPath   string // the latest receipt in the guard's home; "" when the layout has none or no home is known
 	lockPath      string // "" when the layout has no lock or no home is known
 	recovery      []string
-	python        string
+	python        string // Options.Python, absolute
+	installRoot   string // the root of the install python's venv is in, or ""
 	maxAge        time.Duration
 	timeout       time.Duration
 	message       string
@@ -156,10 +156,10 @@ type config struct {
 // resolve validates opts and applies its defaults.
 func (opts *Options) resolve(e *env) (*config, error) {
 	if opts.MaxMarkerAge < 0 {
-		return nil, fmt.Errorf("runtimeguard: MaxMarkerAge %v is negative", opts.MaxMarkerAge)
+		return nil, optionError("Options.MaxMarkerAge", opts.MaxMarkerAge, "is negative")
 	}
 	if opts.ReadTimeout < 0 {
-		return nil, fmt.Errorf("runtimeguard: ReadTimeout %v is negative", opts.ReadTimeout)
+		return nil, optionError("Options.ReadTimeout", opts.ReadTimeout, "is negative")
 	}
 	layout := opts.Layout
 	if layout.isZero() {
@@ -191,15 +191,24 @@ func (opts *Options) resolve(e *env) (*config, error) {
 		staleLogEvery: staleLogInterval,
 	}
 	if c.python != "" {
-		// Resolved now: a later chdir of the host's must not move it.
-		if abs, err := filepath.Abs(c.python); err == nil {
-			c.python = abs
+		// Resolved now, once: a later chdir of the host's must not move it.
+		abs, err := filepath.Abs(c.python)
+		if err != nil {
+			return nil, optionError("Options.Python", opts.Python, "cannot be made absolute: "+err.Error())
+		}
+		c.python = abs
+		// The interpreter's install root, where it is in a venv: the
+		// source directory alone is the rest of InstallRoots.
+		if roots := updater.InstallRoots("", abs); len(roots) > 0 {
+			c.installRoot = roots[0]
 		}
 	}
 	if home := homeDir(opts.HomeDir, &layout); home != "" {
-		if abs, err := filepath.Abs(home); err == nil {
-			home = abs
+		abs, err := filepath.Abs(home)
+		if err != nil {
+			return nil, optionError("Options.HomeDir", home, "cannot be made absolute: "+err.Error())
 		}
+		home = abs
 		c.homes = newUpdaterHomes(home, layout.Profiles, e.now)
 		c.markerRel = filepath.FromSlash(layout.Marker)
 		c.receiptRel = filepath.FromSlash(layout.Receipt)
@@ -222,25 +231,27 @@ func (opts *Options) resolve(e *env) (*config, error) {
 	if opts.Message != "" && opts.ReloadMessage != "" {
 		c.autoMessage = c.reloadMessage
 	}
-	for _, m := range []struct{ name, text string }{
-		{"the stale message (Message, or AgentName and ServerName)", c.message},
-		{"the reload message (ReloadMessage, or AgentName and ServerName)", c.reloadMessage},
+	// The field a message with the word comes from: a message given
+	// whole, else the product name in the default one.
+	for _, f := range []struct{ name, value string }{
+		{"Options.Message", opts.Message}, {"Options.ReloadMessage", opts.ReloadMessage},
+		{"Options.AgentName", opts.AgentName}, {"Options.ServerName", opts.ServerName},
 	} {
-		if strings.Contains(strings.ToLower(m.text), "success") {
-			return nil, fmt.Errorf("runtimeguard: %s %q contains the word \"success\": nothing here proves that an update succeeded", m.name, m.text)
+		if strings.Contains(strings.ToLower(f.value), "success") {
+			return nil, optionError(f.name, f.value, "contains the word \"success\": nothing here proves that an update succeeded")
 		}
 	}
 	if r := opts.ExpectRevision; r != "" {
 		if !gitread.IsRevision(r) {
-			return nil, fmt.Errorf("runtimeguard: ExpectRevision %q is not a full hex object id", r)
+			return nil, optionError("Options.ExpectRevision", r, "is not a full hex object id (40 or 64 hex digits)")
 		}
 		if opts.ModulePath == "" {
-			return nil, errors.New("runtimeguard: ExpectRevision needs a ModulePath")
+			return nil, optionError("Options.ExpectRevision", r, "needs a ModulePath")
 		}
 		c.expect = strings.ToLower(r)
 	}
 	if opts.ExpectReceipt != "" && opts.ExpectRevision == "" {
-		return nil, errors.New("runtimeguard: ExpectReceipt needs an ExpectRevision")
+		return nil, optionError("Options.ExpectReceipt", opts.ExpectReceipt, "needs an ExpectRevision")
 	}
 	c.expectReceipt = opts.ExpectReceipt
 	c.requireCheckout = opts.RequireCheckout

@@ -55,8 +55,12 @@
 //   - [MarkerState], [UpdateState]: the words of the diagnostic.
 //   - [Layout], [HermesLayout]: where the updater keeps its files, for any
 //     updater; Hermes's is the default.
+//   - [Guard.Paths], [ResolvePaths], [Paths]: the home, marker, receipt,
+//     lock and install root the options resolved to, once, at New.
 //
 // Classifying errors:
+//   - [OptionError]: a field of the options that describes no guard,
+//     named, with its value and why.
 //   - [ErrReadTimeout], [ErrNoModule], [ErrNotCheckout], [ErrNotReady] and
 //     [errors.ErrUnsupported] (a repository format that cannot be read):
 //     the classes a host acts on; [PanicError]: a read that panicked, with

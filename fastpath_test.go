@@ -254,7 +254,10 @@ func TestAlwaysReadNeverTrusts(t *testing.T) {
 // commit returned fails, and no check fails before the first commit began.
 func TestChecksRaceCommits(t *testing.T) {
 	for _, mode := range pathModes {
-		t.Run(mode.name, func(t *testing.T) { checksRaceCommits(t, mode.env(t)) })
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel() // a repository and a guard of its own
+			checksRaceCommits(t, mode.env(t))
+		})
 	}
 }
 

@@ -131,7 +131,8 @@ type Guard struct {
 // in a checkout whose HEAD names a commit makes an inert guard (see
 // [Identity]), which says so: once at Warn in [Options.Logger], and in
 // [Observation].Unguarded; with [Options.RequireCheckout], New fails with
-// an error matching [ErrNotCheckout] instead.
+// an error matching [ErrNotCheckout] instead. An option that describes no
+// guard is an [*OptionError] naming the field.
 func New(opts Options) (*Guard, error) {
 	return newGuard(opts, systemEnv)
 }
@@ -206,7 +207,8 @@ func (g *Guard) Capture(modulePath string) error {
 	}
 	if cfg.expect != "" {
 		if len(cfg.expect) != len(b.id.Revision) {
-			return fmt.Errorf("runtimeguard: ExpectRevision %s has %d hex digits; the repository's object ids have %d", cfg.expect, len(cfg.expect), len(b.id.Revision))
+			b.close()
+			return optionError("Options.ExpectRevision", cfg.expect, fmt.Sprintf("has %d hex digits; the object ids of the repository of %s have %d", len(cfg.expect), abs, len(b.id.Revision)))
 		}
 		b.id.Revision = cfg.expect
 	}
@@ -226,7 +228,7 @@ func (g *Guard) Capture(modulePath string) error {
 		}
 		if why != "" {
 			b.close()
-			return fmt.Errorf("runtimeguard: bind %s with ExpectReceipt: %s: %w", abs, why, ErrNotReady)
+			return classed(ErrNotReady, "runtimeguard: bind %s with ExpectReceipt: %s: %s", abs, why, classWords(ErrNotReady))
 		}
 	}
 	if old := g.bound.Swap(b); old != nil {
@@ -431,8 +433,9 @@ func (g *Guard) Observe() Observation {
 // of opts.ModulePath (links resolved as far as they lead), without reading
 // the checkout. It serves a host that could not bind (New failed: the
 // checkout could not be read, is moving, or the module is missing) and
-// still wants to say what the updater is doing; its error is for options
-// that describe no install.
+// still wants to say what the updater is doing; its error is an
+// [*OptionError], for options that describe no install, or a module path
+// that cannot be made absolute.
 func Observe(opts Options) (Observation, error) {
 	cfg, err := opts.resolve(systemEnv)
 	if err != nil {

@@ -1,7 +1,6 @@
 package runtimeguard
 
 import (
-	"fmt"
 	"path"
 	"path/filepath"
 	"strings"
@@ -95,27 +94,27 @@ func (l *Layout) isZero() bool {
 // marker is a file name.
 func (l *Layout) validate() error {
 	if l.Marker == "" {
-		return fmt.Errorf("runtimeguard: Layout.Marker is empty: a Layout other than the zero one is taken as it is; copy HermesLayout to change some of its fields")
+		return optionError("Layout.Marker", "", "is empty: a Layout other than the zero one is taken as it is; copy HermesLayout to change some of its fields")
 	}
 	for _, f := range []struct{ name, path string }{
 		{"DefaultHome", l.DefaultHome}, {"Marker", l.Marker}, {"Receipt", l.Receipt},
 		{"ReceiptHistory", l.ReceiptHistory}, {"Lock", l.Lock}, {"Profiles", l.Profiles},
 	} {
 		if f.path != "" && !filepath.IsLocal(filepath.FromSlash(f.path)) {
-			return fmt.Errorf("runtimeguard: Layout.%s %q is not a relative path that stays inside its directory", f.name, f.path)
+			return optionError("Layout."+f.name, f.path, "is not a relative path that stays inside its directory")
 		}
 	}
 	if l.ReceiptHistory != "" {
 		if _, err := path.Match(path.Base(l.ReceiptHistory), ""); err != nil || strings.ContainsAny(path.Dir(l.ReceiptHistory), "*?[\\") {
-			return fmt.Errorf("runtimeguard: Layout.ReceiptHistory %q is not a directory and a file name pattern", l.ReceiptHistory)
+			return optionError("Layout.ReceiptHistory", l.ReceiptHistory, "is not a directory and a file name pattern")
 		}
 	}
 	if l.Profiles != "" && strings.ContainsAny(l.Profiles, `/\`) {
-		return fmt.Errorf("runtimeguard: Layout.Profiles %q is not a directory name", l.Profiles)
+		return optionError("Layout.Profiles", l.Profiles, "is not a directory name")
 	}
 	for _, name := range l.RecoveryMarkers {
 		if name == "" || strings.ContainsAny(name, `/\`) || !filepath.IsLocal(name) {
-			return fmt.Errorf("runtimeguard: Layout.RecoveryMarkers: %q is not a file name", name)
+			return optionError("Layout.RecoveryMarkers", name, "is not a file name")
 		}
 	}
 	return nil

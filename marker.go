@@ -220,7 +220,7 @@ func (c *config) unknownObservation(why, src string) Observation {
 		MarkerPath:      c.markerPath,
 		Marker:          MarkerUnknown,
 		MarkerReason:    why,
-		InstallRoots:    nonNil(updater.InstallRoots(src, c.python)),
+		InstallRoots:    nonNil(c.installRoots(src)),
 		RecoveryMarkers: []string{},
 		State:           UpdateUnknown,
 		ReceiptPath:     c.receiptPath,

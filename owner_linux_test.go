@@ -150,6 +150,7 @@ func TestAccessChangeOfObjects(t *testing.T) {
 	for _, path := range []string{"stat", "watch"} {
 		for _, tc := range cases {
 			t.Run(path+"/"+tc.name, func(t *testing.T) {
+				t.Parallel() // a server process, a repository and a home of its own
 				base := tempDir(t)
 				// t.TempDir's directories are private to root.
 				require.NoError(t, os.Chmod(base, 0o755))

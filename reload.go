@@ -377,8 +377,8 @@ func (g *Guard) Rebind(ctx context.Context, r *Reload) error {
 	}
 	if b.id.Revision != r.To || b.id.ModulePath != r.Identity.ModulePath {
 		b.close()
-		return fmt.Errorf("runtimeguard: rebind: the checkout is at %q (%s), not at the planned %s: %w",
-			b.id.Revision, b.id.ModulePath, r.To, ErrStale)
+		return classed(ErrStale, "runtimeguard: rebind: the checkout is at %q (%s), not at the planned %s: %s",
+			b.id.Revision, b.id.ModulePath, r.To, classWords(ErrStale))
 	}
 	// Without a lock, an update may have begun since the plan: a marker, a
 	// recovery marker or another receipt says the code on disk may not be
@@ -386,7 +386,7 @@ func (g *Guard) Rebind(ctx context.Context, r *Reload) error {
 	o := cfg.observeAt(receiptsSince(r.b.receiptsAt), b.installDirs()...)
 	if why := stillProven(&o, &r.Receipt); why != "" {
 		b.close()
-		return fmt.Errorf("runtimeguard: rebind: %s: %w", why, ErrNotReady)
+		return classed(ErrNotReady, "runtimeguard: rebind: %s: %s", why, classWords(ErrNotReady))
 	}
 	g.bound.Store(b)
 	r.b.close() // the old binding's watches

@@ -233,6 +233,7 @@ func TestRebindAfterHEADMovedAgain(t *testing.T) {
 	err = c.g.Rebind(context.Background(), r)
 	assert.ErrorIs(t, err, ErrStale)
 	assert.ErrorContains(t, err, third)
+	assert.Equal(t, 1, strings.Count(err.Error(), "runtimeguard:"), "prefixed once: %v", err)
 	assert.Equal(t, c.loaded, c.g.Identity().Revision)
 	var se *StaleError
 	require.ErrorAs(t, c.g.EnsureCurrent(), &se)
@@ -291,6 +292,7 @@ func TestRebindRefusesAnUpdateBegunSinceThePlan(t *testing.T) {
 			tc.change(t, c)
 			err = c.g.Rebind(context.Background(), r)
 			require.ErrorIs(t, err, ErrNotReady)
+			assert.Equal(t, 1, strings.Count(err.Error(), "runtimeguard:"), "prefixed once: %v", err)
 			assert.Equal(t, c.loaded, c.g.Identity().Revision, "still bound to the old code")
 			var se *StaleError
 			require.ErrorAs(t, c.g.EnsureCurrent(), &se)

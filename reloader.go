@@ -105,9 +105,9 @@ func NewReloader(ctx context.Context, g *Guard, opts ReloaderOptions) (*Reloader
 	case (opts.Restart == nil) == (opts.Handover == nil):
 		return nil, errors.New("runtimeguard: NewReloader: exactly one of ReloaderOptions.Restart and ReloaderOptions.Handover must be set")
 	case opts.DrainTimeout < 0:
-		return nil, errors.New("runtimeguard: ReloaderOptions.DrainTimeout is negative")
+		return nil, optionError("ReloaderOptions.DrainTimeout", opts.DrainTimeout, "is negative")
 	case opts.ProofInterval < 0:
-		return nil, errors.New("runtimeguard: ReloaderOptions.ProofInterval is negative")
+		return nil, optionError("ReloaderOptions.ProofInterval", opts.ProofInterval, "is negative")
 	}
 	if !g.reloader.CompareAndSwap(false, true) {
 		return nil, errors.New("runtimeguard: NewReloader: the guard has a Reloader already")

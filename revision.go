@@ -188,9 +188,9 @@ func (b *binding) look(e *env, alwaysRead bool, timeout time.Duration, mustExist
 		on = ", blocked on " + stuck.at
 	}
 	if stuck.before {
-		return nil, fmt.Errorf("a look at %s has not returned in %v%s: %w", b.configured, stuck.since.Round(time.Millisecond), on, ErrReadTimeout)
+		return nil, classed(ErrReadTimeout, "a look at %s has not returned in %v%s: %s", b.configured, stuck.since.Round(time.Millisecond), on, classWords(ErrReadTimeout))
 	}
-	return nil, fmt.Errorf("a look at %s did not return within %v%s: %w", b.configured, stuck.since, on, ErrReadTimeout)
+	return nil, classed(ErrReadTimeout, "a look at %s did not return within %v%s: %s", b.configured, stuck.since, on, classWords(ErrReadTimeout))
 }
 
 // statsUnchanged stats each of deps and reports whether all still have

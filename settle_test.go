@@ -95,6 +95,7 @@ func TestBindingDuringRefTransients(t *testing.T) {
 
 // Capture on an unbound guard takes the same care.
 func TestCaptureDuringBranchRenames(t *testing.T) {
+	t.Parallel() // a repository of its own; a loop that runs for a set time
 	dir := tempDir(t)
 	module, rev := agentRepo(t, dir)
 	git(t, dir, "tag", "t")

@@ -27,14 +27,7 @@ type staleFacts struct {
 // directories are srcs: each home's marker and the artifacts beside it,
 // and the recovery markers of every install root.
 func (c *config) readStaleFacts(srcs []string) staleFacts {
-	var f staleFacts
-	for _, src := range srcs {
-		for _, r := range updater.InstallRoots(src, c.python) {
-			if !slices.Contains(f.roots, r) {
-				f.roots = append(f.roots, r)
-			}
-		}
-	}
+	f := staleFacts{roots: c.installRoots(srcs...)}
 	paths, problem := c.markerPaths()
 	f.problem = problem
 	if len(paths) == 0 {
@@ -210,11 +203,9 @@ func (sc *staleCache) arm(c *config, srcs []string) (watch.Read, bool, []string)
 	if c.homes != nil && c.homes.profiles != "" {
 		entries = append(entries, watch.Entry{Path: filepath.Join(c.homes.root, c.homes.profiles), Children: true})
 	}
-	for _, src := range srcs {
-		for _, r := range updater.InstallRoots(src, c.python) {
-			for _, name := range c.recovery {
-				entries = append(entries, watch.Entry{Path: filepath.Join(r, name)})
-			}
+	for _, r := range c.installRoots(srcs...) {
+		for _, name := range c.recovery {
+			entries = append(entries, watch.Entry{Path: filepath.Join(r, name)})
 		}
 	}
 	if err := sub.ArmPaths(entries, c.env.git); err != nil {

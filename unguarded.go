@@ -4,12 +4,25 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // noRevision is why a read of the checkout found no revision, as an
 // error that matches [ErrNotCheckout].
 func noRevision(reason string) error {
 	return &classError{errors.New(cmp.Or(reason, "HEAD names no commit")), ErrNotCheckout}
+}
+
+// classed is the error format and args say, matching class too.
+func classed(class error, format string, args ...any) error {
+	return &classError{fmt.Errorf(format, args...), class}
+}
+
+// classWords is what class, one of the package's errors, says without the
+// package's prefix: for a message that names it and has the prefix once,
+// at its start, already.
+func classWords(class error) string {
+	return strings.TrimPrefix(class.Error(), "runtimeguard: ")
 }
 
 // inert handles a binding b of the configured path abs that found no
@@ -21,9 +34,9 @@ func (g *Guard) inert(cfg *config, b *binding, abs string) error {
 	why := cmp.Or(b.reason, "HEAD names no commit")
 	switch {
 	case cfg.expect != "":
-		return fmt.Errorf("runtimeguard: bind %s with ExpectRevision %s: %w (%s)", abs, cfg.expect, ErrNotCheckout, why)
+		return classed(ErrNotCheckout, "runtimeguard: bind %s with ExpectRevision %s: %s (%s)", abs, cfg.expect, classWords(ErrNotCheckout), why)
 	case cfg.requireCheckout:
-		return fmt.Errorf("runtimeguard: bind %s with RequireCheckout: %w (%s)", abs, ErrNotCheckout, why)
+		return classed(ErrNotCheckout, "runtimeguard: bind %s with RequireCheckout: %s (%s)", abs, classWords(ErrNotCheckout), why)
 	}
 	if old := g.bound.Load(); old != nil && old.id.Revision == "" && old.id.ModulePath == b.id.ModulePath && old.reason == b.reason {
 		return nil // said already: a Capture again finds the same

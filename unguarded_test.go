@@ -58,6 +58,7 @@ func mend(t *testing.T, dir, rev string) {
 func TestInertGuardSaysWhy(t *testing.T) {
 	for _, tc := range noRevisionCases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // git and a guard on a repository of its own
 			dir := tempDir(t)
 			mod, rev := agentRepo(t, dir)
 			mod = tc.make(t, dir, mod)
@@ -118,6 +119,7 @@ func TestStaleErrorSaysWhyNoRevision(t *testing.T) {
 	for _, tc := range noRevisionCases {
 		for _, path := range []string{"watch or stat", "read"} {
 			t.Run(tc.name+"/"+path, func(t *testing.T) {
+				t.Parallel() // git and a guard on a repository of its own
 				dir := tempDir(t)
 				mod, rev := agentRepo(t, dir)
 				g, err := New(Options{ModulePath: mod, AlwaysRead: path == "read"})

@@ -19,6 +19,7 @@ import (
 
 // --version and -version print what the version command prints.
 func TestVersionFlags(t *testing.T) {
+	t.Parallel() // processes, files and repositories of its own
 	want := runCmd(t, gittest.TempDir(t), "version")
 	require.Equal(t, 0, want.code, want.stderr)
 	assert.Contains(t, want.stdout, "(devel)", "a test binary is built in a checkout")
@@ -30,6 +31,7 @@ func TestVersionFlags(t *testing.T) {
 // marker exits by the marker's state, so that a script can branch on it,
 // with or without --json.
 func TestMarkerExitsByState(t *testing.T) {
+	t.Parallel() // processes, files and repositories of its own
 	dir := gittest.TempDir(t)
 	path := filepath.Join(dir, "marker")
 	for _, tc := range []struct {
@@ -59,6 +61,7 @@ func TestMarkerExitsByState(t *testing.T) {
 // A --module that does not exist is named as given, for every command that
 // takes one; status --json says so in JSON.
 func TestMissingModuleNamesThePathGiven(t *testing.T) {
+	t.Parallel() // processes, files and repositories of its own
 	dir := gittest.TempDir(t)
 	for _, args := range [][]string{
 		{"status"},
@@ -82,6 +85,7 @@ func TestMissingModuleNamesThePathGiven(t *testing.T) {
 // status --json prints JSON whatever the outcome: a module that cannot be
 // used and layout flags that describe no layout too.
 func TestStatusJSONOnError(t *testing.T) {
+	t.Parallel() // processes, files and repositories of its own
 	dir := gittest.TempDir(t)
 	for _, tc := range []struct {
 		args []string
@@ -103,6 +107,7 @@ func TestStatusJSONOnError(t *testing.T) {
 // watch --json prints one JSON object a line: bound, current, stale with
 // the revision the checkout moved to, stopped.
 func TestWatchJSON(t *testing.T) {
+	t.Parallel() // processes, files and repositories of its own
 	module, rev := checkout(t)
 	cmd := commandProcess("watch", "--json", "--module", module, "--home", gittest.TempDir(t), "--interval", "20ms")
 	stdout, err := cmd.StdoutPipe()
@@ -145,6 +150,7 @@ func TestWatchJSON(t *testing.T) {
 // Every help text fits 80 columns and names its placeholders in capitals,
 // the same in the synopsis as in the flags.
 func TestHelpFitsAndPlaceholdersAgree(t *testing.T) {
+	t.Parallel() // processes, files and repositories of its own
 	texts := map[string]string{"": runCmd(t, gittest.TempDir(t), "help").stdout}
 	for _, cmd := range []string{"demo", "status", "check", "marker", "watch", "update", "version"} {
 		texts[cmd] = runCmd(t, gittest.TempDir(t), cmd, "-h").stdout

@@ -8,7 +8,6 @@ import (
 	"io"
 	"runtime"
 	"runtime/debug"
-	"strings"
 	"time"
 
 	"github.com/runtimeguard/runtimeguard"
@@ -53,8 +52,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	err := status1(&gf, *asJSON, stdout, &printed)
 	var code exitCode
 	if err != nil && *asJSON && !printed && !errors.As(err, &code) {
-		msg := strings.TrimPrefix(err.Error(), "runtimeguard: ")
-		if enc := json.NewEncoder(stdout); enc.Encode(statusError{ModulePath: gf.module, Error: msg}) != nil {
+		if enc := json.NewEncoder(stdout); enc.Encode(statusError{ModulePath: gf.module, Error: err.Error()}) != nil {
 			return err
 		}
 	}
@@ -64,7 +62,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 // status1 prints the status the flags ask for; printed says whether it
 // printed anything.
 func status1(gf *guardFlags, asJSON bool, stdout io.Writer, printed *bool) error {
-	if err := gf.validate(); err != nil {
+	if _, err := gf.resolve(); err != nil {
 		return err
 	}
 	if err := gf.checkModule(); err != nil {
@@ -83,7 +81,7 @@ func status1(gf *guardFlags, asJSON bool, stdout io.Writer, printed *bool) error
 		}
 		o = g.Observe()
 	} else if o, err = runtimeguard.Observe(gf.options()); err != nil {
-		return err
+		return apiError(err)
 	}
 	s := status{
 		ModulePath: ck.ModulePath, SourceDir: ck.SourceDir, TopLevel: ck.TopLevel,
@@ -173,25 +171,23 @@ func cmdCheck(args []string, stdout, stderr io.Writer) error {
 	if err := c.parse(args, 0); err != nil {
 		return err
 	}
-	if err := gf.validate(); err != nil {
-		return err
-	}
 	switch {
 	case gf.module == "" || *expect == "":
 		return usagef("--module and --expect are required")
-	case !gitread.IsRevision(*expect):
-		return usagef("--expect %q is not a full hex object id (40 or 64 hex digits)", *expect)
 	case *repeat < 1:
 		return usagef("--repeat must be at least 1: a check is what this command is for")
+	}
+	opts := gf.options()
+	opts.ExpectRevision, opts.NoWatch = *expect, *noWatch
+	if _, err := resolveFlags(opts); err != nil {
+		return err
 	}
 	if err := gf.checkModule(); err != nil {
 		return err
 	}
-	opts := gf.options()
-	opts.ExpectRevision, opts.NoWatch = *expect, *noWatch
 	g, err := runtimeguard.New(opts)
 	if err != nil {
-		return err
+		return apiError(err)
 	}
 	for i := 0; i < *repeat; i++ {
 		if err := g.EnsureCurrent(); err != nil {
@@ -291,7 +287,7 @@ checkout moves (the kernel's events where it has them, else a check every
 	if err := c.parse(args, 0); err != nil {
 		return err
 	}
-	if err := gf.validate(); err != nil {
+	if _, err := gf.resolve(); err != nil {
 		return err
 	}
 	if gf.module == "" {
@@ -305,7 +301,7 @@ checkout moves (the kernel's events where it has them, else a check every
 	}
 	g, err := runtimeguard.New(gf.options())
 	if err != nil {
-		return err
+		return apiError(err)
 	}
 	id := g.Identity()
 	emit := func(e watchEvent) {

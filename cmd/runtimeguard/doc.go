@@ -44,6 +44,10 @@
 // stale, 6 unknown (1 and 2 as above), so that a script can branch on it.
 //
 // A --module that names no file is an error that names the path as given.
+// An error of the command's own is printed after "runtimeguard COMMAND: ";
+// one of the runtimeguard package (a checkout that cannot be bound) as the
+// package says it, after its own "runtimeguard: ". A flag that describes
+// no layout is a usage error that names the flag.
 //
 // # JSON output
 //

@@ -92,6 +92,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	var ue usageError
 	var ce exitCode
+	var le libraryError
 	switch {
 	case err == nil:
 		return exitOK
@@ -100,9 +101,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	case errors.As(err, &ce):
 		return int(ce)
+	case errors.As(err, &le):
+		fmt.Fprintln(stderr, le.err) // as the library says it, its prefix included
+		return exitError
 	}
-	fmt.Fprintf(stderr, "runtimeguard %s: %v\n", cmd, strings.TrimPrefix(err.Error(), "runtimeguard: "))
+	fmt.Fprintf(stderr, "runtimeguard %s: %v\n", cmd, err)
 	return exitError
+}
+
+// libraryError is an error of the runtimeguard package, printed as it is:
+// the package names itself.
+type libraryError struct{ err error }
+
+func (e libraryError) Error() string { return e.err.Error() }
+func (e libraryError) Unwrap() error { return e.err }
+
+// apiError marks err, of the runtimeguard package, to be printed as it is;
+// nil stays nil.
+func apiError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return libraryError{err}
 }
 
 // usageError is a command line that does not fit the command.
@@ -239,19 +259,27 @@ func (f *guardFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.recovery, "recovery", strings.Join(h.RecoveryMarkers, ","), "the recovery markers' file `NAMES`, separated by commas")
 }
 
-// validate reports layout flags that describe no layout, as a usage error
-// that names the flag.
-func (f *guardFlags) validate() error {
-	if f.marker == "" {
-		return usagef("--marker must not be empty")
+// resolve returns the paths the flags resolve to, as the library resolves
+// them; flags that describe no layout are a usage error that names the
+// flag.
+func (f *guardFlags) resolve() (runtimeguard.Paths, error) {
+	return resolveFlags(f.options())
+}
+
+// resolveFlags is resolve for the options the flags describe, with those
+// of the command's own flags.
+func resolveFlags(opts runtimeguard.Options) (runtimeguard.Paths, error) {
+	if opts.Layout.Marker == "" {
+		return runtimeguard.Paths{}, usagef("--marker must not be empty")
 	}
-	opts := f.options()
-	opts.ModulePath = ""
-	if _, err := runtimeguard.Observe(opts); err != nil {
-		msg := strings.TrimPrefix(err.Error(), "runtimeguard: ")
-		return usagef("%s", layoutFlagNames.Replace(msg))
+	p, err := runtimeguard.ResolvePaths(opts)
+	var oe *runtimeguard.OptionError
+	if errors.As(err, &oe) {
+		if flag, ok := optionFlags[oe.Field]; ok {
+			return p, usagef("%s %q: %s", flag, fmt.Sprint(oe.Value), oe.Reason)
+		}
 	}
-	return nil
+	return p, apiError(err)
 }
 
 // checkModule reports a --module that is missing or names no file, naming
@@ -273,12 +301,14 @@ func set(fs *flag.FlagSet, name string) bool {
 	return found
 }
 
-// layoutFlagNames names the flags behind the Layout fields an error names.
-var layoutFlagNames = strings.NewReplacer(
-	"Layout.HomeEnv", "--home-env", "Layout.DefaultHome", "--default-home",
-	"Layout.Marker", "--marker", "Layout.Receipt", "--receipt",
-	"Layout.Lock", "--lock", "Layout.RecoveryMarkers", "--recovery",
-)
+// optionFlags are the flags behind the option fields an OptionError names.
+var optionFlags = map[string]string{
+	"Options.HomeDir": "--home", "Options.Python": "--python",
+	"Layout.HomeEnv": "--home-env", "Layout.DefaultHome": "--default-home",
+	"Layout.Marker": "--marker", "Layout.Receipt": "--receipt",
+	"Layout.Lock": "--lock", "Layout.RecoveryMarkers": "--recovery",
+	"Options.ExpectRevision": "--expect",
+}
 
 // options are the guard options the flags describe.
 func (f *guardFlags) options() runtimeguard.Options {

@@ -1,14 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"time"
 
 	"github.com/runtimeguard/runtimeguard"
@@ -55,14 +53,14 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := c.parse(args, -1); err != nil {
 		return err
 	}
-	if err := gf.validate(); err != nil {
+	paths, err := gf.resolve()
+	if err != nil {
 		return err
 	}
-	argv := c.args
 	switch {
 	case gf.module == "":
 		return usagef("--module is required")
-	case len(argv) == 0:
+	case len(c.args) == 0:
 		return usagef("no COMMAND to run after --")
 	case *wait < 0:
 		return usagef("--wait must not be negative")
@@ -72,167 +70,61 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := gf.checkModule(); err != nil {
 		return usagef("%v", err)
 	}
-	if ck, err := gitread.Inspect(gf.module); ck.TopLevel == "" {
+	ck, err := gitread.Inspect(gf.module)
+	if ck.TopLevel == "" {
 		if err != nil {
 			return usagef("--module: %v", err)
 		}
 		return usagef("--module: %s is in no Git worktree (%s)", gf.module, ck.Reason)
 	}
-	if *workDir != "" {
-		if fi, err := os.Stat(*workDir); err != nil {
-			return usagef("--dir: %v", err)
-		} else if !fi.IsDir() {
-			return usagef("--dir: %s is not a directory", *workDir)
-		}
-	}
-	o, err := runtimeguard.Observe(gf.options())
-	if err != nil {
-		return err
+	dir := cmp.Or(*workDir, ck.TopLevel)
+	if fi, err := os.Stat(dir); err != nil {
+		return usagef("--dir: %v", err)
+	} else if !fi.IsDir() {
+		return usagef("--dir: %s is not a directory", dir)
 	}
 	switch {
-	case o.MarkerPath == "":
-		if gf.homeEnv == "" {
-			return errors.New("no home directory is known: set --home")
-		}
+	case paths.Home == "" && gf.homeEnv == "":
+		return errors.New("no home directory is known: set --home")
+	case paths.Home == "":
 		return fmt.Errorf("no home directory is known: set --home or $%s", gf.homeEnv)
-	case o.ReceiptPath == "":
+	case paths.Receipt == "":
 		return errors.New("the layout has no receipt (--receipt)")
 	}
-
-	var lock *os.File
-	if o.LockPath != "" {
-		if err := os.MkdirAll(filepath.Dir(o.LockPath), 0o755); err != nil {
-			return err
-		}
-		lock, err = updater.Lock(o.LockPath, true)
-		for deadline := time.Now().Add(*wait); errors.Is(err, updater.ErrLocked) && time.Now().Before(deadline); {
-			time.Sleep(50 * time.Millisecond)
-			lock, err = updater.Lock(o.LockPath, true)
-		}
-		if errors.Is(err, updater.ErrLocked) {
-			return fmt.Errorf("refused: another update or a reload holds %s", o.LockPath)
-		}
-		if err != nil {
-			return err
-		}
-		defer lock.Close()
-		// Read the marker again under the lock: another updater may
-		// have finished in between.
-		if o, err = runtimeguard.Observe(gf.options()); err != nil {
-			return err
-		}
+	opts := gf.options()
+	observe := func() runtimeguard.Observation {
+		o, _ := runtimeguard.Observe(opts) // the options resolved above
+		return o
 	}
-	switch o.Marker {
-	case runtimeguard.MarkerActive:
-		return fmt.Errorf("refused: another updater is running (%s: %s)", o.MarkerPath, o.MarkerReason)
-	case runtimeguard.MarkerUnknown:
-		return fmt.Errorf("refused: the marker %s proves nothing (%s); remove it if no update runs", o.MarkerPath, o.MarkerReason)
+	res, err := updater.System.Run(ctx, updater.Update{
+		Marker: paths.Marker, Receipt: paths.Receipt, Lock: paths.Lock, LockWait: *wait,
+		Judge: updater.GuardJudge(runtimeguard.DefaultMaxMarkerAge),
+		Argv:  c.args, Dir: dir, Stdin: os.Stdin, Stdout: stdout, Stderr: stderr,
+		Markers: func() (string, string, string) {
+			o := observe() // every home's marker, where the layout has profiles
+			return string(o.Marker), o.MarkerReason, o.MarkerPath
+		},
+		Revision: func() (string, string, error) {
+			ck, err := gitread.Inspect(gf.module)
+			return ck.Revision, ck.Reason, err
+		},
+		Leftover: func() []string { return observe().RecoveryMarkers },
+	})
+	if err != nil && res.Receipt.UpdateID == "" {
+		return err // nothing ran
 	}
-
-	pid, start := os.Getpid(), time.Now()
-	// Claimed exclusively, where none was and where a stale one was: of
-	// two updaters started at once, one goes on.
-	if err := updater.ClaimMarker(o.MarkerPath, pid, start, updater.GuardJudge(runtimeguard.DefaultMaxMarkerAge)); err != nil {
-		if errors.Is(err, updater.ErrMarkerHeld) {
-			return fmt.Errorf("refused: another updater holds the marker (%v)", err)
-		}
-		return err
-	}
-	defer updater.RemoveMarker(o.MarkerPath, pid, start) // ours only
-	r := updater.Receipt{UpdateID: updater.NewUpdateID(), Outcome: updater.OutcomeRunning, StartedAt: start.UTC()}
-	before, _ := gitread.Inspect(gf.module)
-	r.From = before.Revision
-	dir := *workDir
-	if dir == "" {
-		dir = cmpOr(before.TopLevel, before.SourceDir)
-	}
-	if err := updater.WriteReceipt(o.ReceiptPath, r, pid); err != nil {
-		return err
-	}
-
-	code, runErr := runUpdater(ctx, dir, argv, lock, stdout, stderr)
-	r.FinishedAt = time.Now().UTC()
-	after, readErr := gitread.Inspect(gf.module)
-	r.To = after.Revision
-	observed, err := runtimeguard.Observe(gf.options())
-	if err != nil {
-		return err
-	}
-	why := ""
-	switch {
-	case runErr != nil:
-		why = runErr.Error()
-	case code < 0:
-		why = argv[0] + " was killed by a signal"
-	case code != 0:
-		why = fmt.Sprintf("%s exited %d", argv[0], code)
-	case readErr != nil:
-		why = "the checkout cannot be read after the update: " + readErr.Error()
-	case r.To == "":
-		why = "the module has no revision after the update: " + after.Reason
-	case len(observed.RecoveryMarkers) > 0:
-		why = "the recovery marker " + observed.RecoveryMarkers[0] + " was left"
-	}
-	r.Outcome = updater.OutcomeSuccess
-	if why != "" {
-		r.Outcome = updater.OutcomeFailed
-	}
-	if err := updater.WriteReceipt(o.ReceiptPath, r, pid); err != nil {
-		return err
-	}
-	if why == "" {
-		fmt.Fprintf(stderr, "runtimeguard update: success: %s -> %s (%s)\n", orNone(r.From), r.To, o.ReceiptPath)
-	} else {
-		fmt.Fprintf(stderr, "runtimeguard update: failed: %s (%s)\n", why, o.ReceiptPath)
+	if res.Failure == "" && err == nil {
+		fmt.Fprintf(stderr, "runtimeguard update: success: %s -> %s (%s)\n", orNone(res.Receipt.From), res.Receipt.To, paths.Receipt)
+	} else if res.Failure != "" {
+		fmt.Fprintf(stderr, "runtimeguard update: failed: %s (%s)\n", res.Failure, paths.Receipt)
 	}
 	switch {
-	case runErr != nil:
-		return exitCode(exitError)
-	case code > 0:
-		return exitCode(code)
-	case code != 0: // killed by a signal
-		return exitCode(exitError)
-	case why != "":
+	case err != nil:
+		return err
+	case res.RunErr == nil && res.ExitCode > 0:
+		return exitCode(res.ExitCode)
+	case res.Failure != "":
 		return exitCode(exitError)
 	}
 	return nil
-}
-
-// runUpdater runs argv with the tool's standard streams and returns its
-// exit status. A signal to the tool interrupts the command, which has
-// thirty seconds to end.
-func runUpdater(ctx context.Context, dir string, argv []string, lock *os.File, stdout, stderr io.Writer) (int, error) {
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir = dir
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
-	if lock != nil && runtime.GOOS != "windows" {
-		// The command holds the lock too (as descriptor 3): a tool that is
-		// killed leaves the lock held until its command ends, so no other
-		// update and no reload plan starts while the command still runs.
-		cmd.ExtraFiles = []*os.File{lock}
-	}
-	cmd.Cancel = func() error {
-		if runtime.GOOS == "windows" {
-			return cmd.Process.Kill()
-		}
-		return cmd.Process.Signal(os.Interrupt)
-	}
-	cmd.WaitDelay = 30 * time.Second
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		return exit.ExitCode(), nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	return 0, nil
-}
-
-// cmpOr is the first of a and b that is not empty.
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }

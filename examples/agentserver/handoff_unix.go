@@ -10,8 +10,6 @@ import (
 	"strings"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/runtimeguard/runtimeguard"
 )
 
@@ -31,29 +29,47 @@ func handoff(a *app, ln net.Listener, plan *runtimeguard.Reload) error {
 	if err != nil {
 		return err
 	}
-	env := withoutHandoff(os.Environ())
-	env = append(env, fmt.Sprintf("%s=%d", listenFDEnv, sock.Fd()), expectEnv+"="+plan.To, receiptEnv+"="+plan.Receipt.ID)
-	if err := inherit(sock); err != nil {
+	// The descriptors the new image keeps: copies without close-on-exec.
+	var kept []int
+	release := func() {
+		for _, fd := range kept {
+			syscall.Close(fd)
+		}
+	}
+	sockFD, err := inherit(sock)
+	if err != nil {
+		sock.Close()
 		return err
 	}
+	kept = append(kept, sockFD)
+	env := withoutHandoff(os.Environ())
+	env = append(env, fmt.Sprintf("%s=%d", listenFDEnv, sockFD), expectEnv+"="+plan.To, receiptEnv+"="+plan.Receipt.ID)
 	if lock := plan.LockFile(); lock != nil {
-		if err := inherit(lock); err != nil {
+		lockFD, err := inherit(lock)
+		if err != nil {
+			release()
+			sock.Close()
 			return err
 		}
-		env = append(env, fmt.Sprintf("%s=%d", lockFDEnv, lock.Fd()))
+		kept = append(kept, lockFD)
+		env = append(env, fmt.Sprintf("%s=%d", lockFDEnv, lockFD))
 	}
 	exe, err := os.Executable()
 	if err != nil {
+		release()
+		sock.Close()
 		return err
 	}
 
 	if err := a.quiesce(); err != nil {
+		release()
 		a.relisten(sock)
 		return err
 	}
 	err = syscall.Exec(exe, os.Args, env)
 
 	// The exec failed: serve again on the socket, on the old code.
+	release()
 	return errors.Join(err, a.relisten(sock))
 }
 
@@ -68,10 +84,20 @@ func (a *app) relisten(sock *os.File) error {
 	return nil
 }
 
-// inherit clears close-on-exec on f, so that the new image keeps it.
-func inherit(f *os.File) error {
-	_, err := unix.FcntlInt(f.Fd(), unix.F_SETFD, 0)
-	return err
+// inherit returns a copy of f's descriptor that the new image keeps: dup
+// makes a descriptor without close-on-exec (Go opens every file with it),
+// on the same open file, so a lock held on f stays held through the copy.
+func inherit(f *os.File) (int, error) {
+	var fd int
+	var err error
+	raw, rerr := f.SyscallConn()
+	if rerr != nil {
+		return -1, rerr
+	}
+	if cerr := raw.Control(func(sysfd uintptr) { fd, err = syscall.Dup(int(sysfd)) }); cerr != nil {
+		return -1, cerr
+	}
+	return fd, err
 }
 
 // withoutHandoff drops the handoff variables an earlier handoff set.

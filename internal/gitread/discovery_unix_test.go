@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,12 +44,11 @@ var (
 // directory of a checkout: the reader agrees with git on whether the
 // module is current (HEAD at the bound revision, tracked in the worktree
 // git finds), or git gives no answer and neither does the reader.
+//
+// Each HEAD is a subtest of its own, on a repository of its own, run in
+// parallel with the others: git is the oracle of each layout, and each
+// layout is made and removed in turn in its repository.
 func TestDiscoveryAgreesWithGit(t *testing.T) {
-	root := gittest.TempDir(t)
-	repo := filepath.Join(root, "repo")
-	rev := gittest.Init(t, repo, map[string]string{"pkg/mod.py": "x = 1\n"})
-	pkg := filepath.Join(repo, "pkg")
-	module := filepath.Join(pkg, "mod.py")
 	// Names never listed in pkg by the commit: the index of the top
 	// worktree tracks pkg/mod.py only.
 	heads := []entry{
@@ -74,6 +74,25 @@ func TestDiscoveryAgreesWithGit(t *testing.T) {
 		fileEntry("gitfile to nowhere", "gitdir: nowhere\n", 0o644),
 		fileEntry("gitfile to the top", "gitdir: ../.git\n", 0o644),
 	}
+	names := []string{"HEAD", "objects", "refs", ".git"}
+	var n atomic.Int64
+	t.Cleanup(func() { t.Logf("%d layouts compared with %s", n.Load(), gittest.Describe()) })
+	for _, head := range heads {
+		t.Run(head.name, func(t *testing.T) {
+			t.Parallel()
+			discoveryAgreesWithGit(t, head, subs, dotgits, names, &n)
+		})
+	}
+}
+
+// discoveryAgreesWithGit compares every layout with HEAD head, in a
+// repository of its own, and counts them in n.
+func discoveryAgreesWithGit(t *testing.T, head entry, subs, dotgits []entry, names []string, n *atomic.Int64) {
+	root := gittest.TempDir(t)
+	repo := filepath.Join(root, "repo")
+	rev := gittest.Init(t, repo, map[string]string{"pkg/mod.py": "x = 1\n"})
+	pkg := filepath.Join(repo, "pkg")
+	module := filepath.Join(pkg, "mod.py")
 	ask := func(args ...string) (string, bool) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -82,38 +101,33 @@ func TestDiscoveryAgreesWithGit(t *testing.T) {
 		out, err := cmd.Output()
 		return strings.TrimSpace(string(out)), err == nil
 	}
-	names := []string{"HEAD", "objects", "refs", ".git"}
-	n := 0
-	for _, head := range heads {
-		for _, objects := range subs {
-			for _, refs := range subs {
-				for _, dotgit := range dotgits {
-					for i, e := range []entry{head, objects, refs, dotgit} {
-						e.make(t, filepath.Join(pkg, names[i]), rev)
-					}
-					grev, ok := ask("rev-parse", "--verify", "-q", "HEAD")
-					tracked := false
-					if ok && grev == rev {
-						_, tracked = ask("ls-files", "--error-unmatch", "--", "mod.py")
-					}
-					gitCurrent := ok && grev == rev && tracked
-
-					abs, err := Abs(module)
-					require.NoError(t, err)
-					c, _, err := Read(System, abs, true)
-					current := err == nil && c.Revision == rev && c.Tracked
-					if current != gitCurrent {
-						t.Errorf("HEAD %s, objects %s, refs %s, .git %s: the reader says current %v (%q, tracked %v, %v: %s), git says %v (HEAD %q, ok %v, tracked %v)",
-							head.name, objects.name, refs.name, dotgit.name,
-							current, c.Revision, c.Tracked, err, c.Reason, gitCurrent, grev, ok, tracked)
-					}
-					for _, name := range names {
-						require.NoError(t, os.RemoveAll(filepath.Join(pkg, name)))
-					}
-					n++
+	for _, objects := range subs {
+		for _, refs := range subs {
+			for _, dotgit := range dotgits {
+				for i, e := range []entry{head, objects, refs, dotgit} {
+					e.make(t, filepath.Join(pkg, names[i]), rev)
 				}
+				grev, ok := ask("rev-parse", "--verify", "-q", "HEAD")
+				tracked := false
+				if ok && grev == rev {
+					_, tracked = ask("ls-files", "--error-unmatch", "--", "mod.py")
+				}
+				gitCurrent := ok && grev == rev && tracked
+
+				abs, err := Abs(module)
+				require.NoError(t, err)
+				c, _, err := Read(System, abs, true)
+				current := err == nil && c.Revision == rev && c.Tracked
+				if current != gitCurrent {
+					t.Errorf("HEAD %s, objects %s, refs %s, .git %s: the reader says current %v (%q, tracked %v, %v: %s), git says %v (HEAD %q, ok %v, tracked %v)",
+						head.name, objects.name, refs.name, dotgit.name,
+						current, c.Revision, c.Tracked, err, c.Reason, gitCurrent, grev, ok, tracked)
+				}
+				for _, name := range names {
+					require.NoError(t, os.RemoveAll(filepath.Join(pkg, name)))
+				}
+				n.Add(1)
 			}
 		}
 	}
-	t.Logf("%d layouts compared with %s", n, gittest.Describe())
 }

@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -80,8 +81,10 @@ func chooseGit() error {
 	return os.Setenv("PATH", filepath.Dir(abs)+string(filepath.ListSeparator)+os.Getenv("PATH"))
 }
 
-// Env is the environment git runs with.
-var Env = append(os.Environ(),
+// Env is the environment git runs with. Its capacity is its length, so
+// that a test's append(Env, …) (or to a Command's Env) makes a copy and
+// never writes into what tests running in parallel share.
+var Env = slices.Clip(append(os.Environ(),
 	"GIT_CONFIG_NOSYSTEM=1",
 	"GIT_CONFIG_GLOBAL="+os.DevNull,
 	"GIT_AUTHOR_NAME=Test", "GIT_AUTHOR_EMAIL=test@example.invalid",
@@ -93,7 +96,7 @@ var Env = append(os.Environ(),
 	"GIT_CONFIG_COUNT=2",
 	"GIT_CONFIG_KEY_0=maintenance.auto", "GIT_CONFIG_VALUE_0=false",
 	"GIT_CONFIG_KEY_1=gc.auto", "GIT_CONFIG_VALUE_1=0",
-)
+))
 
 // Command returns git with args in dir, in Env, with main as the default
 // branch and file transport allowed (for submodules).

@@ -1,0 +1,196 @@
+package updater
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"time"
+)
+
+// ErrRefused matches the error of Run when the update must not start:
+// another update or a reload holds the lock, or a marker says an update is
+// running or proves nothing.
+var ErrRefused = errors.New("refused")
+
+// Update is one run of an updater command under the update protocol: the
+// writer side of the files a guard reads.
+type Update struct {
+	// Marker is the in-progress marker to claim, and Receipt the latest
+	// receipt to write (its directory also receives the receipt of the run
+	// as a file of its own). Both required, absolute.
+	Marker, Receipt string
+	// Lock is the lock file to hold exclusively throughout; empty: none.
+	Lock string
+	// LockWait bounds the wait for a Lock another holds.
+	LockWait time.Duration
+	// Judge is the classification of a marker the claim obeys (a
+	// guard's: see Judge). Required.
+	Judge Judge
+	// Argv is the command to run, in Dir, with the standard streams
+	// given.
+	Argv           []string
+	Dir            string
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Markers classifies the marker that says the most of every home an
+	// updater may run in: its state's word (a runtimeguard.MarkerState),
+	// why, and its path; an active or unknown one refuses the update. It
+	// is read once the lock is held. Nil: Marker alone, through Judge.
+	Markers func() (state, reason, path string)
+	// Revision reads the revision of the checkout's HEAD, or why it has
+	// none (an error for a checkout that cannot be read). Required.
+	Revision func() (rev, none string, err error)
+	// Leftover lists the recovery markers found once the command ended: any
+	// makes the run fail. Nil: none is looked for.
+	Leftover func() []string
+}
+
+// Result is what a run of Run did.
+type Result struct {
+	// Receipt is the receipt written last.
+	Receipt Receipt
+	// Failure says why the receipt says failed; empty for success.
+	Failure string
+	// ExitCode is the command's exit status; -1 when a signal ended it.
+	ExitCode int
+	// RunErr is why the command could not run, or nil.
+	RunErr error
+}
+
+// Run runs u.Argv as an updater that speaks the update protocol: it takes
+// the lock exclusively (waiting at most LockWait), refuses while a marker
+// says an update runs or proves nothing, claims the marker for this
+// process, writes a receipt with outcome "running", runs the command
+// (which holds the lock too, as descriptor 3 on Unix, so that the lock
+// outlives a killed caller until the command ends), then writes the
+// receipt again: "success" only if the command exited 0, the checkout has
+// a revision and no recovery marker was left, "failed" otherwise. It
+// removes its own marker and releases the lock when it returns.
+//
+// Its error is for an update that did not run (matching ErrRefused when
+// it must not) or a receipt that could not be written; a command that
+// failed is a Result with a Failure.
+func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
+	switch {
+	case u.Marker == "":
+		return Result{}, errors.New("no marker path: no home directory is known")
+	case u.Receipt == "":
+		return Result{}, errors.New("the layout has no receipt")
+	case len(u.Argv) == 0:
+		return Result{}, errors.New("no command to run")
+	case u.Revision == nil:
+		return Result{}, errors.New("no way to read the checkout's revision")
+	case u.Judge == nil:
+		return Result{}, errors.New("no judge of the marker")
+	}
+	markers := u.Markers
+	if markers == nil {
+		markers = func() (string, string, string) {
+			state, reason := u.Judge.Read(u.Marker)
+			return state, reason, u.Marker
+		}
+	}
+	var lock *os.File
+	if u.Lock != "" {
+		if err := os.MkdirAll(filepath.Dir(u.Lock), 0o755); err != nil {
+			return Result{}, err
+		}
+		var err error
+		lock, err = Lock(u.Lock, true)
+		for deadline := time.Now().Add(u.LockWait); errors.Is(err, ErrLocked) && time.Now().Before(deadline); {
+			time.Sleep(50 * time.Millisecond)
+			lock, err = Lock(u.Lock, true)
+		}
+		if errors.Is(err, ErrLocked) {
+			return Result{}, fmt.Errorf("%w: another update or a reload holds %s", ErrRefused, u.Lock)
+		}
+		if err != nil {
+			return Result{}, err
+		}
+		defer lock.Close()
+	}
+	// Read under the lock: another updater may have finished meanwhile.
+	switch state, reason, path := markers(); state {
+	case "active":
+		return Result{}, fmt.Errorf("%w: another updater is running (%s: %s)", ErrRefused, path, reason)
+	case "unknown":
+		return Result{}, fmt.Errorf("%w: the marker %s proves nothing (%s); remove it if no update runs", ErrRefused, path, reason)
+	}
+
+	pid, start := os.Getpid(), time.Now()
+	// Claimed exclusively, where none was and where a stale one was: of
+	// two updaters started at once, one goes on.
+	if err := ClaimMarker(u.Marker, pid, start, u.Judge); err != nil {
+		if errors.Is(err, ErrMarkerHeld) {
+			return Result{}, fmt.Errorf("%w: another updater holds the marker (%w)", ErrRefused, err)
+		}
+		return Result{}, err
+	}
+	defer RemoveMarker(u.Marker, pid, start) // ours only
+	res := Result{Receipt: Receipt{UpdateID: NewUpdateID(), Outcome: OutcomeRunning, StartedAt: start.UTC()}}
+	r := &res.Receipt
+	r.From, _, _ = u.Revision()
+	if err := WriteReceipt(u.Receipt, *r, pid); err != nil {
+		return res, err
+	}
+
+	res.ExitCode, res.RunErr = runCommand(ctx, &u, lock)
+	r.FinishedAt = time.Now().UTC()
+	after, none, readErr := u.Revision()
+	r.To = after
+	var left []string
+	if u.Leftover != nil {
+		left = u.Leftover()
+	}
+	switch {
+	case res.RunErr != nil:
+		res.Failure = res.RunErr.Error()
+	case res.ExitCode < 0:
+		res.Failure = u.Argv[0] + " was killed by a signal"
+	case res.ExitCode != 0:
+		res.Failure = fmt.Sprintf("%s exited %d", u.Argv[0], res.ExitCode)
+	case readErr != nil:
+		res.Failure = "the checkout cannot be read after the update: " + readErr.Error()
+	case after == "":
+		res.Failure = "the module has no revision after the update: " + none
+	case len(left) > 0:
+		res.Failure = "the recovery marker " + left[0] + " was left"
+	}
+	r.Outcome = OutcomeSuccess
+	if res.Failure != "" {
+		r.Outcome = OutcomeFailed
+	}
+	return res, WriteReceipt(u.Receipt, *r, pid)
+}
+
+// runCommand runs u.Argv and returns its exit status. The context's end
+// interrupts the command, which then has thirty seconds to end.
+func runCommand(ctx context.Context, u *Update, lock *os.File) (int, error) {
+	cmd := exec.CommandContext(ctx, u.Argv[0], u.Argv[1:]...)
+	cmd.Dir = u.Dir
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = u.Stdin, u.Stdout, u.Stderr
+	if lock != nil && runtime.GOOS != "windows" {
+		// The command holds the lock too (as descriptor 3): a caller that
+		// is killed leaves the lock held until its command ends, so no
+		// other update and no reload plan starts while the command runs.
+		cmd.ExtraFiles = []*os.File{lock}
+	}
+	cmd.Cancel = func() error {
+		if runtime.GOOS == "windows" {
+			return cmd.Process.Kill()
+		}
+		return cmd.Process.Signal(os.Interrupt)
+	}
+	cmd.WaitDelay = 30 * time.Second
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode(), nil
+	}
+	return 0, err
+}

@@ -1,0 +1,274 @@
+//go:build unix
+
+package updater
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
+)
+
+// testJudge classifies markers for Run's tests as a guard does in the
+// cases they make (the guard's own classification is package
+// runtimeguard's, which this package cannot import; the claim's tests
+// there run it): nothing is absent, a marker over testMaxAge old is stale,
+// one whose process lives active, one whose process is gone stale, and
+// anything else, or any artifact beside it, unknown.
+type testJudge struct{}
+
+// testMaxAge is testJudge's age limit.
+const testMaxAge = 10 * time.Minute
+
+func (testJudge) Read(path string) (string, string) {
+	body, kind, why := SafeOpen(path, MaxMarkerBytes)
+	switch kind {
+	case FileAbsent:
+		if b := (testJudge{}).Beside(path); b != "" {
+			return "unknown", b
+		}
+		return "absent", "no file"
+	case FileUnusable:
+		return "unknown", why
+	}
+	pid, started, ok := ParseMarker(body)
+	switch {
+	case !ok || pid <= 0 || pid > math.MaxInt32:
+		return "unknown", "not a marker"
+	case float64(time.Now().Unix())-started > testMaxAge.Seconds():
+		return "stale", "over the age limit"
+	}
+	if err := syscall.Kill(int(pid), 0); err == nil || errors.Is(err, syscall.EPERM) {
+		return "active", "its process is alive"
+	}
+	return "stale", "its process is gone"
+}
+
+func (j testJudge) Marker(path string) ([]byte, bool, string) {
+	state, reason := j.Read(path)
+	body, _, _ := SafeOpen(path, MaxMarkerBytes)
+	switch state {
+	case "absent":
+		return nil, false, ""
+	case "stale":
+		return body, true, ""
+	}
+	return body, false, state + " (" + reason + ")"
+}
+
+func (testJudge) Beside(path string) string {
+	names, why := ListArtifacts(filepath.Dir(path), filepath.Base(path))
+	if why != "" {
+		return why
+	}
+	if len(names) > 0 {
+		return names[0] + " lies beside the marker"
+	}
+	return ""
+}
+
+// runCase is a clone of an upstream one commit ahead, and a home for the
+// updater's files.
+type runCase struct {
+	dir, home, loaded, ahead string
+	stderr                   bytes.Buffer
+}
+
+func newRunCase(t *testing.T) *runCase {
+	t.Helper()
+	tmp := tempDir(t)
+	c := &runCase{dir: filepath.Join(tmp, "agent"), home: filepath.Join(tmp, "home")}
+	upstream := filepath.Join(tmp, "upstream")
+	_, c.loaded = gittest.Agent(t, upstream)
+	gittest.Git(t, tmp, "clone", "-q", upstream, c.dir)
+	c.ahead = gittest.Commit(t, upstream, "run_agent.py", "class AIAgent: revision = 2\n")
+	return c
+}
+
+func (c *runCase) marker() string { return filepath.Join(c.home, markerName) }
+func (c *runCase) receipt() string {
+	return filepath.Join(c.home, "logs", "update_receipts", "latest.json")
+}
+
+// update is the Update of argv in the clone, its revision read by git.
+func (c *runCase) update(t *testing.T, argv ...string) Update {
+	return Update{
+		Marker: c.marker(), Receipt: c.receipt(), Lock: filepath.Join(c.home, "update.lock"),
+		LockWait: 100 * time.Millisecond, Judge: testJudge{},
+		Argv: argv, Dir: c.dir, Stdout: &c.stderr, Stderr: &c.stderr,
+		Revision: func() (string, string, error) {
+			return gittest.Git(t, c.dir, "rev-parse", "HEAD"), "", nil
+		},
+		Leftover: func() []string {
+			present, _ := RecoveryMarkers([]string{c.dir}, []string{incomplete, lazy})
+			return present
+		},
+	}
+}
+
+// readReceipt decodes the latest receipt.
+func (c *runCase) readReceipt(t *testing.T) map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(c.receipt())
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(data, &m), "%s", data)
+	return m
+}
+
+// A command that succeeds under the protocol: the marker and a running
+// receipt while it runs, a success receipt with both revisions after, the
+// run's own receipt beside it, no marker and a free lock.
+func TestRunSuccess(t *testing.T) {
+	c := newRunCase(t)
+	seen := filepath.Join(tempDir(t), "seen")
+	script := "git pull -q --ff-only && cat " + c.marker() + " " + c.receipt() + " > " + seen
+	res, err := System.Run(context.Background(), c.update(t, "sh", "-c", script))
+	require.NoError(t, err, c.stderr.String())
+	assert.Empty(t, res.Failure)
+	assert.Equal(t, 0, res.ExitCode)
+	assert.Equal(t, OutcomeSuccess, res.Receipt.Outcome)
+	assert.Equal(t, c.loaded, res.Receipt.From)
+	assert.Equal(t, c.ahead, res.Receipt.To)
+
+	during, err := os.ReadFile(seen)
+	require.NoError(t, err)
+	assert.Regexp(t, `^\d+\n\d+\.\d+\n`, string(during), "the marker: a process ID and a time")
+	assert.Contains(t, string(during), `"outcome": "running"`)
+
+	m := c.readReceipt(t)
+	assert.Equal(t, "success", m["outcome"])
+	assert.Equal(t, res.Receipt.UpdateID, m["update_id"])
+	assert.Equal(t, map[string]any{"sha": c.ahead}, m["post_update"])
+	runs, err := filepath.Glob(filepath.Join(filepath.Dir(c.receipt()), "update_*_"+res.Receipt.UpdateID+".json"))
+	require.NoError(t, err)
+	assert.Len(t, runs, 1, "the run's own receipt")
+	assert.NoFileExists(t, c.marker())
+	lock, err := Lock(filepath.Join(c.home, "update.lock"), true)
+	require.NoError(t, err, "the lock is free")
+	require.NoError(t, lock.Close())
+}
+
+// A command that fails, or leaves a recovery marker, is a failed receipt
+// with the reason; the exit status is the command's.
+func TestRunFailure(t *testing.T) {
+	c := newRunCase(t)
+	res, err := System.Run(context.Background(), c.update(t, "sh", "-c", "git pull -q --ff-only && exit 7"))
+	require.NoError(t, err)
+	assert.Equal(t, 7, res.ExitCode)
+	assert.Contains(t, res.Failure, "exited 7")
+	assert.Equal(t, "failed", c.readReceipt(t)["outcome"])
+	assert.NoFileExists(t, c.marker())
+
+	res, err = System.Run(context.Background(), c.update(t, "sh", "-c", "touch "+incomplete))
+	require.NoError(t, err)
+	assert.Equal(t, 0, res.ExitCode)
+	assert.Contains(t, res.Failure, incomplete)
+	assert.Equal(t, "failed", c.readReceipt(t)["outcome"])
+
+	res, err = System.Run(context.Background(), c.update(t, filepath.Join(c.dir, "no-such-command")))
+	require.NoError(t, err)
+	assert.Error(t, res.RunErr)
+	assert.NotEmpty(t, res.Failure)
+	assert.Equal(t, "failed", c.readReceipt(t)["outcome"])
+
+	// A signal ends the command: the context's end, once the command
+	// runs, interrupts it.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started := filepath.Join(tempDir(t), "started")
+	go func() {
+		for ctx.Err() == nil {
+			if _, err := os.Stat(started); err == nil {
+				cancel()
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	res, err = System.Run(ctx, c.update(t, "sh", "-c", "touch "+started+"; exec sleep 30"))
+	require.NoError(t, err)
+	assert.Equal(t, -1, res.ExitCode)
+	assert.Contains(t, res.Failure, "killed by a signal")
+}
+
+// A live updater's marker, a marker that proves nothing, or the lock held
+// refuses the update before the command runs or anything is written.
+func TestRunRefuses(t *testing.T) {
+	c := newRunCase(t)
+	ran := filepath.Join(tempDir(t), "ran")
+	try := func() error {
+		_, err := System.Run(context.Background(), c.update(t, "touch", ran))
+		assert.NoFileExists(t, ran, "the command ran")
+		assert.NoFileExists(t, c.receipt(), "a receipt was written")
+		return err
+	}
+	writeMarker(t, c.marker(), os.Getpid(), time.Now())
+	err := try()
+	assert.ErrorIs(t, err, ErrRefused)
+	assert.ErrorContains(t, err, "another updater is running")
+
+	writeFile(t, c.marker(), "garbage")
+	err = try()
+	assert.ErrorIs(t, err, ErrRefused)
+	assert.ErrorContains(t, err, "proves nothing")
+	require.NoError(t, os.Remove(c.marker()))
+
+	shared, err := Lock(filepath.Join(c.home, "update.lock"), false)
+	require.NoError(t, err, "a reload plan's shared lock")
+	err = try()
+	assert.ErrorIs(t, err, ErrRefused)
+	assert.ErrorContains(t, err, "holds")
+	require.NoError(t, shared.Close())
+
+	// Markers, where given, are what refuses: another home's marker.
+	u := c.update(t, "touch", ran)
+	u.Markers = func() (string, string, string) { return "active", "process 1 is alive", "/elsewhere/marker" }
+	_, err = System.Run(context.Background(), u)
+	assert.ErrorIs(t, err, ErrRefused)
+	assert.ErrorContains(t, err, "/elsewhere/marker")
+	assert.NoFileExists(t, ran)
+
+	// A stale marker is no refusal: it is replaced.
+	writeMarker(t, c.marker(), os.Getpid(), time.Now().Add(-time.Hour))
+	res, err := System.Run(context.Background(), c.update(t, "true"))
+	require.NoError(t, err)
+	assert.Empty(t, res.Failure)
+	assert.NoFileExists(t, c.marker())
+}
+
+// The command holds the lock too, as descriptor 3: what it writes there
+// lands in the lock file.
+func TestRunCommandHoldsTheLock(t *testing.T) {
+	c := newRunCase(t)
+	res, err := System.Run(context.Background(), c.update(t, "sh", "-c", "echo held by the command >&3"))
+	require.NoError(t, err)
+	require.Empty(t, res.Failure, c.stderr.String())
+	data, err := os.ReadFile(filepath.Join(c.home, "update.lock"))
+	require.NoError(t, err)
+	assert.Equal(t, "held by the command\n", string(data))
+}
+
+// Run refuses an Update that describes none.
+func TestRunRefusesAnIncompleteUpdate(t *testing.T) {
+	for _, u := range []Update{
+		{Receipt: "/r", Argv: []string{"true"}, Revision: func() (string, string, error) { return "", "", nil }},
+		{Marker: "/m", Argv: []string{"true"}, Revision: func() (string, string, error) { return "", "", nil }},
+		{Marker: "/m", Receipt: "/r", Revision: func() (string, string, error) { return "", "", nil }},
+		{Marker: "/m", Receipt: "/r", Argv: []string{"true"}},
+	} {
+		_, err := System.Run(context.Background(), u)
+		assert.Error(t, err, "%+v", u)
+	}
+}

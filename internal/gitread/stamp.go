@@ -1,6 +1,10 @@
 package gitread
 
-import "github.com/runtimeguard/runtimeguard/internal/fsread"
+import (
+	"io"
+
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
+)
 
 // Stamp is what a stat says of a file, as package fsread takes it: the
 // reader's dependencies are stamps.
@@ -25,3 +29,14 @@ func ReadRegular(path string, limit int64, nofollow bool) ([]byte, Stamp, error)
 
 // changedError is a read failure of the ErrChanged class.
 type changedError = fsread.ChangedError
+
+// OpenRegular opens the regular file at path for one read from its start
+// to its end (see [fsread.OpenRegular]): nothing there, or a directory, is
+// a nil ReadCloser, its Stamp saying which.
+func OpenRegular(path string, limit int64, nofollow bool) (io.ReadCloser, Stamp, error) {
+	f, st, err := fsread.OpenRegular(path, limit, nofollow)
+	if f == nil {
+		return nil, st, err
+	}
+	return f, st, nil
+}

@@ -28,10 +28,8 @@ type hangingIndex struct {
 
 func (h *hangingIndex) env() *env {
 	e := testEnv(nil)
-	fsys := *gitread.System
-	e.git = &fsys
-	fsys.ReadFile = func(path string, limit int64, nofollow bool) ([]byte, gitread.Stamp, error) {
-		if h.hang.Load() && filepath.Base(path) == "index" {
+	e.git = onIndexRead(func() {
+		if h.hang.Load() {
 			n := h.blocked.Add(1)
 			for {
 				m := h.maxBlock.Load()
@@ -42,9 +40,27 @@ func (h *hangingIndex) env() *env {
 			<-h.release
 			h.blocked.Add(-1)
 		}
+	})
+	return e
+}
+
+// onIndexRead is the system's file system calling fn before each read of
+// an index, whole or opened to be read through a buffer.
+func onIndexRead(fn func()) *gitread.FS {
+	fsys := *gitread.System
+	fsys.ReadFile = func(path string, limit int64, nofollow bool) ([]byte, gitread.Stamp, error) {
+		if filepath.Base(path) == "index" {
+			fn()
+		}
 		return gitread.ReadRegular(path, limit, nofollow)
 	}
-	return e
+	fsys.Open = func(path string, limit int64, nofollow bool) (io.ReadCloser, gitread.Stamp, error) {
+		if filepath.Base(path) == "index" {
+			fn()
+		}
+		return gitread.OpenRegular(path, limit, nofollow)
+	}
+	return &fsys
 }
 
 // A read that never returns costs one goroutine: every check meanwhile
@@ -105,14 +121,11 @@ func TestPanicInReadKeepsItsStack(t *testing.T) {
 	module, _ := agentRepo(t, dir)
 	e := testEnv(nil)
 	var boom atomic.Bool
-	fsys := *gitread.System
-	e.git = &fsys
-	fsys.ReadFile = func(path string, limit int64, nofollow bool) ([]byte, gitread.Stamp, error) {
-		if boom.Load() && filepath.Base(path) == "index" {
+	e.git = onIndexRead(func() {
+		if boom.Load() {
 			panic("index reader exploded")
 		}
-		return gitread.ReadRegular(path, limit, nofollow)
-	}
+	})
 	g, err := newGuard(Options{ModulePath: module, HomeDir: dir, AlwaysRead: true}, e)
 	require.NoError(t, err)
 	boom.Store(true)
@@ -133,14 +146,11 @@ func TestPanicErrorUnwrapsAnError(t *testing.T) {
 	module, _ := agentRepo(t, dir)
 	e := testEnv(nil)
 	var boom atomic.Pointer[any]
-	fsys := *gitread.System
-	e.git = &fsys
-	fsys.ReadFile = func(path string, limit int64, nofollow bool) ([]byte, gitread.Stamp, error) {
-		if v := boom.Load(); v != nil && filepath.Base(path) == "index" {
+	e.git = onIndexRead(func() {
+		if v := boom.Load(); v != nil {
 			panic(*v)
 		}
-		return gitread.ReadRegular(path, limit, nofollow)
-	}
+	})
 	g, err := newGuard(Options{ModulePath: module, HomeDir: dir, AlwaysRead: true}, e)
 	require.NoError(t, err)
 	var v any = fmt.Errorf("decoding the index: %w", io.ErrUnexpectedEOF)

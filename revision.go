@@ -3,6 +3,7 @@ package runtimeguard
 import (
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -106,6 +107,10 @@ type snapshot struct {
 	gen     uint64
 	// noRev is why rev is empty (matching ErrNotCheckout); nil otherwise.
 	noRev error
+	// index is the read's answer of the index, when its stamp was settled
+	// as the read began: the next read takes it again where a stat finds
+	// the index unchanged, and does not read it.
+	index *gitread.Index
 }
 
 // readResult is what one look at the checkout found: the revision, or
@@ -218,6 +223,12 @@ func tracking(fs *gitread.FS, at *atomic.Pointer[string]) *gitread.FS {
 			return fs.ReadFile(p, limit, nofollow)
 		},
 	}
+	if fs.Open != nil {
+		t.Open = func(p string, limit int64, nofollow bool) (io.ReadCloser, gitread.Stamp, error) {
+			at.Store(&p)
+			return fs.Open(p, limit, nofollow)
+		}
+	}
 	if fs.ReadEnds != nil {
 		t.ReadEnds = func(p string, n int, nofollow bool) ([]byte, []byte, gitread.Stamp, error) {
 			at.Store(&p)
@@ -256,7 +267,11 @@ func (b *binding) run(call *readCall, e *env, alwaysRead, mustExist bool) {
 	gen := b.armable(e, alwaysRead)
 	fsys := tracking(e.git, &call.at)
 	b.countRead()
-	c, deps, err := gitread.Read(fsys, b.configured, mustExist)
+	var prevIndex *gitread.Index
+	if s := b.snap.Load(); s != nil && !alwaysRead && !mustExist {
+		prevIndex = s.index
+	}
+	c, deps, index, err := gitread.ReadAgain(fsys, b.configured, mustExist, prevIndex)
 	r.checkout = c
 	if err == nil {
 		b.readModule.Store(&c.ModulePath)
@@ -275,6 +290,9 @@ func (b *binding) run(call *readCall, e *env, alwaysRead, mustExist bool) {
 		return
 	}
 	s := &snapshot{rev: c.Revision, deps: deps, trusted: !alwaysRead && deps.Settled(start), gen: gen}
+	if index != nil && !alwaysRead && index.Settled(start) {
+		s.index = index
+	}
 	if c.Revision == "" {
 		s.noRev = noRevision(c.Reason)
 	}

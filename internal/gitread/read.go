@@ -4,7 +4,8 @@
 // so that a later stat proves nothing changed.
 //
 // Every file is read with care: stat before open, non-blocking opens,
-// regular files only, a buffer of the size fstat reports plus one byte.
+// regular files only, a buffer of the size fstat reports plus one byte
+// (the index, of any size, through a buffer of its own: see scanIndex).
 // Where the repository uses a format this package does not read, the error
 // matches errors.ErrUnsupported.
 package gitread

@@ -124,3 +124,42 @@ func hasDep(deps Deps, path string) bool {
 	}
 	return false
 }
+
+// An index that shrinks or grows while it is read through the buffer is a
+// read failure of the ErrChanged class (a later read may succeed), never
+// a failure decided by its content, even where the bytes read are no
+// index: the change is what the read says.
+func TestIndexChangedWhileStreamed(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(t *testing.T, path string, size int64)
+	}{
+		{"shrank", func(t *testing.T, path string, size int64) { require.NoError(t, os.Truncate(path, size/2)) }},
+		{"grew", func(t *testing.T, path string, size int64) {
+			f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+			require.NoError(t, err)
+			_, err = f.Write(make([]byte, 100))
+			require.NoError(t, err)
+			require.NoError(t, f.Close())
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := tempDir(t)
+			initRepo(t, dir, map[string]string{"run_agent.py": "x\n", "lib.py": "y\n"})
+			index := filepath.Join(dir, ".git", "index")
+			fsys := *System
+			fsys.Open = func(p string, limit int64, nofollow bool) (io.ReadCloser, Stamp, error) {
+				f, st, err := System.Open(p, limit, nofollow)
+				if err == nil && f != nil && p == index {
+					tc.change(t, p, st.Size())
+				}
+				return f, st, err
+			}
+			_, _, idx, err := ReadAgain(&fsys, filepath.Join(dir, "run_agent.py"), true, nil)
+			require.Error(t, err)
+			assert.ErrorIs(t, err, ErrChanged)
+			assert.False(t, FromContent(err), "a change while read is not decided by the content: %v", err)
+			assert.Nil(t, idx)
+		})
+	}
+}

@@ -29,10 +29,8 @@ type hangingIndex struct {
 
 func (h *hangingIndex) env() *env {
 	e := testEnv(nil)
-	fsys := *gitread.System
-	e.git = &fsys
-	fsys.ReadFile = func(path string, limit int64, nofollow bool) ([]byte, fsread.Stamp, error) {
-		if h.hang.Load() && filepath.Base(path) == "index" {
+	e.git = onIndexRead(func() {
+		if h.hang.Load() {
 			n := h.blocked.Add(1)
 			for {
 				m := h.maxBlock.Load()
@@ -43,9 +41,27 @@ func (h *hangingIndex) env() *env {
 			<-h.release
 			h.blocked.Add(-1)
 		}
+	})
+	return e
+}
+
+// onIndexRead is the system's file system calling fn before each read of
+// an index, whole or opened to be read through a buffer.
+func onIndexRead(fn func()) *gitread.FS {
+	fsys := *gitread.System
+	fsys.ReadFile = func(path string, limit int64, nofollow bool) ([]byte, fsread.Stamp, error) {
+		if filepath.Base(path) == "index" {
+			fn()
+		}
 		return fsread.ReadRegular(path, limit, nofollow)
 	}
-	return e
+	fsys.Open = func(path string, limit int64, nofollow bool) (io.ReadCloser, fsread.Stamp, error) {
+		if filepath.Base(path) == "index" {
+			fn()
+		}
+		return gitread.System.Open(path, limit, nofollow)
+	}
+	return &fsys
 }
 
 // A read that never returns costs one goroutine: every check meanwhile
@@ -106,14 +122,11 @@ func TestPanicInReadKeepsItsStack(t *testing.T) {
 	module, _ := agentRepo(t, dir)
 	e := testEnv(nil)
 	var boom atomic.Bool
-	fsys := *gitread.System
-	e.git = &fsys
-	fsys.ReadFile = func(path string, limit int64, nofollow bool) ([]byte, fsread.Stamp, error) {
-		if boom.Load() && filepath.Base(path) == "index" {
+	e.git = onIndexRead(func() {
+		if boom.Load() {
 			panic("index reader exploded")
 		}
-		return fsread.ReadRegular(path, limit, nofollow)
-	}
+	})
 	g, err := newGuard(Options{ModulePath: module, HomeDir: dir, AlwaysRead: true}, e)
 	require.NoError(t, err)
 	boom.Store(true)
@@ -134,14 +147,11 @@ func TestPanicErrorUnwrapsAnError(t *testing.T) {
 	module, _ := agentRepo(t, dir)
 	e := testEnv(nil)
 	var boom atomic.Pointer[any]
-	fsys := *gitread.System
-	e.git = &fsys
-	fsys.ReadFile = func(path string, limit int64, nofollow bool) ([]byte, fsread.Stamp, error) {
-		if v := boom.Load(); v != nil && filepath.Base(path) == "index" {
+	e.git = onIndexRead(func() {
+		if v := boom.Load(); v != nil {
 			panic(*v)
 		}
-		return fsread.ReadRegular(path, limit, nofollow)
-	}
+	})
 	g, err := newGuard(Options{ModulePath: module, HomeDir: dir, AlwaysRead: true}, e)
 	require.NoError(t, err)
 	var v any = fmt.Errorf("decoding the index: %w", io.ErrUnexpectedEOF)

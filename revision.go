@@ -3,6 +3,7 @@ package runtimeguard
 import (
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -109,6 +110,10 @@ type snapshot struct {
 	claim   *watch.Read
 	// noRev is why rev is empty (matching ErrNotCheckout); nil otherwise.
 	noRev error
+	// index is the read's answer of the index, when its stamp was settled
+	// as the read began: the next read takes it again where a stat finds
+	// the index unchanged, and does not read it.
+	index *gitread.Index
 }
 
 // readResult is what one look at the checkout found: the revision, or
@@ -221,6 +226,12 @@ func tracking(fs *gitread.FS, at *atomic.Pointer[string]) *gitread.FS {
 			return fs.ReadFile(p, limit, nofollow)
 		},
 	}
+	if fs.Open != nil {
+		t.Open = func(p string, limit int64, nofollow bool) (io.ReadCloser, fsread.Stamp, error) {
+			at.Store(&p)
+			return fs.Open(p, limit, nofollow)
+		}
+	}
 	if fs.ReadEnds != nil {
 		t.ReadEnds = func(p string, n int, nofollow bool) ([]byte, []byte, fsread.Stamp, error) {
 			at.Store(&p)
@@ -259,15 +270,11 @@ func (b *binding) run(call *readCall, e *env, alwaysRead, mustExist bool) {
 	claim, watching := b.armable(e, alwaysRead)
 	fsys := tracking(e.git, &call.at)
 	b.countRead()
-	var c gitread.Checkout
-	var deps gitread.Deps
-	var routes []gitread.Route
-	var err error
-	if watching {
-		c, deps, routes, err = gitread.Routed(fsys, b.configured, mustExist)
-	} else {
-		c, deps, err = gitread.Read(fsys, b.configured, mustExist)
+	var prevIndex *gitread.Index
+	if s := b.snap.Load(); s != nil && !alwaysRead && !mustExist {
+		prevIndex = s.index
 	}
+	c, deps, routes, index, err := gitread.ReadWith(fsys, b.configured, mustExist, prevIndex, watching)
 	r.checkout = c
 	if err == nil {
 		b.readModule.Store(&c.ModulePath)
@@ -286,6 +293,9 @@ func (b *binding) run(call *readCall, e *env, alwaysRead, mustExist bool) {
 		return
 	}
 	s := &snapshot{rev: c.Revision, deps: deps, trusted: !alwaysRead && deps.Settled(start)}
+	if index != nil && !alwaysRead && index.Settled(start) {
+		s.index = index
+	}
 	if c.Revision == "" {
 		s.noRev = noRevision(c.Reason)
 	}

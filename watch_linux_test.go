@@ -19,14 +19,15 @@ import (
 )
 
 // countingEnv is the watch path's environment, counting full reads (each
-// reads the index once).
+// reads the repository's config once; an unchanged index is not read
+// again).
 func countingEnv(t testing.TB) (*env, *atomic.Int64) {
 	t.Helper()
 	e := watchEnv(t)
 	var reads atomic.Int64
 	fsys := *gitread.System
 	fsys.ReadFile = func(path string, limit int64, nofollow bool) ([]byte, fsread.Stamp, error) {
-		if filepath.Base(path) == "index" {
+		if filepath.Base(path) == "config" {
 			reads.Add(1)
 		}
 		return fsread.ReadRegular(path, limit, nofollow)

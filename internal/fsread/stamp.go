@@ -3,6 +3,8 @@ package fsread
 import (
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"time"
 )
 
@@ -132,4 +134,56 @@ type TooLargeError struct{ Size, Limit int64 }
 
 func (e *TooLargeError) Error() string {
 	return fmt.Sprintf("%d bytes is over the limit of %d", e.Size, e.Limit)
+}
+
+// Reader reads a regular file that OpenRegular opened, from its start: the
+// bytes its fstat counted, then io.EOF once one more read finds nothing
+// after them. A file that ends earlier fails with ErrShrank, one that goes
+// on with ErrGrew, so that what was read is the file the Stamp describes,
+// or a read failure of the ErrChanged class.
+type Reader struct {
+	file opened // the platform's handle of the file
+	path string
+	size int64 // what fstat reported
+	n    int64 // bytes read so far
+	err  error // the failure that ended the read, for every later call
+	one  [1]byte
+}
+
+// Read reads the next bytes of the file, at most up to the size fstat
+// reported.
+func (r *Reader) Read(p []byte) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if r.n >= r.size {
+		// One byte more tells an end from a file that grew.
+		m, err := r.rawRead(r.one[:])
+		switch {
+		case err != nil && !errors.Is(err, io.EOF):
+			r.err = &fs.PathError{Op: "read", Path: r.path, Err: err}
+		case m > 0:
+			r.err = &fs.PathError{Op: "read", Path: r.path, Err: ErrGrew}
+		default:
+			r.err = io.EOF
+		}
+		return 0, r.err
+	}
+	if rest := r.size - r.n; int64(len(p)) > rest {
+		p = p[:rest]
+	}
+	m, err := r.rawRead(p)
+	r.n += int64(m)
+	switch {
+	case err != nil && !errors.Is(err, io.EOF):
+		r.err = &fs.PathError{Op: "read", Path: r.path, Err: err}
+		return m, r.err
+	case m == 0:
+		r.err = &fs.PathError{Op: "read", Path: r.path, Err: ErrShrank}
+		return 0, r.err
+	}
+	return m, nil
 }

@@ -190,3 +190,70 @@ func IsLinkLoop(err error) bool {
 // Searchable is what git asks of a Git directory's objects and refs. Git
 // for Windows drops X_OK from access(2): anything there will do.
 func Searchable(_ string, st Stamp) bool { return st.present }
+
+// OpenRegular opens the regular file at path for one read from its start
+// to its end, with the care of ReadRegular. The Reader gives the bytes the
+// opened file's stat counted and then io.EOF, or fails with ErrGrew or
+// ErrShrank where the file's size changed meanwhile: a large file is read
+// through a buffer of the caller's, never whole. Nothing at the path, or
+// a directory, is a nil Reader, its Stamp saying which, and no error.
+func OpenRegular(path string, limit int64, nofollow bool) (*Reader, Stamp, error) {
+	stat := os.Stat
+	if nofollow {
+		stat = os.Lstat
+	}
+	fi, err := stat(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, absentStamp(path, err), nil
+		}
+		return nil, Stamp{}, err
+	}
+	if s, done, err := checkInfo(path, fi, limit); done {
+		return nil, s, err
+	}
+	open := os.Open
+	if nofollow {
+		open = openNoFollow
+	}
+	f, err := open(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, absentStamp(path, err), nil
+		}
+		return nil, Stamp{}, err
+	}
+	if fi, err = f.Stat(); err != nil {
+		f.Close()
+		return nil, Stamp{}, err
+	}
+	if s, done, err := checkInfo(path, fi, limit); done {
+		f.Close()
+		if err == nil {
+			err = &fs.PathError{Op: "read", Path: path, Err: &TypeError{Kind: "directory"}}
+		}
+		return nil, s, err
+	}
+	return &Reader{file: opened{f: f}, path: path, size: fi.Size()}, stampOfInfo(fi), nil
+}
+
+// opened is a Reader's file, nil once closed.
+type opened struct{ f *os.File }
+
+// rawRead is one read of the opened file; its end is io.EOF.
+func (r *Reader) rawRead(p []byte) (int, error) {
+	if r.file.f == nil {
+		return 0, os.ErrClosed
+	}
+	return r.file.f.Read(p)
+}
+
+// Close closes the file.
+func (r *Reader) Close() error {
+	if r.file.f == nil {
+		return nil
+	}
+	err := r.file.f.Close()
+	r.file.f = nil
+	return err
+}

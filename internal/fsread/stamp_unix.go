@@ -113,52 +113,11 @@ var SystemReadEnds = ReadEnds
 // *tail.
 func readRegular(path string, limit int64, nofollow bool, head int, tail *[]byte) ([]byte, Stamp, error) {
 	var st unix.Stat_t
-	flags := unix.O_RDONLY | unix.O_NONBLOCK | unix.O_CLOEXEC | unix.O_NOCTTY
-	if nofollow {
-		flags |= unix.O_NOFOLLOW
-	}
-	// The calls are direct, not through a function value, so that the
-	// Stat_t stays on the stack.
-	if err := IgnoringEINTR(func() error {
-		if nofollow {
-			return unix.Lstat(path, &st)
-		}
-		return unix.Stat(path, &st)
-	}); err != nil {
-		if s, ok := absentStamp(err); ok {
-			return nil, s, nil
-		}
-		op := "stat"
-		if nofollow {
-			op = "lstat"
-		}
-		return nil, Stamp{}, &fs.PathError{Op: op, Path: path, Err: err}
-	}
-	if s, done, err := checkRegular(path, &st, limit); done {
+	fd, s, err := openChecked(path, limit, nofollow, &st)
+	if fd < 0 {
 		return nil, s, err
-	}
-	var fd int
-	err := IgnoringEINTR(func() error {
-		var err error
-		fd, err = unix.Open(path, flags, 0)
-		return err
-	})
-	if err != nil {
-		if s, ok := absentStamp(err); ok {
-			return nil, s, nil // removed since the stat: as if stat came later
-		}
-		return nil, Stamp{}, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer unix.Close(fd)
-	if err := IgnoringEINTR(func() error { return unix.Fstat(fd, &st) }); err != nil {
-		return nil, Stamp{}, &fs.PathError{Op: "fstat", Path: path, Err: err}
-	}
-	if s, done, err := checkRegular(path, &st, limit); done {
-		if err == nil { // a directory swapped in since the stat
-			err = &fs.PathError{Op: "read", Path: path, Err: &TypeError{Kind: "directory"}}
-		}
-		return nil, s, err
-	}
 	if head > 0 {
 		buf := make([]byte, min(int64(head), st.Size))
 		n, err := ReadFull(fd, buf)
@@ -189,6 +148,100 @@ func readRegular(path string, limit int64, nofollow bool, head int, tail *[]byte
 		return nil, Stamp{}, &fs.PathError{Op: "read", Path: path, Err: ErrShrank}
 	}
 	return buf[:n], stampOf(&st), nil
+}
+
+// OpenRegular opens the regular file at path for one read from its start
+// to its end, with the care of ReadRegular: stat before open, O_NONBLOCK,
+// fstat, regular files of at most limit bytes only. The Reader gives the
+// bytes fstat counted and then io.EOF, or fails with ErrGrew or ErrShrank
+// where the file's size changed meanwhile: a large file is read through a
+// buffer of the caller's, never whole. Nothing at the path, or a
+// directory, is a nil Reader, its Stamp saying which, and no error. The
+// Stamp comes from the descriptor the data is read through.
+func OpenRegular(path string, limit int64, nofollow bool) (*Reader, Stamp, error) {
+	var st unix.Stat_t
+	fd, s, err := openChecked(path, limit, nofollow, &st)
+	if fd < 0 {
+		return nil, s, err
+	}
+	return &Reader{file: opened{fd: fd}, path: path, size: st.Size}, stampOf(&st), nil
+}
+
+// opened is a Reader's descriptor, -1 once closed.
+type opened struct{ fd int }
+
+// rawRead is one read(2) of the descriptor.
+func (r *Reader) rawRead(p []byte) (int, error) {
+	var m int
+	err := IgnoringEINTR(func() error {
+		var err error
+		m, err = unix.Read(r.file.fd, p)
+		return err
+	})
+	return max(m, 0), err
+}
+
+// Close closes the descriptor.
+func (r *Reader) Close() error {
+	if r.file.fd < 0 {
+		return nil
+	}
+	err := unix.Close(r.file.fd)
+	r.file.fd = -1
+	return err
+}
+
+// openChecked stats path, opens it and asks the descriptor again: fd is
+// -1 when there is nothing to read, with the Stamp of nothing or of a
+// directory, or an error. Otherwise st is the descriptor's fstat.
+func openChecked(path string, limit int64, nofollow bool, st *unix.Stat_t) (fd int, s Stamp, err error) {
+	flags := unix.O_RDONLY | unix.O_NONBLOCK | unix.O_CLOEXEC | unix.O_NOCTTY
+	if nofollow {
+		flags |= unix.O_NOFOLLOW
+	}
+	// The calls are direct, not through a function value, so that the
+	// Stat_t stays on the stack.
+	if err := IgnoringEINTR(func() error {
+		if nofollow {
+			return unix.Lstat(path, st)
+		}
+		return unix.Stat(path, st)
+	}); err != nil {
+		if s, ok := absentStamp(err); ok {
+			return -1, s, nil
+		}
+		op := "stat"
+		if nofollow {
+			op = "lstat"
+		}
+		return -1, Stamp{}, &fs.PathError{Op: op, Path: path, Err: err}
+	}
+	if s, done, err := checkRegular(path, st, limit); done {
+		return -1, s, err
+	}
+	err = IgnoringEINTR(func() error {
+		var err error
+		fd, err = unix.Open(path, flags, 0)
+		return err
+	})
+	if err != nil {
+		if s, ok := absentStamp(err); ok {
+			return -1, s, nil // removed since the stat: as if stat came later
+		}
+		return -1, Stamp{}, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	if err := IgnoringEINTR(func() error { return unix.Fstat(fd, st) }); err != nil {
+		unix.Close(fd)
+		return -1, Stamp{}, &fs.PathError{Op: "fstat", Path: path, Err: err}
+	}
+	if s, done, err := checkRegular(path, st, limit); done {
+		unix.Close(fd)
+		if err == nil { // a directory swapped in since the stat
+			err = &fs.PathError{Op: "read", Path: path, Err: &TypeError{Kind: "directory"}}
+		}
+		return -1, s, err
+	}
+	return fd, Stamp{}, nil
 }
 
 // checkRegular decides on a stat before a read: done is true when there is

@@ -14,10 +14,8 @@ import (
 // FuzzIndexHasPath: the index parser never panics or reads out of bounds,
 // whatever the bytes.
 func FuzzIndexHasPath(f *testing.F) {
-	for _, name := range []string{"index-v2", "index-v3", "index-v4", "index-sha256"} {
-		if data, err := os.ReadFile(filepath.Join("testdata", name)); err == nil {
-			f.Add(data, "run_agent.py", false)
-		}
+	for _, data := range indexSeeds(f) {
+		f.Add(data, "run_agent.py", false)
 	}
 	f.Add([]byte("DIRC\x00\x00\x00\x02\x00\x00\x00\x01"), "a", true)
 	f.Fuzz(func(t *testing.T, data []byte, path string, sha256 bool) {

@@ -4,7 +4,8 @@
 // so that a later stat proves nothing changed.
 //
 // Every file is read with care: stat before open, non-blocking opens,
-// regular files only, a buffer of the size fstat reports plus one byte.
+// regular files only, a buffer of the size fstat reports plus one byte
+// (the index, of any size, through a buffer of its own: see scanIndex).
 // Where the repository uses a format this package does not read, the error
 // matches errors.ErrUnsupported.
 package gitread
@@ -14,6 +15,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -242,6 +244,10 @@ type FS struct {
 	Stat, Lstat func(path string) (fsread.Stamp, error)
 	// ReadFile reads a Git file whole: see fsread.ReadRegular.
 	ReadFile func(path string, limit int64, nofollow bool) ([]byte, fsread.Stamp, error)
+	// Open, when not nil, opens a Git file for one read from its start to
+	// its end (see fsread.OpenRegular): a large index is read through a
+	// buffer, not whole. Without it, ReadFile reads it.
+	Open func(path string, limit int64, nofollow bool) (io.ReadCloser, fsread.Stamp, error)
 	// ReadEnds, when not nil, reads the first and last bytes of a file
 	// (see ReadEnds): a large index or packed-refs whose ends cannot be
 	// one's is refused without being read whole.
@@ -249,7 +255,17 @@ type FS struct {
 }
 
 // System is the file system itself.
-var System = &FS{Stat: fsread.StatStamp, Lstat: fsread.LstatStamp, ReadFile: fsread.ReadRegular, ReadEnds: fsread.SystemReadEnds}
+var System = &FS{Stat: fsread.StatStamp, Lstat: fsread.LstatStamp, ReadFile: fsread.ReadRegular, Open: openRegular, ReadEnds: fsread.SystemReadEnds}
+
+// openRegular is fsread.OpenRegular, with nothing there (or a directory)
+// a nil ReadCloser, its Stamp saying which.
+func openRegular(path string, limit int64, nofollow bool) (io.ReadCloser, fsread.Stamp, error) {
+	f, st, err := fsread.OpenRegular(path, limit, nofollow)
+	if f == nil {
+		return nil, st, err
+	}
+	return f, st, nil
+}
 
 // headBytes is how much of each end of a large index or packed-refs is
 // read, and checked, before the whole.
@@ -333,17 +349,32 @@ func Read(fs *FS, abs string, mustExist bool) (Checkout, Deps, error) {
 // where it leads (see Route); none when the read failed. A watch of what
 // the answer depends on is planned from them.
 func Routed(fs *FS, abs string, mustExist bool) (Checkout, Deps, []Route, error) {
-	r := reader{fs: fs, steps: map[string]step{}}
+	c, deps, routes, _, err := ReadWith(fs, abs, mustExist, nil, true)
+	return c, deps, routes, err
+}
+
+// ReadWith is Read with what a caller asks for besides: the routes of the
+// dependencies where routes is true (see Routed), and the answer of prev,
+// an earlier read's index, taken again where it still holds (see
+// ReadAgain), with the index this read found.
+func ReadWith(fs *FS, abs string, mustExist bool, prev *Index, routes bool) (Checkout, Deps, []Route, *Index, error) {
+	r := reader{fs: fs, prevIndex: prev}
+	if routes {
+		r.steps = map[string]step{}
+	}
 	c, err := r.read(abs, mustExist)
 	deps := r.deps.unique()
 	if err != nil {
-		return c, deps, nil, err
+		return c, deps, nil, nil, err
 	}
-	routes := make([]Route, len(deps))
-	for i := range deps {
-		routes[i] = r.route(deps[i].Path)
+	var rs []Route
+	if routes {
+		rs = make([]Route, len(deps))
+		for i := range deps {
+			rs[i] = r.route(deps[i].Path)
+		}
 	}
-	return c, deps, routes, err
+	return c, deps, rs, r.index, nil
 }
 
 // Routes returns the route of each of paths (absolute), walked through fs
@@ -373,6 +404,9 @@ type reader struct {
 	// route). Nil for a read that records none.
 	steps  map[string]step
 	routes map[string]routed
+	// prevIndex is an earlier read's index, whose answer is taken again
+	// where the index is unchanged; index is the one this read found.
+	prevIndex, index *Index
 }
 
 func (r *reader) addDep(path string, nofollow bool, st fsread.Stamp) {
@@ -535,18 +569,8 @@ func (r *reader) readAt(src, mod string) (Checkout, error) {
 		r.headName(&c, format.hashLen)
 		return c, nil
 	}
-	if err := r.checkEnds(filepath.Join(c.GitDir, "index"), indexHead(format.hashLen)); err != nil {
+	if c.Tracked, err = r.indexTracks(filepath.Join(c.GitDir, "index"), filepath.ToSlash(rel), format.hashLen); err != nil {
 		return c, err
-	}
-	index, ok, err := r.readFile(filepath.Join(c.GitDir, "index"), maxIndexBytes)
-	if err != nil {
-		return c, err
-	}
-	if ok {
-		c.Tracked, err = indexHasPath(index, filepath.ToSlash(rel), format.hashLen)
-		if err != nil {
-			return c, &contentError{fmt.Errorf("%s: %w", filepath.Join(c.GitDir, "index"), err)}
-		}
 	}
 	if !c.Tracked {
 		c.Reason = "the module is not tracked in the index of " + c.TopLevel
@@ -573,6 +597,100 @@ func (r *reader) readAt(src, mod string) (Checkout, error) {
 		}
 	}
 	return c, nil
+}
+
+// Index is what a read found in a worktree's index for the module: whether
+// it tracks it, for an index of one stamp, read with one object format.
+// A later read that finds the index with the same stamp takes the answer
+// again instead of reading the index (see ReadAgain).
+type Index struct {
+	path    string // the index file
+	rel     string // the module's path in it
+	hashLen int
+	stamp   fsread.Stamp
+	tracked bool
+}
+
+// Settled reports whether the index's stamp can be trusted to change if
+// the index changes after readStart, when the read that found it began
+// (see fsread.Stamp.Settled): only such an answer may be taken again.
+func (x *Index) Settled(readStart time.Time) bool { return x.stamp.Settled(readStart) }
+
+// ReadAgain is Read, taking the answer of prev, the index of an earlier
+// read, where the index it would read is the one prev read (the same
+// file, module path and object format) and a stat of it finds prev's
+// stamp: the index is then not read again. The caller passes only a prev
+// whose stamp was settled when its read began (see Index.Settled): an
+// index rewritten within its timestamp's tick keeps its stamp. It returns
+// the index this read found, read or taken again; nil when it found none.
+func ReadAgain(fs *FS, abs string, mustExist bool, prev *Index) (Checkout, Deps, *Index, error) {
+	c, deps, _, index, err := ReadWith(fs, abs, mustExist, prev, false)
+	return c, deps, index, err
+}
+
+// indexTracks reports whether the index at path tracks rel, taking the
+// answer of the earlier read's index where a stat finds it unchanged, else
+// reading it through a buffer (or whole, where the FS cannot stream).
+func (r *reader) indexTracks(path, rel string, hashLen int) (bool, error) {
+	if p := r.prevIndex; p != nil && p.path == path && p.rel == rel && p.hashLen == hashLen {
+		if st, err := r.fs.Stat(path); err == nil && st == p.stamp {
+			r.addDep(path, false, st)
+			r.index = p
+			return p.tracked, nil
+		}
+	}
+	if err := r.checkEnds(path, indexHead(hashLen)); err != nil {
+		return false, err
+	}
+	var (
+		found, ok bool
+		st        fsread.Stamp
+		err       error
+	)
+	if r.fs.Open != nil {
+		found, st, ok, err = r.streamIndex(path, rel, hashLen)
+	} else {
+		var data []byte
+		if data, st, err = r.fs.ReadFile(path, maxIndexBytes, false); err != nil {
+			return false, err
+		}
+		r.addDep(path, false, st)
+		if ok = st.Present() && !st.IsDir(); ok {
+			found, err = indexHasPath(data, rel, hashLen)
+			if err != nil && !errors.Is(err, fsread.ErrChanged) {
+				err = &contentError{fmt.Errorf("%s: %w", path, err)}
+			}
+		}
+	}
+	if err != nil || !ok {
+		return false, err
+	}
+	r.index = &Index{path: path, rel: rel, hashLen: hashLen, stamp: st, tracked: found}
+	return found, nil
+}
+
+// streamIndex reads the index at path through a buffer: see scanIndex.
+// ok is false when nothing, or a directory, is there.
+func (r *reader) streamIndex(path, rel string, hashLen int) (found bool, st fsread.Stamp, ok bool, err error) {
+	f, st, err := r.fs.Open(path, maxIndexBytes, false)
+	if err != nil {
+		return false, st, false, err
+	}
+	r.addDep(path, false, st)
+	if f == nil {
+		return false, st, false, nil
+	}
+	defer f.Close()
+	buf := indexBufs.Get().(*[]byte)
+	defer indexBufs.Put(buf)
+	found, srcErr, err := scanIndex(f, st.Size(), rel, hashLen, *buf)
+	switch {
+	case srcErr != nil:
+		return false, st, true, srcErr
+	case err != nil:
+		return false, st, true, &contentError{fmt.Errorf("%s: %w", path, err)}
+	}
+	return found, st, true, nil
 }
 
 // readConfig reads a config file and records it. A missing one is an
@@ -670,7 +788,7 @@ func acrossFileSystems() bool {
 func (r *reader) probeDotGit(c *Checkout, dir, dotgit string) (bool, error) {
 	lst, err := r.fs.Lstat(dotgit)
 	if err != nil || !lst.Present() {
-		return false, err // nothing there: the directory's Stamp covers it
+		return false, err // nothing there: the directory's fsread.Stamp covers it
 	}
 	if !lst.IsLink() {
 		r.saw(dotgit, lst, "")

@@ -161,7 +161,10 @@ func (f *flight[T]) serve(c *call[T]) {
 			case c = <-f.work:
 			case <-idle.C:
 				f.mu.Lock()
-				if f.started == seen {
+				// A call in flight was handed to this worker and waits in
+				// work: the tick that said a call came may have been
+				// taken before it (both ready, select chose the timer).
+				if f.started == seen && f.inflight == nil {
 					f.worker = false // under f.mu: no call is handed to this worker again
 					f.mu.Unlock()
 					return

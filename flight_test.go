@@ -88,6 +88,18 @@ func TestFlightCallsRacingTheWorkersEnd(t *testing.T) {
 	}
 }
 
+// A worker whose idle timer is always due when it looks for the next call
+// (as when it was descheduled for longer than the interval) still takes
+// the call handed to it before it decides to end.
+func TestFlightWorkerWithTheTimerAlwaysDue(t *testing.T) {
+	f := flight[int]{idle: time.Nanosecond}
+	for i := 0; i < 3000; i++ {
+		c, stuck := f.do(5*time.Second, func(c *call[int]) { c.val = i })
+		require.Nil(t, stuck, "call %d was lost", i)
+		require.Equal(t, i, c.val)
+	}
+}
+
 // Callers from many goroutines around a worker that keeps ending are each
 // answered by a call that began after they arrived.
 func TestFlightConcurrentCallers(t *testing.T) {

@@ -1,7 +1,7 @@
 package runtimeguard
 
 import (
-	"fmt"
+	"github.com/runtimeguard/runtimeguard/internal/updater"
 	"testing"
 	"time"
 
@@ -22,7 +22,7 @@ var (
 // writeMarker writes an update marker for pid, started at the given time.
 func writeMarker(t testing.TB, path string, pid int, started time.Time) {
 	t.Helper()
-	writeFile(t, path, fmt.Sprintf("%d\n%.6f\n", pid, float64(started.UnixNano())/1e9))
+	writeFile(t, path, string(updater.MarkerBody(pid, started)))
 }
 
 // testEnv is the system environment with a fixed process probe.

@@ -72,7 +72,7 @@ func ClaimMarker(path string, pid int, started time.Time, judge Judge) error {
 		return err
 	}
 	defer unlock()
-	body := markerBody(pid, started)
+	body := MarkerBody(pid, started)
 	for try := 0; try < 3; try++ {
 		// The bytes judged are the bytes compared after the rename, not
 		// an earlier read: the file may be another updater's claim by
@@ -127,7 +127,10 @@ func ClaimMarker(path string, pid int, started time.Time, judge Judge) error {
 	return fmt.Errorf("%w: %s kept changing while it was claimed", ErrMarkerHeld, path)
 }
 
-func markerBody(pid int, started time.Time) []byte {
+// MarkerBody is the marker ClaimMarker writes for process pid, started at
+// started: its process ID and the Unix time in seconds (microseconds in
+// the fraction), on two lines, as Hermes's updater writes it.
+func MarkerBody(pid int, started time.Time) []byte {
 	return []byte(fmt.Sprintf("%d\n%.6f\n", pid, float64(started.UnixNano())/1e9))
 }
 
@@ -153,7 +156,7 @@ func RemoveMarker(path string, pid int, started time.Time) (bool, error) {
 		return false, err
 	}
 	data, err := os.ReadFile(aside)
-	if err != nil || !bytes.Equal(data, markerBody(pid, started)) {
+	if err != nil || !bytes.Equal(data, MarkerBody(pid, started)) {
 		if lerr := os.Link(aside, path); lerr != nil && !errors.Is(lerr, fs.ErrExist) {
 			return false, fmt.Errorf("restoring the update marker %s from %s: %w", path, aside, lerr)
 		}

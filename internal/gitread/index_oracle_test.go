@@ -156,6 +156,9 @@ func indexHasPathWhole(data []byte, path string, hashLen int) (bool, error) {
 				return false, errors.New("index is truncated")
 			}
 		}
+		if l := int(flags & indexNameMask); l != indexNameMask && l != len(name) {
+			return false, fmt.Errorf("index entry %d: its flags say its name is %d bytes long, and it is %d", i, l, len(name))
+		}
 		if !found {
 			found = bytes.Equal(name, target)
 			if mode == indexSparseDir && len(name) > 0 && name[len(name)-1] == '/' && bytes.HasPrefix(target, name) {

@@ -22,6 +22,7 @@ const (
 	indexStatBytes   = 40
 	indexExtended    = 0x4000 // flags: an extended-flags word follows
 	indexNameMask    = 0x0fff // flags: the name's length, or all ones for 4095 or more
+	indexKnownExt    = 0x6000 // extended flags: intent to add, skip worktree
 	indexSparseDir   = 0o040000
 	indexHeaderBytes = 12
 )
@@ -265,8 +266,14 @@ func (s *indexStream) scan(size int64, path string, hashLen int) (bool, error) {
 				return false, errors.New("index version 2 entry has extended flags")
 			}
 			fixed += 2
-			if s.next(2) == nil {
+			ext := s.next(2)
+			if ext == nil {
 				return false, errIndexTruncated
+			}
+			if x := binary.BigEndian.Uint16(ext); x&^indexKnownExt != 0 {
+				// Git refuses an entry with an extended flag it does
+				// not know.
+				return false, fmt.Errorf("index entry %d has extended flags %#04x, of which git knows only %#04x", i, x, indexKnownExt)
 			}
 		}
 		var nameLen, match int

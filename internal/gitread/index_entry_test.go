@@ -15,7 +15,8 @@ import (
 )
 
 // indexEntryFlags returns the offset, in the SHA-1 index data of version
-// 2 to 4 with no extended flags, of each entry's flags word.
+// 2 to 4, of each entry's flags word (an extended word follows it where
+// the flags say).
 func indexEntryFlags(t *testing.T, data []byte) []int {
 	t.Helper()
 	version := binary.BigEndian.Uint32(data[4:8])
@@ -24,9 +25,12 @@ func indexEntryFlags(t *testing.T, data []byte) []int {
 	off := 12
 	for range count {
 		flags := off + 60
-		require.Zero(t, binary.BigEndian.Uint16(data[flags:])&indexExtended, "no extended flags")
 		offs = append(offs, flags)
-		name := flags + 2
+		fixed := 62
+		if binary.BigEndian.Uint16(data[flags:])&indexExtended != 0 {
+			fixed += 2
+		}
+		name := off + fixed
 		if version == 4 {
 			for data[name]&0x80 != 0 { // the varint of the prefix stripped
 				name++
@@ -40,7 +44,7 @@ func indexEntryFlags(t *testing.T, data []byte) []int {
 		if version == 4 {
 			off = end + 1
 		} else {
-			off += (62 + end - name + 8) &^ 7
+			off += (fixed + end - name + 8) &^ 7
 		}
 	}
 	return offs
@@ -80,6 +84,44 @@ func TestIndexNameLengthAsGitReadsIt(t *testing.T) {
 					t.Logf("%s: ls-files: %v %q; read: tracked %v, %v", gittest.Describe(), gitErr, out, c.Tracked, err)
 				})
 			}
+		}
+	}
+}
+
+// An entry's extended flags hold two bits git knows (intent to add, skip
+// worktree); git refuses an index with an entry that sets any other, as a
+// format it does not read. The read must not find the module tracked in
+// such an index, whichever entry sets the bit.
+func TestIndexExtendedFlagsAsGitReadsThem(t *testing.T) {
+	for _, bits := range []uint16{0x8000, 0x1000, 0x0001, 0x2000, 0x4000} {
+		for _, entry := range []int{0, 1} { // a.py, run_agent.py
+			t.Run(fmt.Sprintf("%#04x/entry%d", bits, entry), func(t *testing.T) {
+				dir := tempDir(t)
+				initRepo(t, dir, map[string]string{"a.py": "a\n", "run_agent.py": "x\n", "z.py": "z\n"})
+				// Extended flags on both: the index is of version 3.
+				git(t, dir, "update-index", "--skip-worktree", "a.py", "run_agent.py")
+				path := filepath.Join(dir, ".git", "index")
+				data, err := os.ReadFile(path)
+				require.NoError(t, err)
+				require.Equal(t, uint32(3), binary.BigEndian.Uint32(data[4:8]))
+				ext := indexEntryFlags(t, data)[entry] + 2
+				binary.BigEndian.PutUint16(data[ext:], bits)
+				sum := sha1.Sum(data[:len(data)-20])
+				copy(data[len(data)-20:], sum[:])
+				require.NoError(t, os.WriteFile(path, data, 0o644))
+
+				out, gitErr := gittest.Command(dir, "ls-files", "--error-unmatch", "--", "run_agent.py").CombinedOutput()
+				c, _, err := Read(System, filepath.Join(dir, "run_agent.py"), true)
+				if bits&^0x6000 != 0 {
+					require.Error(t, gitErr, "%s refuses the index: %s", gittest.Describe(), out)
+				}
+				if gitErr != nil {
+					assert.False(t, err == nil && c.Tracked, "%s: ls-files fails (%s), the read finds the module tracked", gittest.Describe(), out)
+				} else {
+					require.NoError(t, err)
+					assert.True(t, c.Tracked, "%s: ls-files finds it (%s)", gittest.Describe(), out)
+				}
+			})
 		}
 	}
 }

@@ -161,14 +161,9 @@ func listProfileHomes(dir string) (list, links []string, problem string) {
 	return list, links, ""
 }
 
-// markerPaths are the marker's paths in every home, the guard's own first.
-func (c *config) markerPaths() ([]string, string) {
-	paths, _, problem := c.markerPathsAndLinks()
-	return paths, problem
-}
-
-// markerPathsAndLinks is markerPaths, and also returns the links of the
-// profiles directory that lead to no directory (see listProfileHomes).
+// markerPathsAndLinks returns the marker's paths in every home, the
+// guard's own first, the links of the profiles directory that lead to no
+// directory (see listProfileHomes), and why the homes are not all known.
 func (c *config) markerPathsAndLinks() (paths, links []string, problem string) {
 	if c.homes == nil {
 		return nil, nil, ""

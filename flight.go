@@ -161,10 +161,17 @@ func (f *flight[T]) serve(c *call[T]) {
 			case c = <-f.work:
 			case <-idle.C:
 				f.mu.Lock()
-				if f.started == seen {
-					f.worker = false // under f.mu: no call is handed to this worker again
-					f.mu.Unlock()
-					return
+				select {
+				case c = <-f.work:
+					// Handed before the interval ran out, and counted in
+					// seen already: it is this worker's, whatever the
+					// count says.
+				default:
+					if f.started == seen {
+						f.worker = false // under f.mu: no call is handed to this worker again
+						f.mu.Unlock()
+						return
+					}
 				}
 				seen = f.started
 				f.mu.Unlock()

@@ -54,59 +54,71 @@ func newUpdaterHomes(home, profiles string, now func() time.Time) *updaterHomes 
 // whole ("" when it is): a profile home that is not read may hold a
 // marker or a newer receipt, so a list that is not whole proves nothing.
 func (h *updaterHomes) all() ([]string, string) {
-	homes := []string{h.home}
+	homes, _, problem := h.allAndLinks()
+	return homes, problem
+}
+
+// allAndLinks is all, and also returns the links of the profiles
+// directory that lead to no directory (see listProfileHomes).
+func (h *updaterHomes) allAndLinks() (homes, links []string, problem string) {
+	homes = []string{h.home}
 	if h.profiles == "" {
-		return homes, ""
+		return homes, nil, ""
 	}
 	if h.root != h.home {
 		homes = append(homes, h.root)
 	}
-	profiles, problem := h.profileHomes()
+	profiles, links, problem := h.profileHomes()
 	for _, p := range profiles {
 		if !slices.Contains(homes, p) {
 			homes = append(homes, p)
 		}
 	}
-	return homes, problem
+	return homes, links, problem
 }
 
 // profileHomes lists the directories of root/profiles whose names do not
 // start with a dot, through the last listing while the directory's stamp
 // is the same and settled, and says why the list is not whole: the
 // directory could not be read, or holds more than maxProfileHomes homes.
-func (h *updaterHomes) profileHomes() ([]string, string) {
+// links are the directory's links that lead to no directory: a listing
+// that found one is not kept, as what it leads to can become a home
+// while the directory's stamp stays the same.
+func (h *updaterHomes) profileHomes() (list, links []string, problem string) {
 	dir := filepath.Join(h.root, h.profiles)
 	st, err := fsread.StatStamp(dir)
 	if err != nil {
-		return nil, "the profile homes " + dir + " cannot be listed: " + err.Error()
+		return nil, nil, "the profile homes " + dir + " cannot be listed: " + err.Error()
 	}
 	if !st.Present() || !st.IsDir() {
-		return nil, ""
+		return nil, nil, ""
 	}
 	h.mu.Lock()
 	if h.list != nil && h.stamp == st {
 		defer h.mu.Unlock()
-		return h.list, h.problem
+		return h.list, nil, h.problem
 	}
 	h.mu.Unlock()
-	list, problem := listProfileHomes(dir)
-	if st.Settled(h.now()) {
+	list, links, problem = listProfileHomes(dir)
+	if len(links) == 0 && st.Settled(h.now()) {
 		h.mu.Lock()
 		h.stamp, h.list, h.problem = st, list, problem
 		h.mu.Unlock()
 	}
-	return list, problem
+	return list, links, problem
 }
 
 // listProfileHomes lists the profile homes of dir, at most maxProfileHomes
-// of them, reading at most maxProfileEntries entries.
-func listProfileHomes(dir string) ([]string, string) {
+// of them, reading at most maxProfileEntries entries, and the symbolic
+// links in it that lead to no directory (dangling, or to something else):
+// whether one is a home can change with no change of dir.
+func listProfileHomes(dir string) (list, links []string, problem string) {
 	f, err := os.Open(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return []string{}, ""
+		return []string{}, nil, ""
 	}
 	if err != nil {
-		return []string{}, "the profile homes " + dir + " cannot be listed: " + err.Error()
+		return []string{}, nil, "the profile homes " + dir + " cannot be listed: " + err.Error()
 	}
 	defer f.Close()
 	var names []string
@@ -114,17 +126,17 @@ func listProfileHomes(dir string) ([]string, string) {
 		batch, err := f.Readdirnames(256)
 		names = append(names, batch...)
 		if len(names) > maxProfileEntries {
-			return []string{}, fmt.Sprintf("%s has more than %d entries: its profile homes are not read", dir, maxProfileEntries)
+			return []string{}, nil, fmt.Sprintf("%s has more than %d entries: its profile homes are not read", dir, maxProfileEntries)
 		}
 		if err == io.EOF || len(batch) == 0 {
 			break
 		}
 		if err != nil {
-			return []string{}, "the profile homes " + dir + " cannot be listed: " + err.Error()
+			return []string{}, nil, "the profile homes " + dir + " cannot be listed: " + err.Error()
 		}
 	}
 	slices.Sort(names)
-	list := []string{}
+	list = []string{}
 	for _, n := range names {
 		if strings.HasPrefix(n, ".") {
 			continue
@@ -132,32 +144,35 @@ func listProfileHomes(dir string) ([]string, string) {
 		p := filepath.Join(dir, n)
 		fi, err := os.Stat(p)
 		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			continue // removed, or a dangling link
-		case err != nil:
-			return []string{}, "the profile home " + p + " cannot be read: " + err.Error()
-		case !fi.IsDir():
+		case errors.Is(err, fs.ErrNotExist) || err == nil && !fi.IsDir():
+			// Removed, a dangling link, or no directory.
+			if li, err := os.Lstat(p); err == nil && li.Mode()&fs.ModeSymlink != 0 {
+				links = append(links, p)
+			}
 			continue
+		case err != nil:
+			return []string{}, nil, "the profile home " + p + " cannot be read: " + err.Error()
 		}
 		if len(list) == maxProfileHomes {
-			return []string{}, fmt.Sprintf("%s holds more than %d profile homes: they are not read", dir, maxProfileHomes)
+			return []string{}, nil, fmt.Sprintf("%s holds more than %d profile homes: they are not read", dir, maxProfileHomes)
 		}
 		list = append(list, p)
 	}
-	return list, ""
+	return list, links, ""
 }
 
-// markerPaths are the marker's paths in every home, the guard's own first.
-func (c *config) markerPaths() ([]string, string) {
+// markerPathsAndLinks returns the marker's paths in every home, the
+// guard's own first, the links of the profiles directory that lead to no
+// directory (see listProfileHomes), and why the homes are not all known.
+func (c *config) markerPathsAndLinks() (paths, links []string, problem string) {
 	if c.homes == nil {
-		return nil, ""
+		return nil, nil, ""
 	}
-	homes, problem := c.homes.all()
-	var paths []string
+	homes, links, problem := c.homes.allAndLinks()
 	for _, home := range homes {
 		paths = append(paths, filepath.Join(home, c.markerRel))
 	}
-	return paths, problem
+	return paths, links, problem
 }
 
 // receiptSources are where every home keeps its receipts, and why they

@@ -489,6 +489,14 @@ func (g *Guard) Watch(ctx context.Context, interval time.Duration) error {
 	}
 }
 
+// dirty reports whether b's snapshot must be read again before a check
+// can answer from it: there is none, it is not watched, or an event touched
+// what it depends on since its read began.
+func dirty(b *binding) bool {
+	s := b.snap.Load()
+	return s == nil || s.claim == nil || s.claim.Dirty()
+}
+
 // afterChan is time.After as a channel of struct{}.
 func afterChan(d time.Duration) <-chan struct{} {
 	c := make(chan struct{})
@@ -522,16 +530,22 @@ func (g *Guard) watchBinding(ctx context.Context, b *binding, interval time.Dura
 		}()
 		stop := context.AfterFunc(wctx, wt.Stop)
 		defer stop()
-		for wt.Wait() {
-			if s := b.snap.Load(); s == nil || s.claim == nil || s.claim.Dirty() {
+		for {
+			if dirty(b) {
 				_ = g.EnsureCurrent()
 			}
 			if b.sig.fired() || b.replaced.fired() || moved.fired() {
 				return nil
 			}
+			// Wait only while the snapshot is clean: events that came
+			// while the check read (a commit between a read's last look
+			// and its arming) were drained by that read's arming, and
+			// made it dirty with nothing left for the wait to report.
+			if !dirty(b) && !wt.Wait() {
+				return ctx.Err()
+			}
 			time.Sleep(watchEventGap)
 		}
-		return ctx.Err()
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()

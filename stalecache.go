@@ -18,6 +18,7 @@ import (
 type staleFacts struct {
 	markers   []markerFacts // the guard's own home first; one of path "" when no home is known
 	problem   string        // why not every home was read, or ""
+	links     []string      // the profiles directory's links that lead to no directory
 	roots     []string
 	present   []string
 	rootsRead bool
@@ -28,8 +29,8 @@ type staleFacts struct {
 // and the recovery markers of every install root.
 func (c *config) readStaleFacts(srcs []string) staleFacts {
 	f := staleFacts{roots: c.installRoots(srcs...)}
-	paths, problem := c.markerPaths()
-	f.problem = problem
+	paths, links, problem := c.markerPathsAndLinks()
+	f.problem, f.links = problem, links
 	if len(paths) == 0 {
 		paths = []string{""}
 	}
@@ -130,15 +131,16 @@ func (c *config) observeStale(b *binding) Observation {
 	srcs := b.installDirs()
 	var read watch.Read
 	var ok bool
-	var armed []string
+	var armed, links []string
 	sc := b.staleCacheFor(c)
 	if sc != nil && module != nil {
-		read, ok, armed = sc.arm(c, srcs)
+		read, ok, armed, links = sc.arm(c, srcs)
 	}
 	f := c.readStaleFacts(srcs)
-	if ok && slices.EqualFunc(f.markers, armed, func(m markerFacts, p string) bool { return m.Path == p }) {
-		// The homes read are the homes watched: one made between the
-		// two is read again next time.
+	if ok && slices.EqualFunc(f.markers, armed, func(m markerFacts, p string) bool { return m.Path == p }) && slices.Equal(f.links, links) {
+		// The homes read are the homes watched, and the links that
+		// may become homes too: one made between the two is read
+		// again next time.
 		sc.facts.Store(&cachedFacts{staleFacts: f, read: read, module: *module})
 	}
 	return c.staleObservation(&f)
@@ -169,22 +171,25 @@ func (b *binding) staleCacheFor(c *config) *staleCache {
 }
 
 // arm begins a read of the cache's subscription and watches the files
-// the facts for srcs come from; it returns the read's claim and the
-// marker paths watched, or false where they cannot be watched (a file
-// system whose changes inotify may not report, the watch limit, a closed
-// cache). The read begins before the files are watched and read: a
-// change after it is either reported or read.
-func (sc *staleCache) arm(c *config, srcs []string) (watch.Read, bool, []string) {
+// the facts for srcs come from; it returns the read's claim, the marker
+// paths watched and the profiles directory's links that lead to no
+// directory, whose routes are watched (what one leads to can become a
+// profile home with no change of the profiles directory), or false where
+// they cannot be watched (a file system whose changes inotify may not
+// report, the watch limit, a closed cache). The read begins before the
+// files are watched and read: a change after it is either reported or
+// read.
+func (sc *staleCache) arm(c *config, srcs []string) (watch.Read, bool, []string, []string) {
 	sc.mu.Lock()
 	if sc.closed {
 		sc.mu.Unlock()
-		return watch.Read{}, false, nil
+		return watch.Read{}, false, nil, nil
 	}
 	if sc.sub == nil {
 		w, err := c.env.watch()
 		if err != nil {
 			sc.mu.Unlock()
-			return watch.Read{}, false, nil
+			return watch.Read{}, false, nil, nil
 		}
 		sc.sub = w.Subscribe()
 	}
@@ -192,10 +197,13 @@ func (sc *staleCache) arm(c *config, srcs []string) (watch.Read, bool, []string)
 	sc.mu.Unlock()
 
 	read := sub.Begin()
-	paths, _ := c.markerPaths()
+	paths, links, _ := c.markerPathsAndLinks()
 	var entries []watch.Entry
 	for _, p := range paths {
 		entries = append(entries, watch.Entry{Path: p, File: true, Siblings: true})
+	}
+	for _, l := range links {
+		entries = append(entries, watch.Entry{Path: filepath.Join(l, c.markerRel), File: true, Siblings: true})
 	}
 	if len(paths) == 0 {
 		paths = []string{""}
@@ -209,9 +217,9 @@ func (sc *staleCache) arm(c *config, srcs []string) (watch.Read, bool, []string)
 		}
 	}
 	if err := sub.ArmPaths(entries, c.env.git); err != nil {
-		return watch.Read{}, false, nil
+		return watch.Read{}, false, nil, nil
 	}
-	return read, true, paths
+	return read, true, paths, links
 }
 
 // close drops the cache's subscription for good.

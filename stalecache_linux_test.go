@@ -355,3 +355,29 @@ func TestStaleCacheFollowsTheFlippedLink(t *testing.T) {
 	writeFile(t, filepath.Join(b, hermesIncomplete), "")
 	assert.Equal(t, UpdateIncomplete, c.state(t), "a recovery marker in the clone the link now leads to")
 }
+
+// A profile home that is a link to a directory not yet made, which is then
+// made with a marker in it: no name in the profiles directory changes, yet
+// the profile's update runs. Neither the stale answer's cache nor the
+// listing of the profile homes may keep the home out.
+func TestStaleCacheProfileHomeLinkTargetAppears(t *testing.T) {
+	c := newStaleCase(t)
+	live := sleeper(t)
+	profiles := filepath.Join(c.home, "profiles")
+	require.NoError(t, os.Mkdir(profiles, 0o755))
+	target := filepath.Join(filepath.Dir(c.home), "later", "work")
+	require.NoError(t, os.Symlink(target, filepath.Join(profiles, "work")))
+	// Settled (past the racy margin), so that a listing of the profiles
+	// directory is kept.
+	time.Sleep(300 * time.Millisecond)
+	assert.Equal(t, UpdateUnverified, c.state(t))
+	assert.Equal(t, UpdateUnverified, c.state(t))
+
+	require.NoError(t, os.MkdirAll(target, 0o755))
+	writeMarker(t, filepath.Join(target, hermesMarker), live.Process.Pid, time.Now())
+	assert.Equal(t, UpdateActive, c.state(t), "the linked profile's update runs")
+	fresh, err := New(Options{ModulePath: c.g.bound.Load().configured, HomeDir: c.home, NoWatch: true})
+	require.NoError(t, err)
+	defer fresh.Close()
+	assert.Equal(t, UpdateActive, fresh.Observe().State, "a fresh guard's observation")
+}

@@ -5,12 +5,15 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
+	"github.com/runtimeguard/runtimeguard/internal/gitread"
 	"github.com/runtimeguard/runtimeguard/internal/gittest"
 	"github.com/runtimeguard/runtimeguard/internal/watch"
 )
@@ -192,4 +195,42 @@ func TestCloseReleasesTheWatches(t *testing.T) {
 	for _, wd := range wds {
 		assert.False(t, w.Leaked(wd), "watch %d left in the kernel with no subscription", wd)
 	}
+}
+
+// A commit made while Watch reads the checkout, after the read looked up
+// the branch (at its last look, the route walk's): the read answers the
+// revision before it, and the commit's events are drained by the read's
+// own arming, not by Watch's wait. Watch
+// must still see that the checkout moved (the subscription is dirty), and
+// fire Changed with no other event and no check.
+func TestWatchSeesACommitMadeDuringItsRead(t *testing.T) {
+	dir := tempDir(t)
+	module := releaseRepo(t, dir)
+	packed := filepath.Join(dir, ".git", "packed-refs")
+	var armed atomic.Bool
+	var once sync.Once
+	e := watchEnv(t)
+	fsys := *gitread.System
+	fsys.Lstat = func(path string) (fsread.Stamp, error) {
+		st, err := gitread.System.Lstat(path)
+		if path == packed && armed.Load() {
+			// The route walk's look at packed-refs, the read's last.
+			once.Do(func() { gittest.Commit(t, dir, "run_agent.py", "class AIAgent: moved = True\n") })
+		}
+		return st, err
+	}
+	e.git = &fsys
+	gittest.Git(t, dir, "pack-refs", "--all")
+	g := watched(t, module, e)
+	startWatch(t, g, time.Hour)
+	require.Eventually(t, func() bool {
+		s := g.bound.Load().snap.Load()
+		return s != nil && s.claim != nil && !s.claim.Dirty() && hasDep(s, packed)
+	}, 10*time.Second, time.Millisecond, "Watch read the packed branch")
+	armed.Store(true)
+	// One event, which Watch reads after: the read reads packed-refs
+	// again, and the commit is made then.
+	later := time.Now().Add(time.Minute)
+	require.NoError(t, os.Chtimes(packed, later, later))
+	requireChanged(t, g, "after a commit made during the read")
 }

@@ -21,6 +21,8 @@ var errSplitIndex = fmt.Errorf("split index (core.splitIndex): %w", errors.ErrUn
 const (
 	indexStatBytes   = 40
 	indexExtended    = 0x4000 // flags: an extended-flags word follows
+	indexNameMask    = 0x0fff // flags: the name's length, or all ones for 4095 or more
+	indexKnownExt    = 0x6000 // extended flags: intent to add, skip worktree
 	indexSparseDir   = 0o040000
 	indexHeaderBytes = 12
 )
@@ -264,8 +266,14 @@ func (s *indexStream) scan(size int64, path string, hashLen int) (bool, error) {
 				return false, errors.New("index version 2 entry has extended flags")
 			}
 			fixed += 2
-			if s.next(2) == nil {
+			ext := s.next(2)
+			if ext == nil {
 				return false, errIndexTruncated
+			}
+			if x := binary.BigEndian.Uint16(ext); x&^indexKnownExt != 0 {
+				// Git refuses an entry with an extended flag it does
+				// not know.
+				return false, fmt.Errorf("index entry %d has extended flags %#04x, of which git knows only %#04x", i, x, indexKnownExt)
 			}
 		}
 		var nameLen, match int
@@ -290,6 +298,12 @@ func (s *indexStream) scan(size int64, path string, hashLen int) (bool, error) {
 			if !s.skip(int64((fixed+nameLen+8)&^7 - fixed - nameLen - 1)) {
 				return false, errIndexTruncated
 			}
+		}
+		if l := int(flags & indexNameMask); l != indexNameMask && l != nameLen {
+			// Git takes the name's length, and with it the entry's
+			// size, from the flags: it reads another name than the
+			// one up to the NUL, or the rest of the index askew.
+			return false, fmt.Errorf("index entry %d: its flags say its name is %d bytes long, and it is %d", i, l, nameLen)
 		}
 		if !found {
 			// The name is target's first nameLen bytes when it matched

@@ -129,6 +129,9 @@ func indexHasPathWhole(data []byte, path string, hashLen int) (bool, error) {
 			if off+fixed > len(body) {
 				return false, errors.New("index is truncated")
 			}
+			if x := binary.BigEndian.Uint16(body[off+fixed-2:]); x&^indexKnownExt != 0 {
+				return false, fmt.Errorf("index entry %d has extended flags %#04x, of which git knows only %#04x", i, x, indexKnownExt)
+			}
 		}
 		p := off + fixed
 		var name []byte
@@ -155,6 +158,9 @@ func indexHasPathWhole(data []byte, path string, hashLen int) (bool, error) {
 			if off > len(body) {
 				return false, errors.New("index is truncated")
 			}
+		}
+		if l := int(flags & indexNameMask); l != indexNameMask && l != len(name) {
+			return false, fmt.Errorf("index entry %d: its flags say its name is %d bytes long, and it is %d", i, l, len(name))
 		}
 		if !found {
 			found = bytes.Equal(name, target)

@@ -21,7 +21,7 @@ func TestEveryRejectedOptionIsAnOptionError(t *testing.T) {
 		l := HermesLayout
 		l.RecoveryMarkers = append([]string(nil), l.RecoveryMarkers...)
 		edit(&l)
-		return Options{HomeDir: t.TempDir(), Layout: l}
+		return Options{HomeDir: tempDir(t), Layout: l}
 	}
 	rev := strings.Repeat("a", 40)
 	cases := []struct {
@@ -95,7 +95,7 @@ func TestReloaderOptionErrors(t *testing.T) {
 // TestOptionErrorIsNotAReadError: an error reading the checkout is no
 // OptionError, so a caller can tell its configuration from its disk.
 func TestOptionErrorIsNotAReadError(t *testing.T) {
-	_, err := New(Options{ModulePath: filepath.Join(t.TempDir(), "missing.py")})
+	_, err := New(Options{ModulePath: filepath.Join(tempDir(t), "missing.py")})
 	require.Error(t, err)
 	var oe *OptionError
 	assert.False(t, errors.As(err, &oe), "%v", err)

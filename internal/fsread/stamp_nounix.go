@@ -145,36 +145,47 @@ var SystemReadEnds func(path string, n int, nofollow bool) (head, tail []byte, s
 // dir set and no data; anything else that is not a regular file is an
 // error naming its type.
 func ReadRegular(path string, limit int64, nofollow bool) ([]byte, Stamp, error) {
+	f, fi, s, err := openChecked(path, limit, nofollow)
+	if f == nil {
+		return nil, s, err
+	}
+	defer f.Close()
+	return readOpened(path, f, fi, limit)
+}
+
+// openChecked stats path (lstat for nofollow) and opens it when it may be
+// read, returning the opened file and its own stat: f is nil when there is
+// nothing to read, with the Stamp of nothing or of a directory, or an
+// error.
+func openChecked(path string, limit int64, nofollow bool) (f *os.File, fi fs.FileInfo, s Stamp, err error) {
 	stat := os.Stat
 	if nofollow {
 		stat = os.Lstat
 	}
-	fi, err := stat(path)
-	if err != nil {
+	if fi, err = stat(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, absentStamp(path, err), nil
+			return nil, nil, absentStamp(path, err), nil
 		}
-		return nil, Stamp{}, err
+		return nil, nil, Stamp{}, err
 	}
 	if s, done, err := checkInfo(path, fi, limit); done {
-		return nil, s, err
+		return nil, nil, s, err
 	}
 	open := os.Open
 	if nofollow {
 		open = openNoFollow
 	}
-	f, err := open(path)
-	if err != nil {
+	if f, err = open(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, absentStamp(path, err), nil
+			return nil, nil, absentStamp(path, err), nil
 		}
-		return nil, Stamp{}, err
+		return nil, nil, Stamp{}, err
 	}
-	defer f.Close()
 	if fi, err = f.Stat(); err != nil {
-		return nil, Stamp{}, err
+		f.Close()
+		return nil, nil, Stamp{}, err
 	}
-	return readOpened(path, f, fi, limit)
+	return f, fi, Stamp{}, nil
 }
 
 // Regular reports whether the Stamp is of a regular file.
@@ -198,34 +209,9 @@ func Searchable(_ string, st Stamp) bool { return st.present }
 // through a buffer of the caller's, never whole. Nothing at the path, or
 // a directory, is a nil Reader, its Stamp saying which, and no error.
 func OpenRegular(path string, limit int64, nofollow bool) (*Reader, Stamp, error) {
-	stat := os.Stat
-	if nofollow {
-		stat = os.Lstat
-	}
-	fi, err := stat(path)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, absentStamp(path, err), nil
-		}
-		return nil, Stamp{}, err
-	}
-	if s, done, err := checkInfo(path, fi, limit); done {
+	f, fi, s, err := openChecked(path, limit, nofollow)
+	if f == nil {
 		return nil, s, err
-	}
-	open := os.Open
-	if nofollow {
-		open = openNoFollow
-	}
-	f, err := open(path)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, absentStamp(path, err), nil
-		}
-		return nil, Stamp{}, err
-	}
-	if fi, err = f.Stat(); err != nil {
-		f.Close()
-		return nil, Stamp{}, err
 	}
 	if s, done, err := checkInfo(path, fi, limit); done {
 		f.Close()

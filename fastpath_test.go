@@ -133,6 +133,21 @@ func TestNextCheckTellsTheTruth(t *testing.T) {
 		{"module file deleted", func(t *testing.T, dir, _ string) {
 			require.NoError(t, os.Remove(filepath.Join(dir, "run_agent.py")))
 		}, false},
+		// The configured path leads to another module file: a full read
+		// says so, and so must every path's check.
+		{"module file replaced by a link to another checkout's", func(t *testing.T, dir, _ string) {
+			other := filepath.Join(tempDir(t), "other")
+			agentRepo(t, other)
+			replaceByLink(t, filepath.Join(dir, "run_agent.py"), filepath.Join(other, "run_agent.py"))
+		}, true},
+		{"module file replaced by a link to another file of the checkout", func(t *testing.T, dir, _ string) {
+			replaceByLink(t, filepath.Join(dir, "run_agent.py"), "lib.py")
+		}, true},
+		{"module file replaced by another file (rename over it)", func(t *testing.T, dir, _ string) {
+			p := filepath.Join(dir, "run_agent.py.new")
+			require.NoError(t, os.WriteFile(p, []byte("x = 1\n"), 0o644))
+			require.NoError(t, os.Rename(p, filepath.Join(dir, "run_agent.py")))
+		}, false},
 	}
 	for _, mode := range pathModes {
 		for _, tc := range cases {
@@ -164,6 +179,15 @@ func TestNextCheckTellsTheTruth(t *testing.T) {
 			})
 		}
 	}
+}
+
+// replaceByLink puts a symbolic link to target at path, by a rename over
+// what is there (as a deploy flips a link).
+func replaceByLink(t *testing.T, path, target string) {
+	t.Helper()
+	tmp := path + ".link"
+	require.NoError(t, os.Symlink(target, tmp))
+	require.NoError(t, os.Rename(tmp, path))
 }
 
 // A ref rewritten in place, with the same length, in the same timestamp tick

@@ -476,6 +476,10 @@ func (r *reader) read(abs string, mustExist bool) (Checkout, error) {
 		}
 		return Checkout{}, err
 	}
+	// What is at the module's own name counts, not only the links on the
+	// way: a link put there (a deploy's rename) leads elsewhere, and a
+	// file made there where none was is the module found.
+	r.addDep(mod, true, r.step(mod).st)
 	if mustExist {
 		st, err := r.fs.Stat(mod)
 		switch {

@@ -102,8 +102,10 @@ func NewReloader(ctx context.Context, g *Guard, opts ReloaderOptions) (*Reloader
 	switch {
 	case g == nil:
 		return nil, errors.New("runtimeguard: NewReloader: no guard")
-	case (opts.Restart == nil) == (opts.Handover == nil):
-		return nil, errors.New("runtimeguard: NewReloader: exactly one of ReloaderOptions.Restart and ReloaderOptions.Handover must be set")
+	case opts.Restart == nil && opts.Handover == nil:
+		return nil, optionError("ReloaderOptions.Restart", "nil", "one of Restart and Handover must be set")
+	case opts.Restart != nil && opts.Handover != nil:
+		return nil, optionError("ReloaderOptions.Restart", "set", "Handover is set too: exactly one of them may be")
 	case opts.DrainTimeout < 0:
 		return nil, optionError("ReloaderOptions.DrainTimeout", opts.DrainTimeout, "is negative")
 	case opts.ProofInterval < 0:

@@ -212,13 +212,16 @@ func TestNewReloaderOptions(t *testing.T) {
 		opts ReloaderOptions
 		want string
 	}{
-		{ReloaderOptions{}, "exactly one of"},
-		{ReloaderOptions{Restart: restart, Handover: restart}, "exactly one of"},
-		{ReloaderOptions{Restart: restart, DrainTimeout: -1}, "DrainTimeout"},
-		{ReloaderOptions{Restart: restart, ProofInterval: -1}, "ProofInterval"},
+		{ReloaderOptions{}, "ReloaderOptions.Restart"},
+		{ReloaderOptions{Restart: restart, Handover: restart}, "ReloaderOptions.Restart"},
+		{ReloaderOptions{Restart: restart, DrainTimeout: -1}, "ReloaderOptions.DrainTimeout"},
+		{ReloaderOptions{Restart: restart, ProofInterval: -1}, "ReloaderOptions.ProofInterval"},
 	} {
 		_, err := NewReloader(ctx, c.g, tc.opts)
-		assert.ErrorContains(t, err, tc.want)
+		var oe *OptionError
+		if assert.ErrorAs(t, err, &oe, "every option that describes no reload is an *OptionError") {
+			assert.Equal(t, tc.want, oe.Field)
+		}
 	}
 	_, err := NewReloader(ctx, nil, ReloaderOptions{Restart: restart})
 	assert.Error(t, err)

@@ -44,7 +44,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	c := newCommand("status", "status --module FILE [--json] [flags]", stdout, stderr)
 	var gf guardFlags
 	gf.register(c.fs)
-	asJSON := c.fs.Bool("json", false, "print JSON (see the README for its fields), on error too")
+	asJSON := c.fs.Bool("json", false, "print JSON (its fields: the command's documentation), on error too")
 	if err := c.parse(args, 0); err != nil {
 		return err
 	}

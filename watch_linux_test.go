@@ -91,8 +91,10 @@ func TestWatchSeesARenameAtOnce(t *testing.T) {
 }
 
 // Changes the answer does not depend on cost no full read: another
-// branch, FETCH_HEAD, lock files, a chmod beside .git, files elsewhere in
-// the directories watched.
+// branch, FETCH_HEAD, lock files, a chmod of a Git file the answer does
+// not read, files elsewhere in the directories watched. (What is at the
+// module's own name is a dependency: a chmod of the module file changes
+// its stamp, and is read once.)
 func TestWatchUnrelatedChangesCostNoRead(t *testing.T) {
 	// A change of the mount table (any process's mount, such as another
 	// test package's FUSE file system) makes every subscription read
@@ -123,7 +125,7 @@ func unrelatedChanges(t *testing.T) int64 {
 		func() { writeFile(t, filepath.Join(dir, ".git", "FETCH_HEAD"), rev+"\t\tbranch 'main' of elsewhere\n") },
 		func() { writeFile(t, filepath.Join(dir, ".git", "index.lock"), "") },
 		func() { require.NoError(t, os.Remove(filepath.Join(dir, ".git", "index.lock"))) },
-		func() { require.NoError(t, os.Chmod(module, 0o600)) },
+		func() { require.NoError(t, os.Chmod(filepath.Join(dir, ".git", "description"), 0o600)) },
 		func() { writeFile(t, filepath.Join(dir, "notes.txt"), "unrelated\n") },
 		func() { writeFile(t, filepath.Join(filepath.Dir(dir), "sibling.txt"), "unrelated\n") },
 	} {

@@ -569,6 +569,12 @@ func TestMiddlewareNegotiatesProblemDetails(t *testing.T) {
 			assert.Equal(t, "application/json", rec.Header().Get("Content-Type"))
 			assert.Equal(t, PayloadType, body["type"])
 		}
+		// The body depends on Accept exactly where it is negotiated.
+		if problem {
+			assert.Equal(t, "Accept", rec.Header().Get("Vary"))
+		} else {
+			assert.Empty(t, rec.Header().Values("Vary"))
+		}
 		rec = serve("application/json")
 		assert.Equal(t, "application/json", rec.Header().Get("Content-Type"), "the legacy body stays the default")
 		assert.Equal(t, 1, calls, "a stale runtime reached the handler")

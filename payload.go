@@ -170,12 +170,18 @@ func WriteStale(w http.ResponseWriter, err error) bool {
 // WriteStale is the package's [WriteStale] for a handler that checks by
 // hand: with [Options.ProblemDetails], a request r that prefers
 // application/problem+json gets the RFC 9457 problem document, as from
-// [Guard.Middleware]. A nil r gets the plain JSON payload.
+// [Guard.Middleware], with Vary: Accept. A nil r gets the plain JSON
+// payload.
 func (g *Guard) WriteStale(w http.ResponseWriter, r *http.Request, err error) bool {
 	if !errors.As(err, new(*StaleError)) {
 		return false
 	}
-	return writeStale(w, err, r != nil && g.config().problem && prefersProblem(r.Header.Values("Accept")))
+	if r != nil && g.config().problem {
+		// The body depends on Accept: say so to caches.
+		w.Header().Add("Vary", "Accept")
+		return writeStale(w, err, prefersProblem(r.Header.Values("Accept")))
+	}
+	return writeStale(w, err, false)
 }
 
 func writeStale(w http.ResponseWriter, err error, problem bool) bool {

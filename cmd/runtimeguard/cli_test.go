@@ -79,6 +79,14 @@ func TestMissingModuleNamesThePathGiven(t *testing.T) {
 		}
 		assert.Equal(t, want, r.code, "%v", args)
 		assert.Contains(t, r.stderr, "--module missing/run_agent.py: no such file", "%v", args)
+
+		// A directory is named as given too.
+		cmd = commandProcess(append([]string{args[0], "--module", "."}, args[1:]...)...)
+		cmd.Dir = dir
+		cmd.Env = append(cmd.Env, "HERMES_HOME="+dir)
+		r = runProcess(t, cmd)
+		assert.Equal(t, want, r.code, "%v", args)
+		assert.Contains(t, r.stderr, "--module .: a directory, not the module file", "%v", args)
 	}
 }
 

@@ -288,8 +288,11 @@ func (f *guardFlags) checkModule() error {
 	if f.module == "" {
 		return usagef("--module is required")
 	}
-	if _, err := os.Stat(f.module); errors.Is(err, fs.ErrNotExist) {
+	switch fi, err := os.Stat(f.module); {
+	case errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("--module %s: no such file", f.module)
+	case err == nil && fi.IsDir():
+		return fmt.Errorf("--module %s: a directory, not the module file", f.module)
 	}
 	return nil
 }

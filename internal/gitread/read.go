@@ -1261,6 +1261,10 @@ func packedRecords(data []byte) (records []byte, sorted bool, err error) {
 	if !bytes.HasPrefix(traits, []byte(" ")) {
 		return nil, false, errPackedHeaderSpace
 	}
+	// git splits the traits as a C string: they end at a NUL.
+	if i := bytes.IndexByte(traits, 0); i >= 0 {
+		traits = traits[:i]
+	}
 	for _, t := range bytes.Split(traits, []byte(" ")) {
 		sorted = sorted || string(t) == "sorted"
 	}

@@ -181,6 +181,31 @@ func TestNextCheckTellsTheTruth(t *testing.T) {
 	}
 }
 
+// frozenStamps is the file system with each path's first stamp (by stat
+// or by lstat) returned for good: stamps that cannot see an in-place
+// rewrite within one timestamp tick. Files are read whole.
+func frozenStamps() *gitread.FS {
+	frozen := map[string]fsread.Stamp{}
+	var mu sync.Mutex
+	freeze := func(stat func(string) (fsread.Stamp, error), follow string) func(string) (fsread.Stamp, error) {
+		return func(p string) (fsread.Stamp, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if st, ok := frozen[follow+p]; ok {
+				return st, nil
+			}
+			st, err := stat(p)
+			frozen[follow+p] = st
+			return st, err
+		}
+	}
+	return &gitread.FS{
+		Stat:     freeze(fsread.StatStamp, "stat "),
+		Lstat:    freeze(fsread.LstatStamp, "lstat "),
+		ReadFile: fsread.ReadRegular,
+	}
+}
+
 // replaceByLink puts a symbolic link to target at path, by a rename over
 // what is there (as a deploy flips a link).
 func replaceByLink(t *testing.T, path, target string) {
@@ -206,26 +231,7 @@ func TestSameTickInPlaceRewriteIsSeen(t *testing.T) {
 	require.NoError(t, err)
 	e := testEnv(nil)
 	e.now = fi.ModTime
-	// Stamps that cannot see an in-place rewrite within one tick.
-	frozen := map[string]fsread.Stamp{}
-	var mu sync.Mutex
-	freeze := func(stat func(string) (fsread.Stamp, error), follow string) func(string) (fsread.Stamp, error) {
-		return func(p string) (fsread.Stamp, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			if st, ok := frozen[follow+p]; ok {
-				return st, nil
-			}
-			st, err := stat(p)
-			frozen[follow+p] = st
-			return st, err
-		}
-	}
-	e.git = &gitread.FS{
-		Stat:     freeze(fsread.StatStamp, "stat "),
-		Lstat:    freeze(fsread.LstatStamp, "lstat "),
-		ReadFile: fsread.ReadRegular,
-	}
+	e.git = frozenStamps() // stamps that cannot see an in-place rewrite within one tick
 	g, err := newGuard(Options{ModulePath: module, HomeDir: tempDir(t)}, e)
 	require.NoError(t, err)
 	require.Equal(t, second, g.Identity().Revision)

@@ -108,27 +108,8 @@ func TestSameTickIndexRewriteIsRead(t *testing.T) {
 	require.NoError(t, err)
 	e := testEnv(nil)
 	e.now = fi.ModTime // every read begins in the tick the index was written
-	frozen := map[string]fsread.Stamp{}
-	var mu sync.Mutex
-	freeze := func(stat func(string) (fsread.Stamp, error), follow string) func(string) (fsread.Stamp, error) {
-		return func(p string) (fsread.Stamp, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			if st, ok := frozen[follow+p]; ok {
-				return st, nil
-			}
-			st, err := stat(p)
-			frozen[follow+p] = st
-			return st, err
-		}
-	}
-	e.git = &gitread.FS{
-		Stat:     freeze(fsread.StatStamp, "stat "),
-		Lstat:    freeze(fsread.LstatStamp, "lstat "),
-		ReadFile: fsread.ReadRegular,
-		Open:     gitread.System.Open,
-		ReadEnds: gitread.System.ReadEnds,
-	}
+	e.git = frozenStamps()
+	e.git.Open, e.git.ReadEnds = gitread.System.Open, gitread.System.ReadEnds
 	g, err := newGuard(Options{ModulePath: module, HomeDir: tempDir(t)}, e)
 	require.NoError(t, err)
 	require.NotEmpty(t, g.Identity().Revision)

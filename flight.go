@@ -320,8 +320,10 @@ func (f *flight[T]) poll(end int64, l *looker) (c *call[T], ok bool) {
 		}
 	}
 	// Only this worker takes the mark out, and a caller puts a call in
-	// for it: the slot holds a call.
-	c = f.slot.Swap(nil)
+	// for it: the slot holds a call (nil would be none: parked on work).
+	if c = f.slot.Swap(nil); c == nil || c == look {
+		return nil, false
+	}
 	now := mono()
 	l.gap = now - end
 	if now-c.start > int64(slowTake) {

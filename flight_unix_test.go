@@ -32,5 +32,5 @@ func TestFlightIdleWorkerCostsNoCPU(t *testing.T) {
 	before := processCPU(t)
 	time.Sleep(200 * time.Millisecond)
 	used := processCPU(t) - before
-	assert.Less(t, used, 20*time.Millisecond, "the process used %v of CPU in 200 ms with no call", used)
+	assert.Less(t, used, 50*time.Millisecond, "the process used %v of CPU in 200 ms with no call", used)
 }

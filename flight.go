@@ -229,7 +229,18 @@ func (f *flight[T]) reap() {
 
 // serve is the worker: it runs c, then each call handed to it, until it
 // is handed nil (see reap).
+//
+// A call whose work ends the goroutine (runtime.Goexit) still answers its
+// callers (see run); the worker it ended is replaced by one that takes
+// the next call from work, so that the calls handed to the worker, and
+// the nil that ends it, are still taken.
 func (f *flight[T]) serve(c *call[T]) {
+	ended := false
+	defer func() {
+		if !ended {
+			go func() { f.serve(<-f.work) }()
+		}
+	}()
 	l := looker{procs: runtime.GOMAXPROCS(0), backoff: int64(minBackoff)}
 	for n := 1; c != nil; n++ {
 		end := f.run(c)
@@ -243,6 +254,7 @@ func (f *flight[T]) serve(c *call[T]) {
 			l.gap = mono() - end
 		}
 	}
+	ended = true
 }
 
 // looker is what a worker knows of its looks for calls (see poll).

@@ -80,22 +80,36 @@ func TestFlightAttackNoWorkerOutlivesCalls(t *testing.T) {
 // leaving later calls in work for a worker that is gone.
 func TestFlightAttackCallEndsItsGoroutine(t *testing.T) {
 	for _, procs := range []int{1, 4} {
-		t.Run(fmt.Sprint("GOMAXPROCS=", procs), func(t *testing.T) {
-			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
-			f := flight[int]{idle: time.Hour}
-			for i := 0; i < 50; i++ {
-				c, stuck := f.do(2*time.Second, func(c *call[int]) {
-					c.val = i
-					if i%5 == 2 {
-						runtime.Goexit()
-					}
-				})
-				require.Nil(t, stuck, "call %d", i)
-				if i%5 != 2 {
-					require.Equal(t, i, c.val)
-				}
+		for _, idle := range []time.Duration{time.Nanosecond, time.Hour} {
+			t.Run(fmt.Sprint("GOMAXPROCS=", procs, "/idle=", idle), func(t *testing.T) {
+				callEndsItsGoroutine(t, procs, idle)
+			})
+		}
+	}
+}
+
+// callEndsItsGoroutine makes calls, every fifth of which ends its
+// goroutine, on a flight with idle interval idle, with GOMAXPROCS procs;
+// once calls stop, the flight's workers end with the interval.
+func callEndsItsGoroutine(t *testing.T, procs int, idle time.Duration) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+	others := flightWorkers()
+	f := flight[int]{idle: idle}
+	for i := 0; i < 200; i++ {
+		c, stuck := f.do(2*time.Second, func(c *call[int]) {
+			c.val = i
+			if i%5 == 2 {
+				runtime.Goexit()
 			}
 		})
+		require.Nil(t, stuck, "call %d", i)
+		if i%5 != 2 {
+			require.Equal(t, i, c.val)
+		}
+		spinFor(time.Duration(i%7) * 5 * time.Microsecond)
+	}
+	if idle < time.Second {
+		assert.Equal(t, others, waitWorkers(others), "workers live long after calls stopped")
 	}
 }
 

@@ -103,9 +103,13 @@ type stuckCall struct {
 // timeout already, do gives up and says what the call is blocked on.
 func (f *flight[T]) do(timeout time.Duration, run func(c *call[T])) (*call[T], *stuckCall) {
 	var timer *time.Timer
+	// arrived is when the caller arrived, on the mono clock: the start of
+	// the call it made, or the clock read to age the one it found in
+	// flight. Its timeout counts from there.
+	var arrived int64
 	f.mu.Lock()
 	arrival := f.started
-	for {
+	for first := true; ; first = false {
 		if c := f.last.Load(); c != nil && c.seq > arrival {
 			f.mu.Unlock()
 			return c, nil
@@ -121,12 +125,21 @@ func (f *flight[T]) do(timeout time.Duration, run func(c *call[T])) (*call[T], *
 			case f.probe.Load():
 				spin = probeSpin
 			}
-		} else if since := time.Duration(mono() - c.start); since > timeout {
-			f.mu.Unlock()
-			return nil, &stuckCall{at: c.where(), since: since, before: true}
+			if first {
+				arrived = c.start
+			}
+		} else {
+			now := mono()
+			if since := time.Duration(now - c.start); since > timeout {
+				f.mu.Unlock()
+				return nil, &stuckCall{at: c.where(), since: since, before: true}
+			}
+			if first {
+				arrived = now
+			}
 		}
 		f.mu.Unlock()
-		if c.wait(spin) {
+		if c.wait(min(spin, timeout)) {
 			if c.seq > arrival {
 				return c, nil // began after the caller arrived, and returned
 			}
@@ -134,7 +147,11 @@ func (f *flight[T]) do(timeout time.Duration, run func(c *call[T])) (*call[T], *
 			continue
 		}
 		if timer == nil {
-			timer = time.NewTimer(timeout)
+			waited := time.Duration(mono() - arrived)
+			if waited >= timeout {
+				return nil, &stuckCall{at: c.where(), since: waited}
+			}
+			timer = time.NewTimer(timeout - waited)
 			defer timer.Stop()
 		}
 		select {
@@ -229,7 +246,18 @@ func (f *flight[T]) reap() {
 
 // serve is the worker: it runs c, then each call handed to it, until it
 // is handed nil (see reap).
+//
+// A call whose work ends the goroutine (runtime.Goexit) still answers its
+// callers (see run); the worker it ended is replaced by one that takes
+// the next call from work, so that the calls handed to the worker, and
+// the nil that ends it, are still taken.
 func (f *flight[T]) serve(c *call[T]) {
+	ended := false
+	defer func() {
+		if !ended {
+			go func() { f.serve(<-f.work) }()
+		}
+	}()
 	l := looker{procs: runtime.GOMAXPROCS(0), backoff: int64(minBackoff)}
 	for n := 1; c != nil; n++ {
 		end := f.run(c)
@@ -243,6 +271,7 @@ func (f *flight[T]) serve(c *call[T]) {
 			l.gap = mono() - end
 		}
 	}
+	ended = true
 }
 
 // looker is what a worker knows of its looks for calls (see poll).

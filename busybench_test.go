@@ -70,3 +70,18 @@ func BenchmarkStatFloorBusy(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkEnsureCurrentVsFloorBusy is BenchmarkEnsureCurrentVsFloor with
+// every other processor busy.
+func BenchmarkEnsureCurrentVsFloorBusy(b *testing.B) {
+	benchLayouts(b, func(b *testing.B, module string) {
+		g := settledGuard(b, module)
+		defer reportChecks(b, g)()
+		defer busyProcessors(b)()
+		vsFloor(b, g.bound.Load().snap.Load().deps, func() {
+			if err := g.EnsureCurrent(); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+}

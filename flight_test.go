@@ -130,6 +130,73 @@ func TestFlightConcurrentCallers(t *testing.T) {
 	}
 }
 
+// spinFor waits about d without sleeping: the gaps between calls that a
+// worker's look for its next call (poll) is about, shorter than a sleep.
+func spinFor(d time.Duration) {
+	for start := time.Now(); time.Since(start) < d; {
+	}
+}
+
+// Calls that come as the worker looks for them, stops looking, parks, or
+// is ended (an idle interval from a nanosecond up, so that the reaper
+// ends workers as they look, and a new worker serves beside one that
+// still looks), from one goroutine and from several, each with gaps
+// around the look's length: each is answered by a call that began after
+// its caller arrived, and none is lost. Run with -race.
+func TestFlightCallsRacingTheWorkersLook(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	for _, idle := range []time.Duration{time.Nanosecond, 50 * time.Microsecond, time.Hour} {
+		t.Run(idle.String(), func(t *testing.T) {
+			f := flight[int64]{idle: idle}
+			done := make(chan error)
+			callers := 3
+			for g := 0; g < callers; g++ {
+				go func(g int) {
+					rng := rand.New(rand.NewPCG(uint64(g), 7))
+					var err error
+					for i := 0; i < 3000 && err == nil; i++ {
+						arrived := mono()
+						c, stuck := f.do(10*time.Second, func(c *call[int64]) { c.val = mono() })
+						switch {
+						case stuck != nil:
+							err = fmt.Errorf("call %d: stuck on %q after %v", i, stuck.at, stuck.since)
+						case c.val < arrived:
+							err = fmt.Errorf("call %d: answered by a call that began %d ns before the caller arrived", i, arrived-c.val)
+						}
+						spinFor(time.Duration(rng.IntN(int(2 * spinMax))))
+					}
+					done <- err
+				}(g)
+			}
+			for g := 0; g < callers; g++ {
+				assert.NoError(t, <-done)
+			}
+		})
+	}
+}
+
+// A worker looks for its next call only for a moment after a call: once
+// calls stop, it parks, and holds no processor.
+func TestFlightWorkerStopsLooking(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	f := flight[int]{idle: time.Hour}
+	looked := false
+	for i := 0; i < 2000; i++ {
+		c, stuck := f.do(5*time.Second, func(c *call[int]) { c.val = i })
+		require.Nil(t, stuck)
+		require.Equal(t, i, c.val)
+		looked = looked || f.slot.Load() == f.looking
+	}
+	assert.True(t, looked, "the worker never looked for a call: the test tests nothing")
+	deadline := time.Now().Add(5 * time.Second)
+	for f.slot.Load() != nil && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	require.Nil(t, f.slot.Load(), "the worker still looks for calls")
+	time.Sleep(10 * time.Millisecond)
+	assert.Nil(t, f.slot.Load(), "the worker looked again with no call")
+}
+
 // BenchmarkBoundHandoff is what bounding a check's wait costs with no work
 // at all: a call handed to the flight's worker and waited for.
 func BenchmarkBoundHandoff(b *testing.B) {

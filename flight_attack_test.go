@@ -1,0 +1,196 @@
+package runtimeguard
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// flightWorkers is how many goroutines of the process are a flight's
+// worker (in serve).
+func flightWorkers() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return bytes.Count(buf[:n], []byte(").serve("))
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// waitWorkers waits, for up to 5 s, until no more than n flight workers
+// live, and returns how many do.
+func waitWorkers(n int) int {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		w := flightWorkers()
+		if w <= n || time.Now().After(deadline) {
+			return w
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// Workers ended as they look, beside new ones that serve, all end once
+// calls stop: none is left parked on a flight that has no worker, and no
+// two serve one flight for long.
+func TestFlightAttackNoWorkerOutlivesCalls(t *testing.T) {
+	// Workers of other flights (of tests before, with an idle interval of
+	// an hour) live on: this flight's are those beyond them.
+	others := flightWorkers()
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	f := flight[int64]{idle: 30 * time.Microsecond}
+	var wg sync.WaitGroup
+	for g := 0; g < 3; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 11))
+			for i := 0; i < 3000; i++ {
+				_, stuck := f.do(10*time.Second, func(c *call[int64]) { c.val = mono() })
+				if !assert.Nil(t, stuck, "call %d", i) {
+					return
+				}
+				spinFor(time.Duration(rng.IntN(int(3 * spinMax))))
+			}
+		}(g)
+	}
+	wg.Wait()
+	assert.Equal(t, others, waitWorkers(others), "workers live long after calls stopped")
+	f.mu.Lock()
+	assert.False(t, f.worker, "the flight says a worker lives")
+	f.mu.Unlock()
+	// And the flight still answers.
+	c, stuck := f.do(5*time.Second, func(c *call[int64]) { c.val = 7 })
+	require.Nil(t, stuck)
+	assert.Equal(t, int64(7), c.val)
+}
+
+// A call whose work ends its goroutine (runtime.Goexit, as t.FailNow does,
+// rather than return or panic) answers its callers, and leaves the flight
+// able to answer the next: the worker it ended is replaced, rather than
+// leaving later calls in work for a worker that is gone.
+func TestFlightAttackCallEndsItsGoroutine(t *testing.T) {
+	for _, procs := range []int{1, 4} {
+		for _, idle := range []time.Duration{time.Nanosecond, time.Hour} {
+			t.Run(fmt.Sprint("GOMAXPROCS=", procs, "/idle=", idle), func(t *testing.T) {
+				callEndsItsGoroutine(t, procs, idle)
+			})
+		}
+	}
+}
+
+// callEndsItsGoroutine makes calls, every fifth of which ends its
+// goroutine, on a flight with idle interval idle, with GOMAXPROCS procs;
+// once calls stop, the flight's workers end with the interval.
+func callEndsItsGoroutine(t *testing.T, procs int, idle time.Duration) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+	others := flightWorkers()
+	f := flight[int]{idle: idle}
+	for i := 0; i < 200; i++ {
+		c, stuck := f.do(2*time.Second, func(c *call[int]) {
+			c.val = i
+			if i%5 == 2 {
+				runtime.Goexit()
+			}
+		})
+		require.Nil(t, stuck, "call %d", i)
+		if i%5 != 2 {
+			require.Equal(t, i, c.val)
+		}
+		spinFor(time.Duration(i%7) * 5 * time.Microsecond)
+	}
+	if idle < time.Second {
+		assert.Equal(t, others, waitWorkers(others), "workers live long after calls stopped")
+	}
+}
+
+// Calls go on while GOMAXPROCS changes under the worker, between one and
+// several processors (where a worker looks for calls, and where it must
+// not): each is answered by a call that began after its caller arrived.
+func TestFlightAttackGOMAXPROCSChanges(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	f := flight[int64]{idle: time.Hour}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for p := 0; ; p++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(300 * time.Microsecond):
+				runtime.GOMAXPROCS(1 + p%4)
+			}
+		}
+	}()
+	errs := make(chan error, 2)
+	for g := 0; g < 2; g++ {
+		go func(g int) {
+			var err error
+			rng := rand.New(rand.NewPCG(uint64(g), 3))
+			for i := 0; i < 4000 && err == nil; i++ {
+				arrived := mono()
+				c, stuck := f.do(10*time.Second, func(c *call[int64]) { c.val = mono() })
+				switch {
+				case stuck != nil:
+					err = fmt.Errorf("call %d: stuck on %q after %v", i, stuck.at, stuck.since)
+				case c.val < arrived:
+					err = fmt.Errorf("call %d: answered by a call that began before its caller arrived", i)
+				}
+				spinFor(time.Duration(rng.IntN(int(2 * spinMax))))
+			}
+			errs <- err
+		}(g)
+	}
+	for g := 0; g < 2; g++ {
+		assert.NoError(t, <-errs)
+	}
+	close(stop)
+	wg.Wait()
+}
+
+// A caller's timeout bounds its whole wait, from its arrival: the looks
+// for its call's return (up to maxSpin, where the call went to a worker
+// that looked for it) count against it, rather than coming before it.
+// With a timeout of a nanosecond and a call that hangs, a caller whose
+// call was handed to a looking worker (after a call that ran long, so
+// that it would look for maxSpin) gives up at once, not after maxSpin.
+func TestFlightAttackTimeoutBoundsTheLook(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	f := flight[int]{idle: time.Hour}
+	const trials = 40
+	long := 0
+	var slowest time.Duration
+	for i := 0; i < trials; i++ {
+		// Past the worker's backoff from a look that failed (the one after
+		// the hung call of the trial before), then two calls in a row: after
+		// the second, the worker looks for the next.
+		time.Sleep(maxBackoff + 2*time.Millisecond)
+		_, stuck := f.do(5*time.Second, func(c *call[int]) {})
+		require.Nil(t, stuck)
+		_, stuck = f.do(5*time.Second, func(c *call[int]) { spinFor(300 * time.Microsecond) })
+		require.Nil(t, stuck)
+		release := make(chan struct{})
+		start := time.Now()
+		_, stuck = f.do(time.Nanosecond, func(c *call[int]) { <-release })
+		took := time.Since(start)
+		close(release)
+		require.NotNil(t, stuck, "a call that hung answered")
+		require.True(t, f.await(5*time.Second))
+		if took >= maxSpin {
+			long++
+		}
+		slowest = max(slowest, took)
+	}
+	assert.LessOrEqual(t, long, trials/4, "%d of %d callers with a timeout of 1ns waited %v or more (slowest %v)", long, trials, maxSpin, slowest)
+}

@@ -36,6 +36,10 @@ type flight[T any] struct {
 	// idle is how long the worker waits for calls before it checks
 	// whether any came; workerIdle when zero.
 	idle time.Duration
+	// workers counts the goroutines that serve the flight: one while a
+	// worker lives, more for a moment where one was ended as it looked
+	// (see poll).
+	workers atomic.Int32
 
 	_ cpu.CacheLinePad
 	// slot is how a call is handed to a worker that looks for its next
@@ -209,6 +213,7 @@ func (f *flight[T]) hand(c *call[T]) (looking bool) {
 	} else {
 		f.reaper.Reset(f.idleInterval())
 	}
+	f.workers.Add(1)
 	go f.serve(c)
 	return false
 }
@@ -254,8 +259,10 @@ func (f *flight[T]) reap() {
 func (f *flight[T]) serve(c *call[T]) {
 	ended := false
 	defer func() {
-		if !ended {
-			go func() { f.serve(<-f.work) }()
+		if ended {
+			f.workers.Add(-1)
+		} else {
+			go f.replace() // which counts as this worker
 		}
 	}()
 	l := looker{procs: runtime.GOMAXPROCS(0), backoff: int64(minBackoff)}
@@ -273,6 +280,10 @@ func (f *flight[T]) serve(c *call[T]) {
 	}
 	ended = true
 }
+
+// replace is the worker that replaces one whose call ended its goroutine:
+// it serves from the next call (or nil) handed to the flight.
+func (f *flight[T]) replace() { f.serve(<-f.work) }
 
 // looker is what a worker knows of its looks for calls (see poll).
 type looker struct {

@@ -1,10 +1,10 @@
 package runtimeguard
 
 import (
-	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,26 +13,17 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// flightWorkers is how many goroutines of the process are a flight's
-// worker (in serve).
-func flightWorkers() int {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			return bytes.Count(buf[:n], []byte(").serve("))
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-}
+// flightWorkers is how many goroutines serve f: its own count, which
+// TestFlightWorkersCounted holds to the goroutines in serve.
+func flightWorkers[T any](f *flight[T]) int { return int(f.workers.Load()) }
 
-// waitWorkers waits, for up to 5 s, until no more than n flight workers
-// live, and returns how many do.
-func waitWorkers(n int) int {
+// waitWorkers waits, for up to 5 s, until no worker of f lives, and
+// returns how many do.
+func waitWorkers[T any](f *flight[T]) int {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		w := flightWorkers()
-		if w <= n || time.Now().After(deadline) {
+		w := flightWorkers(f)
+		if w == 0 || time.Now().After(deadline) {
 			return w
 		}
 		time.Sleep(2 * time.Millisecond)
@@ -43,9 +34,6 @@ func waitWorkers(n int) int {
 // calls stop: none is left parked on a flight that has no worker, and no
 // two serve one flight for long.
 func TestFlightAttackNoWorkerOutlivesCalls(t *testing.T) {
-	// Workers of other flights (of tests before, with an idle interval of
-	// an hour) live on: this flight's are those beyond them.
-	others := flightWorkers()
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
 	f := flight[int64]{idle: 30 * time.Microsecond}
 	var wg sync.WaitGroup
@@ -64,7 +52,7 @@ func TestFlightAttackNoWorkerOutlivesCalls(t *testing.T) {
 		}(g)
 	}
 	wg.Wait()
-	assert.Equal(t, others, waitWorkers(others), "workers live long after calls stopped")
+	assert.Zero(t, waitWorkers(&f), "workers live long after calls stopped")
 	f.mu.Lock()
 	assert.False(t, f.worker, "the flight says a worker lives")
 	f.mu.Unlock()
@@ -93,7 +81,6 @@ func TestFlightAttackCallEndsItsGoroutine(t *testing.T) {
 // once calls stop, the flight's workers end with the interval.
 func callEndsItsGoroutine(t *testing.T, procs int, idle time.Duration) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
-	others := flightWorkers()
 	f := flight[int]{idle: idle}
 	for i := 0; i < 200; i++ {
 		c, stuck := f.do(2*time.Second, func(c *call[int]) {
@@ -109,7 +96,9 @@ func callEndsItsGoroutine(t *testing.T, procs int, idle time.Duration) {
 		spinFor(time.Duration(i%7) * 5 * time.Microsecond)
 	}
 	if idle < time.Second {
-		assert.Equal(t, others, waitWorkers(others), "workers live long after calls stopped")
+		assert.Zero(t, waitWorkers(&f), "workers live long after calls stopped")
+	} else {
+		assert.Equal(t, 1, flightWorkers(&f), "workers of a flight whose calls go on")
 	}
 }
 
@@ -193,4 +182,44 @@ func TestFlightAttackTimeoutBoundsTheLook(t *testing.T) {
 		slowest = max(slowest, took)
 	}
 	assert.LessOrEqual(t, long, trials/4, "%d of %d callers with a timeout of 1ns waited %v or more (slowest %v)", long, trials, maxSpin, slowest)
+}
+
+// servingGoroutines is how many goroutines of the process are in a
+// flight's serve or replace.
+func servingGoroutines() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), ").serve(") + strings.Count(string(buf[:n]), ").replace(")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// A flight's count of its workers is the goroutines that serve it: one
+// per flight while calls come, none once they ended, also where calls
+// ended the worker's goroutine.
+func TestFlightWorkersCounted(t *testing.T) {
+	var fs [3]flight[int]
+	for i := range fs {
+		fs[i].idle = 20 * time.Millisecond
+		for j := 0; j < 10; j++ {
+			_, stuck := fs[i].do(time.Second, func(c *call[int]) {
+				if j == 4 {
+					runtime.Goexit()
+				}
+				c.val = j
+			})
+			require.Nil(t, stuck)
+		}
+	}
+	for i := range fs {
+		assert.Equal(t, 1, flightWorkers(&fs[i]), "flight %d", i)
+	}
+	// Other tests' workers may end meanwhile: these three serve.
+	assert.GreaterOrEqual(t, servingGoroutines(), 3, "goroutines in serve")
+	for i := range fs {
+		assert.Zero(t, waitWorkers(&fs[i]), "flight %d", i)
+	}
 }

@@ -144,7 +144,12 @@ type readCall = call[readResult]
 // overtaken answers for now, whenever it began, since every change after
 // it began is reported. So the checks in flight around one read of a herd
 // start no read each after it.
+//
+// The waits for those reads and the check's own look share one timeout:
+// no check waits longer than timeout for the checkout in all.
 func (b *binding) current(e *env, alwaysRead bool, timeout time.Duration) (string, error) {
+	var since int64 // when the first wait for a read began, on the mono clock
+	waited := false
 	for retry := 0; !alwaysRead; retry++ {
 		s := b.snap.Load()
 		if s == nil || s.claim == nil {
@@ -153,9 +158,23 @@ func (b *binding) current(e *env, alwaysRead bool, timeout time.Duration) (strin
 		if s.claim.Unchanged() || s.claim.Recheck() {
 			return s.rev, s.noRev
 		}
-		if retry == maxOvertaken || !s.claim.Overtaken() || !b.reads.await(timeout) {
+		if retry == maxOvertaken || !s.claim.Overtaken() {
 			break
 		}
+		if !waited {
+			since, waited = mono(), true
+		}
+		if !b.reads.await(timeout - time.Duration(mono()-since)) {
+			break
+		}
+	}
+	if waited {
+		left := timeout - time.Duration(mono()-since)
+		if left <= 0 {
+			b.countTimeout()
+			return "", classed(ErrReadTimeout, "the reads of %s a check waited for took its whole %v: %s", b.configured, timeout, classWords(ErrReadTimeout))
+		}
+		timeout = left
 	}
 	call, err := b.look(e, alwaysRead, timeout, false)
 	if err != nil {

@@ -124,22 +124,7 @@ func TestFlightAttackGOMAXPROCSChanges(t *testing.T) {
 	}()
 	errs := make(chan error, 2)
 	for g := 0; g < 2; g++ {
-		go func(g int) {
-			var err error
-			rng := rand.New(rand.NewPCG(uint64(g), 3))
-			for i := 0; i < 4000 && err == nil; i++ {
-				arrived := mono()
-				c, stuck := f.do(10*time.Second, func(c *call[int64]) { c.val = mono() })
-				switch {
-				case stuck != nil:
-					err = fmt.Errorf("call %d: stuck on %q after %v", i, stuck.at, stuck.since)
-				case c.val < arrived:
-					err = fmt.Errorf("call %d: answered by a call that began before its caller arrived", i)
-				}
-				spinFor(time.Duration(rng.IntN(int(2 * spinMax))))
-			}
-			errs <- err
-		}(g)
+		go func(g int) { errs <- answeredCalls(&f, uint64(g)+100, 4000) }(g)
 	}
 	for g := 0; g < 2; g++ {
 		assert.NoError(t, <-errs)

@@ -137,6 +137,25 @@ func spinFor(d time.Duration) {
 	}
 }
 
+// answeredCalls makes n calls of f, seeded by seed, each after a gap of up
+// to twice the worker's look for calls, and returns the first that was
+// stuck, or answered by a call that began before its caller arrived.
+func answeredCalls(f *flight[int64], seed uint64, n int) error {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	for i := 0; i < n; i++ {
+		arrived := mono()
+		c, stuck := f.do(10*time.Second, func(c *call[int64]) { c.val = mono() })
+		switch {
+		case stuck != nil:
+			return fmt.Errorf("call %d: stuck on %q after %v", i, stuck.at, stuck.since)
+		case c.val < arrived:
+			return fmt.Errorf("call %d: answered by a call that began %d ns before the caller arrived", i, arrived-c.val)
+		}
+		spinFor(time.Duration(rng.IntN(int(2 * spinMax))))
+	}
+	return nil
+}
+
 // Calls that come as the worker looks for them, stops looking, parks, or
 // is ended (an idle interval from a nanosecond up, so that the reaper
 // ends workers as they look, and a new worker serves beside one that
@@ -151,22 +170,7 @@ func TestFlightCallsRacingTheWorkersLook(t *testing.T) {
 			done := make(chan error)
 			callers := 3
 			for g := 0; g < callers; g++ {
-				go func(g int) {
-					rng := rand.New(rand.NewPCG(uint64(g), 7))
-					var err error
-					for i := 0; i < 3000 && err == nil; i++ {
-						arrived := mono()
-						c, stuck := f.do(10*time.Second, func(c *call[int64]) { c.val = mono() })
-						switch {
-						case stuck != nil:
-							err = fmt.Errorf("call %d: stuck on %q after %v", i, stuck.at, stuck.since)
-						case c.val < arrived:
-							err = fmt.Errorf("call %d: answered by a call that began %d ns before the caller arrived", i, arrived-c.val)
-						}
-						spinFor(time.Duration(rng.IntN(int(2 * spinMax))))
-					}
-					done <- err
-				}(g)
+				go func(g int) { done <- answeredCalls(&f, uint64(g), 3000) }(g)
 			}
 			for g := 0; g < callers; g++ {
 				assert.NoError(t, <-done)

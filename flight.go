@@ -192,8 +192,10 @@ func (f *flight[T]) await(timeout time.Duration) bool {
 // for it (see poll). f.mu is held.
 //
 // The worker takes each call before the next is made (a call is made only
-// when none is in flight, and the one in flight was taken), so work has
-// room for c, and the send cannot block.
+// when none is in flight, and the one in flight was taken), so work holds
+// at most the nil of a worker ended as it looked (see reap and poll); the
+// send then waits until that worker, or the one beside it, takes the nil,
+// within a look's spinMax.
 func (f *flight[T]) hand(c *call[T]) (looking bool) {
 	if f.worker {
 		if f.slot.CompareAndSwap(f.looking, c) {

@@ -293,6 +293,7 @@ type looker struct {
 	gap     int64 // how long the latest call came after the one before returned
 	until   int64 // when the worker may look again, after a look that failed
 	backoff int64 // how long it does not look after the next look that fails
+	slow    int   // the latest takes in a row that were late (see slowTake)
 }
 
 const (
@@ -303,6 +304,10 @@ const (
 	// its own takes it in well under a microsecond; one that takes longer
 	// waited for a processor.
 	slowTake = 4 * time.Microsecond
+	// slowTakes late takes in a row make a look that did not pay: one
+	// alone may be an interrupt, or a yield of the worker's, as it was
+	// taking the call; two mean that it waits for its caller's processor.
+	slowTakes = 2
 	// minBackoff and maxBackoff bound how long a worker does not look
 	// after a look that failed.
 	minBackoff = 100 * time.Microsecond
@@ -325,10 +330,12 @@ const (
 //
 // A look costs a processor while calls come that often, never longer than
 // spinMax, never when calls come slower. Where it does not pay (no call
-// came, or the call was taken late: the worker shares a processor with
-// its caller, or every processor is busy, and the scheduler gives no
-// wake-up to save), the worker does not look again for a while, twice as
-// long after each look that failed, from minBackoff to maxBackoff.
+// came, or two calls in a row were taken late: the worker shares a
+// processor with its caller, or every processor is busy, and the
+// scheduler gives no wake-up to save), the worker does not look again for
+// a while, twice as long after each look that failed, from minBackoff to
+// maxBackoff. A call that a caller sent through work as the worker began
+// to look ends the look at once, and is taken from there.
 func (f *flight[T]) poll(end int64, l *looker) (c *call[T], ok bool) {
 	if l.procs < 2 || l.gap >= int64(spinMax) || end < l.until {
 		return nil, false
@@ -345,6 +352,14 @@ func (f *flight[T]) poll(end int64, l *looker) (c *call[T], ok bool) {
 	for i := 1; f.slot.Load() == look; i++ {
 		if i%16 != 0 {
 			continue
+		}
+		if len(f.work) != 0 {
+			// A caller came as the worker began to look, and sent its
+			// call through work: take it from there.
+			if f.slot.CompareAndSwap(look, nil) {
+				return nil, false
+			}
+			break
 		}
 		now := mono()
 		if now-end > int64(spinMax) {
@@ -368,16 +383,18 @@ func (f *flight[T]) poll(end int64, l *looker) (c *call[T], ok bool) {
 	}
 	now := mono()
 	l.gap = now - end
-	if now-c.start > int64(slowTake) {
-		l.failed(now)
-	} else {
+	if now-c.start <= int64(slowTake) {
+		l.slow = 0
 		l.backoff = int64(minBackoff)
+	} else if l.slow++; l.slow == slowTakes {
+		l.failed(now)
 	}
 	return c, true
 }
 
 // failed notes a look that did not pay, at now.
 func (l *looker) failed(now int64) {
+	l.slow = 0
 	l.until = now + l.backoff
 	l.backoff = min(2*l.backoff, int64(maxBackoff))
 }

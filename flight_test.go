@@ -201,6 +201,79 @@ func TestFlightWorkerStopsLooking(t *testing.T) {
 	assert.Nil(t, f.slot.Load(), "the worker looked again with no call")
 }
 
+// lookingFlight is a flight set up for its worker's looks, which the test
+// makes itself: it calls poll in its own goroutine, in the worker's place.
+func lookingFlight() *flight[int] {
+	return &flight[int]{work: make(chan *call[int], 1), looking: new(call[int])}
+}
+
+// handWhenLooking puts c in f's slot once a look has marked it, as the
+// caller of a worker that looks does.
+func handWhenLooking(f *flight[int], c *call[int]) {
+	for !f.slot.CompareAndSwap(f.looking, c) {
+		runtime.Gosched()
+	}
+}
+
+// A call taken late once (the worker was interrupted, or yielded, as it
+// came) does not stop the worker's looks: two in a row do, which say that
+// the worker waits for its caller's processor. A call taken in time, or a
+// look that failed, starts the count again.
+func TestFlightLooksStopAfterTwoLateTakes(t *testing.T) {
+	f := lookingFlight()
+	l := looker{procs: 2, backoff: int64(minBackoff)}
+	// take has the test's look take a call: late, made well before the
+	// take, or in time, dated after it. The look ends an hour from now: it
+	// waits for the call however slowly the test runs.
+	take := func(late bool) {
+		t.Helper()
+		c := &call[int]{start: mono() + int64(time.Hour)}
+		if late {
+			c.start = mono() - int64(2*slowTake)
+		}
+		go handWhenLooking(f, c)
+		got, ok := f.poll(mono()+int64(time.Hour), &l)
+		require.True(t, ok, "the look took no call")
+		require.Same(t, c, got)
+		require.Nil(t, f.slot.Load(), "the look left its mark")
+	}
+	take(true)
+	assert.Zero(t, l.until, "one late take stopped the looks")
+	take(false)
+	take(true)
+	assert.Zero(t, l.until, "a late take after one in time stopped the looks")
+	take(true)
+	require.NotZero(t, l.until, "two late takes in a row did not stop the looks")
+	until := l.until
+	assert.Equal(t, 2*int64(minBackoff), l.backoff, "the next stop is not twice as long")
+	take(true)
+	assert.Equal(t, until, l.until, "the late take after a stop counted the one before it")
+	take(false)
+	assert.Equal(t, int64(minBackoff), l.backoff, "a take in time did not end the backoff")
+}
+
+// A caller that came as the worker began to look, before its mark was in
+// the slot, sends its call through work: the look takes it from there at
+// once, rather than look until spinMax for a call that came, and does not
+// count as a look that failed.
+func TestFlightLookTakesACallSentThroughWork(t *testing.T) {
+	f := lookingFlight()
+	l := looker{procs: 2, backoff: int64(minBackoff)}
+	c := &call[int]{}
+	f.work <- c
+	got, ok := f.poll(mono(), &l)
+	assert.False(t, ok, "the look took a call from the slot")
+	assert.Nil(t, got)
+	assert.Nil(t, f.slot.Load(), "the look left its mark")
+	assert.Zero(t, l.until, "the look counted as one that failed")
+	select {
+	case got := <-f.work:
+		assert.Same(t, c, got)
+	default:
+		t.Fatal("the call sent through work is gone")
+	}
+}
+
 // BenchmarkBoundHandoff is what bounding a check's wait costs with no work
 // at all: a call handed to the flight's worker and waited for.
 func BenchmarkBoundHandoff(b *testing.B) {

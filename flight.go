@@ -280,6 +280,9 @@ func (f *flight[T]) serve(c *call[T]) {
 			l.gap = mono() - end
 		}
 	}
+	// A worker that ended looks for no call: its probe would make the
+	// caller that starts the next one look for its answer in vain.
+	f.probe.Store(false)
 	ended = true
 }
 

@@ -25,16 +25,34 @@ func goroutineID(t testing.TB) uint64 {
 	return id
 }
 
-// goroutineLives reports whether goroutine id is among the process's.
-func goroutineLives(id uint64) bool {
+// goroutineParked waits, for up to 5 s, for goroutine id to wait in the
+// given state ("chan receive"), and reports whether it did.
+func goroutineParked(id uint64, state string) bool {
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if bytes.Contains(allStacks(), []byte(fmt.Sprintf("goroutine %d [%s", id, state))) {
+			return true
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return false
+}
+
+// allStacks is the stacks of the process's goroutines.
+func allStacks() []byte {
 	buf := make([]byte, 1<<20)
 	for {
 		n := runtime.Stack(buf, true)
 		if n < len(buf) {
-			return bytes.Contains(buf[:n], []byte(fmt.Sprintf("goroutine %d [", id)))
+			return buf[:n]
 		}
 		buf = make([]byte, 2*len(buf))
 	}
+}
+
+// goroutineLives reports whether goroutine id is among the process's.
+func goroutineLives(id uint64) bool {
+	return bytes.Contains(allStacks(), []byte(fmt.Sprintf("goroutine %d [", id)))
 }
 
 // Calls that follow one another run on one goroutine, the flight's
@@ -73,6 +91,21 @@ func TestFlightWorkerEnds(t *testing.T) {
 	c2, stuck := f.do(5*time.Second, func(c *call[uint64]) { c.val = goroutineID(t) })
 	require.Nil(t, stuck)
 	assert.NotEqual(t, c.val, c2.val)
+}
+
+// A worker that ended leaves no probe set (see flight.probe): the caller
+// that starts the next worker does not look for its answer as if a
+// parked worker would look for its next call.
+func TestFlightEndedWorkerLeavesNoProbe(t *testing.T) {
+	f := flight[uint64]{idle: 200 * time.Millisecond}
+	c, stuck := f.do(5*time.Second, func(c *call[uint64]) { c.val = goroutineID(t) })
+	require.Nil(t, stuck)
+	// Once the worker parked (and wrote its probe), as one parked after
+	// calls that came often, it would look for the next one.
+	require.True(t, goroutineParked(c.val, "chan receive"), "the worker did not park")
+	f.probe.Store(true)
+	require.Zero(t, waitWorkers(&f), "the worker did not end")
+	assert.False(t, f.probe.Load(), "the ended worker's probe is still set")
 }
 
 // Calls that come as the worker decides to end are never handed to a

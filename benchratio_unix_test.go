@@ -40,15 +40,15 @@ func vsFloor(b *testing.B, deps gitread.Deps, fn func()) {
 	b.ResetTimer()
 	n := 0
 	for n < b.N {
-		c0, t0 := processCPUTime(b), time.Now()
+		c0, t0 := processCPU(b), time.Now()
 		for j := 0; j < turn; j++ {
 			fn()
 		}
-		c1, t1 := processCPUTime(b), time.Now()
+		c1, t1 := processCPU(b), time.Now()
 		for j := 0; j < turn; j++ {
 			floorPass(deps)
 		}
-		c2, t2 := processCPUTime(b), time.Now()
+		c2, t2 := processCPU(b), time.Now()
 		wall += t1.Sub(t0)
 		floorWall += t2.Sub(t1)
 		cpu += c1 - c0
@@ -60,15 +60,6 @@ func vsFloor(b *testing.B, deps gitread.Deps, fn func()) {
 	b.ReportMetric(float64(floorWall)/float64(n), "floor-ns/op")
 	b.ReportMetric(float64(wall)/float64(floorWall), "x-floor")
 	b.ReportMetric(float64(cpu)/float64(floorCPU), "cpu-x-floor")
-}
-
-// processCPUTime is the CPU time the process has used so far.
-func processCPUTime(b *testing.B) time.Duration {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkEnsureCurrentVsFloor is BenchmarkEnsureCurrent (the stat path,

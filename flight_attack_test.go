@@ -136,14 +136,8 @@ func TestFlightAttackGOMAXPROCSChanges(t *testing.T) {
 // servingGoroutines is how many goroutines of the process are in a
 // flight's serve or replace.
 func servingGoroutines() int {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			return strings.Count(string(buf[:n]), ").serve(") + strings.Count(string(buf[:n]), ").replace(")
-		}
-		buf = make([]byte, 2*len(buf))
-	}
+	stacks := string(allStacks())
+	return strings.Count(stacks, ").serve(") + strings.Count(stacks, ").replace(")
 }
 
 // A flight's count of its workers is the goroutines that serve it: one

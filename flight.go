@@ -358,7 +358,8 @@ func (f *flight[T]) poll(end int64, l *looker) (c *call[T], ok bool) {
 		}
 		if len(f.work) != 0 {
 			// A caller came as the worker began to look, and sent its
-			// call through work: take it from there.
+			// call through work, or the reaper its nil: take it from
+			// there (the nil ends this worker).
 			if f.slot.CompareAndSwap(look, nil) {
 				return nil, false
 			}
@@ -414,7 +415,7 @@ func (f *flight[T]) run(c *call[T]) (end int64) {
 	}()
 	c.fn(c)
 	c.fn = nil
-	return 0
+	return // end is set as the call's return is published, above
 }
 
 // yields is how many times a caller lets the call run before it sleeps,

@@ -188,6 +188,9 @@ func load(ctx context.Context, s *server, port string, duration time.Duration) (
 	fail := func(why string) (float64, error) {
 		return 0, fmt.Errorf("wrk on server %s, port %s: %s\n%s", s.name, port, why, out)
 	}
+	if ctx.Err() != nil {
+		return 0, errors.New("interrupted")
+	}
 	if err != nil {
 		return fail(err.Error())
 	}

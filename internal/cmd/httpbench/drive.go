@@ -98,11 +98,11 @@ func drive(rounds int, duration time.Duration, args []string) (err error) {
 	}
 	fmt.Printf("load average at the end %s\n\n", loadAverage())
 
-	fmt.Printf("%-6s %-12s %9s %19s %7s %19s\n", "port", "server", "req/s", "(range)", "x bare", "(range)")
+	fmt.Printf("%-6s %-12s %9s %19s %8s %21s\n", "port", "server", "req/s", "(range)", "x bare", "(range)")
 	for _, port := range ports {
 		for _, s := range servers {
 			r, x := s.rps[port], s.ratio[port]
-			fmt.Printf("%-6s %-12s %9.0f %19s %7.3g %19s\n", port, s.name,
+			fmt.Printf("%-6s %-12s %9.0f %19s %8.3g %21s\n", port, s.name,
 				median(r), fmt.Sprintf("(%.0f to %.0f)", slices.Min(r), slices.Max(r)),
 				median(x), fmt.Sprintf("(%.3g to %.3g)", slices.Min(x), slices.Max(x)))
 		}

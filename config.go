@@ -142,6 +142,9 @@ type config struct {
 	message       string
 	reloadMessage string
 	autoMessage   string // while a Reloader waits for the proof of a reload
+	// unsupportedMessage is the stale message when the checkout turned
+	// into a format the guard does not read: a restart would fail too.
+	unsupportedMessage string
 	problem       bool
 	alwaysRead    bool
 	logger        *slog.Logger
@@ -231,6 +234,9 @@ func (opts *Options) resolve(e *env) (*config, error) {
 	if opts.Message != "" && opts.ReloadMessage != "" {
 		c.autoMessage = c.reloadMessage
 	}
+	c.unsupportedMessage = cmp.Or(opts.Message, agent+"'s checkout changed on disk after "+server+
+		" loaded it, to a Git repository format that is not supported, so a restart would fail too."+
+		" Return the repository to a supported format, then restart "+server+" manually.")
 	// The field a message with the word comes from: a message given
 	// whole, else the product name in the default one.
 	for _, f := range []struct{ name, value string }{

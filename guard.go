@@ -399,6 +399,9 @@ func (g *Guard) EnsureCurrent() error {
 	} else if g.reloader.Load() && g.auto.Load() == autoWaiting {
 		se.Message = cfg.autoMessage
 	}
+	if errors.Is(err, errors.ErrUnsupported) {
+		se.Message = cfg.unsupportedMessage // no reload or restart can bind it
+	}
 	g.logStale(cfg, b, se, &o)
 	return se
 }
@@ -526,6 +529,11 @@ func (g *Guard) logStale(cfg *config, b *binding, se *StaleError, o *Observation
 		return
 	}
 	n := g.staleCount.Add(1)
+	msg, again := "runtimeguard: the loaded runtime is stale", "runtimeguard: stale runtime refused again"
+	if errors.Is(se.Err, errors.ErrUnsupported) {
+		const why = ": the checkout's repository format is not supported, so a restart would fail too"
+		msg, again = msg+why, again+why
+	}
 	attrs := []any{"stale", se, "restart_scheduled", se.RestartScheduled, "stale_checks", n}
 	if o.State == UpdateUnknown && o.MarkerReason != "" {
 		attrs = append(attrs, "update_state_reason", o.MarkerReason)
@@ -534,7 +542,7 @@ func (g *Guard) logStale(cfg *config, b *binding, se *StaleError, o *Observation
 	if g.staleSeen.CompareAndSwap(false, true) {
 		g.staleLogged.Store(now)
 		g.staleUnlogged.Store(0)
-		cfg.logger.Warn("runtimeguard: the loaded runtime is stale", attrs...)
+		cfg.logger.Warn(msg, attrs...)
 		return
 	}
 	g.staleUnlogged.Add(1)
@@ -543,7 +551,7 @@ func (g *Guard) logStale(cfg *config, b *binding, se *StaleError, o *Observation
 		return
 	}
 	attrs = append(attrs, "refused_since_last_log", g.staleUnlogged.Swap(0), "since", time.Duration(now-last).Round(time.Millisecond))
-	cfg.logger.Debug("runtimeguard: stale runtime refused again", attrs...)
+	cfg.logger.Debug(again, attrs...)
 }
 
 // env is the part of the environment a guard touches, replaceable per

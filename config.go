@@ -146,9 +146,6 @@ type config struct {
 	message       string
 	reloadMessage string
 	autoMessage   string // while a Reloader waits for the proof of a reload
-	// unsupportedMessage is the stale message when the checkout turned
-	// into a format the guard does not read: a restart would fail too.
-	unsupportedMessage string
 	problem       bool
 	alwaysRead    bool
 	logger        *slog.Logger
@@ -158,6 +155,10 @@ type config struct {
 	expectReceipt string
 	// requireCheckout is Options.RequireCheckout.
 	requireCheckout bool
+
+	// unsupportedMessage is the stale message when the checkout turned
+	// into a format the guard does not read: a restart would fail too.
+	unsupportedMessage string
 }
 
 // resolve validates opts and applies its defaults.

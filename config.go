@@ -85,7 +85,10 @@ type Options struct {
 	ProblemDetails bool
 	// AlwaysRead turns off the stat fast path: every check reads HEAD, the
 	// refs and the index. Set it where file timestamps cannot be trusted,
-	// such as network file systems with attribute caches or clock skew.
+	// such as network file systems with attribute caches or clock skew, or
+	// where a writer may write the files without a file system call (a
+	// shared mapping), which neither the watch path nor always the stat
+	// path sees.
 	AlwaysRead bool
 	// NoWatch keeps the stat path where the watch path would be taken (see
 	// [Observation].Check): every check stats the files the answer depends

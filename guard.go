@@ -350,7 +350,10 @@ func (g *Guard) bindCtx(ctx context.Context, cfg *config, abs string) (*binding,
 // *[StaleError]; any failure to read the revision counts as a change.
 //
 // A check sees every change that completed before it began: it never uses a
-// result older than its own start. On an unchanged checkout it costs, on
+// result older than its own start. (Writes that reach a file without the
+// kernel's notice, through Linux AIO or a shared mapping, are the
+// exceptions: docs/checking.md in the repository lists them, and
+// [Options.AlwaysRead] sees them all.) On an unchanged checkout it costs, on
 // the watch path (Linux, see [Observation].Check), one non-blocking system
 // call on the inotify descriptor and no allocation; on the stat path one
 // stat of each file the answer depends on (HEAD, the branch's loose ref or
@@ -396,11 +399,10 @@ func (g *Guard) EnsureCurrent() error {
 	}
 	if r := g.scheduled.Load(); r != nil && r.b == b {
 		se.Message, se.RestartScheduled = cfg.reloadMessage, true
+	} else if errors.Is(err, errors.ErrUnsupported) {
+		se.Message = cfg.unsupportedMessage // no restart can bind it, nor a reload prove it
 	} else if g.reloader.Load() && g.auto.Load() == autoWaiting {
 		se.Message = cfg.autoMessage
-	}
-	if errors.Is(err, errors.ErrUnsupported) {
-		se.Message = cfg.unsupportedMessage // no reload or restart can bind it
 	}
 	g.logStale(cfg, b, se, &o)
 	return se

@@ -2,6 +2,7 @@ package runtimeguard
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -68,4 +69,29 @@ func TestUnsupportedFormatAfterBindingSaysSo(t *testing.T) {
 			assert.Equal(t, "Restart by hand.", se.Message)
 		})
 	}
+}
+
+// While a reload is scheduled its message stands, as the payload's
+// restart_scheduled says, even where the checkout turned unsupported
+// meanwhile; once the plan is released the message says the format is
+// not supported.
+func TestUnsupportedFormatWhileAReloadIsScheduled(t *testing.T) {
+	c := newReloadCase(t)
+	c.success(t)
+	require.ErrorIs(t, c.g.EnsureCurrent(), ErrStale)
+	r, err := c.g.PlanReload(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, r.Schedule())
+
+	git(t, c.dir, "update-index", "--split-index")
+	var se *StaleError
+	require.ErrorAs(t, c.g.EnsureCurrent(), &se)
+	require.ErrorIs(t, se, errors.ErrUnsupported)
+	assert.True(t, se.RestartScheduled)
+	assert.Contains(t, se.Message, "retry shortly")
+
+	r.Release()
+	require.ErrorAs(t, c.g.EnsureCurrent(), &se)
+	assert.False(t, se.RestartScheduled)
+	assert.Contains(t, se.Message, "repository format that is not supported")
 }

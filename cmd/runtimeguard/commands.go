@@ -187,7 +187,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) error {
 	}
 	g, err := runtimeguard.New(opts)
 	if err != nil {
-		return apiError(err)
+		return optionUsage(err)
 	}
 	for i := 0; i < *repeat; i++ {
 		if err := g.EnsureCurrent(); err != nil {
@@ -302,7 +302,7 @@ in no tracked Git checkout ends it with 1: a guard there is inert.
 	}
 	g, err := runtimeguard.New(gf.options())
 	if err != nil {
-		return apiError(err)
+		return optionUsage(err)
 	}
 	id := g.Identity()
 	emit := func(e watchEvent) {

@@ -38,17 +38,21 @@
 // One table for every command:
 //
 //	0  success: for check, current; for marker, no marker
-//	1  an error: the checkout or the updater's files could not be read
-//	   or written (status says so after all it could read); a module in
+//	1  an error: the checkout could not be read (status says so after
+//	   all it could read), or for update, the updater's files could not
+//	   be read or written (status reports those as it finds them, an
+//	   unknown marker, an unusable receipt, and exits 0); a module in
 //	   no tracked Git checkout where the command needs one (check and
 //	   watch: a guard there is inert, so there is nothing to check or
 //	   watch; update: in no Git worktree at all); for update, a receipt
 //	   that says failed for another reason than COMMAND's status
-//	2  a usage error: an unknown flag, a value the flag does not take, a
-//	   missing or extra argument, a flag value that describes no layout
-//	   (for update also an empty --receipt, and no home directory known),
-//	   a --module that names no regular file (none, a directory, a pipe
-//	   such as /dev/stdin, a device)
+//	2  a usage error: an unknown flag, a value the flag does not take
+//	   (for check also an --expect of the other object format than the
+//	   checkout's), a missing or extra argument, a flag value that
+//	   describes no layout (for update also an empty --receipt, and no
+//	   home directory known), a --module that names no regular file
+//	   (none, a link that leads to none, a directory, a pipe such as
+//	   /dev/stdin, a device)
 //	3  check: stale (the exact 409 body on standard output, why on
 //	   standard error)
 //	4  marker: active; 5 stale; 6 unknown (with or without --json), so

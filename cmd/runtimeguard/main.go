@@ -317,13 +317,21 @@ func resolveFlags(opts runtimeguard.Options) (runtimeguard.Paths, error) {
 		return runtimeguard.Paths{}, usagef("--marker must not be empty")
 	}
 	p, err := runtimeguard.ResolvePaths(opts)
+	return p, optionUsage(err)
+}
+
+// optionUsage is err, of the runtimeguard package, as the command says
+// it: an option that describes no guard is a usage error that names its
+// flag (New tells some only once it read the checkout, such as an
+// --expect of the other object format); any other error is the library's.
+func optionUsage(err error) error {
 	var oe *runtimeguard.OptionError
 	if errors.As(err, &oe) {
 		if flag, ok := optionFlags[oe.Field]; ok {
-			return p, usagef("%s %q: %s", flag, fmt.Sprint(oe.Value), oe.Reason)
+			return usagef("%s %q: %s", flag, fmt.Sprint(oe.Value), oe.Reason)
 		}
 	}
-	return p, apiError(err)
+	return apiError(err)
 }
 
 // checkModule reports a --module that is missing or names no regular file,
@@ -336,6 +344,9 @@ func (f *guardFlags) checkModule() error {
 	var pe *fs.PathError
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		if target, lerr := os.Readlink(f.module); lerr == nil {
+			return usagef("--module %s: a symbolic link to %s, which leads to no file", text(f.module), text(target))
+		}
 		return usagef("--module %s: no such file", text(f.module))
 	case errors.As(err, &pe):
 		return usagef("--module %s: %v", text(f.module), pe.Err)

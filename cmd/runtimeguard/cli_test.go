@@ -25,6 +25,10 @@ func TestVersionFlags(t *testing.T) {
 	assert.Contains(t, want.stdout, "(devel)", "a test binary is built in a checkout")
 	for _, flag := range []string{"--version", "-version"} {
 		assert.Equal(t, want, runCmd(t, gittest.TempDir(t), flag), flag)
+		// Its usage errors name the command as its usage does.
+		r := runCmd(t, gittest.TempDir(t), flag, "extra")
+		assert.Equal(t, exitUsage, r.code, flag)
+		assert.Equal(t, "runtimeguard version: unexpected argument \"extra\"\nRun 'runtimeguard version --help' for usage.\n", r.stderr, flag)
 	}
 }
 

@@ -20,7 +20,8 @@
 //	                    -- COMMAND [ARGS...]
 //	runtimeguard version (or --version, -version)
 //
-// Help (--help or -h, or help COMMAND) goes to standard output. Flags and the
+// Help (help, --help or -h, each alone or before a COMMAND, or COMMAND
+// --help) goes to standard output. Flags and the
 // marker's path may come in any order (-- ends the flags); update's flags
 // come before the -- that starts its command.
 //

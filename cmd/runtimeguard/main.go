@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -63,6 +64,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	cmd, rest := args[0], args[1:]
+	if cmd == "--version" || cmd == "-version" {
+		cmd = "version" // and named so in its errors
+	}
 	var err error
 	switch cmd {
 	case "demo":
@@ -77,14 +81,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdWatch(ctx, rest, stdout, stderr)
 	case "update":
 		err = cmdUpdate(ctx, rest, stdout, stderr)
-	case "version", "--version", "-version":
+	case "version":
 		err = cmdVersion(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
-		if cmd == "help" && len(rest) > 1 {
+		// Each form takes at most a command, whose help it prints.
+		switch {
+		case len(rest) > 1:
 			fmt.Fprintf(stderr, "runtimeguard help: want at most one command, got %d\nRun 'runtimeguard --help' for usage.\n", len(rest))
 			return exitUsage
-		}
-		if cmd == "help" && len(rest) == 1 && rest[0] != "help" {
+		case len(rest) == 1 && !slices.Contains([]string{"help", "-h", "-help", "--help"}, rest[0]):
 			return run(ctx, []string{rest[0], "-h"}, stdout, stderr)
 		}
 		fmt.Fprint(stdout, usage)

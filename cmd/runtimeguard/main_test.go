@@ -197,10 +197,19 @@ func TestHelp(t *testing.T) {
 		assert.Equal(t, 0, r.code)
 		assert.Contains(t, r.stdout, "runtimeguard status --module FILE")
 	}
-	r = runCmd(t, gittest.TempDir(t), "help", "status", "extra")
-	assert.Equal(t, 2, r.code)
-	assert.Empty(t, r.stdout)
-	assert.Contains(t, r.stderr, "at most one command")
+	// --help and -h take a command as help does, and no more.
+	for _, flag := range []string{"help", "-h", "--help"} {
+		r = runCmd(t, gittest.TempDir(t), flag, "status")
+		assert.Equal(t, 0, r.code, "%s status", flag)
+		assert.Contains(t, r.stdout, "Usage: runtimeguard status", "%s status is status's help", flag)
+		r = runCmd(t, gittest.TempDir(t), flag, "status", "extra")
+		assert.Equal(t, 2, r.code, "%s status extra", flag)
+		assert.Empty(t, r.stdout)
+		assert.Contains(t, r.stderr, "at most one command")
+		r = runCmd(t, gittest.TempDir(t), flag, "bogus")
+		assert.Equal(t, 2, r.code, "%s bogus", flag)
+		assert.Contains(t, r.stderr, `unknown command "bogus"`)
+	}
 	r = runCmd(t, gittest.TempDir(t), "version", "-h")
 	assert.NotContains(t, r.stdout, "Flags:")
 	// A flag error goes to standard error with a pointer to the usage,

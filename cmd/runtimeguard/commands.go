@@ -108,7 +108,11 @@ func status1(gf *guardFlags, asJSON bool, stdout io.Writer, printed *bool) error
 	if s.TopLevel != "" {
 		row("git dir", s.GitDir)
 		row("object format", s.ObjectFormat)
-		row("tracked", fmt.Sprint(s.Tracked))
+		if s.ReadError != "" && !s.Tracked && s.Reason == "" {
+			row("tracked", "unknown: the index was not read")
+		} else {
+			row("tracked", fmt.Sprint(s.Tracked))
+		}
 		switch {
 		case s.HeadRef != "":
 			row("HEAD", s.HeadRef)

@@ -85,7 +85,8 @@
 //   - top_level, git_dir, common_dir: the worktree and its Git
 //     directories; empty when there is none
 //   - object_format: sha1 or sha256; empty when there is no repository
-//   - tracked: whether the index tracks the module
+//   - tracked: whether the index tracks the module; false too where
+//     read_error is set and reason is not, since the index was not read
 //   - head_ref: the ref HEAD names, empty when detached
 //   - revision: HEAD's object id, empty when the checkout is not tracked
 //   - reason: why revision is empty (left out otherwise)

@@ -399,6 +399,26 @@ func TestWatchPrintsChangesAndStopsOnSignal(t *testing.T) {
 	require.NoError(t, cmd.Wait(), "watch exits 0 on SIGTERM")
 }
 
+// status on a checkout whose index cannot be read says whether the index
+// tracks the module is unknown, rather than that it does not; where the
+// index was read, what it says.
+func TestStatusOfUnreadableIndex(t *testing.T) {
+	t.Parallel() // processes, files and repositories of its own
+	module, _ := checkout(t)
+	dir := filepath.Dir(module)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".git", "index"), []byte("DIRC garbage"), 0o644))
+	r := runCmd(t, gittest.TempDir(t), "status", "--module", module)
+	assert.Equal(t, exitError, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^tracked:\s+unknown: the index was not read$`, r.stdout)
+
+	module, _ = checkout(t)
+	dir = filepath.Dir(module)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".git", "refs", "heads", "main"), []byte("garbage\n"), 0o644))
+	r = runCmd(t, gittest.TempDir(t), "status", "--module", module)
+	assert.Equal(t, exitError, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^tracked:\s+true$`, r.stdout, "the index was read before the ref")
+}
+
 // A checkout that cannot be read is still described, with its recovery
 // markers, and the read error; the exit status is 1.
 func TestStatusOfUnreadableCheckout(t *testing.T) {

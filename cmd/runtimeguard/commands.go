@@ -181,6 +181,9 @@ func cmdCheck(args []string, stdout, stderr io.Writer) error {
 	case *repeat < 1:
 		return usagef("--repeat must be at least 1: a check is what this command is for")
 	}
+	if err := gf.checkHome(); err != nil {
+		return err
+	}
 	opts := gf.options()
 	opts.ExpectRevision, opts.NoWatch = *expect, *noWatch
 	if _, err := resolveFlags(opts); err != nil {

@@ -50,8 +50,9 @@
 //	2  a usage error: an unknown flag, a value the flag does not take
 //	   (for check also an --expect of the other object format than the
 //	   checkout's), a missing or extra argument, a flag value that
-//	   describes no layout (for update also an empty --receipt, and no
-//	   home directory known), a --module that names no regular file
+//	   describes no layout (an empty --home too, which is no home rather
+//	   than the default; for update also an empty --receipt or --dir,
+//	   and no home directory known), a --module that names no regular file
 //	   (none, a link that leads to none, a directory, a pipe such as
 //	   /dev/stdin, a device)
 //	3  check: stale (the exact 409 body on standard output, why on

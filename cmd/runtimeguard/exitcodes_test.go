@@ -86,6 +86,8 @@ func TestExitCodesAreOneTable(t *testing.T) {
 		{name: "module is a device", flags: []string{"--module", "/dev/null"}, code: map[string]int{"": exitUsage}, want: "--module /dev/null: a character device, not the module file"},
 		{name: "module is a pipe", flags: []string{"--module", "/dev/stdin"}, stdin: true, code: map[string]int{"": exitUsage}, want: "--module /dev/stdin: a pipe, not the module file"},
 		{name: "marker outside the home", flags: []string{"--module", module, "--marker", "../x"}, code: map[string]int{"": exitUsage}, want: "--marker"},
+		// An empty --home ("$UNSET") is no home, not the default one.
+		{name: "empty home", flags: []string{"--module", module, "--home", ""}, code: map[string]int{"": exitUsage}, want: "--home is empty"},
 		{name: "empty marker", flags: []string{"--module", module, "--marker", ""}, code: map[string]int{"": exitUsage}, want: "--marker"},
 		{name: "receipt outside the home", flags: []string{"--module", module, "--receipt", "/abs/last.json"}, code: map[string]int{"": exitUsage}, want: "--receipt"},
 		// A layout without a receipt is one a guard reads; update writes one.

@@ -312,7 +312,20 @@ func (f *guardFlags) register(fs *flag.FlagSet) {
 // them; flags that describe no layout are a usage error that names the
 // flag.
 func (f *guardFlags) resolve() (runtimeguard.Paths, error) {
+	if err := f.checkHome(); err != nil {
+		return runtimeguard.Paths{}, err
+	}
 	return resolveFlags(f.options())
+}
+
+// checkHome refuses a --home given empty: a variable that was not set
+// ("--home $UNSET"), not a wish for the default home, where update would
+// write its marker and receipts.
+func (f *guardFlags) checkHome() error {
+	if f.home == "" && f.fs != nil && set(f.fs, "home") {
+		return usagef("--home is empty: leave it out for the default home")
+	}
+	return nil
 }
 
 // resolveFlags is resolve for the options the flags describe, with those

@@ -572,6 +572,8 @@ func TestUpdateRefusesBadInput(t *testing.T) {
 		{"missing dir", []string{"--module", c.module, "--dir", filepath.Join(c.dir, "nope")}, "--dir", exitUsage},
 		{"dir is a file", []string{"--module", c.module, "--dir", c.module}, "not a directory", exitUsage},
 		{"negative wait", []string{"--module", c.module, "--wait", "-1s"}, "--wait", exitUsage},
+		// An empty value ("$UNSET") is no directory, not the default.
+		{"empty dir", []string{"--module", c.module, "--dir", ""}, "--dir is empty", exitUsage},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := commandProcess(append(append([]string{"update", "--home", c.home}, tc.args...), "--", "sh", "-c", "touch "+ran)...)

@@ -63,6 +63,9 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usagef("no COMMAND to run after --")
 	case *wait < 0:
 		return usagef("--wait must not be negative")
+	case *workDir == "" && set(c.fs, "dir"):
+		// "--dir $UNSET": not a wish for the default directory.
+		return usagef("--dir is empty: leave it out for the worktree's top level")
 	}
 	// Refuse before anything is written: a typo in --module must not run
 	// COMMAND (git pull) wherever the tool was started.

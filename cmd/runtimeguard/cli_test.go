@@ -111,6 +111,11 @@ func TestStatusJSONOnError(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(r.stdout), &s), "%v: stdout %q", tc.args, r.stdout)
 		assert.Contains(t, s["error"], tc.msg, "%v", tc.args)
 	}
+	// A command line whose flags do not parse may not have asked for JSON:
+	// the usage error alone, on standard error.
+	r := runCmd(t, dir, "status", "--json", "--bogus")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Empty(t, r.stdout)
 }
 
 // watch --json prints one JSON object a line: bound, current, stale with

@@ -79,7 +79,8 @@
 //
 // # JSON output
 //
-// status --json prints JSON on an error too ({"module_path", "error"}).
+// status --json prints JSON on an error too ({"module_path", "error"}),
+// once its flags parse (a flag error is a usage error alone).
 // Otherwise it prints these fields, a stable API:
 //
 //   - module_path, source_dir: absolute, links resolved

@@ -574,6 +574,9 @@ func TestUpdateRefusesBadInput(t *testing.T) {
 		{"negative wait", []string{"--module", c.module, "--wait", "-1s"}, "--wait", exitUsage},
 		// An empty value ("$UNSET") is no directory, not the default.
 		{"empty dir", []string{"--module", c.module, "--dir", ""}, "--dir is empty", exitUsage},
+		// A COMMAND named by an unset variable: nothing to run, no
+		// failed receipt to write.
+		{"empty command", []string{"--module", c.module, "--", ""}, "COMMAND after -- is empty", exitUsage},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := commandProcess(append(append([]string{"update", "--home", c.home}, tc.args...), "--", "sh", "-c", "touch "+ran)...)

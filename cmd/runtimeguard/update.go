@@ -61,6 +61,8 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usagef("--module is required")
 	case len(c.args) == 0:
 		return usagef("no COMMAND to run after --")
+	case c.args[0] == "":
+		return usagef("the COMMAND after -- is empty: nothing to run")
 	case *wait < 0:
 		return usagef("--wait must not be negative")
 	case *workDir == "" && set(c.fs, "dir"):

@@ -8,6 +8,7 @@ import (
 	"io"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/runtimeguard/runtimeguard"
@@ -75,13 +76,17 @@ func status1(gf *guardFlags, asJSON bool, stdout io.Writer, printed *bool) error
 	// A guard bound to the module says which check path it takes; where
 	// none can be bound, the updater's files are observed all the same.
 	var o runtimeguard.Observation
-	if g, err := runtimeguard.New(gf.options()); err == nil {
+	g, bindErr := runtimeguard.New(gf.options())
+	if bindErr == nil {
 		if err := g.EnsureCurrent(); err == nil && g.Observe().Check == "watch" {
 			_ = g.EnsureCurrent() // a first read of fresh files is read once more
 		}
 		o = g.Observe()
-	} else if o, err = runtimeguard.Observe(gf.options()); err != nil {
-		return apiError(err)
+	} else {
+		var err error
+		if o, err = runtimeguard.Observe(gf.options()); err != nil {
+			return apiError(err)
+		}
 	}
 	s := status{
 		ModulePath: ck.ModulePath, SourceDir: ck.SourceDir, TopLevel: ck.TopLevel,
@@ -125,6 +130,9 @@ func status1(gf *guardFlags, asJSON bool, stdout io.Writer, printed *bool) error
 	switch {
 	case s.ReadError != "":
 		row("revision", "unreadable: "+s.ReadError)
+	case s.Revision == "" && bindErr != nil:
+		// Such as HEAD naming a branch that is gone while others exist.
+		row("revision", "none: "+s.Reason+" (a guard does not bind here: "+strings.TrimPrefix(bindErr.Error(), "runtimeguard: ")+")")
 	case s.Revision == "":
 		row("revision", "none: "+s.Reason+" (a guard bound here is inert)")
 	default:

@@ -364,6 +364,22 @@ func TestStatusExplainsEmptyRevision(t *testing.T) {
 	assert.Empty(t, r.stdout)
 }
 
+// status calls a guard inert only where one binds inert: HEAD naming a
+// branch that does not exist while others do (a rename under way) is no
+// inert checkout, and New refuses to bind there.
+func TestStatusOfUnbornBranchAmongOthers(t *testing.T) {
+	t.Parallel() // processes, files and repositories of its own
+	module, rev := checkout(t)
+	git(t, filepath.Dir(module), "symbolic-ref", "HEAD", "refs/heads/gone")
+	home := gittest.TempDir(t)
+	r := runCmd(t, home, "check", "--module", module, "--expect", rev)
+	require.Equal(t, exitError, r.code, "no guard binds here: %s", r.stderr)
+	r = runCmd(t, home, "status", "--module", module)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^revision:\s+none: HEAD names the unborn branch refs/heads/gone \(a guard does not bind here: .*refs/heads/gone.*\)$`, r.stdout)
+	assert.NotContains(t, r.stdout, "inert")
+}
+
 func TestWatchPrintsChangesAndStopsOnSignal(t *testing.T) {
 	t.Parallel() // processes, files and repositories of its own
 	module, rev := checkout(t)

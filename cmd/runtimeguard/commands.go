@@ -43,6 +43,10 @@ type statusError struct {
 
 func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	c := newCommand("status", "status --module FILE [--json] [flags]", stdout, stderr)
+	c.doc = `Exits 0 once it printed what it found, 1 when the checkout cannot be read
+(after all it could read), 2 on a usage error. The updater's files are
+reported as found: an unknown marker or an unusable receipt is no error.
+`
 	var gf guardFlags
 	gf.register(c.fs)
 	asJSON := c.fs.Bool("json", false, "print JSON (its fields: the command's documentation), on error too")
@@ -175,6 +179,11 @@ func formatTime(t time.Time) string {
 
 func cmdCheck(args []string, stdout, stderr io.Writer) error {
 	c := newCommand("check", "check --module FILE --expect REV [flags]", stdout, stderr)
+	c.doc = `Exits 0 when current (the revision on standard output), 3 when stale (the
+409 body on standard output, why on standard error), 1 when the checkout
+cannot be read or the module is in no tracked Git checkout, 2 on a usage
+error.
+`
 	var gf guardFlags
 	gf.register(c.fs)
 	expect := c.fs.String("expect", "", "the full `REV`ision the server loaded (required)")

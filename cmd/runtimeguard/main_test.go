@@ -210,6 +210,11 @@ func TestHelp(t *testing.T) {
 		assert.Equal(t, 2, r.code, "%s bogus", flag)
 		assert.Contains(t, r.stderr, `unknown command "bogus"`)
 	}
+	// A command's help says how it exits, as the command's documentation does.
+	for cmd, want := range map[string]string{"check": "3 when stale", "status": "1 when the checkout cannot be read", "marker": "4 active", "watch": "ends it with 1"} {
+		r = runCmd(t, gittest.TempDir(t), cmd, "--help")
+		assert.Contains(t, strings.Join(strings.Fields(r.stdout), " "), want, "%s --help", cmd)
+	}
 	r = runCmd(t, gittest.TempDir(t), "version", "-h")
 	assert.NotContains(t, r.stdout, "Flags:")
 	// A flag error goes to standard error with a pointer to the usage,

@@ -5,6 +5,7 @@ package gitread
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -27,4 +28,34 @@ func TestReftableSpecialFiles(t *testing.T) {
 			gittest.Mkfifo(t, p)
 		}, true},
 	})
+}
+
+// Git opens each table tables.list names as <reftable dir>/<name>, a name
+// with slashes (or, on Unix, backslashes) too: the reader reads the same
+// file, and gives the revision git gives.
+func TestReftableTableNamesWithSlashes(t *testing.T) {
+	for _, tc := range []struct{ what, dir, name string }{
+		{"a subdirectory", "sub", "sub/"},
+		{"two subdirectories", "sub/deeper", "sub/deeper/"},
+		{"the directory itself", "", "./"},
+		{"the directory through its parent", "", "../reftable/"},
+		{"a backslash", "", `a\`},
+	} {
+		t.Run(tc.what, func(t *testing.T) {
+			dir := tempDir(t)
+			module := reftableRepo(t, dir, "sha1")
+			rt := filepath.Join(dir, ".git", "reftable")
+			var list strings.Builder
+			for _, p := range tablePaths(t, rt) {
+				name := tc.name + filepath.Base(p)
+				require.NoError(t, os.MkdirAll(filepath.Join(rt, tc.dir), 0o755))
+				require.NoError(t, os.Rename(p, filepath.Join(rt, filepath.FromSlash(name))))
+				list.WriteString(name + "\n")
+			}
+			require.NoError(t, os.WriteFile(filepath.Join(rt, "tables.list"), []byte(list.String()), 0o644))
+			_, ok := gitHead(t, dir)
+			require.True(t, ok, "%s reads HEAD from %q", gittest.Describe(), list.String())
+			assertAgreesWithGit(t, module, list.String())
+		})
+	}
 }

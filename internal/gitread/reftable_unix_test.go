@@ -59,3 +59,51 @@ func TestReftableTableNamesWithSlashes(t *testing.T) {
 		})
 	}
 }
+
+// FuzzReftableTablesList: whatever tables.list says, naming the stack's
+// tables where copies of them are (the reftable directory, sub/,
+// sub/deeper/, and with a backslash in their name) or anything else, the
+// reader gives HEAD's revision as git rev-parse HEAD does, fails where git
+// fails, and never guards nothing where git has refs.
+func FuzzReftableTablesList(f *testing.F) {
+	var module, rt string
+	var names []string
+	if gittest.HasReftable() {
+		dir := tempDir(f)
+		module = reftableRepo(f, dir, "sha1")
+		gittest.Git(f, dir, "branch", "side")
+		gittest.Git(f, dir, "symbolic-ref", "HEAD", "refs/heads/side")
+		rt = filepath.Join(dir, ".git", "reftable")
+		for _, p := range tablePaths(f, rt) {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				f.Fatal(err)
+			}
+			for _, copyDir := range []string{"sub", "sub/deeper"} {
+				gittest.WriteFile(f, filepath.Join(rt, copyDir, filepath.Base(p)), string(data))
+			}
+			gittest.WriteFile(f, filepath.Join(rt, `a\`+filepath.Base(p)), string(data))
+			names = append(names, filepath.Base(p))
+		}
+	}
+	list := func(prefix string) []byte {
+		var b strings.Builder
+		for _, n := range names {
+			b.WriteString(prefix + n + "\n")
+		}
+		return []byte(b.String())
+	}
+	// Seeds: the list git wrote, and its tables in the other places.
+	for _, prefix := range []string{"", "sub/", "sub/deeper/", "./", "../reftable/sub/", `a\`, "sub//", "/"} {
+		f.Add(list(prefix))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if module == "" {
+			t.Skip("the git on PATH makes no reftable repository (before 2.45)")
+		}
+		if err := os.WriteFile(filepath.Join(rt, "tables.list"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		checkAgainstGit(t, module, true)
+	})
+}

@@ -93,7 +93,8 @@ func FuzzReftableTablesList(f *testing.F) {
 		}
 		return []byte(b.String())
 	}
-	// Seeds: the list git wrote, and its tables in the other places.
+	// Seeds: the list git wrote, and its tables in the other places (in
+	// testdata, lists naming no table).
 	for _, prefix := range []string{"", "sub/", "sub/deeper/", "./", "../reftable/sub/", `a\`, "sub//", "/"} {
 		f.Add(list(prefix))
 	}

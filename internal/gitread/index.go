@@ -48,10 +48,11 @@ func indexHasPath(data []byte, path string, hashLen int) (bool, error) {
 
 // scanIndex reports whether the Git index that src gives, size bytes long,
 // tracks path (slash separated, relative to the top level), compared byte
-// for byte: no pathspec magic. A path under a sparse directory entry is
-// unsupported: git decides by the entry's tree. The index is checked
-// whole, as git checks it when it reads one: header, every entry and the
-// extensions. The trailing checksum is not verified, as git verifies it
+// for byte with each entry's name as ls-files matches it (as long as the
+// entry's flags say, up to its first NUL): no pathspec magic. A path under
+// a sparse directory entry is unsupported: git decides by the entry's
+// tree. The index is checked whole, as git checks it when it reads one:
+// header, every entry and the extensions. The trailing checksum is not verified, as git verifies it
 // only in fsck (a checksum that does not match is read by every git
 // command); hashLen is 40 (SHA-1) or 64 (SHA-256) hex digits.
 //
@@ -59,7 +60,7 @@ func indexHasPath(data []byte, path string, hashLen int) (bool, error) {
 // least indexMinBuf bytes): its entries one by one, each name compared
 // with path as it goes by, never held whole (for version 4, whose names
 // are prefix-compressed, what is kept of the previous name is how long it
-// is and how much of path it matches). srcErr is a failure of src (a file
+// is, where its first NUL is and how much of path it matches). srcErr is a failure of src (a file
 // that changed while it was read, say), which takes precedence over what
 // the bytes read say: src is read to its end even where they fail; err is
 // what is wrong with the index.

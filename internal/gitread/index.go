@@ -39,7 +39,7 @@ var indexBufs = sync.Pool{New: func() any { b := make([]byte, indexBufBytes); re
 func indexHasPath(data []byte, path string, hashLen int) (bool, error) {
 	buf := indexBufs.Get().(*[]byte)
 	defer indexBufs.Put(buf)
-	found, srcErr, err := scanIndex(bytes.NewReader(data), int64(len(data)), path, hashLen, *buf)
+	found, srcErr, err := scanIndex(bytes.NewReader(data), bytes.NewReader(data), int64(len(data)), path, hashLen, *buf)
 	if srcErr != nil {
 		return false, srcErr
 	}
@@ -64,11 +64,15 @@ func indexHasPath(data []byte, path string, hashLen int) (bool, error) {
 // that changed while it was read, say), which takes precedence over what
 // the bytes read say: src is read to its end even where they fail; err is
 // what is wrong with the index.
-func scanIndex(src io.Reader, size int64, path string, hashLen int, buf []byte) (found bool, srcErr, err error) {
+//
+// at reads the same index at any offset: the tables git reads it in
+// parallel with are read through it first (see indexTables); where at is
+// nil, an index that holds them is refused.
+func scanIndex(src io.Reader, at io.ReaderAt, size int64, path string, hashLen int, buf []byte) (found bool, srcErr, err error) {
 	if len(buf) < indexMinBuf {
 		buf = make([]byte, indexMinBuf)
 	}
-	s := indexStream{src: src, buf: buf}
+	s := indexStream{src: src, at: at, buf: buf}
 	found, err = s.scan(size, path, hashLen)
 	if srcErr = s.drain(); srcErr != nil {
 		return false, srcErr, nil
@@ -91,6 +95,7 @@ var errIndexTruncated = errors.New("index is truncated")
 // checksum, and the padding after the last entry past the file's end.
 type indexStream struct {
 	src       io.Reader
+	at        io.ReaderAt
 	buf       []byte
 	r, w      int
 	pos, size int64
@@ -275,6 +280,7 @@ func (s *indexStream) drain() error {
 
 // Errors of entries git reads otherwise than the guard could follow.
 var (
+	errIndexThreads      = errors.New("index's tables for reading it in parallel (EOIE, IEOT) disagree with its entries: git reads them otherwise with index.threads")
 	errIndexPrefix       = errors.New("index has a bad path prefix")
 	errIndexUnterminated = errors.New("index entry's name, as long as its flags say, is not followed by a NUL: git reads it into memory past the entry")
 	errIndexExtPastEnd   = errors.New("index extension that git reads runs past the end of the file")
@@ -300,11 +306,28 @@ func (s *indexStream) scan(size int64, path string, hashLen int) (bool, error) {
 		return false, fmt.Errorf("index version %d: %w", version, errors.ErrUnsupported)
 	}
 	count := binary.BigEndian.Uint32(head[8:12])
+	var eoie int64
+	var blocks []indexBlock
+	if s.at != nil {
+		var err error
+		if eoie, blocks, err = indexTables(s.at, size, hashSize, count); err != nil {
+			return false, err
+		}
+	}
 
 	target := []byte(path)
 	found := false
 	var prev indexName // version 4: the previous entry's name
 	for i := uint32(0); i < count; i++ {
+		// Where a block of git's offset table starts, git reads the
+		// entry from the block's offset, with no previous name.
+		block := false
+		for len(blocks) > 0 && blocks[0].first == i {
+			if blocks[0].offset != s.pos {
+				return false, errIndexThreads
+			}
+			block, blocks = true, blocks[1:]
+		}
 		fixed := indexStatBytes + int(hashSize) + 2
 		e := s.next(fixed)
 		if e == nil {
@@ -338,6 +361,9 @@ func (s *indexStream) scan(size int64, path string, hashLen int) (bool, error) {
 					return false, errIndexPrefix
 				}
 				name = prev.keep(prev.n - int(strip))
+				if block && name.n != 0 {
+					return false, errIndexThreads
+				}
 			}
 		}
 		// Git takes the name's length from the flags, or up to its NUL
@@ -383,6 +409,9 @@ func (s *indexStream) scan(size int64, path string, hashLen int) (bool, error) {
 			}
 		}
 	}
+	if eoie != 0 && eoie != s.pos {
+		return false, errIndexThreads
+	}
 	// Git reads extensions while 8 bytes are left before the checksum.
 	for s.pos+8 <= size-hashSize {
 		h := s.next(8)
@@ -394,7 +423,11 @@ func (s *indexStream) scan(size int64, path string, hashLen int) (bool, error) {
 		switch sig {
 		case "link":
 			return false, errSplitIndex
-		case "sdir", "EOIE", "IEOT":
+		case "EOIE", "IEOT":
+			if s.at == nil {
+				return false, errIndexThreads
+			}
+		case "sdir":
 			// Not read here by git: a sparse index's mark (its
 			// directory entries are matched above), and the tables
 			// git reads entries in parallel with.
@@ -460,4 +493,95 @@ func indexVarint(b []byte) (v uint64, used int) {
 		return 0, 0 // git stops before the byte after b
 	}
 	return 0, -1
+}
+
+// indexBlock is a block of an index's offset table (IEOT): git reads its
+// entries from entry first on, starting at offset, the first with no
+// previous name.
+type indexBlock struct {
+	first  uint32
+	offset int64
+}
+
+// Bounds of the offset table: git writes a block a thread.
+const (
+	indexEOIEBytes  = 8 + 4 + 20 // header, offset, and hash of the extensions' headers
+	indexMaxBlocks  = 1 << 16
+	indexIEOTHeader = 4 // version
+)
+
+// indexTables reads, through at, the tables with which git reads an index
+// in parallel where index.threads (and the cores) allow, as
+// read_eoie_extension and read_ieot_extension in git's read-cache.c do:
+// eoie, where the extensions start (0 where git would not take it), and
+// the blocks of the offset table found from there (none where git would
+// not read one). The EOIE hash over the extensions' headers is not
+// checked: where it does not match git reads the index in order, as it is
+// read here, and the tables are checked against that order all the same.
+// A table git reads past the end of the file, that does not count the
+// entries the header does, or that has more blocks than any git writes,
+// is an error.
+func indexTables(at io.ReaderAt, size, hashSize int64, count uint32) (eoie int64, blocks []indexBlock, err error) {
+	end := size - hashSize - indexEOIEBytes // where EOIE is, when it is
+	if end < indexHeaderBytes {
+		return 0, nil, nil
+	}
+	var b [12]byte
+	if _, err := at.ReadAt(b[:], end); err != nil {
+		return 0, nil, err
+	}
+	if string(b[:4]) != "EOIE" || binary.BigEndian.Uint32(b[4:8]) != indexEOIEBytes-8 {
+		return 0, nil, nil
+	}
+	eoie = int64(binary.BigEndian.Uint32(b[8:12]))
+	if eoie < indexHeaderBytes || eoie >= end {
+		return 0, nil, nil
+	}
+	// The extensions' headers from eoie on must lead to EOIE itself.
+	var ieot, ieotSize int64 = -1, 0
+	for off := eoie; off < end; {
+		if _, err := at.ReadAt(b[:8], off); err != nil {
+			return 0, nil, err
+		}
+		n := int64(binary.BigEndian.Uint32(b[4:8]))
+		if string(b[:4]) == "IEOT" && ieot < 0 {
+			ieot, ieotSize = off+8, n
+		}
+		off += 8 + n
+		if off > end {
+			return 0, nil, nil
+		}
+	}
+	if ieot < 0 {
+		return eoie, nil, nil
+	}
+	if ieot+indexIEOTHeader > size || ieotSize < indexIEOTHeader {
+		return 0, nil, errIndexThreads
+	}
+	if _, err := at.ReadAt(b[:4], ieot); err != nil {
+		return 0, nil, err
+	}
+	nr := (ieotSize - indexIEOTHeader) / 8
+	if binary.BigEndian.Uint32(b[:4]) != 1 || nr == 0 {
+		return eoie, nil, nil // git reads the entries in order
+	}
+	if nr > indexMaxBlocks || ieot+indexIEOTHeader+8*nr > size {
+		return 0, nil, errIndexThreads
+	}
+	table := make([]byte, 8*nr)
+	if _, err := at.ReadAt(table, ieot+indexIEOTHeader); err != nil {
+		return 0, nil, err
+	}
+	var first uint64
+	for i := int64(0); i < nr; i++ {
+		n := binary.BigEndian.Uint32(table[8*i+4:])
+		if n > 0 {
+			blocks = append(blocks, indexBlock{first: uint32(first), offset: int64(binary.BigEndian.Uint32(table[8*i:]))})
+		}
+		first += uint64(n)
+	}
+	if first != uint64(count) {
+		return 0, nil, errIndexThreads
+	}
+	return eoie, blocks, nil
 }

@@ -149,3 +149,49 @@ func TestIndexShapesAsGitReadsThem(t *testing.T) {
 		})
 	}
 }
+
+// With index.threads, git writes an index's entries in blocks whose
+// offsets it records (IEOT), and where the extensions start (EOIE); it
+// then reads the entries of each block from its offset, the block's first
+// with no previous name (version 4), and the extensions from there. Where
+// those tables agree with the entries, the read finds what git finds; where
+// they do not, git with threads names other entries than git without, and
+// the read must not find the module tracked.
+func TestIndexThreadedTablesAsGitReadsThem(t *testing.T) {
+	for _, version := range []string{"2", "4"} {
+		for _, moved := range []bool{false, true} {
+			t.Run(fmt.Sprintf("v%s/block moved %v", version, moved), func(t *testing.T) {
+				dir := tempDir(t)
+				initRepo(t, dir, map[string]string{"a.py": "a\n", "run_agent.py": "x\n", "z.py": "z\n"})
+				git(t, dir, "config", "index.threads", "4")
+				git(t, dir, "update-index", "--index-version", version)
+				require.NoError(t, os.Remove(filepath.Join(dir, ".git", "index")))
+				git(t, dir, "reset", "-q")
+				path := filepath.Join(dir, ".git", "index")
+				data, err := os.ReadFile(path)
+				require.NoError(t, err)
+				ieot := bytes.Index(data, []byte("IEOT"))
+				require.Positive(t, ieot, "%s writes an offset table", gittest.Describe())
+				require.Equal(t, "EOIE", string(data[len(data)-20-32:len(data)-20-28]), "%s writes the end of entries last", gittest.Describe())
+				if moved {
+					// The second block starts where the first does:
+					// a.py twice, and no run_agent.py, for git with
+					// threads.
+					copy(data[ieot+12+8:ieot+12+12], data[ieot+12:ieot+16])
+					require.NoError(t, os.WriteFile(path, data, 0o644))
+				}
+
+				out, gitErr := gittest.Command(dir, "ls-files", "--error-unmatch", "--", "run_agent.py").CombinedOutput()
+				c, _, err := Read(System, filepath.Join(dir, "run_agent.py"), true)
+				if moved {
+					require.Error(t, gitErr, "%s with threads reads other entries: %s", gittest.Describe(), out)
+					assert.False(t, err == nil && c.Tracked, "%s does not find the module, the read does", gittest.Describe())
+				} else {
+					require.NoError(t, gitErr, "%s: %s", gittest.Describe(), out)
+					require.NoError(t, err)
+					assert.True(t, c.Tracked)
+				}
+			})
+		}
+	}
+}

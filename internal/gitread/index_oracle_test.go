@@ -40,7 +40,7 @@ func FuzzIndexStreamMatchesWhole(f *testing.F) {
 			src = iotest.DataErrReader(src)
 		}
 		buf := make([]byte, indexMinBuf+int(bufExtra))
-		gotFound, srcErr, gotErr := scanIndex(src, int64(len(data)), path, hashLen, buf)
+		gotFound, srcErr, gotErr := scanIndex(src, bytes.NewReader(data), int64(len(data)), path, hashLen, buf)
 		if srcErr != nil {
 			t.Fatalf("scanIndex of %d bytes: the reader failed: %v", len(data), srcErr)
 		}
@@ -110,11 +110,23 @@ func indexHasPathWhole(data []byte, path string, hashLen int) (bool, error) {
 		return false, fmt.Errorf("index version %d: %w", version, errors.ErrUnsupported)
 	}
 	count := binary.BigEndian.Uint32(data[8:12])
+	eoie, blocks, err := indexTables(bytes.NewReader(data), int64(len(data)), int64(hashSize), count)
+	if err != nil {
+		return false, err
+	}
+	starts := map[uint32]int64{} // git's offset table: where blocks start
+	for _, b := range blocks {
+		starts[b.first] = b.offset
+	}
 
 	found := false
 	var prev []byte // version 4: the previous entry's name, as long as git takes it
 	off := indexHeaderBytes
 	for i := uint32(0); i < count; i++ {
+		start, block := starts[i]
+		if block && start != int64(off) {
+			return false, errIndexThreads
+		}
 		fixed := indexStatBytes + hashSize + 2
 		if off+fixed > len(data) {
 			return false, errIndexTruncated
@@ -143,6 +155,9 @@ func indexHasPathWhole(data []byte, path string, hashLen int) (bool, error) {
 					return false, errIndexPrefix
 				}
 				kept = prev[:uint64(len(prev))-strip]
+				if block && len(kept) != 0 {
+					return false, errIndexThreads
+				}
 			}
 		}
 		var name []byte // the name and the byte after it
@@ -184,6 +199,9 @@ func indexHasPathWhole(data []byte, path string, hashLen int) (bool, error) {
 				return false, unsupportedf("%s is under the sparse directory entry %s of the index, whose tree this package does not read", path, cname)
 			}
 		}
+	}
+	if eoie != 0 && eoie != int64(off) {
+		return false, errIndexThreads
 	}
 	for ext := int64(off); ext+8 <= int64(len(data)-hashSize); {
 		sig := string(data[ext : ext+4])

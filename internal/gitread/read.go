@@ -687,7 +687,8 @@ func (r *reader) streamIndex(path, rel string, hashLen int) (found bool, st fsre
 	defer f.Close()
 	buf := indexBufs.Get().(*[]byte)
 	defer indexBufs.Put(buf)
-	found, srcErr, err := scanIndex(f, st.Size(), rel, hashLen, *buf)
+	at, _ := f.(io.ReaderAt)
+	found, srcErr, err := scanIndex(f, at, st.Size(), rel, hashLen, *buf)
 	switch {
 	case srcErr != nil:
 		return false, st, true, srcErr

@@ -66,33 +66,6 @@ type Checkout struct {
 	Transient bool
 }
 
-// ReadRevision returns the full hex object id of HEAD of the Git worktree
-// that holds sourceDir, provided modulePath lies in that worktree and its
-// index tracks it (compared literally, without pathspec magic). An empty
-// revision with a nil error means "not a tracked Git checkout": no worktree,
-// a module outside it or untracked, or an unborn branch. An error means the
-// checkout could not be read; it names the format when the repository uses
-// one this package does not read (such as a split index).
-//
-// ReadRevision reads the files itself: it runs no git process, no hook and
-// no configured command, and does not depend on Git's safe.directory rule.
-func ReadRevision(sourceDir, modulePath string) (string, error) {
-	src, err := ResolvePath(sourceDir)
-	if err != nil {
-		return "", err
-	}
-	mod, err := ResolvePath(modulePath)
-	if err != nil {
-		return "", err
-	}
-	r := reader{fs: System}
-	c, err := r.readAt(src, mod)
-	if err != nil {
-		return "", fmt.Errorf("read %s: %w", src, err)
-	}
-	return c.Revision, nil
-}
-
 // Inspect reads the checkout that holds modulePath the way a guard bound to
 // it would, and reports everything it found.
 func Inspect(modulePath string) (Checkout, error) {
@@ -121,15 +94,6 @@ func Read(fs *FS, abs string, mustExist bool) (Checkout, Deps, error) {
 	r := reader{fs: fs}
 	c, err := r.read(abs, mustExist)
 	return c, r.deps.unique(), err
-}
-
-// Routed is Read that also returns the route of each dependency, in the
-// order of Deps: every symbolic link the kernel follows to reach it, and
-// where it leads (see Route); none when the read failed. A watch of what
-// the answer depends on is planned from them.
-func Routed(fs *FS, abs string, mustExist bool) (Checkout, Deps, []Route, error) {
-	c, deps, routes, _, err := ReadWith(fs, abs, mustExist, nil, true)
-	return c, deps, routes, err
 }
 
 // ReadWith is Read with what a caller asks for besides: the routes of the
@@ -346,16 +310,4 @@ func (r *reader) readAt(src, mod string) (Checkout, error) {
 		}
 	}
 	return c, nil
-}
-
-// ReadAgain is Read, taking the answer of prev, the index of an earlier
-// read, where the index it would read is the one prev read (the same
-// file, module path and object format) and a stat of it finds prev's
-// stamp: the index is then not read again. The caller passes only a prev
-// whose stamp was settled when its read began (see Index.Settled): an
-// index rewritten within its timestamp's tick keeps its stamp. It returns
-// the index this read found, read or taken again; nil when it found none.
-func ReadAgain(fs *FS, abs string, mustExist bool, prev *Index) (Checkout, Deps, *Index, error) {
-	c, deps, _, index, err := ReadWith(fs, abs, mustExist, prev, false)
-	return c, deps, index, err
 }

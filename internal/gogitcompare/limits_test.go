@@ -84,8 +84,8 @@ func assertGuardReads(t *testing.T, dir, module string) {
 	t.Helper()
 	want := gittest.Git(t, dir, "rev-parse", "--verify", "HEAD")
 	got, err := inspectRevision(module)
-	require.NoError(t, err, "ReadRevision(%q)", module)
-	assert.Equal(t, want, got, "ReadRevision(%q)", module)
+	require.NoError(t, err, "Inspect(%q)", module)
+	assert.Equal(t, want, got, "Inspect(%q)", module)
 }
 
 // inspectRevision is the revision gitread.Inspect finds for module.

@@ -79,6 +79,7 @@ type deployment struct {
 	server                     *exec.Cmd
 	addr                       string
 	pid                        int
+	prepare                    func(*exec.Cmd) // changes how the server is started, if set
 }
 
 func newDeployment(t *testing.T) *deployment {
@@ -99,6 +100,9 @@ func (d *deployment) start(t *testing.T, mode string, env ...string) {
 	args := fmt.Sprintf("--module %s --home %s --lock update.lock --state %s --addr 127.0.0.1:0 --reload %s --drain 5s",
 		filepath.Join(d.dir, "run_agent.py"), d.home, d.state, mode)
 	cmd := gittest.Self(nil, append([]string{serverEnv + "=" + args}, env...)...)
+	if d.prepare != nil {
+		d.prepare(cmd)
+	}
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	var logs bytes.Buffer

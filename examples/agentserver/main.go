@@ -13,6 +13,8 @@
 //	GET  /api/session?session_id=ID          the session, and the revision that served it
 //	POST /api/session/compress?session_id=ID starts a background compression
 //	GET  /api/session/compress/status?session_id=ID
+//	GET  /livez                              liveness: 200 while the process serves
+//	GET  /readyz                             readiness: 503 while a reload is under way
 //
 // Reload modes (--reload):
 //
@@ -23,6 +25,13 @@
 //	           revision. Where a socket cannot be kept across exec (Windows),
 //	           the server exits with status 75 (EX_TEMPFAIL) for its
 //	           supervisor to start it again.
+//
+// Under a service manager: with NOTIFY_SOCKET set (systemd's Type=notify
+// or Type=notify-reload), the server says READY=1 once it serves,
+// RELOADING=1 and READY=1 around each reload, and STOPPING=1 when it
+// stops; a SIGHUP (systemctl reload) is acknowledged, and loads nothing
+// that no update proved. With LISTEN_PID and LISTEN_FDS (socket
+// activation), it serves the first socket passed rather than --addr.
 //
 // The first line on standard output is "listening ADDRESS".
 package main
@@ -45,6 +54,7 @@ import (
 	"time"
 
 	"github.com/runtimeguard/runtimeguard"
+	"github.com/runtimeguard/runtimeguard/internal/systemd"
 )
 
 // The environment a reloading process hands its new image.
@@ -105,6 +115,10 @@ func main() {
 		*state = path
 	}
 
+	notifier, err := systemd.FromEnv()
+	if err != nil {
+		logger.Warn("the service manager is not told of the server's state", "error", err)
+	}
 	ln, err := listener(*addr)
 	if err != nil {
 		log.Fatal(err)
@@ -127,7 +141,7 @@ func main() {
 		// moved during the handoff) fails closed and stays up: it answers
 		// every request with the 409 until an operator restarts it.
 		logger.Error("the reloaded code could not be bound; answering 409 until restarted", "error", err)
-		serveStale(ln, &runtimeguard.StaleError{
+		serveStale(ln, notifier, &runtimeguard.StaleError{
 			Message:  "The agent was updated on disk while the server reloaded it. Restart the server manually to load the new code.",
 			Captured: opts.ExpectRevision,
 			Err:      err,
@@ -139,6 +153,7 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	acknowledgeReloads(ctx, notifier)
 	srv := NewServer(guard, *state, *gateway)
 	a := &app{drain: *drain, supervised: *supervised}
 	done := make(<-chan struct{})
@@ -157,7 +172,11 @@ func main() {
 	a.handler = srv.Handler()
 	fmt.Printf("listening %s\n", ln.Addr())
 	a.serve(ln)
+	if *reload == reloadOff { // a Reloader says so itself
+		_ = notifier.Ready("serving " + id.Revision[:min(12, len(id.Revision))])
+	}
 	<-ctx.Done()
+	_ = notifier.Stopping("stopping")
 	if *reload != reloadOff {
 		<-done // a reload under way finishes first
 	}
@@ -167,7 +186,7 @@ func main() {
 
 // serveStale answers every request with the stale 409 until the process
 // is stopped.
-func serveStale(ln net.Listener, se *runtimeguard.StaleError) {
+func serveStale(ln net.Listener, notifier *systemd.Notifier, se *runtimeguard.StaleError) {
 	hs := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		runtimeguard.WriteStale(w, se)
 	})}
@@ -175,8 +194,35 @@ func serveStale(ln net.Listener, se *runtimeguard.StaleError) {
 	defer stop()
 	go hs.Serve(ln)
 	fmt.Printf("listening %s\n", ln.Addr())
+	_ = notifier.Ready("stale: the reloaded code could not be bound; restart to load the new code")
 	<-ctx.Done()
+	_ = notifier.Stopping("stopping")
 	_ = hs.Close()
+}
+
+// acknowledgeReloads answers the service manager's reload signal
+// (SIGHUP, systemctl reload of a Type=notify-reload unit) from now until
+// ctx is done: the server loads new code by itself once an update proves
+// it, and never on a signal, so a reload asked for is done at once.
+// Without a service manager, SIGHUP is left alone.
+func acknowledgeReloads(ctx context.Context, notifier *systemd.Notifier) {
+	if notifier == nil {
+		return
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				_ = notifier.Reloading("reload asked for: the server reloads by itself once an update is proven")
+				_ = notifier.Ready("")
+			}
+		}
+	}()
 }
 
 // app is the HTTP server in front of the Server: replaced, on the same
@@ -297,11 +343,23 @@ func (a *app) handoff(_ context.Context, plan *runtimeguard.Reload) error {
 }
 
 // listener is the listening socket the process before this one handed
-// over, or a new one on addr.
+// over, the first a service manager passed (socket activation), or a new
+// one on addr.
 func listener(addr string) (net.Listener, error) {
 	fd := os.Getenv(listenFDEnv)
 	if fd == "" {
-		return net.Listen("tcp", addr)
+		files, err := systemd.ListenFiles()
+		if err != nil {
+			return nil, err
+		}
+		if len(files) == 0 {
+			return net.Listen("tcp", addr)
+		}
+		for _, f := range files[1:] {
+			f.Close() // one HTTP server, one socket
+		}
+		defer files[0].Close() // FileListener holds its own descriptor
+		return net.FileListener(files[0])
 	}
 	var n uintptr
 	if _, err := fmt.Sscan(fd, &n); err != nil {

@@ -57,14 +57,6 @@ import (
 	"github.com/runtimeguard/runtimeguard/internal/systemd"
 )
 
-// The environment a reloading process hands its new image.
-const (
-	listenFDEnv = "AGENTSERVER_LISTEN_FD" // the listening socket's descriptor
-	expectEnv   = "AGENTSERVER_EXPECT"    // the revision the new code is at
-	receiptEnv  = "AGENTSERVER_RECEIPT"   // the receipt that proved the reload
-	lockFDEnv   = "AGENTSERVER_LOCK_FD"   // the plan's lock, to close once bound
-)
-
 // The reload modes.
 const (
 	reloadOff       = "off"       // answer 409 and wait for the operator
@@ -119,23 +111,30 @@ func main() {
 	if err != nil {
 		logger.Warn("the service manager is not told of the server's state", "error", err)
 	}
-	ln, err := listener(*addr)
+	// Set when this image was started by an exec handover (ExecHandover).
+	inherited, err := runtimeguard.Inherit()
+	if err != nil {
+		log.Fatal(err)
+	}
+	ln, err := listener(*addr, inherited)
 	if err != nil {
 		log.Fatal(err)
 	}
 	layout := runtimeguard.HermesLayout
 	layout.Lock = *lock
 	opts := runtimeguard.Options{ModulePath: *module, HomeDir: *home, Python: *python, Layout: layout, Logger: logger}
-	// Set by the process this one replaced: New then checks what
+	// Set by the image this one replaced: New then checks what
 	// Guard.Rebind checks in process (the revision, and that no update
 	// began since the plan: no marker, no recovery marker, no other
 	// receipt).
-	opts.ExpectRevision, opts.ExpectReceipt = os.Getenv(expectEnv), os.Getenv(receiptEnv)
+	if inherited != nil {
+		opts.ExpectRevision, opts.ExpectReceipt = inherited.ExpectRevision, inherited.ExpectReceipt
+	}
 	guard, err := runtimeguard.New(opts)
 	if err != nil && opts.ExpectRevision == "" {
 		log.Fatal(err)
 	}
-	releaseInheritedLock()
+	inherited.Release()
 	if err != nil {
 		// A reloaded image whose new code cannot be bound (the checkout
 		// moved during the handoff) fails closed and stays up: it answers
@@ -335,48 +334,32 @@ func (a *app) shutdown() {
 // handoff starts the plan's new code in a new process: see handoff_unix.go
 // and handoff_windows.go. It returns only when that failed, with the server
 // serving again on the old code.
-func (a *app) handoff(_ context.Context, plan *runtimeguard.Reload) error {
+func (a *app) handoff(ctx context.Context, plan *runtimeguard.Reload) error {
 	a.mu.Lock()
 	ln := a.ln
 	a.mu.Unlock()
-	return handoff(a, ln, plan)
+	return handoff(ctx, a, ln, plan)
 }
 
-// listener is the listening socket the process before this one handed
-// over, the first a service manager passed (socket activation), or a new
+// listener is the listening socket the image before this one kept across
+// exec, the first a service manager passed (socket activation), or a new
 // one on addr.
-func listener(addr string) (net.Listener, error) {
-	fd := os.Getenv(listenFDEnv)
-	if fd == "" {
-		files, err := systemd.ListenFiles()
-		if err != nil {
-			return nil, err
-		}
-		if len(files) == 0 {
-			return net.Listen("tcp", addr)
-		}
-		for _, f := range files[1:] {
-			f.Close() // one HTTP server, one socket
-		}
-		defer files[0].Close() // FileListener holds its own descriptor
-		return net.FileListener(files[0])
+func listener(addr string, inherited *runtimeguard.Inherited) (net.Listener, error) {
+	if inherited != nil && len(inherited.Listeners) > 0 {
+		return inherited.Listeners[0], nil
 	}
-	var n uintptr
-	if _, err := fmt.Sscan(fd, &n); err != nil {
-		return nil, fmt.Errorf("%s=%q: %w", listenFDEnv, fd, err)
+	files, err := systemd.ListenFiles()
+	if err != nil {
+		return nil, err
 	}
-	f := os.NewFile(n, "inherited listener")
-	defer f.Close() // FileListener holds its own descriptor
-	return net.FileListener(f)
-}
-
-// releaseInheritedLock closes the reload plan's lock the process before
-// this one handed over, now that the new code is bound.
-func releaseInheritedLock() {
-	var n uintptr
-	if _, err := fmt.Sscan(os.Getenv(lockFDEnv), &n); err == nil {
-		os.NewFile(n, "inherited lock").Close()
+	if len(files) == 0 {
+		return net.Listen("tcp", addr)
 	}
+	for _, f := range files[1:] {
+		f.Close() // one HTTP server, one socket
+	}
+	defer files[0].Close() // FileListener holds its own descriptor
+	return net.FileListener(files[0])
 }
 
 // defaultStatePath is sessions.json in a directory of this program's under

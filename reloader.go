@@ -101,6 +101,10 @@ type Reloader struct {
 // NewReloader starts a Reloader for g, which must be bound (or become
 // bound: a Reloader of an unbound guard waits for its binding). It runs
 // until ctx is done; its errors are for options that describe no reload.
+// Under a service manager that set NOTIFY_SOCKET (systemd's
+// Type=notify-reload), it says READY=1 at once, then RELOADING=1 and
+// READY=1 around each reload, with STATUS= lines: start it once the host
+// listens.
 func NewReloader(ctx context.Context, g *Guard, opts ReloaderOptions) (*Reloader, error) {
 	switch {
 	case g == nil:

@@ -8,7 +8,6 @@
 package systemd
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -123,7 +122,3 @@ func Status(s string) string {
 		return r
 	}, s)
 }
-
-// errNoMonotonic is the error of a platform without CLOCK_MONOTONIC's
-// reading.
-var errNoMonotonic = errors.New("no CLOCK_MONOTONIC on this platform")

@@ -35,17 +35,19 @@ type ExecHandover struct {
 	Resume func(listeners []net.Listener) error
 }
 
-// Inherited is what an [ExecHandover] passed the image it started.
+// Inherited is what an [ExecHandover] passed the image it started, or
+// the sockets a service manager passed it: see [Inherit].
 type Inherited struct {
 	// Listeners are the sockets kept, in the order of
-	// [ExecHandover.Listeners].
+	// [ExecHandover.Listeners]; or a service manager's, in the order of
+	// LISTEN_FDS.
 	Listeners []net.Listener
 	// ExpectRevision and ExpectReceipt are the plan's revision and the ID
 	// of the receipt that proved it: set them as [Options.ExpectRevision]
 	// and [Options.ExpectReceipt], so that New binds only to the planned
 	// code, and only if no update began since the plan; else it fails and
 	// the host answers the 409 until it is restarted, never serving the
-	// code on disk.
+	// code on disk. Both are empty for a service manager's sockets.
 	ExpectRevision, ExpectReceipt string
 
 	lock *os.File // the plan's lock, held across the exec

@@ -13,5 +13,6 @@ func (h *ExecHandover) Handover(ctx context.Context, plan *Reload) error {
 	return errors.New("runtimeguard: exec handover: no socket can be kept across exec on this platform")
 }
 
-// Inherit returns nil: no [ExecHandover] starts an image here.
+// Inherit returns nil: no [ExecHandover] starts an image here, and no
+// service manager passes sockets.
 func Inherit() (*Inherited, error) { return nil, nil }

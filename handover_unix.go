@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/runtimeguard/runtimeguard/internal/systemd"
 )
 
 // Handover quiesces the host, then replaces the process image with the
@@ -137,12 +139,15 @@ func isHandoverEnv(name string) bool {
 	return false
 }
 
-// Inherit returns what the [ExecHandover] that started this image passed
-// it: nil, with no error, in an image no handover started (or one started
-// for another process: the variables name the process ID). It unsets the
-// handover's variables, so that no child process takes them for its own,
-// and marks the descriptors close-on-exec. Variables that describe no
-// handover are an error.
+// Inherit returns the sockets and the plan the [ExecHandover] that started
+// this image passed it. In an image no handover started, it returns the
+// listening sockets a service manager passed instead (socket activation,
+// sd_listen_fds(3): LISTEN_PID naming this process, LISTEN_FDS
+// descriptors from 3 on), with no plan; nil, with no error, when there
+// are none. Variables for another process (they name its ID) are none.
+// It unsets the variables of both, so that no child process takes them
+// for its own, and marks the descriptors close-on-exec. Variables that
+// describe no handover are an error.
 func Inherit() (*Inherited, error) {
 	defer func() {
 		for _, v := range handoverEnv {
@@ -151,7 +156,7 @@ func Inherit() (*Inherited, error) {
 	}()
 	pid, ok := os.LookupEnv(handoverPIDEnv)
 	if !ok || pid != strconv.Itoa(os.Getpid()) {
-		return nil, nil
+		return activated()
 	}
 	in := &Inherited{ExpectRevision: os.Getenv(handoverRevisionEnv), ExpectReceipt: os.Getenv(handoverReceiptEnv)}
 	if in.ExpectRevision == "" {
@@ -195,6 +200,34 @@ func Inherit() (*Inherited, error) {
 			in.Release()
 			return nil, err
 		}
+	}
+	return in, nil
+}
+
+// activated returns the listening sockets a service manager passed, as
+// Inherit does.
+func activated() (*Inherited, error) {
+	files, err := systemd.ListenFiles()
+	if err != nil {
+		return nil, fmt.Errorf("runtimeguard: inherit: %w", err)
+	}
+	if len(files) == 0 {
+		return nil, nil
+	}
+	in := &Inherited{}
+	for i, f := range files {
+		l, err := net.FileListener(f)
+		f.Close() // the listener holds its own descriptor
+		if err != nil {
+			for _, l := range in.Listeners {
+				l.Close()
+			}
+			for _, f := range files[i+1:] {
+				f.Close()
+			}
+			return nil, fmt.Errorf("runtimeguard: inherit: the socket %s: %w", f.Name(), err)
+		}
+		in.Listeners = append(in.Listeners, l)
 	}
 	return in, nil
 }

@@ -80,3 +80,16 @@ func TestNotifyAbandonedReload(t *testing.T) {
 	assert.True(t, strings.HasPrefix(status[0], "STATUS=serving "+c.loaded[:12]+", stale: the checkout moved and no reload can follow (no reload is proven safe: a reload was already scheduled on the receipt "), status[0])
 	assert.True(t, strings.HasSuffix(status[0], "); restart to load the new code"), status[0])
 }
+
+// Notify sends what a host says besides the Reloader, RELOADING=1 with its
+// time; without NOTIFY_SOCKET it sends nothing, and fails for nothing.
+func TestNotifyByTheHost(t *testing.T) {
+	next := notifySocket(t)
+	require.NoError(t, Notify("RELOADING=1", "STATUS=reload asked for"))
+	assert.Equal(t, []string{"RELOADING=1", "MONOTONIC_USEC=", "STATUS=reload asked for"}, next())
+	require.NoError(t, Notify("STOPPING=1"))
+	assert.Equal(t, []string{"STOPPING=1"}, next())
+	assert.ErrorContains(t, Notify("READY"), "runtimeguard: ")
+	t.Setenv("NOTIFY_SOCKET", "")
+	assert.NoError(t, Notify("READY=1"))
+}

@@ -9,14 +9,13 @@ import (
 	"os"
 
 	"github.com/runtimeguard/runtimeguard"
-	"github.com/runtimeguard/runtimeguard/internal/systemd"
 )
 
 // exitReload is the status the server exits with for its supervisor to
 // start the new code, where it cannot re-execute itself: 75
 // (EX_TEMPFAIL), the status a systemd unit lists in
 // RestartForceExitStatus=.
-const exitReload = systemd.ExitRestart
+const exitReload = 75
 
 // handoff cannot keep the listening socket across a new process here.
 // Under a supervisor (--supervised), the server finishes what it serves and

@@ -54,7 +54,6 @@ import (
 	"time"
 
 	"github.com/runtimeguard/runtimeguard"
-	"github.com/runtimeguard/runtimeguard/internal/systemd"
 )
 
 // The reload modes.
@@ -107,10 +106,6 @@ func main() {
 		*state = path
 	}
 
-	notifier, err := systemd.FromEnv()
-	if err != nil {
-		logger.Warn("the service manager is not told of the server's state", "error", err)
-	}
 	// Set when this image was started by an exec handover (ExecHandover).
 	inherited, err := runtimeguard.Inherit()
 	if err != nil {
@@ -140,7 +135,7 @@ func main() {
 		// moved during the handoff) fails closed and stays up: it answers
 		// every request with the 409 until an operator restarts it.
 		logger.Error("the reloaded code could not be bound; answering 409 until restarted", "error", err)
-		serveStale(ln, notifier, &runtimeguard.StaleError{
+		serveStale(ln, &runtimeguard.StaleError{
 			Message:  "The agent was updated on disk while the server reloaded it. Restart the server manually to load the new code.",
 			Captured: opts.ExpectRevision,
 			Err:      err,
@@ -152,7 +147,7 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	acknowledgeReloads(ctx, notifier)
+	acknowledgeReloads(ctx)
 	srv := NewServer(guard, *state, *gateway)
 	a := &app{drain: *drain, supervised: *supervised}
 	done := make(<-chan struct{})
@@ -172,10 +167,10 @@ func main() {
 	fmt.Printf("listening %s\n", ln.Addr())
 	a.serve(ln)
 	if *reload == reloadOff { // a Reloader says so itself
-		_ = notifier.Ready("serving " + id.Revision[:min(12, len(id.Revision))])
+		notify(logger, "READY=1", "STATUS=serving "+id.Revision[:min(12, len(id.Revision))])
 	}
 	<-ctx.Done()
-	_ = notifier.Stopping("stopping")
+	notify(logger, "STOPPING=1", "STATUS=stopping")
 	if *reload != reloadOff {
 		<-done // a reload under way finishes first
 	}
@@ -185,7 +180,7 @@ func main() {
 
 // serveStale answers every request with the stale 409 until the process
 // is stopped.
-func serveStale(ln net.Listener, notifier *systemd.Notifier, se *runtimeguard.StaleError) {
+func serveStale(ln net.Listener, se *runtimeguard.StaleError) {
 	hs := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		runtimeguard.WriteStale(w, se)
 	})}
@@ -193,9 +188,9 @@ func serveStale(ln net.Listener, notifier *systemd.Notifier, se *runtimeguard.St
 	defer stop()
 	go hs.Serve(ln)
 	fmt.Printf("listening %s\n", ln.Addr())
-	_ = notifier.Ready("stale: the reloaded code could not be bound; restart to load the new code")
+	notify(nil, "READY=1", "STATUS=stale: the reloaded code could not be bound; restart to load the new code")
 	<-ctx.Done()
-	_ = notifier.Stopping("stopping")
+	notify(nil, "STOPPING=1", "STATUS=stopping")
 	_ = hs.Close()
 }
 
@@ -317,24 +312,24 @@ func (a *app) handoff(ctx context.Context, plan *runtimeguard.Reload) error {
 }
 
 // listener is the listening socket the image before this one kept across
-// exec, the first a service manager passed (socket activation), or a new
-// one on addr.
+// exec, or the first a service manager passed (socket activation), or a
+// new one on addr.
 func listener(addr string, inherited *runtimeguard.Inherited) (net.Listener, error) {
-	if inherited != nil && len(inherited.Listeners) > 0 {
-		return inherited.Listeners[0], nil
-	}
-	files, err := systemd.ListenFiles()
-	if err != nil {
-		return nil, err
-	}
-	if len(files) == 0 {
+	if inherited == nil || len(inherited.Listeners) == 0 {
 		return net.Listen("tcp", addr)
 	}
-	for _, f := range files[1:] {
-		f.Close() // one HTTP server, one socket
+	for _, l := range inherited.Listeners[1:] {
+		l.Close() // one HTTP server, one socket
 	}
-	defer files[0].Close() // FileListener holds its own descriptor
-	return net.FileListener(files[0])
+	return inherited.Listeners[0], nil
+}
+
+// notify tells the service manager, if there is one (NOTIFY_SOCKET); a
+// failure is logged, where there is a logger, and changes nothing else.
+func notify(logger *slog.Logger, assignments ...string) {
+	if err := runtimeguard.Notify(assignments...); err != nil && logger != nil {
+		logger.Warn("the service manager was not told", "error", err)
+	}
 }
 
 // defaultStatePath is sessions.json in a directory of this program's under

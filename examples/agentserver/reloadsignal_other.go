@@ -2,12 +2,8 @@
 
 package main
 
-import (
-	"context"
-
-	"github.com/runtimeguard/runtimeguard/internal/systemd"
-)
+import "context"
 
 // acknowledgeReloads does nothing here: no service manager sends a reload
 // signal on this platform.
-func acknowledgeReloads(context.Context, *systemd.Notifier) {}
+func acknowledgeReloads(context.Context) {}

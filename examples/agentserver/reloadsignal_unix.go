@@ -8,7 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/runtimeguard/runtimeguard/internal/systemd"
+	"github.com/runtimeguard/runtimeguard"
 )
 
 // acknowledgeReloads answers the service manager's reload signal
@@ -16,8 +16,8 @@ import (
 // ctx is done: the server loads new code by itself once an update proves
 // it, and never on a signal, so a reload asked for is done at once.
 // Without a service manager, SIGHUP is left alone.
-func acknowledgeReloads(ctx context.Context, notifier *systemd.Notifier) {
-	if notifier == nil {
+func acknowledgeReloads(ctx context.Context) {
+	if os.Getenv("NOTIFY_SOCKET") == "" {
 		return
 	}
 	hup := make(chan os.Signal, 1)
@@ -29,8 +29,8 @@ func acknowledgeReloads(ctx context.Context, notifier *systemd.Notifier) {
 			case <-ctx.Done():
 				return
 			case <-hup:
-				_ = notifier.Reloading("reload asked for: the server reloads by itself once an update is proven")
-				_ = notifier.Ready("")
+				_ = runtimeguard.Notify("RELOADING=1", "STATUS=reload asked for: the server reloads by itself once an update is proven")
+				_ = runtimeguard.Notify("READY=1")
 			}
 		}
 	}()

@@ -15,14 +15,6 @@ import (
 	"strings"
 )
 
-// ExitRestart is the exit status of a server that hands over to its new
-// code by exiting, for its service manager to start it again: 75
-// (EX_TEMPFAIL of sysexits.h). A systemd unit lists it in
-// RestartForceExitStatus= so that it restarts the service whatever its
-// Restart= says, and in SuccessExitStatus= so that it is not logged as a
-// failure.
-const ExitRestart = 75
-
 // Notifier sends state changes to the service manager's notification
 // socket. A nil Notifier sends nothing: every method is a no-op on it.
 type Notifier struct {
@@ -52,15 +44,35 @@ func FromEnv() (*Notifier, error) {
 
 // Send sends the assignments (each "NAME=value", without a newline) in one
 // datagram, as sd_notify(3) does: a new socket for each message, so that a
-// manager that recreates its socket gets the next one.
+// manager that recreates its socket gets the next one. RELOADING=1 without
+// MONOTONIC_USEC= gets the time now on CLOCK_MONOTONIC, which a
+// Type=notify-reload unit needs to tell the reload it asked for from one
+// that began before.
 func (n *Notifier) Send(assignments ...string) error {
 	if n == nil || len(assignments) == 0 {
 		return nil
 	}
+	reloading, timed := false, false
 	for _, a := range assignments {
 		if !strings.Contains(a, "=") || strings.ContainsAny(a, "\n\x00") {
 			return fmt.Errorf("notify: %q is no single-line assignment", a)
 		}
+		reloading = reloading || a == "RELOADING=1"
+		timed = timed || strings.HasPrefix(a, "MONOTONIC_USEC=")
+	}
+	if reloading && !timed {
+		usec, err := monotonicUsec()
+		if err != nil {
+			return fmt.Errorf("notify: %w", err)
+		}
+		timedAssignments := make([]string, 0, len(assignments)+1)
+		for _, a := range assignments {
+			timedAssignments = append(timedAssignments, a)
+			if a == "RELOADING=1" {
+				timedAssignments = append(timedAssignments, "MONOTONIC_USEC="+strconv.FormatUint(usec, 10))
+			}
+		}
+		assignments = timedAssignments
 	}
 	conn, err := net.DialUnix("unixgram", nil, n.addr)
 	if err != nil {
@@ -80,18 +92,10 @@ func (n *Notifier) Ready(status string) error {
 }
 
 // Reloading says a reload begins, with the time it began on
-// CLOCK_MONOTONIC (MONOTONIC_USEC=), which a Type=notify-reload unit
-// needs to tell the reload it asked for from one that began before;
-// Ready must follow once the reload is done or abandoned.
+// CLOCK_MONOTONIC (MONOTONIC_USEC=); Ready must follow once the reload is
+// done or abandoned.
 func (n *Notifier) Reloading(status string) error {
-	if n == nil {
-		return nil
-	}
-	usec, err := monotonicUsec()
-	if err != nil {
-		return fmt.Errorf("notify: %w", err)
-	}
-	return n.Send(withStatus(status, "RELOADING=1", "MONOTONIC_USEC="+strconv.FormatUint(usec, 10))...)
+	return n.Send(withStatus(status, "RELOADING=1")...)
 }
 
 // Stopping says the service begins to stop.

@@ -69,6 +69,16 @@ func newHealthCase(t *testing.T) *healthCase {
 	return h
 }
 
+// restartBegan waits, at most 10 s, for the restart to begin.
+func (h *healthCase) restartBegan(t *testing.T) {
+	t.Helper()
+	select {
+	case <-h.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no restart began")
+	}
+}
+
 // live checks that the liveness probe answers 200 with the bound revision.
 func (h *healthCase) live(t *testing.T, revision string) {
 	t.Helper()
@@ -107,7 +117,7 @@ func TestHealthAcrossAReload(t *testing.T) {
 	// The update finishes: the reload is scheduled, and the restart waits.
 	writeFile(t, filepath.Join(receiptsDir(h.home), "latest.json"), string(hermesReceipt(t, "gen2-no-id-success.json", h.moved, time.Now())))
 	require.NoError(t, os.Remove(marker))
-	<-h.started
+	h.restartBegan(t)
 	ready = probe(t, h.probes.URL+"/readyz")
 	conflict := h.get(t, "/")
 	require.Equal(t, http.StatusConflict, conflict.code)
@@ -134,7 +144,7 @@ func TestHealthAfterAnAbandonedReload(t *testing.T) {
 	h := newHealthCase(t)
 	h.moved = commit(t, h.dir, "run_agent.py", "class AIAgent: revision = 2\n")
 	writeFile(t, filepath.Join(receiptsDir(h.home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", h.moved, time.Now())))
-	<-h.started
+	h.restartBegan(t)
 	assert.Equal(t, http.StatusServiceUnavailable, probe(t, h.probes.URL+"/readyz").code)
 	h.finish <- errors.New("the workers did not start")
 	require.Eventually(t, func() bool { return h.rl.Stats().Abandoned == 1 }, 10*time.Second, 5*time.Millisecond)

@@ -1,9 +1,11 @@
 package runtimeguard
 
 import (
-	"github.com/runtimeguard/runtimeguard/internal/updater"
 	"testing"
 	"time"
+
+	"github.com/runtimeguard/runtimeguard/internal/gitread"
+	"github.com/runtimeguard/runtimeguard/internal/updater"
 
 	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
@@ -50,4 +52,10 @@ const (
 // options does.
 func readMarker(path string) MarkerState {
 	return systemMarkers.read(path, DefaultMaxMarkerAge).State
+}
+
+// inspectRevision is the revision gitread.Inspect finds for module.
+func inspectRevision(module string) (string, error) {
+	c, err := gitread.Inspect(module)
+	return c.Revision, err
 }

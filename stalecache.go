@@ -20,6 +20,7 @@ type staleFacts struct {
 	problem   string        // why not every home was read, or ""
 	links     []string      // the profiles directory's links that lead to no directory
 	roots     []string
+	locks     []string // the checkout locks of the roots
 	present   []string
 	rootsRead bool
 }
@@ -29,6 +30,7 @@ type staleFacts struct {
 // and the recovery markers of every install root.
 func (c *config) readStaleFacts(srcs []string) staleFacts {
 	f := staleFacts{roots: c.installRoots(srcs...)}
+	f.locks = c.checkoutLocks(f.roots)
 	paths, links, problem := c.markerPathsAndLinks()
 	f.problem, f.links = problem, links
 	if len(paths) == 0 {
@@ -63,7 +65,7 @@ func (c *config) judgeMarkers(f *staleFacts) (marker, string) {
 // that the facts f add up to now.
 func (c *config) staleObservation(f *staleFacts) Observation {
 	m, mpath := c.judgeMarkers(f)
-	return Observation{
+	o := Observation{
 		MarkerPath:      mpath,
 		Marker:          m.State,
 		MarkerReason:    m.Reason,
@@ -73,6 +75,8 @@ func (c *config) staleObservation(f *staleFacts) Observation {
 		ReceiptPath:     c.receiptPath,
 		LockPath:        c.lockPath,
 	}
+	probeCheckoutLocks(&o, f.locks)
+	return o
 }
 
 // staleCache keeps a binding's staleFacts while an inotify subscription

@@ -678,5 +678,5 @@ func exitedPID(t *testing.T) int {
 // writeMarkerFile writes an update marker for pid, started at started.
 func writeMarkerFile(t *testing.T, path string, pid int, started time.Time) {
 	t.Helper()
-	require.NoError(t, os.WriteFile(path, updater.MarkerBody(pid, started), 0o644))
+	require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf("%d\n%.6f\n", pid, float64(started.UnixNano())/1e9)), 0o644))
 }

@@ -540,6 +540,7 @@ func TestUpdateRefusesBadInput(t *testing.T) {
 		{"missing dir", []string{"--module", c.module, "--dir", filepath.Join(c.dir, "nope")}, "--dir"},
 		{"dir is a file", []string{"--module", c.module, "--dir", c.module}, "not a directory"},
 		{"negative wait", []string{"--module", c.module, "--wait", "-1s"}, "--wait"},
+		{"home is a file", []string{"--module", c.module, "--home", c.module}, "--home: " + c.module + " is not a directory"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := commandProcess(append(append([]string{"update", "--home", c.home}, tc.args...), "--", "sh", "-c", "touch "+ran)...)

@@ -118,3 +118,40 @@ func TestCheckoutLockHeldAndFreed(t *testing.T) {
 	require.NoError(t, p.cmd.Wait())
 	assert.Equal(t, CheckoutLockFree, c.g.Observe().CheckoutLock)
 }
+
+// A guard's probes never make a starting updater fail: the updater's own
+// acquire (each try 20 ms apart for 3 s) races guards that probe the lock
+// back to back, through Observe, for hundreds of rounds, and never gives
+// up.
+func TestProbesNeverMakeTheUpdaterFail(t *testing.T) {
+	c := newReloadCase(t)
+	lock := filepath.Join(c.dir, ".git", "hermes-update.lock")
+	writeFile(t, lock, "")
+	rounds := 300
+	if testing.Short() {
+		rounds = 50
+	}
+	done := make(chan struct{})
+	probed := make(chan int, 2)
+	for range 2 {
+		go func() {
+			n := 0
+			for {
+				select {
+				case <-done:
+					probed <- n
+					return
+				default:
+				}
+				c.g.Observe()
+				n++
+			}
+		}()
+	}
+	p := startPyUpdater(t, "rounds", lock, strconv.Itoa(rounds))
+	failed := p.line(t)
+	close(done)
+	n := <-probed + <-probed
+	assert.Equal(t, "0", failed, "tries of the updater that gave up, against %d probes", n)
+	assert.Greater(t, n, rounds, "the guards probed throughout")
+}

@@ -87,8 +87,10 @@ func (c *config) staleObservation(f *staleFacts) Observation {
 // every directory above each. A stale answer from the cache costs one
 // epoll_wait and the rules that are not files (the clock against the
 // marker's time, the liveness of the processes the facts name, through
-// the marker cache's process handle), in the caller's goroutine: no
-// stat, no open, nothing that can block. Any event about those files, a
+// the marker cache's process handle, and the probe of the checkout
+// lock: an open and a try of a file in the checkout's Git directory, on
+// the local file system the watch path requires), in the caller's
+// goroutine: no stat, no other open, nothing that can block. Any event about those files, a
 // change of the mount table, or another install directory (a full read
 // of the checkout that resolved the module elsewhere) makes the next
 // stale answer read them again, on the flight of the binding's updater

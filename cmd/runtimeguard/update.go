@@ -22,9 +22,9 @@ that speaks the update protocol a runtime guard reads:
      its common Git directory) as hermes update takes it: refuse if another
      update's processes hold it;
   2. refuse if another live updater holds the in-progress marker;
-  3. write the marker (this process's ID, the time and its creation time; claimed
-     exclusively, where none was and where a stale one was, so of two
-     updaters started at once one goes on), record HEAD;
+  3. write the marker (this process's ID, the time and its creation
+     time; claimed exclusively, where none was and where a stale one
+     was, so of two updaters started at once one goes on), record HEAD;
   4. write a receipt with outcome "running";
   5. run COMMAND;
   6. write the receipt: "success" only if COMMAND exited 0, HEAD is

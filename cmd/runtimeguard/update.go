@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -72,31 +71,31 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	// Refuse before anything is written: a typo in --module must not run
 	// COMMAND (git pull) wherever the tool was started.
 	if err := gf.checkModule(); err != nil {
-		return usagef("%v", err)
+		return err
 	}
 	ck, err := gitread.Inspect(gf.module)
 	if ck.TopLevel == "" {
 		if err != nil {
-			return usagef("--module: %v", err)
+			return fmt.Errorf("--module %s: %w", text(gf.module), err)
 		}
-		return usagef("--module: %s is in no Git worktree (%s)", gf.module, ck.Reason)
+		return fmt.Errorf("--module %s is in no Git worktree (%s)", text(gf.module), text(ck.Reason))
 	}
 	dir := cmp.Or(*workDir, ck.TopLevel)
 	if fi, err := os.Stat(dir); err != nil {
-		return usagef("--dir: %v", err)
+		return usagef("--dir: %s", text(err.Error()))
 	} else if !fi.IsDir() {
-		return usagef("--dir: %s is not a directory", dir)
+		return usagef("--dir: %s is not a directory", text(dir))
 	}
 	if fi, err := os.Stat(paths.Home); paths.Home != "" && err == nil && !fi.IsDir() {
-		return usagef("--home: %s is not a directory", paths.Home)
+		return usagef("--home: %s is not a directory", text(paths.Home))
 	}
 	switch {
 	case paths.Home == "" && gf.homeEnv == "":
-		return errors.New("no home directory is known: set --home")
+		return usagef("no home directory is known: set --home")
 	case paths.Home == "":
-		return fmt.Errorf("no home directory is known: set --home or $%s", gf.homeEnv)
+		return usagef("no home directory is known: set --home or $%s", text(gf.homeEnv))
 	case paths.Receipt == "":
-		return errors.New("the layout has no receipt (--receipt)")
+		return usagef("--receipt is empty: update writes a receipt")
 	}
 	opts := gf.options()
 	observe := func() runtimeguard.Observation {
@@ -126,9 +125,9 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err // nothing ran
 	}
 	if res.Failure == "" && err == nil {
-		fmt.Fprintf(stderr, "runtimeguard update: success: %s -> %s (%s)\n", orNone(res.Receipt.From), res.Receipt.To, paths.Receipt)
+		fmt.Fprintf(stderr, "runtimeguard update: success: %s -> %s (%s)\n", orNone(res.Receipt.From), res.Receipt.To, text(paths.Receipt))
 	} else if res.Failure != "" {
-		fmt.Fprintf(stderr, "runtimeguard update: failed: %s (%s)\n", res.Failure, paths.Receipt)
+		fmt.Fprintf(stderr, "runtimeguard update: failed: %s (%s)\n", text(res.Failure), text(paths.Receipt))
 	}
 	switch {
 	case err != nil:

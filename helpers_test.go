@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runtimeguard/runtimeguard/internal/gitread"
+
 	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
@@ -51,4 +53,10 @@ const (
 // options does.
 func readMarker(path string) MarkerState {
 	return systemMarkers.read(path, DefaultMaxMarkerAge).State
+}
+
+// inspectRevision is the revision gitread.Inspect finds for module.
+func inspectRevision(module string) (string, error) {
+	c, err := gitread.Inspect(module)
+	return c.Revision, err
 }

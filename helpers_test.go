@@ -1,11 +1,11 @@
 package runtimeguard
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
-	"github.com/runtimeguard/runtimeguard/internal/updater"
 
 	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
@@ -21,10 +21,11 @@ var (
 	resolved  = gittest.Resolved
 )
 
-// writeMarker writes an update marker for pid, started at the given time.
+// writeMarker writes an update marker of the first format (no creation
+// time) for pid, started at the given time.
 func writeMarker(t testing.TB, path string, pid int, started time.Time) {
 	t.Helper()
-	writeFile(t, path, string(updater.MarkerBody(pid, started)))
+	writeFile(t, path, fmt.Sprintf("%d\n%.6f\n", pid, float64(started.UnixNano())/1e9))
 }
 
 // testEnv is the system environment with a fixed process probe.

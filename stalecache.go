@@ -20,6 +20,7 @@ type staleFacts struct {
 	problem   string        // why not every home was read, or ""
 	links     []string      // the profiles directory's links that lead to no directory
 	roots     []string
+	locks     []string // the checkout locks of the roots
 	present   []string
 	rootsRead bool
 }
@@ -29,6 +30,7 @@ type staleFacts struct {
 // and the recovery markers of every install root.
 func (c *config) readStaleFacts(srcs []string) staleFacts {
 	f := staleFacts{roots: c.installRoots(srcs...)}
+	f.locks = c.checkoutLocks(f.roots)
 	paths, links, problem := c.markerPathsAndLinks()
 	f.problem, f.links = problem, links
 	if len(paths) == 0 {
@@ -63,7 +65,7 @@ func (c *config) judgeMarkers(f *staleFacts) (marker, string) {
 // that the facts f add up to now.
 func (c *config) staleObservation(f *staleFacts) Observation {
 	m, mpath := c.judgeMarkers(f)
-	return Observation{
+	o := Observation{
 		MarkerPath:      mpath,
 		Marker:          m.State,
 		MarkerReason:    m.Reason,
@@ -73,6 +75,8 @@ func (c *config) staleObservation(f *staleFacts) Observation {
 		ReceiptPath:     c.receiptPath,
 		LockPath:        c.lockPath,
 	}
+	probeCheckoutLocks(&o, f.locks)
+	return o
 }
 
 // staleCache keeps a binding's staleFacts while an inotify subscription
@@ -83,8 +87,10 @@ func (c *config) staleObservation(f *staleFacts) Observation {
 // every directory above each. A stale answer from the cache costs one
 // epoll_wait and the rules that are not files (the clock against the
 // marker's time, the liveness of the processes the facts name, through
-// the marker cache's process handle), in the caller's goroutine: no
-// stat, no open, nothing that can block. Any event about those files, a
+// the marker cache's process handle, and the probe of the checkout
+// lock: an open and a try of a file in the checkout's Git directory, on
+// the local file system the watch path requires), in the caller's
+// goroutine: no stat, no other open, nothing that can block. Any event about those files, a
 // change of the mount table, or another install directory (a full read
 // of the checkout that resolved the module elsewhere) makes the next
 // stale answer read them again, on the flight of the binding's updater

@@ -152,7 +152,7 @@
 //	7. the updater left .update-incomplete behind: update state incomplete
 //	8. an incomplete update proves nothing: the server answers 409 until an operator restarts it
 //	9. the install is repaired, but without a receipt no reload is planned:
-//	   runtimeguard: no reload is proven safe: no receipt was written since the guard bound at 2026-12-01T10:55:29.745128909Z
+//	   runtimeguard: no reload is proven safe: no update is in progress and no receipt was written since the guard bound at 2026-12-01T10:55:29.745128909Z: nothing proves this move of the checkout; restart to load it
 //	10. the updater writes its receipt: outcome success, 0b96e9432ed1 -> 75c59fbf012b
 //	11. the guard proves a reload safe; while the server reloads, the 409 says restart_scheduled: true
 //	12. the server restarts its workers and rebinds: revision 75c59fbf012b, check: current

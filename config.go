@@ -142,6 +142,8 @@ type config struct {
 	receiptPath   string // the latest receipt in the guard's home; "" when the layout has none or no home is known
 	lockPath      string // "" when the layout has no lock or no home is known
 	checkoutLock  string // Layout.CheckoutLock
+	link          string // Layout.Link, absolute
+	noMarker      bool   // the layout has no Marker (it has a Link)
 	recovery      []string
 	python        string // Options.Python, absolute
 	installRoot   string // the root of the install python's venv is in, or ""
@@ -216,7 +218,16 @@ func (opts *Options) resolve(e *env) (*config, error) {
 			c.installRoot = roots[0]
 		}
 	}
-	if home := homeDir(opts.HomeDir, &layout); home != "" {
+	c.noMarker = layout.Marker == ""
+	if layout.Link != "" {
+		abs, err := filepath.Abs(layout.Link)
+		if err != nil {
+			return nil, optionError("Layout.Link", layout.Link, "cannot be made absolute: "+err.Error())
+		}
+		c.link = abs
+	}
+	// A layout without a marker (one with a Link) keeps nothing in a home.
+	if home := homeDir(opts.HomeDir, &layout); home != "" && layout.Marker != "" {
 		abs, err := filepath.Abs(home)
 		if err != nil {
 			return nil, optionError("Options.HomeDir", home, "cannot be made absolute: "+err.Error())

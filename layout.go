@@ -59,6 +59,25 @@ type Layout struct {
 	// in progress, so no reload is proven. Empty: only the guard's own
 	// home.
 	Profiles string
+	// Link is the link an updater flips to publish a revision, as
+	// git-sync does: <root>/<link> -> .worktrees/<hash>, the complete
+	// worktree of <hash> checked out first (see [GitSyncLayout]). Where it
+	// is set, a flip of it is the layout's only proof of a finished
+	// update, in place of receipts: a flip made after the guard bound, to
+	// a worktree named by the revision its HEAD is at and holding the
+	// tracked module, proves a reload, once. The link stamped when the
+	// guard bound proves nothing, whatever it leads to. Relative to the
+	// working directory when not absolute. Empty: none.
+	Link string
+}
+
+// GitSyncLayout is the layout of kubernetes/git-sync (v4) publishing into
+// the link at the path link (its --link, under its --root where
+// relative): no home, marker, receipt or lock, and a flip of the link
+// proves the update (see [Layout].Link). A guard with it binds to the
+// module through the link, such as <root>/<link>/run_agent.py.
+func GitSyncLayout(link string) Layout {
+	return Layout{Link: link}
 }
 
 // HermesLayout is the layout of the Hermes Agent's updater (hermes
@@ -96,13 +115,16 @@ func hermesLayout() Layout {
 // isZero reports whether l is the zero Layout.
 func (l *Layout) isZero() bool {
 	return l.HomeEnv == "" && l.DefaultHome == "" && l.Marker == "" &&
-		len(l.RecoveryMarkers) == 0 && l.Receipt == "" && l.ReceiptHistory == "" && l.Lock == "" && l.CheckoutLock == "" && l.Profiles == ""
+		len(l.RecoveryMarkers) == 0 && l.Receipt == "" && l.ReceiptHistory == "" && l.Lock == "" && l.CheckoutLock == "" && l.Profiles == "" && l.Link == ""
 }
 
 // validate checks that every path stays inside the home and every recovery
 // marker is a file name.
 func (l *Layout) validate() error {
-	if l.Marker == "" {
+	if l.Link != "" && (l.Receipt != "" || l.ReceiptHistory != "") {
+		return optionError("Layout.Link", l.Link, "is set with receipts: a flip of the link is the proof where there is one")
+	}
+	if l.Marker == "" && l.Link == "" {
 		return optionError("Layout.Marker", "", "is empty: a Layout other than the zero one is taken as it is; copy HermesLayout to change some of its fields")
 	}
 	for _, f := range []struct{ name, path string }{

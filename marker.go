@@ -116,6 +116,9 @@ type Observation struct {
 	// why a guard that could watch does not.
 	Check       string `json:"check,omitempty"`
 	CheckReason string `json:"check_reason,omitempty"`
+	// worktree is the directory the layout's link leads to, links
+	// resolved, where a flip of it is the Receipt.
+	worktree string
 	// Unguarded says why a guard bound to a module guards nothing: the
 	// module is not tracked in a Git checkout whose HEAD names a commit
 	// (no repository, or HEAD that names none git can read, the module
@@ -176,6 +179,10 @@ func (c *config) observeAt(rr receiptRead, srcs ...string) Observation {
 	if !rr.read {
 		return o
 	}
+	if c.link != "" {
+		c.observeFlip(&o, rr.since)
+		return o
+	}
 	if srcs, missing := c.receiptSources(); len(srcs) > 0 {
 		rf := updater.ListReceipts(srcs)
 		if missing != "" && rf.Problem == "" {
@@ -212,6 +219,9 @@ func combine(marker MarkerState, incomplete, rootsRead bool) UpdateState {
 // listReceipts stamps the receipt files of every home, for a later look at
 // what was written since.
 func (c *config) listReceipts() *updater.ReceiptFiles {
+	if c.link != "" {
+		return c.stampLink()
+	}
 	srcs, missing := c.receiptSources()
 	if len(srcs) == 0 {
 		return nil

@@ -190,12 +190,16 @@ func (g *Guard) unproven(b *binding, c *gitread.Checkout, o *Observation, now ti
 		return fmt.Sprintf("the receipt %s names no revision after the update, and HEAD is at %s", o.ReceiptPath, c.Revision)
 	case o.Receipt.To != c.Revision:
 		return fmt.Sprintf("the receipt %s is for revision %s, and HEAD is at %s", o.ReceiptPath, o.Receipt.To, c.Revision)
-	case o.Receipt.FinishedAt.After(now):
+	case o.worktree != "" && o.worktree != c.TopLevel:
+		return fmt.Sprintf("the link %s leads to the worktree %s, and the module is in %s", o.ReceiptPath, o.worktree, c.TopLevel)
+	// A flip's stamp, changed since the binding, is the proof that it came
+	// after it: its clock is not read.
+	case o.worktree == "" && o.Receipt.FinishedAt.After(now):
 		// A receipt from the future would stay "after" every binding,
 		// in this process and the next: never proof of this update.
 		return fmt.Sprintf("the receipt finished at %s, in the future (now %s): a clock ahead, or a local time without a zone read as UTC",
 			o.Receipt.FinishedAt.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano))
-	case !o.Receipt.FinishedAt.After(b.boundAt):
+	case o.worktree == "" && !o.Receipt.FinishedAt.After(b.boundAt):
 		return fmt.Sprintf("the receipt finished at %s, not after the guard bound at %s",
 			o.Receipt.FinishedAt.UTC().Format(time.RFC3339Nano), b.boundAt.UTC().Format(time.RFC3339Nano))
 	case g.spent(o.Receipt.ID):

@@ -48,6 +48,9 @@ func (c *config) readStaleFacts(srcs []string) staleFacts {
 // more. It is the one classification of the updater's markers, of a
 // fresh read as of facts kept.
 func (c *config) judgeMarkers(f *staleFacts) (marker, string) {
+	if c.noMarker {
+		return marker{MarkerAbsent, "the updater's layout has no update marker"}, ""
+	}
 	best, bestPath := c.env.marker.judge(&f.markers[0], c.maxAge), f.markers[0].Path
 	for i := 1; i < len(f.markers) && best.State != MarkerActive; i++ {
 		if m := c.env.marker.judge(&f.markers[i], c.maxAge); markerRank[m.State] > markerRank[best.State] {

@@ -80,6 +80,7 @@ type deployment struct {
 	addr                       string
 	pid                        int
 	prepare                    func(*exec.Cmd) // changes how the server is started, if set
+	link                       string          // git-sync's link, where the server loads through it
 }
 
 func newDeployment(t *testing.T) *deployment {
@@ -97,8 +98,11 @@ func newDeployment(t *testing.T) *deployment {
 // start runs the server with the reload mode and waits for its address.
 func (d *deployment) start(t *testing.T, mode string, env ...string) {
 	t.Helper()
-	args := fmt.Sprintf("--module %s --home %s --lock update.lock --state %s --addr 127.0.0.1:0 --reload %s --drain 5s",
-		filepath.Join(d.dir, "run_agent.py"), d.home, d.state, mode)
+	updater := fmt.Sprintf("--module %s --home %s --lock update.lock", filepath.Join(d.dir, "run_agent.py"), d.home)
+	if d.link != "" {
+		updater = fmt.Sprintf("--layout git-sync --link %s --module %s", d.link, filepath.Join(d.link, "run_agent.py"))
+	}
+	args := fmt.Sprintf("%s --state %s --addr 127.0.0.1:0 --reload %s --drain 5s", updater, d.state, mode)
 	cmd := gittest.Self(nil, append([]string{serverEnv + "=" + args}, env...)...)
 	if d.prepare != nil {
 		d.prepare(cmd)

@@ -33,6 +33,12 @@
 // that no update proved. With LISTEN_PID and LISTEN_FDS (socket
 // activation), it serves the first socket passed rather than --addr.
 //
+// Layouts (--layout): hermes (the default; --home, --lock) for hermes
+// update's files, or git-sync for kubernetes/git-sync publishing by
+// flipping the link --link (its --root joined with its --link) to each
+// new worktree, the module given through it (--module LINK/run_agent.py):
+// a flip to a worktree at the revision it is named after proves a reload.
+//
 // The first line on standard output is "listening ADDRESS".
 package main
 
@@ -75,6 +81,8 @@ func main() {
 	module := flag.String("module", "", "the agent module `FILE` this server loads (required)")
 	home := flag.String("home", "", "the updater's home `DIR` (default $HERMES_HOME or ~/.hermes)")
 	lock := flag.String("lock", "", "the updater's lock file, a `PATH` relative to the home (default none)")
+	layoutName := flag.String("layout", "hermes", "the updater's layout: hermes or git-sync")
+	link := flag.String("link", "", "with --layout git-sync, the `PATH` of the link git-sync flips")
 	python := flag.String("python", "", "the agent's interpreter `PATH`")
 	state := flag.String("state", "", "the session `FILE` (default sessions.json in the user's cache directory)")
 	addr := flag.String("addr", "127.0.0.1:8787", "listen `ADDRESS`")
@@ -94,6 +102,11 @@ func main() {
 	}
 	if *module == "" || (*reload != reloadOff && *reload != reloadInProcess && *reload != reloadExec) {
 		fmt.Fprintln(os.Stderr, "agentserver: --module is required, and --reload is off, inprocess or exec")
+		usage(os.Stderr)
+		os.Exit(2)
+	}
+	if gitSync := *layoutName == "git-sync"; !gitSync && *layoutName != "hermes" || gitSync != (*link != "") || gitSync && (*home != "" || *lock != "") {
+		fmt.Fprintln(os.Stderr, "agentserver: --layout is hermes or git-sync; --link goes with git-sync, and --home and --lock with hermes")
 		usage(os.Stderr)
 		os.Exit(2)
 	}
@@ -117,6 +130,9 @@ func main() {
 	}
 	layout := runtimeguard.HermesLayout
 	layout.Lock = *lock
+	if *layoutName == "git-sync" {
+		layout = runtimeguard.GitSyncLayout(*link)
+	}
 	opts := runtimeguard.Options{ModulePath: *module, HomeDir: *home, Python: *python, Layout: layout, Logger: logger}
 	// Set by the image this one replaced: New then checks what
 	// Guard.Rebind checks in process (the revision, and that no update

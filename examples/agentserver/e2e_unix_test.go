@@ -447,7 +447,9 @@ func TestCommandLine(t *testing.T) {
 	assert.Contains(t, stdout, "Usage: agentserver --module FILE")
 	assert.Contains(t, stdout, "-reload")
 	assert.Empty(t, stderr)
-	for _, args := range []string{"--bogus", "--reload sometimes --module x.py", "--addr 127.0.0.1:0"} {
+	for _, args := range []string{"--bogus", "--reload sometimes --module x.py", "--addr 127.0.0.1:0",
+		"--module x.py --layout git-sync", "--module x.py --link /git/agent", "--module x.py --layout other",
+		"--module x.py --layout git-sync --link /git/agent --home /h"} {
 		stdout, stderr, code = run(args)
 		assert.Equal(t, 2, code, args)
 		assert.Empty(t, stdout, args)

@@ -46,7 +46,8 @@ type ReloaderOptions struct {
 	// soonest. Zero: [DefaultProofInterval].
 	ProofInterval time.Duration
 	// Logger receives the reloads: planned, carried out, abandoned. Nil:
-	// the guard's [Options.Logger].
+	// the guard's [Options.Logger], else slog.Default() as NewReloader
+	// found it.
 	Logger *slog.Logger
 }
 
@@ -126,7 +127,7 @@ func NewReloader(ctx context.Context, g *Guard, opts ReloaderOptions) (*Reloader
 		done:     make(chan struct{}),
 	}
 	if rl.logger == nil {
-		rl.logger = slog.New(slog.DiscardHandler)
+		rl.logger = slog.Default()
 	}
 	rl.gate.init()
 	go rl.run(ctx)

@@ -463,8 +463,7 @@ func (e *markerEnv) judgeFile(f *markerFacts, maxAge time.Duration) marker {
 // and its artifacts name, asked again (through the cache's process handle
 // where there is one). Two calls on the same facts differ only as the
 // clock and those processes moved. It is the one classification of a
-// marker, of a fresh read (read) as of facts kept (the stale answer's
-// cache).
+// marker.
 //
 // An updater that releases its marker by renaming it aside first (to
 // <marker>.cas-release-<pid>-<id>, then reading and removing it) has not

@@ -106,10 +106,12 @@ func TestClosedGuardsHoldNothing(t *testing.T) {
 	open := round(guards)
 	require.GreaterOrEqual(t, open.pidfds, base.pidfds+guards, "each stale answer keeps a pidfd of the marker's process")
 	require.Greater(t, open.watches, base.watches, "the guards' inotify watches")
+	// Fewer than before is what other tests' guards, dropped and
+	// collected meanwhile, released.
 	after := settled(t, base)
-	assert.Equal(t, base.pidfds, after.pidfds, "pidfds")
-	assert.Equal(t, base.watches, after.watches, "inotify watches")
-	assert.Equal(t, base.fds, after.fds, "descriptors")
+	assert.LessOrEqual(t, after.pidfds, base.pidfds, "pidfds")
+	assert.LessOrEqual(t, after.watches, base.watches, "inotify watches")
+	assert.LessOrEqual(t, after.fds, base.fds, "descriptors")
 	if !assert.LessOrEqual(t, after.goroutines, base.goroutines, "goroutines") {
 		t.Logf("goroutines:\n%s", allStacks())
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -167,6 +168,11 @@ func (g *Guard) config() *config {
 			var zero Options
 			g.cfg, _ = zero.resolve(systemEnv) // the zero Options is valid
 		}
+		// A guard dropped without Close closes the pidfd its stale
+		// answers kept once the collector finds it.
+		if c := g.cfg.env.marker.cache; c != nil {
+			runtime.AddCleanup(g, func(c *markerCache) { c.close() }, c)
+		}
 	})
 	return g.cfg
 }
@@ -286,8 +292,8 @@ func (g *Guard) captureNew(cfg *config, abs string) (*binding, error) {
 // [Guard.Watch]: the inotify watches of its binding, now and for every
 // binding it makes later, and the descriptor of the updater's process a
 // stale answer keeps. It is for hosts that make guards dynamically; a
-// guard that is simply dropped releases its watches once the garbage
-// collector finds it unreachable. Close is idempotent, safe while checks
+// guard that is simply dropped releases both once the garbage collector
+// finds it unreachable. Close is idempotent, safe while checks
 // run, and never waits on a file system: checks after it go on
 // answering, each by a stat of the files the answer depends on (or a full
 // read), never by a watch again.

@@ -117,7 +117,13 @@ func (g *Guard) PlanReload(ctx context.Context) (*Reload, error) {
 		return nil, stuck.ctx
 	case stuck != nil:
 		g.counts.readTimeouts.Add(1)
-		return nil, notReady(pending(readStuck(stuck)))
+		on := ""
+		if stuck.at != "" {
+			on = ", blocked on " + stuck.at
+		}
+		// No duration in the reason: a Reloader logs it once, not at
+		// every plan while the file system hangs.
+		return nil, notReady(pending(fmt.Sprintf("the reads of the updater's files and the checkout did not return within %v%s: %v", cfg.timeout, on, ErrReadTimeout)))
 	case t.err != nil:
 		return nil, fmt.Errorf("%w: %w", ErrNotReady, t.err)
 	}

@@ -59,15 +59,19 @@ type Options struct {
 	// AgentName and ServerName name the two products in the default
 	// messages. Empty: "Hermes Agent" and "Hermes WebUI".
 	AgentName, ServerName string
-	// Message replaces the whole stale message. Empty: "<agent> was
-	// updated on disk after <server> loaded it. Restart <server> manually
-	// to load the new code." No message may contain the word "success":
-	// nothing here proves that an update succeeded.
+	// Message replaces the whole stale message, that of a checkout turned
+	// into a repository format the guard does not read too. Empty: "<agent>
+	// was updated on disk after <server> loaded it. Restart <server>
+	// manually to load the new code.", and for an unsupported format a
+	// message that says so (a restart would fail to bind it). No message
+	// may contain "success", in any case and inside a word too
+	// ("unsuccessful"): nothing here proves that an update succeeded, and a
+	// client that searches a message for the string must not find it.
 	Message string
 	// ReloadMessage replaces the stale message while a reload is scheduled
 	// (see [Reload.Schedule]). Empty: "<agent> was updated on disk after
 	// <server> loaded it. <server> is reloading to load the new code;
-	// retry shortly." It may not contain the word "success" either. While
+	// retry shortly." It may not contain "success" either. While
 	// a [Reloader] waits for an update to be proven finished, stale answers
 	// say "<agent> was updated on disk after <server> loaded it. <server>
 	// reloads by itself once the update is proven finished; retry
@@ -81,7 +85,10 @@ type Options struct {
 	ProblemDetails bool
 	// AlwaysRead turns off the stat fast path: every check reads HEAD, the
 	// refs and the index. Set it where file timestamps cannot be trusted,
-	// such as network file systems with attribute caches or clock skew.
+	// such as network file systems with attribute caches or clock skew, or
+	// where a writer may write the files without a file system call (a
+	// shared mapping), which neither the watch path nor always the stat
+	// path sees.
 	AlwaysRead bool
 	// NoWatch keeps the stat path where the watch path would be taken (see
 	// [Observation].Check): every check stats the files the answer depends
@@ -157,6 +164,10 @@ type config struct {
 	expectReceipt string
 	// requireCheckout is Options.RequireCheckout.
 	requireCheckout bool
+
+	// unsupportedMessage is the stale message when the checkout turned
+	// into a format the guard does not read: a restart would fail too.
+	unsupportedMessage string
 }
 
 // resolve validates opts and applies its defaults.
@@ -237,6 +248,9 @@ func (opts *Options) resolve(e *env) (*config, error) {
 	if opts.Message != "" && opts.ReloadMessage != "" {
 		c.autoMessage = c.reloadMessage
 	}
+	c.unsupportedMessage = cmp.Or(opts.Message, agent+"'s checkout changed on disk after "+server+
+		" loaded it, to a Git repository format that is not supported, so a restart would fail too."+
+		" Return the repository to a supported format, then restart "+server+" manually.")
 	// The field a message with the word comes from: a message given
 	// whole, else the product name in the default one.
 	for _, f := range []struct{ name, value string }{
@@ -244,7 +258,7 @@ func (opts *Options) resolve(e *env) (*config, error) {
 		{"Options.AgentName", opts.AgentName}, {"Options.ServerName", opts.ServerName},
 	} {
 		if strings.Contains(strings.ToLower(f.value), "success") {
-			return nil, optionError(f.name, f.value, "contains the word \"success\": nothing here proves that an update succeeded")
+			return nil, optionError(f.name, f.value, "contains \"success\" (a client searching for it would find it): nothing here proves that an update succeeded")
 		}
 	}
 	if r := opts.ExpectRevision; r != "" {

@@ -1,10 +1,12 @@
 package runtimeguard
 
 import (
+	"errors"
 	"go/ast"
 	"go/format"
 	"go/parser"
 	"go/token"
+	"go/types"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -228,4 +230,108 @@ func checkProgramIsExample(t *testing.T, program, file, name string) {
 	slices.Sort(used)
 	slices.Sort(imported)
 	assert.Equal(t, used, imported, "README's program imports other packages than its body uses")
+}
+
+// docSnippet is a fenced Go block of a document and the prose before it,
+// back to the previous block or heading.
+type docSnippet struct {
+	doc, code, prose string
+}
+
+// goSnippets are the Go fragments (not whole programs) of the README and
+// docs/, each with the prose that introduces it.
+func goSnippets(t *testing.T) []docSnippet {
+	t.Helper()
+	var snippets []docSnippet
+	for _, name := range append([]string{"README.md"}, must(filepath.Glob(filepath.Join("docs", "*.md")))...) {
+		body, err := os.ReadFile(name)
+		require.NoError(t, err)
+		doc := string(body)
+		last := 0
+		for _, m := range markdownFence.FindAllStringSubmatchIndex(doc, -1) {
+			prose := doc[last:m[0]]
+			if h := markdownHeading.FindAllStringIndex(prose, -1); h != nil {
+				prose = prose[h[len(h)-1][1]:]
+			}
+			last = m[1]
+			if doc[m[2]:m[3]] != "go" || strings.HasPrefix(doc[m[4]:m[5]], "package main\n") {
+				continue
+			}
+			snippets = append(snippets, docSnippet{name, doc[m[4]:m[5]], prose})
+		}
+	}
+	return snippets
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+var (
+	testFileLink = regexp.MustCompile(`\]\(([^)\s#]+_test\.go)\)`)
+	backquoted   = regexp.MustCompile("`([A-Za-z_][A-Za-z0-9_]*)(?:\\(\\))?`")
+)
+
+// freeNames are the names code uses that it does not declare (in its
+// scopes, as the type checker finds them), in the order they appear.
+func freeNames(t *testing.T, code string) []string {
+	t.Helper()
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "snippet.go", "package p\nfunc _() {\n"+code+"\n}\n", 0)
+	require.NoError(t, err, "a Go block does not parse as statements:\n%s", code)
+	var free []string
+	conf := types.Config{Error: func(err error) {
+		var te types.Error
+		if errors.As(err, &te) {
+			if name, ok := strings.CutPrefix(te.Msg, "undefined: "); ok && !slices.Contains(free, name) {
+				free = append(free, name)
+			}
+		}
+	}}
+	_, _ = conf.Check("p", fset, []*ast.File{f}, nil)
+	return free
+}
+
+// Every Go fragment of the README and docs/ can be read on its own: the
+// prose before it links to the test file it runs in (and it is a run of
+// lines of that file), and names in backquotes what it uses without
+// declaring it, other than the packages that file imports: a reader who
+// copies it knows what to supply.
+func TestDocSnippetsShowWhatTheyUse(t *testing.T) {
+	snippets := goSnippets(t)
+	require.NotEmpty(t, snippets)
+	for _, s := range snippets {
+		links := testFileLink.FindAllStringSubmatch(s.prose, -1)
+		if !assert.NotEmpty(t, links, "%s: a Go block without a link to the test file it runs in:\n%s", s.doc, s.code) {
+			continue
+		}
+		file := filepath.Join(filepath.Dir(s.doc), filepath.FromSlash(links[len(links)-1][1]))
+		src, err := os.ReadFile(file)
+		require.NoError(t, err, "%s: the link to %s", s.doc, file)
+		assert.True(t, containsRun(trimmedLines(string(src)), trimmedLines(s.code)), "%s: a Go block is not in %s, which it links to:\n%s", s.doc, file, s.code)
+
+		parsed, err := parser.ParseFile(token.NewFileSet(), file, src, parser.ImportsOnly)
+		require.NoError(t, err)
+		imported := map[string]bool{}
+		for _, spec := range parsed.Imports {
+			path, err := strconv.Unquote(spec.Path.Value)
+			require.NoError(t, err)
+			imported[filepath.Base(path)] = true
+			if spec.Name != nil {
+				imported[spec.Name.Name] = true
+			}
+		}
+		var named []string
+		for _, m := range backquoted.FindAllStringSubmatch(s.prose, -1) {
+			named = append(named, m[1])
+		}
+		for _, name := range freeNames(t, s.code) {
+			if !imported[name] {
+				assert.Contains(t, named, name, "%s: a Go block uses %s, which neither it nor the words before it show:\n%s", s.doc, name, s.code)
+			}
+		}
+	}
 }

@@ -416,7 +416,10 @@ func (g *Guard) bind(ctx context.Context, cfg *config, abs string) (*binding, er
 // *[StaleError]; any failure to read the revision counts as a change.
 //
 // A check sees every change that completed before it began: it never uses a
-// result older than its own start. On an unchanged checkout it costs, on
+// result older than its own start. (Writes that reach a file without the
+// kernel's notice, through Linux AIO or a shared mapping, are the
+// exceptions: docs/checking.md in the repository lists them, and
+// [Options.AlwaysRead] sees them all.) On an unchanged checkout it costs, on
 // the watch path (Linux, see [Observation].Check), one non-blocking system
 // call on the inotify descriptor and no allocation; on the stat path one
 // stat of each file the answer depends on (HEAD, the branch's loose ref or
@@ -459,6 +462,8 @@ func (g *Guard) EnsureCurrent() error {
 	}
 	if r := g.scheduled.Load(); r != nil && r.b == b {
 		se.Message, se.RestartScheduled = cfg.reloadMessage, true
+	} else if errors.Is(err, errors.ErrUnsupported) {
+		se.Message = cfg.unsupportedMessage // no restart can bind it, nor a reload prove it
 	} else if g.reloader.Load() && g.auto.Load() == autoWaiting {
 		se.Message = cfg.autoMessage
 	}
@@ -612,6 +617,11 @@ func (g *Guard) logStale(cfg *config, b *binding, se *StaleError, o *Observation
 		return
 	}
 	n := g.staleCount.Add(1)
+	msg, again := "runtimeguard: the loaded runtime is stale", "runtimeguard: stale runtime refused again"
+	if errors.Is(se.Err, errors.ErrUnsupported) {
+		const why = ": the checkout's repository format is not supported, so a restart would fail too"
+		msg, again = msg+why, again+why
+	}
 	attrs := []any{"stale", se, "restart_scheduled", se.RestartScheduled, "stale_checks", n}
 	if o.State == UpdateUnknown && o.MarkerReason != "" {
 		attrs = append(attrs, "update_state_reason", o.MarkerReason)
@@ -620,7 +630,7 @@ func (g *Guard) logStale(cfg *config, b *binding, se *StaleError, o *Observation
 	if g.staleSeen.CompareAndSwap(false, true) {
 		g.staleLogged.Store(now)
 		g.staleUnlogged.Store(0)
-		cfg.log().Warn("runtimeguard: the loaded runtime is stale", attrs...)
+		cfg.log().Warn(msg, attrs...)
 		return
 	}
 	if cfg.logger == nil {
@@ -632,7 +642,7 @@ func (g *Guard) logStale(cfg *config, b *binding, se *StaleError, o *Observation
 		return
 	}
 	attrs = append(attrs, "refused_since_last_log", g.staleUnlogged.Swap(0), "since", time.Duration(now-last).Round(time.Millisecond))
-	cfg.logger.Debug("runtimeguard: stale runtime refused again", attrs...)
+	cfg.logger.Debug(again, attrs...)
 }
 
 // env is the part of the environment a guard touches, replaceable per

@@ -16,7 +16,9 @@ import (
 )
 
 // ErrNotReady matches the error of [Guard.PlanReload] when a reload is not
-// proven safe; the error says which condition failed.
+// proven safe, of [Guard.Rebind] when the updater's files no longer show
+// what the plan proved, and of [New] with [Options.ExpectReceipt] when
+// they do not show it; the error says which condition failed.
 var ErrNotReady = errors.New("runtimeguard: no reload is proven safe")
 
 // Reload is a plan to load the new code, made by [Guard.PlanReload] only
@@ -89,10 +91,11 @@ const (
 // cooperating updater cannot start meanwhile; a lock held by an updater is
 // not ready. PlanReload creates the lock file if it is missing.
 //
-// The plan's reads run on the guard's goroutine for the updater's files: PlanReload waits for them
-// at most [Options.ReadTimeout] in all, or until ctx is done, and then
-// returns an error (matching [ErrNotReady] for the timeout, ctx's error
-// for ctx); a plan made after it gave up is released.
+// The plan's reads run on the guard's goroutine for the updater's files:
+// PlanReload waits for them at most [Options.ReadTimeout] in all, or
+// until ctx is done, and then returns an error (matching [ErrNotReady]
+// for the timeout, ctx's error for ctx); a plan made after it gave up is
+// released.
 func (g *Guard) PlanReload(ctx context.Context) (*Reload, error) {
 	cfg := g.config()
 	b := g.bound.Load()
@@ -490,8 +493,10 @@ func (g *Guard) firstSignal() *signal {
 // that [Guard.Changed] fires without a request, and returns ctx's error
 // (nil once the guard is closed). On the watch path (see
 // [Observation].Check) it checks when the kernel reports an event about
-// what the answer depends on, with no polling; elsewhere every interval,
-// which must be positive. It picks its event source again whenever the
+// what the answer depends on, with no polling; elsewhere every interval.
+// The interval must be positive on either path, since the path may
+// change while Watch runs: Watch returns an error at once otherwise. It
+// picks its event source again whenever the
 // binding changes path (a ref packed, a watch that could not be armed and
 // later could). Once the checkout moved, Changed has fired and Watch rests
 // until the guard binds anew ([Guard.Rebind], [Guard.Capture]). A stale

@@ -73,10 +73,7 @@ func TestMissingModuleNamesThePathGiven(t *testing.T) {
 		cmd.Dir = dir
 		cmd.Env = append(cmd.Env, "HERMES_HOME="+dir)
 		r := runProcess(t, cmd)
-		want := exitError
-		if args[0] == "update" {
-			want = exitUsage // update refuses a --module before it runs anything
-		}
+		want := exitUsage // the same in every command
 		assert.Equal(t, want, r.code, "%v", args)
 		assert.Contains(t, r.stderr, "--module missing/run_agent.py: no such file", "%v", args)
 
@@ -100,7 +97,7 @@ func TestStatusJSONOnError(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{[]string{"--module", filepath.Join(dir, "missing.py")}, exitError, "no such file"},
+		{[]string{"--module", filepath.Join(dir, "missing.py")}, exitUsage, "no such file"},
 		{[]string{"--module", filepath.Join(dir, "m.py"), "--marker", ""}, exitUsage, "--marker must not be empty"},
 		{[]string{}, exitUsage, "--module is required"},
 	} {

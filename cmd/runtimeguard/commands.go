@@ -101,7 +101,7 @@ func status1(gf *guardFlags, asJSON bool, stdout io.Writer, printed *bool) error
 		}
 		return readErr
 	}
-	row := func(k, v string) { fmt.Fprintf(stdout, "%-18s %s\n", k+":", v) }
+	row := func(k, v string) { fmt.Fprintf(stdout, "%-18s %s\n", k+":", text(v)) }
 	row("module", s.ModulePath)
 	row("source dir", s.SourceDir)
 	row("worktree", orNone(s.TopLevel))
@@ -217,7 +217,7 @@ func printStale(stdout, stderr io.Writer, err error) error {
 	case se.Current == "":
 		now = "at no revision"
 	}
-	fmt.Fprintf(stderr, "runtimeguard check: stale: loaded %s, the checkout is now %s\n", se.Captured, now)
+	fmt.Fprintf(stderr, "runtimeguard check: stale: loaded %s, the checkout is now %s\n", se.Captured, text(now))
 	return exitCode(exitStale)
 }
 
@@ -250,7 +250,7 @@ func cmdMarker(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	} else {
-		fmt.Fprintf(stdout, "%s: %s\n", state, reason)
+		fmt.Fprintf(stdout, "%s: %s\n", state, text(reason))
 	}
 	switch state {
 	case runtimeguard.MarkerAbsent:
@@ -278,7 +278,8 @@ func cmdWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	c := newCommand("watch", "watch --module FILE [--json] [--interval DURATION] [flags]", stdout, stderr)
 	c.doc = `Prints a line when the guard binds, once it has checked, when the
 checkout moves (the kernel's events where it has them, else a check every
---interval), and each time the update state changes after that.
+--interval), and each time the update state changes after that. A module
+in no tracked Git checkout ends it with 1: a guard there is inert.
 `
 	var gf guardFlags
 	gf.register(c.fs)
@@ -313,9 +314,9 @@ checkout moves (the kernel's events where it has them, else a check every
 		line := e.Event
 		switch e.Event {
 		case "inert":
-			line += " " + e.ModulePath + " is not in a tracked Git checkout: every check passes"
+			line += " " + text(e.ModulePath) + " is not in a tracked Git checkout: every check passes"
 		case "bound":
-			line += " " + e.SourceDir + " at " + e.Revision
+			line += " " + text(e.SourceDir) + " at " + e.Revision
 		case "current":
 			line += " " + e.Revision
 		case "stale":
@@ -329,10 +330,12 @@ checkout moves (the kernel's events where it has them, else a check every
 		fmt.Fprintf(stdout, "%s %s\n", e.Time, line)
 	}
 	if id.Revision == "" {
+		// Nothing can move a checkout there is none of: say so and end,
+		// rather than watch forever in silence.
 		emit(watchEvent{Event: "inert", ModulePath: id.ModulePath})
-	} else {
-		emit(watchEvent{Event: "bound", SourceDir: id.SourceDir, Revision: id.Revision})
+		return fmt.Errorf("%s: the guard is inert (%s): there is nothing to watch", text(id.ModulePath), text(g.Observe().Unguarded))
 	}
+	emit(watchEvent{Event: "bound", SourceDir: id.SourceDir, Revision: id.Revision})
 	stopped := func() error {
 		emit(watchEvent{Event: "stopped"})
 		return nil
@@ -344,9 +347,7 @@ checkout moves (the kernel's events where it has them, else a check every
 	go func() { done <- g.Watch(watchCtx, *interval) }()
 	var se *runtimeguard.StaleError
 	if err := g.EnsureCurrent(); !errors.As(err, &se) {
-		if id.Revision != "" {
-			emit(watchEvent{Event: "current", Revision: id.Revision})
-		}
+		emit(watchEvent{Event: "current", Revision: id.Revision})
 		select {
 		case <-ctx.Done():
 			cancel()

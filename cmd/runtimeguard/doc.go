@@ -20,7 +20,7 @@
 //	                    -- COMMAND [ARGS...]
 //	runtimeguard version (or --version, -version)
 //
-// Help (-h, or help COMMAND) goes to standard output. Flags and the
+// Help (--help or -h, or help COMMAND) goes to standard output. Flags and the
 // marker's path may come in any order (-- ends the flags); update's flags
 // come before the -- that starts its command.
 //
@@ -35,19 +35,41 @@
 //
 // # Exit codes
 //
-// 0 success (for check: current), 1 an error (for status: the checkout
-// could not be read, said after all that could be), 2 a usage error, 3
-// stale (check prints the exact 409 body on standard output and why on
-// standard error); update exits with its command's status when that
-// failed, 1 when the receipt says failed for another reason; marker exits
-// by the marker's state, with or without --json: 0 absent, 4 active, 5
-// stale, 6 unknown (1 and 2 as above), so that a script can branch on it.
+// One table for every command:
 //
-// A --module that names no file is an error that names the path as given.
-// An error of the command's own is printed after "runtimeguard COMMAND: ";
+//	0  success: for check, current; for marker, no marker
+//	1  an error: the checkout or the updater's files could not be read
+//	   or written (status says so after all it could read); a module in
+//	   no tracked Git checkout where the command needs one (check and
+//	   watch: a guard there is inert, so there is nothing to check or
+//	   watch; update: in no Git worktree at all); for update, a receipt
+//	   that says failed for another reason than COMMAND's status
+//	2  a usage error: an unknown flag, a value the flag does not take, a
+//	   missing or extra argument, a flag value that describes no layout
+//	   (for update also an empty --receipt, and no home directory known),
+//	   a --module that names no regular file (none, a directory, a pipe
+//	   such as /dev/stdin, a device)
+//	3  check: stale (the exact 409 body on standard output, why on
+//	   standard error)
+//	4  marker: active; 5 stale; 6 unknown (with or without --json), so
+//	   that a script can branch on the marker's state
+//
+// update exits with its COMMAND's status when COMMAND ran and failed.
+// Nothing is run or written before a usage error.
+//
+// # Errors
+//
+// A usage error is one line, "runtimeguard COMMAND: " and what is wrong,
+// flags named with two dashes as the usage names them, then a pointer to
+// "runtimeguard COMMAND --help". A --module is named as given. Any other
+// error of the command's own is printed after "runtimeguard COMMAND: ";
 // one of the runtimeguard package (a checkout that cannot be bound) as the
-// package says it, after its own "runtimeguard: ". A flag that describes
-// no layout is a usage error that names the flag.
+// package says it, after its own "runtimeguard: ".
+//
+// Plain text never carries a control character of a path, a reason or an
+// error: a value that holds one (a newline, an escape sequence, any rune
+// Go does not print as is) is printed quoted as a Go string, so that a
+// file name cannot forge a line. The JSON forms escape them as JSON does.
 //
 // # JSON output
 //
@@ -74,9 +96,10 @@
 //   - lock_path: the updater's lock file, when the layout has one
 //   - check, check_reason: watch, stat or read, and why not watch
 //
-// watch --json prints a JSON object a line, whose event is inert, bound,
-// current, stale, update_state or stopped. marker --json prints the path,
-// the state and its reason:
+// watch --json prints a JSON object a line, whose event is bound,
+// current, stale, update_state or stopped, or inert (then watch ends with
+// 1: there is nothing to watch). marker --json prints the path, the state
+// and its reason:
 //
 //	$ runtimeguard marker --json ~/.hermes/.hermes-update-in-progress
 //	{"path":"/root/.hermes/.hermes-update-in-progress","state":"active","reason":"process 4242 is alive"}

@@ -9,8 +9,11 @@ import (
 	"io/fs"
 	"os"
 	"os/signal"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 
 	"github.com/runtimeguard/runtimeguard"
 )
@@ -43,7 +46,7 @@ Usage:
                                      run an updater under the update protocol
   runtimeguard version               the version of this program (--version)
 
-Run 'runtimeguard COMMAND -h' for a command's flags.
+Run 'runtimeguard COMMAND --help' for a command's flags.
 `
 
 func main() {
@@ -78,7 +81,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdVersion(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if cmd == "help" && len(rest) > 1 {
-			fmt.Fprintf(stderr, "runtimeguard help: want at most one command, got %d\nRun 'runtimeguard help' for usage.\n", len(rest))
+			fmt.Fprintf(stderr, "runtimeguard help: want at most one command, got %d\nRun 'runtimeguard --help' for usage.\n", len(rest))
 			return exitUsage
 		}
 		if cmd == "help" && len(rest) == 1 && rest[0] != "help" {
@@ -87,7 +90,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	default:
-		fmt.Fprintf(stderr, "runtimeguard: unknown command %q\nRun 'runtimeguard help' for usage.\n", cmd)
+		fmt.Fprintf(stderr, "runtimeguard: unknown command %q\nRun 'runtimeguard --help' for usage.\n", cmd)
 		return exitUsage
 	}
 	var ue usageError
@@ -97,16 +100,35 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "runtimeguard %s: %s\nRun 'runtimeguard %s -h' for usage.\n", cmd, ue.msg, cmd)
+		fmt.Fprintf(stderr, "runtimeguard %s: %s\nRun 'runtimeguard %s --help' for usage.\n", cmd, text(ue.msg), cmd)
 		return exitUsage
 	case errors.As(err, &ce):
 		return int(ce)
 	case errors.As(err, &le):
-		fmt.Fprintln(stderr, le.err) // as the library says it, its prefix included
+		// As the library says it, its prefix included.
+		msg, ok := strings.CutPrefix(le.err.Error(), "runtimeguard: ")
+		if !ok {
+			fmt.Fprintln(stderr, text(msg))
+		} else {
+			fmt.Fprintln(stderr, "runtimeguard: "+text(msg))
+		}
 		return exitError
 	}
-	fmt.Fprintf(stderr, "runtimeguard %s: %v\n", cmd, err)
+	fmt.Fprintf(stderr, "runtimeguard %s: %s\n", cmd, text(err.Error()))
 	return exitError
+}
+
+// text is s as a line of plain text shows it: s itself when every rune of
+// it is printable, else s quoted as Go quotes a string, so that no control
+// character (a newline, a terminal's escape sequence, a reordering mark)
+// reaches the reader and no path or reason can forge a line of its own.
+// Every path and reason a plain-text command prints goes through it; the
+// JSON forms escape them already.
+func text(s string) string {
+	if !utf8.ValidString(s) || strings.IndexFunc(s, func(r rune) bool { return !strconv.IsPrint(r) }) >= 0 {
+		return strconv.Quote(s)
+	}
+	return s
 }
 
 // libraryError is an error of the runtimeguard package, printed as it is:
@@ -151,8 +173,8 @@ type command struct {
 // help goes to stdout.
 func newCommand(name, synopsis string, stdout, stderr io.Writer) *command {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {} // printed by parse, to the stream that fits
+	fs.SetOutput(io.Discard) // parse says what went wrong, in the command's words
+	fs.Usage = func() {}     // printed by parse on --help
 	return &command{fs: fs, synopsis: synopsis, stdout: stdout, stderr: stderr}
 }
 
@@ -198,9 +220,8 @@ func wrap(w io.Writer, indent, text string, width int) {
 // number, and flags end at the first positional argument, as for a command
 // line to run). With a fixed number, flags and positional arguments may be
 // mixed (marker PATH --json), up to a "--" after which all is positional.
-// Help goes to standard output with exit 0; a flag error, which the flag
-// package has printed, is followed by the usage on standard error and exit
-// 2.
+// Help goes to standard output with exit 0; a flag error is a usage error
+// that names the flag as the usage does, with two dashes.
 func (c *command) parse(args []string, want int) error {
 	var positional []string
 	for rest := args; ; {
@@ -209,8 +230,7 @@ func (c *command) parse(args []string, want int) error {
 				c.printUsage(c.stdout)
 				return exitCode(exitOK)
 			}
-			c.printUsage(c.stderr)
-			return exitCode(exitUsage)
+			return usageError{flagError(err)}
 		}
 		left := c.fs.Args()
 		if len(left) == 0 {
@@ -233,6 +253,30 @@ func (c *command) parse(args []string, want int) error {
 	}
 	c.args = positional
 	return nil
+}
+
+// flagErrors are the flag package's errors, which name a flag with one
+// dash: "flag provided but not defined: -name", "flag needs an argument:
+// -name", "invalid value "v" for flag -name: why", "invalid boolean value
+// "v" for -name: why", "invalid boolean flag name: why".
+var flagErrors = regexp.MustCompile(`^(?s)(?:(flag provided but not defined): -(.*)|(flag needs an argument): -(.*)|invalid (?:boolean )?value ("(?:[^"\\]|\\.)*") for (?:flag )?-([^:]*): (.*)|invalid boolean flag ([^:]*): (.*))$`)
+
+// flagError says a flag error of the flag package in the usage's words:
+// the flag with two dashes, its name and value quoted where they hold
+// control characters.
+func flagError(err error) string {
+	m := flagErrors.FindStringSubmatch(err.Error())
+	switch {
+	case m == nil:
+		return err.Error()
+	case m[1] != "":
+		return "unknown flag --" + text(m[2])
+	case m[3] != "":
+		return "flag --" + text(m[4]) + " needs a value"
+	case m[6] != "":
+		return "--" + text(m[6]) + " " + m[5] + ": " + m[7]
+	}
+	return "--" + text(m[8]) + ": " + m[9]
 }
 
 // guardFlags are the flags of every command that reads a checkout and the
@@ -282,19 +326,43 @@ func resolveFlags(opts runtimeguard.Options) (runtimeguard.Paths, error) {
 	return p, apiError(err)
 }
 
-// checkModule reports a --module that is missing or names no file, naming
-// the path as it was given.
+// checkModule reports a --module that is missing or names no regular file,
+// naming the path as it was given: a usage error in every command.
 func (f *guardFlags) checkModule() error {
 	if f.module == "" {
 		return usagef("--module is required")
 	}
-	switch fi, err := os.Stat(f.module); {
+	fi, err := os.Stat(f.module)
+	var pe *fs.PathError
+	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("--module %s: no such file", f.module)
-	case err == nil && fi.IsDir():
-		return fmt.Errorf("--module %s: a directory, not the module file", f.module)
+		return usagef("--module %s: no such file", text(f.module))
+	case errors.As(err, &pe):
+		return usagef("--module %s: %v", text(f.module), pe.Err)
+	case err != nil:
+		return usagef("--module %s: %v", text(f.module), err)
+	case fi.IsDir():
+		return usagef("--module %s: a directory, not the module file", text(f.module))
+	case !fi.Mode().IsRegular():
+		return usagef("--module %s: %s, not the module file", text(f.module), fileKind(fi.Mode()))
 	}
 	return nil
+}
+
+// fileKind names the type of a file that is neither regular nor a
+// directory.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	}
+	return "not a regular file"
 }
 
 // set reports whether the flag was given on the command line.

@@ -160,7 +160,7 @@ func TestCheckUsage(t *testing.T) {
 	assert.Contains(t, r.stderr, "--expect")
 	assert.Contains(t, r.stderr, "not a full hex object id")
 	r = runCmd(t, gittest.TempDir(t), "check", "--module", filepath.Join(gittest.TempDir(t), "missing.py"), "--expect", rev)
-	assert.Equal(t, 1, r.code)
+	assert.Equal(t, 2, r.code)
 	assert.Contains(t, r.stderr, "missing.py: no such file")
 }
 
@@ -203,11 +203,12 @@ func TestHelp(t *testing.T) {
 	assert.Contains(t, r.stderr, "at most one command")
 	r = runCmd(t, gittest.TempDir(t), "version", "-h")
 	assert.NotContains(t, r.stdout, "Flags:")
-	// A flag error goes to standard error with the usage, exit 2.
+	// A flag error goes to standard error with a pointer to the usage,
+	// exit 2.
 	r = runCmd(t, gittest.TempDir(t), "status", "--bogus")
 	assert.Equal(t, 2, r.code)
 	assert.Empty(t, r.stdout)
-	assert.Contains(t, r.stderr, "Usage: runtimeguard status")
+	assert.Equal(t, "runtimeguard status: unknown flag --bogus\nRun 'runtimeguard status --help' for usage.\n", r.stderr)
 }
 
 func TestVersion(t *testing.T) {
@@ -350,7 +351,7 @@ func TestStatusExplainsEmptyRevision(t *testing.T) {
 	assert.Contains(t, s["reason"], "no Git worktree")
 
 	r = runCmd(t, dir, "status", "--module", filepath.Join(dir, "missing.py"))
-	assert.Equal(t, 1, r.code)
+	assert.Equal(t, 2, r.code)
 	assert.Empty(t, r.stdout)
 }
 
@@ -522,8 +523,9 @@ func TestUpdateRefuses(t *testing.T) {
 }
 
 // A module path that leads nowhere or outside Git, or a --dir that is no
-// directory, is a usage error before anything runs or is written: a typo
-// must not run git pull wherever the tool was started.
+// directory, is refused before anything runs or is written (a usage error,
+// or for a module in no worktree an error): a typo must not run git pull
+// wherever the tool was started.
 func TestUpdateRefusesBadInput(t *testing.T) {
 	t.Parallel() // processes, files and repositories of its own
 	c := newUpdateCase(t)
@@ -534,19 +536,20 @@ func TestUpdateRefusesBadInput(t *testing.T) {
 		name string
 		args []string
 		want string
+		code int
 	}{
-		{"typo", []string{"--module", filepath.Join(c.dir, "run_agnet.py")}, "--module"},
-		{"outside Git", []string{"--module", outside}, "no Git worktree"},
-		{"missing dir", []string{"--module", c.module, "--dir", filepath.Join(c.dir, "nope")}, "--dir"},
-		{"dir is a file", []string{"--module", c.module, "--dir", c.module}, "not a directory"},
-		{"negative wait", []string{"--module", c.module, "--wait", "-1s"}, "--wait"},
+		{"typo", []string{"--module", filepath.Join(c.dir, "run_agnet.py")}, "--module", exitUsage},
+		{"outside Git", []string{"--module", outside}, "no Git worktree", exitError},
+		{"missing dir", []string{"--module", c.module, "--dir", filepath.Join(c.dir, "nope")}, "--dir", exitUsage},
+		{"dir is a file", []string{"--module", c.module, "--dir", c.module}, "not a directory", exitUsage},
+		{"negative wait", []string{"--module", c.module, "--wait", "-1s"}, "--wait", exitUsage},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := commandProcess(append(append([]string{"update", "--home", c.home}, tc.args...), "--", "sh", "-c", "touch "+ran)...)
 			cmd.Dir = c.dir
 			cmd.Env = append(cmd.Env, gittest.Env...)
 			r := runProcess(t, cmd)
-			assert.Equal(t, 2, r.code, r.stderr)
+			assert.Equal(t, tc.code, r.code, r.stderr)
 			assert.Contains(t, r.stderr, tc.want)
 			assert.NoFileExists(t, ran, "the command ran")
 			assert.NoDirExists(t, filepath.Join(c.home, "logs"), "a receipt was written")
@@ -615,7 +618,7 @@ func TestLayoutFlags(t *testing.T) {
 
 	// Another updater's variable, unset, is no home: not Hermes's ~/.hermes.
 	r = runCmd(t, home, "update", "--module", module, "--home-env", "PLUGINHOST_HOME", "--", "git", "status")
-	assert.Equal(t, 1, r.code)
+	assert.Equal(t, 2, r.code)
 	assert.Contains(t, r.stderr, "no home directory is known: set --home or $PLUGINHOST_HOME")
 
 	for _, tc := range []struct{ args []string }{

@@ -67,7 +67,7 @@ func TestLibraryErrorsPrintedAsTheySay(t *testing.T) {
 	assert.Equal(t, want.Error()+"\n", r.stderr)
 
 	r = runCmd(t, dir, "check", "--module", filepath.Join(dir, "missing.py"), "--expect", rev)
-	assert.Equal(t, exitError, r.code)
+	assert.Equal(t, exitUsage, r.code)
 	assert.True(t, strings.HasPrefix(r.stderr, "runtimeguard check: "), "%q", r.stderr)
 	// The prefix once (the path itself may hold the word: a temporary
 	// directory's name).

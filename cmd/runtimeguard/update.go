@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -68,28 +67,28 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	// Refuse before anything is written: a typo in --module must not run
 	// COMMAND (git pull) wherever the tool was started.
 	if err := gf.checkModule(); err != nil {
-		return usagef("%v", err)
+		return err
 	}
 	ck, err := gitread.Inspect(gf.module)
 	if ck.TopLevel == "" {
 		if err != nil {
-			return usagef("--module: %v", err)
+			return fmt.Errorf("--module %s: %w", text(gf.module), err)
 		}
-		return usagef("--module: %s is in no Git worktree (%s)", gf.module, ck.Reason)
+		return fmt.Errorf("--module %s is in no Git worktree (%s)", text(gf.module), text(ck.Reason))
 	}
 	dir := cmp.Or(*workDir, ck.TopLevel)
 	if fi, err := os.Stat(dir); err != nil {
-		return usagef("--dir: %v", err)
+		return usagef("--dir: %s", text(err.Error()))
 	} else if !fi.IsDir() {
-		return usagef("--dir: %s is not a directory", dir)
+		return usagef("--dir: %s is not a directory", text(dir))
 	}
 	switch {
 	case paths.Home == "" && gf.homeEnv == "":
-		return errors.New("no home directory is known: set --home")
+		return usagef("no home directory is known: set --home")
 	case paths.Home == "":
-		return fmt.Errorf("no home directory is known: set --home or $%s", gf.homeEnv)
+		return usagef("no home directory is known: set --home or $%s", text(gf.homeEnv))
 	case paths.Receipt == "":
-		return errors.New("the layout has no receipt (--receipt)")
+		return usagef("--receipt is empty: update writes a receipt")
 	}
 	opts := gf.options()
 	observe := func() runtimeguard.Observation {
@@ -114,9 +113,9 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err // nothing ran
 	}
 	if res.Failure == "" && err == nil {
-		fmt.Fprintf(stderr, "runtimeguard update: success: %s -> %s (%s)\n", orNone(res.Receipt.From), res.Receipt.To, paths.Receipt)
+		fmt.Fprintf(stderr, "runtimeguard update: success: %s -> %s (%s)\n", orNone(res.Receipt.From), res.Receipt.To, text(paths.Receipt))
 	} else if res.Failure != "" {
-		fmt.Fprintf(stderr, "runtimeguard update: failed: %s (%s)\n", res.Failure, paths.Receipt)
+		fmt.Fprintf(stderr, "runtimeguard update: failed: %s (%s)\n", text(res.Failure), text(paths.Receipt))
 	}
 	switch {
 	case err != nil:

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/runtimeguard/runtimeguard/internal/systemd"
 )
 
 // ReloaderOptions configures a [Reloader]. Exactly one of Restart and
@@ -87,6 +89,7 @@ type Reloader struct {
 	drain    time.Duration
 	interval time.Duration
 	logger   *slog.Logger
+	notifier *systemd.Notifier // the service manager's, if any
 
 	gate gate
 	wake chan struct{} // a stale request asks for an early look
@@ -99,6 +102,10 @@ type Reloader struct {
 // NewReloader starts a Reloader for g, which must be bound (or become
 // bound: a Reloader of an unbound guard waits for its binding). It runs
 // until ctx is done; its errors are for options that describe no reload.
+// Under a service manager that set NOTIFY_SOCKET (systemd's
+// Type=notify-reload), it says READY=1 at once, then RELOADING=1 and
+// READY=1 around each reload, with STATUS= lines: start it once the host
+// listens.
 func NewReloader(ctx context.Context, g *Guard, opts ReloaderOptions) (*Reloader, error) {
 	switch {
 	case g == nil:
@@ -129,6 +136,7 @@ func NewReloader(ctx context.Context, g *Guard, opts ReloaderOptions) (*Reloader
 	if rl.logger == nil {
 		rl.logger = slog.Default()
 	}
+	rl.initNotifier()
 	rl.gate.init()
 	go rl.run(ctx)
 	return rl, nil
@@ -213,6 +221,7 @@ func (rl *Reloader) run(ctx context.Context) {
 	}()
 	defer watching.Wait()
 	defer stopWatch()
+	rl.notify((*systemd.Notifier).Ready, "serving "+shortRev(rl.g.Identity().Revision))
 	for {
 		select {
 		case <-ctx.Done():
@@ -232,7 +241,8 @@ func (rl *Reloader) run(ctx context.Context) {
 // guard's stale answers say that the server reloads by itself; once it
 // cannot (a failed update), they give the guard's message again.
 func (rl *Reloader) awaitProof(ctx context.Context) *Reload {
-	last := ""
+	last, told := "", int32(-1)
+	from := rl.g.Identity().Revision
 	t := time.NewTimer(0)
 	defer t.Stop()
 	var earliest time.Time // of a look a request asks for
@@ -268,6 +278,10 @@ func (rl *Reloader) awaitProof(ctx context.Context) *Reload {
 			state = autoWaiting
 		}
 		rl.g.auto.Store(state)
+		if state != told {
+			told = state
+			rl.notify((*systemd.Notifier).SetStatus, statusAwaiting(from, state, err.Error()))
+		}
 		if why := err.Error(); why != last {
 			last = why
 			rl.logger.Debug("runtimeguard: no reload yet", "why", why)
@@ -293,6 +307,7 @@ func (rl *Reloader) carryOut(ctx context.Context, plan *Reload) {
 		return
 	}
 	log.Info("runtimeguard: reload scheduled")
+	rl.notify((*systemd.Notifier).Reloading, "reloading "+shortRev(plan.From)+" to "+shortRev(plan.To))
 	if !rl.gate.closeAndDrain(ctx, rl.drain) {
 		// Nothing was loaded: the receipt still proves the reload, which
 		// is tried again from a new plan once work in flight may be done.
@@ -300,25 +315,30 @@ func (rl *Reloader) carryOut(ctx context.Context, plan *Reload) {
 		rl.abandoned.Add(1)
 		rl.g.counts.abandoned.Add(1)
 		log.Warn("runtimeguard: reload postponed: guarded work still ran at the drain deadline", "drain_timeout", rl.drain)
+		rl.notify((*systemd.Notifier).Ready, "serving "+shortRev(plan.From)+", stale: reload postponed: guarded work still ran at the drain deadline")
 		return
 	}
 	if rl.handover != nil {
 		err := rl.callHost(log, "handover", rl.handover, ctx, plan)
 		rl.abandon(log, "the handover failed", err)
+		rl.notify((*systemd.Notifier).Ready, "serving "+shortRev(plan.From)+", stale: reload abandoned: the handover failed")
 		return
 	}
 	if err := rl.callHost(log, "restart", rl.restart, ctx, plan); err != nil {
 		rl.abandon(log, "the restart failed", err)
+		rl.notify((*systemd.Notifier).Ready, "serving "+shortRev(plan.From)+", stale: reload abandoned: the restart failed")
 		return
 	}
 	if err := rl.g.Rebind(ctx, plan); err != nil {
 		rl.abandon(log, "the new code could not be bound", err)
+		rl.notify((*systemd.Notifier).Ready, "serving "+shortRev(plan.From)+", stale: reload abandoned: the new code could not be bound")
 		return
 	}
 	rl.g.auto.Store(autoWaiting)
 	rl.reloads.Add(1)
 	rl.g.counts.reloads.Add(1)
 	log.Info("runtimeguard: reloaded")
+	rl.notify((*systemd.Notifier).Ready, "serving "+shortRev(plan.To)+", reloaded from "+shortRev(plan.From))
 }
 
 // callHost calls the host's restart or handover, and turns a panic of it

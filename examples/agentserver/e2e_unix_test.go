@@ -79,6 +79,7 @@ type deployment struct {
 	server                     *exec.Cmd
 	addr                       string
 	pid                        int
+	prepare                    func(*exec.Cmd) // changes how the server is started, if set
 }
 
 func newDeployment(t *testing.T) *deployment {
@@ -99,6 +100,9 @@ func (d *deployment) start(t *testing.T, mode string, env ...string) {
 	args := fmt.Sprintf("--module %s --home %s --lock update.lock --state %s --addr 127.0.0.1:0 --reload %s --drain 5s",
 		filepath.Join(d.dir, "run_agent.py"), d.home, d.state, mode)
 	cmd := gittest.Self(nil, append([]string{serverEnv + "=" + args}, env...)...)
+	if d.prepare != nil {
+		d.prepare(cmd)
+	}
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	var logs bytes.Buffer
@@ -380,7 +384,8 @@ func TestHandoffImageRefusesAnUpdateUnderWay(t *testing.T) {
 			require.NoError(t, os.MkdirAll(filepath.Dir(latest), 0o755))
 			require.NoError(t, os.WriteFile(latest, []byte(receipt("planned", "success", d.loaded, time.Now().Add(-time.Minute))), 0o644))
 			tc.setup(t, d)
-			d.start(t, reloadExec, expectEnv+"="+d.loaded, receiptEnv+"=update_id:planned")
+			handedOver(t, d)
+			d.start(t, reloadExec, "RUNTIMEGUARD_HANDOVER_REVISION="+d.loaded, "RUNTIMEGUARD_HANDOVER_RECEIPT=update_id:planned")
 			for i := 0; i < 3; i++ {
 				resp, err := http.Post("http://"+d.addr+"/api/chat/start", "application/json", strings.NewReader(`{"session_id":"s1","message":"hello"}`))
 				require.NoError(t, err)
@@ -400,6 +405,20 @@ func TestHandoffImageRefusesAnUpdateUnderWay(t *testing.T) {
 				assert.NoError(t, err)
 			}
 		})
+	}
+}
+
+// handedOver starts the server as the image an exec handover started:
+// RUNTIMEGUARD_HANDOVER_PID names its process (a shell sets it to its own
+// ID and execs the server, keeping it), beside the plan's revision and
+// receipt the test passes.
+func handedOver(t *testing.T, d *deployment) {
+	t.Helper()
+	sh, err := exec.LookPath("sh")
+	require.NoError(t, err)
+	d.prepare = func(cmd *exec.Cmd) {
+		cmd.Args = []string{"sh", "-c", `RUNTIMEGUARD_HANDOVER_PID=$$ exec "$0"`, cmd.Path}
+		cmd.Path = sh
 	}
 }
 

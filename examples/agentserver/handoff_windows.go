@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"net"
 	"os"
@@ -11,7 +12,9 @@ import (
 )
 
 // exitReload is the status the server exits with for its supervisor to
-// start the new code, where it cannot re-execute itself.
+// start the new code, where it cannot re-execute itself: 75
+// (EX_TEMPFAIL), the status a systemd unit lists in
+// RestartForceExitStatus=.
 const exitReload = 75
 
 // handoff cannot keep the listening socket across a new process here.
@@ -20,7 +23,7 @@ const exitReload = 75
 // binds to whatever HEAD is then: a move in between is what its guard
 // catches. Without one, exiting would leave the server dead: it stays on
 // the old code, answering the 409.
-func handoff(a *app, _ net.Listener, _ *runtimeguard.Reload) error {
+func handoff(_ context.Context, a *app, _ net.Listener, _ *runtimeguard.Reload) error {
 	if !a.supervised {
 		return errors.New("an exec reload needs a supervisor here (--supervised)")
 	}

@@ -13,6 +13,8 @@
 //	GET  /api/session?session_id=ID          the session, and the revision that served it
 //	POST /api/session/compress?session_id=ID starts a background compression
 //	GET  /api/session/compress/status?session_id=ID
+//	GET  /livez                              liveness: 200 while the process serves
+//	GET  /readyz                             readiness: 503 while a reload is under way
 //
 // Reload modes (--reload):
 //
@@ -23,6 +25,13 @@
 //	           revision. Where a socket cannot be kept across exec (Windows),
 //	           the server exits with status 75 (EX_TEMPFAIL) for its
 //	           supervisor to start it again.
+//
+// Under a service manager: with NOTIFY_SOCKET set (systemd's Type=notify
+// or Type=notify-reload), the server says READY=1 once it serves,
+// RELOADING=1 and READY=1 around each reload, and STOPPING=1 when it
+// stops; a SIGHUP (systemctl reload) is acknowledged, and loads nothing
+// that no update proved. With LISTEN_PID and LISTEN_FDS (socket
+// activation), it serves the first socket passed rather than --addr.
 //
 // The first line on standard output is "listening ADDRESS".
 package main
@@ -45,14 +54,6 @@ import (
 	"time"
 
 	"github.com/runtimeguard/runtimeguard"
-)
-
-// The environment a reloading process hands its new image.
-const (
-	listenFDEnv = "AGENTSERVER_LISTEN_FD" // the listening socket's descriptor
-	expectEnv   = "AGENTSERVER_EXPECT"    // the revision the new code is at
-	receiptEnv  = "AGENTSERVER_RECEIPT"   // the receipt that proved the reload
-	lockFDEnv   = "AGENTSERVER_LOCK_FD"   // the plan's lock, to close once bound
 )
 
 // The reload modes.
@@ -105,23 +106,30 @@ func main() {
 		*state = path
 	}
 
-	ln, err := listener(*addr)
+	// Set when this image was started by an exec handover (ExecHandover).
+	inherited, err := runtimeguard.Inherit()
+	if err != nil {
+		log.Fatal(err)
+	}
+	ln, err := listener(*addr, inherited)
 	if err != nil {
 		log.Fatal(err)
 	}
 	layout := runtimeguard.HermesLayout
 	layout.Lock = *lock
 	opts := runtimeguard.Options{ModulePath: *module, HomeDir: *home, Python: *python, Layout: layout, Logger: logger}
-	// Set by the process this one replaced: New then checks what
+	// Set by the image this one replaced: New then checks what
 	// Guard.Rebind checks in process (the revision, and that no update
 	// began since the plan: no marker, no recovery marker, no other
 	// receipt).
-	opts.ExpectRevision, opts.ExpectReceipt = os.Getenv(expectEnv), os.Getenv(receiptEnv)
+	if inherited != nil {
+		opts.ExpectRevision, opts.ExpectReceipt = inherited.ExpectRevision, inherited.ExpectReceipt
+	}
 	guard, err := runtimeguard.New(opts)
 	if err != nil && opts.ExpectRevision == "" {
 		log.Fatal(err)
 	}
-	releaseInheritedLock()
+	inherited.Release()
 	if err != nil {
 		// A reloaded image whose new code cannot be bound (the checkout
 		// moved during the handoff) fails closed and stays up: it answers
@@ -139,6 +147,7 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	acknowledgeReloads(ctx)
 	srv := NewServer(guard, *state, *gateway)
 	a := &app{drain: *drain, supervised: *supervised}
 	done := make(<-chan struct{})
@@ -157,7 +166,11 @@ func main() {
 	a.handler = srv.Handler()
 	fmt.Printf("listening %s\n", ln.Addr())
 	a.serve(ln)
+	if *reload == reloadOff { // a Reloader says so itself
+		notify(logger, "READY=1", "STATUS=serving "+id.Revision[:min(12, len(id.Revision))])
+	}
 	<-ctx.Done()
+	notify(logger, "STOPPING=1", "STATUS=stopping")
 	if *reload != reloadOff {
 		<-done // a reload under way finishes first
 	}
@@ -175,7 +188,9 @@ func serveStale(ln net.Listener, se *runtimeguard.StaleError) {
 	defer stop()
 	go hs.Serve(ln)
 	fmt.Printf("listening %s\n", ln.Addr())
+	notify(nil, "READY=1", "STATUS=stale: the reloaded code could not be bound; restart to load the new code")
 	<-ctx.Done()
+	notify(nil, "STOPPING=1", "STATUS=stopping")
 	_ = hs.Close()
 }
 
@@ -289,35 +304,31 @@ func (a *app) shutdown() {
 // handoff starts the plan's new code in a new process: see handoff_unix.go
 // and handoff_windows.go. It returns only when that failed, with the server
 // serving again on the old code.
-func (a *app) handoff(_ context.Context, plan *runtimeguard.Reload) error {
+func (a *app) handoff(ctx context.Context, plan *runtimeguard.Reload) error {
 	a.mu.Lock()
 	ln := a.ln
 	a.mu.Unlock()
-	return handoff(a, ln, plan)
+	return handoff(ctx, a, ln, plan)
 }
 
-// listener is the listening socket the process before this one handed
-// over, or a new one on addr.
-func listener(addr string) (net.Listener, error) {
-	fd := os.Getenv(listenFDEnv)
-	if fd == "" {
+// listener is the listening socket the image before this one kept across
+// exec, or the first a service manager passed (socket activation), or a
+// new one on addr.
+func listener(addr string, inherited *runtimeguard.Inherited) (net.Listener, error) {
+	if inherited == nil || len(inherited.Listeners) == 0 {
 		return net.Listen("tcp", addr)
 	}
-	var n uintptr
-	if _, err := fmt.Sscan(fd, &n); err != nil {
-		return nil, fmt.Errorf("%s=%q: %w", listenFDEnv, fd, err)
+	for _, l := range inherited.Listeners[1:] {
+		l.Close() // one HTTP server, one socket
 	}
-	f := os.NewFile(n, "inherited listener")
-	defer f.Close() // FileListener holds its own descriptor
-	return net.FileListener(f)
+	return inherited.Listeners[0], nil
 }
 
-// releaseInheritedLock closes the reload plan's lock the process before
-// this one handed over, now that the new code is bound.
-func releaseInheritedLock() {
-	var n uintptr
-	if _, err := fmt.Sscan(os.Getenv(lockFDEnv), &n); err == nil {
-		os.NewFile(n, "inherited lock").Close()
+// notify tells the service manager, if there is one (NOTIFY_SOCKET); a
+// failure is logged, where there is a logger, and changes nothing else.
+func notify(logger *slog.Logger, assignments ...string) {
+	if err := runtimeguard.Notify(assignments...); err != nil && logger != nil {
+		logger.Warn("the service manager was not told", "error", err)
 	}
 }
 

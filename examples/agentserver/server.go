@@ -86,6 +86,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /api/session/compress", s.compressStart)
 	mux.HandleFunc("GET /api/session/compress/status", s.compressStatus)
 	mux.HandleFunc("GET /api/session", s.lookup)
+	// The probes are no guarded work: never a 409, never drained.
+	mux.Handle("GET /livez", s.guard.LivenessHandler())
+	mux.Handle("GET /readyz", s.guard.ReadinessHandler())
 	return mux
 }
 

@@ -1,0 +1,37 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/runtimeguard/runtimeguard"
+)
+
+// acknowledgeReloads answers the service manager's reload signal
+// (SIGHUP, systemctl reload of a Type=notify-reload unit) from now until
+// ctx is done: the server loads new code by itself once an update proves
+// it, and never on a signal, so a reload asked for is done at once.
+// Without a service manager, SIGHUP is left alone.
+func acknowledgeReloads(ctx context.Context) {
+	if os.Getenv("NOTIFY_SOCKET") == "" {
+		return
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				_ = runtimeguard.Notify("RELOADING=1", "STATUS=reload asked for: the server reloads by itself once an update is proven")
+				_ = runtimeguard.Notify("READY=1")
+			}
+		}
+	}()
+}

@@ -1,0 +1,75 @@
+package runtimeguard
+
+import (
+	"context"
+	"net"
+	"os"
+)
+
+// ExecHandover hands a reload over to a new image of this program: it is
+// a [ReloaderOptions.Handover] (its Handover method) for a server that
+// re-executes itself. The listening sockets stay open across exec, so a
+// connection that arrives meanwhile waits in a socket's backlog for the
+// new image rather than being refused; the process keeps its ID, so a
+// supervisor (systemd, launchd) goes on tracking it. The new image takes
+// the sockets, and the plan's revision and receipt, with [Inherit].
+//
+// On a platform where no socket can be kept across exec (Windows, and
+// others outside Unix) Handover fails, and the Reloader abandons the
+// reload: the server goes on, stale. A host there hands over by exiting
+// with status 75 (EX_TEMPFAIL) for its supervisor to start it again
+// (systemd's RestartForceExitStatus=75).
+type ExecHandover struct {
+	// Listeners are the listening sockets to keep: TCP or Unix listeners
+	// (each with a File method). A Unix socket's path is kept too.
+	Listeners []net.Listener
+	// Quiesce stops the host's serving: it closes the host's listeners
+	// (the sockets stay open through copies the handover holds) and
+	// waits, within ctx, for each connection to end after the response
+	// to the request it serves. The new image then accepts what waits.
+	// An error abandons the handover before the exec.
+	Quiesce func(ctx context.Context) error
+	// Resume serves again, on listeners of the same sockets, when the
+	// handover failed after Quiesce: the server goes on, on the old
+	// code, stale.
+	Resume func(listeners []net.Listener) error
+}
+
+// Inherited is what an [ExecHandover] passed the image it started, or
+// the sockets a service manager passed it: see [Inherit].
+type Inherited struct {
+	// Listeners are the sockets kept, in the order of
+	// [ExecHandover.Listeners]; or a service manager's, in the order of
+	// LISTEN_FDS.
+	Listeners []net.Listener
+	// ExpectRevision and ExpectReceipt are the plan's revision and the ID
+	// of the receipt that proved it: set them as [Options.ExpectRevision]
+	// and [Options.ExpectReceipt], so that New binds only to the planned
+	// code, and only if no update began since the plan; else it fails and
+	// the host answers the 409 until it is restarted, never serving the
+	// code on disk. Both are empty for a service manager's sockets.
+	ExpectRevision, ExpectReceipt string
+
+	lock *os.File // the plan's lock, held across the exec
+}
+
+// Release releases the plan's lock the old image held across the exec:
+// call it once [New] returned, whether it bound or not. It is safe on a
+// nil Inherited and more than once.
+func (in *Inherited) Release() {
+	if in != nil && in.lock != nil {
+		in.lock.Close()
+		in.lock = nil
+	}
+}
+
+// The environment an ExecHandover passes the new image; Inherit unsets it.
+const (
+	handoverPIDEnv      = "RUNTIMEGUARD_HANDOVER_PID"      // the process the handover is for
+	handoverFDsEnv      = "RUNTIMEGUARD_HANDOVER_FDS"      // the kept sockets' descriptors, comma-separated
+	handoverRevisionEnv = "RUNTIMEGUARD_HANDOVER_REVISION" // the plan's revision
+	handoverReceiptEnv  = "RUNTIMEGUARD_HANDOVER_RECEIPT"  // the plan's receipt
+	handoverLockEnv     = "RUNTIMEGUARD_HANDOVER_LOCK_FD"  // the plan's lock
+)
+
+var handoverEnv = []string{handoverPIDEnv, handoverFDsEnv, handoverRevisionEnv, handoverReceiptEnv, handoverLockEnv}

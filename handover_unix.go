@@ -1,0 +1,233 @@
+//go:build unix
+
+package runtimeguard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/runtimeguard/runtimeguard/internal/systemd"
+)
+
+// Handover quiesces the host, then replaces the process image with the
+// program's own (os.Executable, with the same arguments and environment),
+// passing it the listening sockets, the plan's revision and receipt, and
+// the plan's lock. It returns only when that failed, after the host
+// resumed serving on the same sockets.
+func (h *ExecHandover) Handover(ctx context.Context, plan *Reload) error {
+	if h.Quiesce == nil || h.Resume == nil {
+		return errors.New("runtimeguard: exec handover: Quiesce and Resume must be set")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("runtimeguard: exec handover: %w", err)
+	}
+	// Copies of the sockets, close-on-exec until the exec itself: they
+	// keep each socket open while the host closes its listeners.
+	files := make([]*os.File, 0, len(h.Listeners))
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	for _, l := range h.Listeners {
+		fl, ok := l.(interface{ File() (*os.File, error) })
+		if !ok {
+			return fmt.Errorf("runtimeguard: exec handover: a %T cannot be kept across exec", l)
+		}
+		if ul, ok := l.(*net.UnixListener); ok {
+			ul.SetUnlinkOnClose(false) // the path stays for the new image
+		}
+		f, err := fl.File()
+		if err != nil {
+			return fmt.Errorf("runtimeguard: exec handover: %w", err)
+		}
+		files = append(files, f)
+	}
+	if err := h.Quiesce(ctx); err != nil {
+		return h.resume(fmt.Errorf("runtimeguard: exec handover: quiesce: %w", err), files)
+	}
+	err = execKeeping(exe, files, plan)
+	return h.resume(fmt.Errorf("runtimeguard: exec handover: %w", err), files)
+}
+
+// resume serves again on the sockets files hold, after a handover failed
+// with err.
+func (h *ExecHandover) resume(err error, files []*os.File) error {
+	lns := make([]net.Listener, 0, len(files))
+	for _, f := range files {
+		l, lerr := net.FileListener(f)
+		if lerr != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return errors.Join(err, fmt.Errorf("runtimeguard: exec handover: resume: %w", lerr))
+		}
+		lns = append(lns, l)
+	}
+	if rerr := h.Resume(lns); rerr != nil {
+		return errors.Join(err, fmt.Errorf("runtimeguard: exec handover: resume: %w", rerr))
+	}
+	return err
+}
+
+// execKeeping replaces the process image, keeping files and the plan's
+// lock open through copies without close-on-exec. The copies are made
+// under syscall.ForkLock, so that no child process another goroutine
+// starts meanwhile inherits them; it returns only when the exec failed.
+func execKeeping(exe string, files []*os.File, plan *Reload) error {
+	syscall.ForkLock.Lock()
+	defer syscall.ForkLock.Unlock()
+	var kept []int
+	defer func() {
+		for _, fd := range kept {
+			syscall.Close(fd)
+		}
+	}()
+	dup := func(f *os.File) (int, error) {
+		raw, err := f.SyscallConn()
+		if err != nil {
+			return -1, err
+		}
+		fd, derr := -1, error(nil)
+		if err := raw.Control(func(sysfd uintptr) { fd, derr = syscall.Dup(int(sysfd)) }); err != nil {
+			return -1, err
+		}
+		if derr == nil {
+			kept = append(kept, fd)
+		}
+		return fd, derr
+	}
+	fds := make([]string, 0, len(files))
+	for _, f := range files {
+		fd, err := dup(f)
+		if err != nil {
+			return err
+		}
+		fds = append(fds, strconv.Itoa(fd))
+	}
+	env := make([]string, 0, len(os.Environ())+5)
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); !isHandoverEnv(name) {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, handoverPIDEnv+"="+strconv.Itoa(os.Getpid()), handoverFDsEnv+"="+strings.Join(fds, ","),
+		handoverRevisionEnv+"="+plan.To, handoverReceiptEnv+"="+plan.Receipt.ID)
+	if lock := plan.LockFile(); lock != nil {
+		fd, err := dup(lock)
+		if err != nil {
+			return err
+		}
+		env = append(env, handoverLockEnv+"="+strconv.Itoa(fd))
+	}
+	return syscall.Exec(exe, os.Args, env)
+}
+
+func isHandoverEnv(name string) bool {
+	for _, v := range handoverEnv {
+		if name == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Inherit returns the sockets and the plan the [ExecHandover] that started
+// this image passed it. In an image no handover started, it returns the
+// listening sockets a service manager passed instead (socket activation,
+// sd_listen_fds(3): LISTEN_PID naming this process, LISTEN_FDS
+// descriptors from 3 on), with no plan; nil, with no error, when there
+// are none. Variables for another process (they name its ID) are none.
+// It unsets the variables of both, so that no child process takes them
+// for its own, and marks the descriptors close-on-exec. Variables that
+// describe no handover are an error.
+func Inherit() (*Inherited, error) {
+	defer func() {
+		for _, v := range handoverEnv {
+			os.Unsetenv(v)
+		}
+	}()
+	pid, ok := os.LookupEnv(handoverPIDEnv)
+	if !ok || pid != strconv.Itoa(os.Getpid()) {
+		return activated()
+	}
+	in := &Inherited{ExpectRevision: os.Getenv(handoverRevisionEnv), ExpectReceipt: os.Getenv(handoverReceiptEnv)}
+	if in.ExpectRevision == "" {
+		return nil, errors.New("runtimeguard: inherit: the handover names no revision")
+	}
+	take := func(s string) (*os.File, error) {
+		fd, err := strconv.Atoi(s)
+		if err != nil || fd < 3 {
+			return nil, fmt.Errorf("runtimeguard: inherit: %q is no descriptor", s)
+		}
+		var st syscall.Stat_t
+		if err := syscall.Fstat(fd, &st); err != nil {
+			return nil, fmt.Errorf("runtimeguard: inherit: descriptor %d: %w", fd, err)
+		}
+		syscall.CloseOnExec(fd)
+		return os.NewFile(uintptr(fd), "inherited"), nil
+	}
+	if s := os.Getenv(handoverLockEnv); s != "" {
+		f, err := take(s)
+		if err != nil {
+			return nil, err
+		}
+		in.lock = f
+	}
+	if s := os.Getenv(handoverFDsEnv); s != "" {
+		for _, fd := range strings.Split(s, ",") {
+			f, err := take(fd)
+			if err == nil {
+				var l net.Listener
+				l, err = net.FileListener(f)
+				f.Close() // the listener holds its own descriptor
+				if err == nil {
+					in.Listeners = append(in.Listeners, l)
+					continue
+				}
+				err = fmt.Errorf("runtimeguard: inherit: %w", err)
+			}
+			for _, l := range in.Listeners {
+				l.Close()
+			}
+			in.Release()
+			return nil, err
+		}
+	}
+	return in, nil
+}
+
+// activated returns the listening sockets a service manager passed, as
+// Inherit does.
+func activated() (*Inherited, error) {
+	files, err := systemd.ListenFiles()
+	if err != nil {
+		return nil, fmt.Errorf("runtimeguard: inherit: %w", err)
+	}
+	if len(files) == 0 {
+		return nil, nil
+	}
+	in := &Inherited{}
+	for i, f := range files {
+		l, err := net.FileListener(f)
+		f.Close() // the listener holds its own descriptor
+		if err != nil {
+			for _, l := range in.Listeners {
+				l.Close()
+			}
+			for _, f := range files[i+1:] {
+				f.Close()
+			}
+			return nil, fmt.Errorf("runtimeguard: inherit: the socket %s: %w", f.Name(), err)
+		}
+		in.Listeners = append(in.Listeners, l)
+	}
+	return in, nil
+}

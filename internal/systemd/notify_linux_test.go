@@ -1,0 +1,53 @@
+package systemd
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+func monotonicNow(t *testing.T) uint64 {
+	var ts unix.Timespec
+	require.NoError(t, unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts))
+	return uint64(ts.Sec)*1e6 + uint64(ts.Nsec)/1e3
+}
+
+// RELOADING=1 carries the time the reload began on CLOCK_MONOTONIC, the
+// clock the service manager compares it with.
+func TestNotifyReloadingTime(t *testing.T) {
+	name := t.TempDir() + "/notify"
+	read := listenNotify(t, name)
+	t.Setenv("NOTIFY_SOCKET", name)
+	n, err := FromEnv()
+	require.NoError(t, err)
+	before := monotonicNow(t)
+	require.NoError(t, n.Reloading("reloading to def456"))
+	after := monotonicNow(t)
+	lines := strings.Split(strings.TrimSuffix(read(), "\n"), "\n")
+	require.Len(t, lines, 3, "%q", lines)
+	assert.Equal(t, "RELOADING=1", lines[0])
+	usec, ok := strings.CutPrefix(lines[1], "MONOTONIC_USEC=")
+	require.True(t, ok, lines[1])
+	v, err := strconv.ParseUint(usec, 10, 64)
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, v, before)
+	assert.LessOrEqual(t, v, after)
+	assert.Equal(t, "STATUS=reloading to def456", lines[2])
+}
+
+// A name that begins with "@" is a socket in the abstract namespace.
+func TestNotifyAbstractSocket(t *testing.T) {
+	name := fmt.Sprintf("@runtimeguard-notify-test-%d-%s", os.Getpid(), t.Name())
+	read := listenNotify(t, name)
+	t.Setenv("NOTIFY_SOCKET", name)
+	n, err := FromEnv()
+	require.NoError(t, err)
+	require.NoError(t, n.Ready(""))
+	assert.Equal(t, "READY=1\n", read())
+}

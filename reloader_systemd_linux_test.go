@@ -1,0 +1,95 @@
+package runtimeguard
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// notifySocket is a service manager's notification socket in a temporary
+// directory, set as NOTIFY_SOCKET; next returns the next message, each
+// line an assignment, with MONOTONIC_USEC's value left out.
+func notifySocket(t *testing.T) (next func() []string) {
+	t.Helper()
+	name := filepath.Join(t.TempDir(), "notify")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: name, Net: "unixgram"})
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	t.Setenv("NOTIFY_SOCKET", name)
+	return func() []string {
+		t.Helper()
+		require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*time.Second)))
+		buf := make([]byte, 4096)
+		n, err := conn.Read(buf)
+		require.NoError(t, err, "a message to the service manager")
+		lines := strings.Split(strings.TrimSuffix(string(buf[:n]), "\n"), "\n")
+		for i, l := range lines {
+			if v, ok := strings.CutPrefix(l, "MONOTONIC_USEC="); ok {
+				assert.NotEmpty(t, v)
+				lines[i] = "MONOTONIC_USEC="
+			}
+		}
+		return lines
+	}
+}
+
+// Under a Type=notify-reload service manager, a Reloader says it is ready
+// on the bound code, that it waits for the update's proof, that it
+// reloads (with the time), and that it is ready again on the new code.
+func TestNotifyAcrossAReload(t *testing.T) {
+	next := notifySocket(t)
+	c := newReloaderCase(t, nil)
+	assert.Equal(t, []string{"READY=1", "STATUS=serving " + c.loaded[:12]}, next())
+
+	marker := filepath.Join(c.home, hermesMarker)
+	writeMarker(t, marker, os.Getpid(), time.Now())
+	c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
+	assert.Equal(t, []string{"STATUS=serving " + c.loaded[:12] + ", stale: the checkout moved; reloading once the update is proven"}, next())
+
+	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen2-no-id-success.json", c.moved, time.Now())))
+	require.NoError(t, os.Remove(marker))
+	assert.Equal(t, []string{"RELOADING=1", "MONOTONIC_USEC=", "STATUS=reloading " + c.loaded[:12] + " to " + c.moved[:12]}, next())
+	assert.Equal(t, []string{"READY=1", "STATUS=serving " + c.moved[:12] + ", reloaded from " + c.loaded[:12]}, next())
+	assert.Equal(t, c.moved, c.get(t, "/").body)
+}
+
+// A reload that fails is followed by READY=1 all the same: the old code
+// serves on, stale, and the status says so.
+func TestNotifyAbandonedReload(t *testing.T) {
+	next := notifySocket(t)
+	c := newReloaderCase(t, nil)
+	c.fail.Store(true)
+	assert.Equal(t, "READY=1", next()[0])
+	c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
+	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
+	msg := next()
+	if msg[0] != "RELOADING=1" { // the checkout moved before the receipt was written
+		assert.Contains(t, msg[0], "reloading once the update is proven")
+		msg = next()
+	}
+	assert.Equal(t, "RELOADING=1", msg[0])
+	assert.Equal(t, []string{"READY=1", "STATUS=serving " + c.loaded[:12] + ", stale: reload abandoned: the restart failed"}, next())
+	status := next()
+	require.Len(t, status, 1)
+	assert.True(t, strings.HasPrefix(status[0], "STATUS=serving "+c.loaded[:12]+", stale: the checkout moved and no reload can follow (no reload is proven safe: a reload was already scheduled on the receipt "), status[0])
+	assert.True(t, strings.HasSuffix(status[0], "); restart to load the new code"), status[0])
+}
+
+// Notify sends what a host says besides the Reloader, RELOADING=1 with its
+// time; without NOTIFY_SOCKET it sends nothing, and fails for nothing.
+func TestNotifyByTheHost(t *testing.T) {
+	next := notifySocket(t)
+	require.NoError(t, Notify("RELOADING=1", "STATUS=reload asked for"))
+	assert.Equal(t, []string{"RELOADING=1", "MONOTONIC_USEC=", "STATUS=reload asked for"}, next())
+	require.NoError(t, Notify("STOPPING=1"))
+	assert.Equal(t, []string{"STOPPING=1"}, next())
+	assert.ErrorContains(t, Notify("READY"), "runtimeguard: ")
+	t.Setenv("NOTIFY_SOCKET", "")
+	assert.NoError(t, Notify("READY=1"))
+}

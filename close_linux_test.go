@@ -100,7 +100,7 @@ func TestClosedGuardsHoldNothing(t *testing.T) {
 		}
 		return open
 	}
-	round(1) // what the process keeps for good: the inotify descriptor, its epoll sets
+	round(1)     // what the process keeps for good: the inotify descriptor, its epoll sets
 	runtime.GC() // earlier tests' guards, dropped: the collector closes what they hold
 	base := settled(t, holding(t))
 	const guards = 20

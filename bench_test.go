@@ -15,7 +15,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/runtimeguard/runtimeguard/internal/gitread"
 	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
@@ -400,7 +399,7 @@ func BenchmarkReadRevision(b *testing.B) {
 	benchLayouts(b, func(b *testing.B, module string) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			if rev, err := gitread.ReadRevision(filepath.Dir(module), module); err != nil || rev == "" {
+			if rev, err := inspectRevision(module); err != nil || rev == "" {
 				b.Fatal(rev, err)
 			}
 		}

@@ -12,8 +12,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/runtimeguard/runtimeguard/internal/gitread"
 )
 
 // checkoutEnv names a checkout the host made for the Windows tests (under
@@ -37,7 +35,7 @@ func TestWindowsGuardOnCheckout(t *testing.T) {
 		t.Skipf("no git binary, and %s names no checkout", checkoutEnv)
 	}
 	module := filepath.Join(src, "run_agent.py")
-	got, err := gitread.ReadRevision(src, module)
+	got, err := inspectRevision(module)
 	require.NoError(t, err)
 	require.Equal(t, rev, got)
 

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/runtimeguard/runtimeguard/internal/gitread"
 	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
@@ -54,7 +53,7 @@ func TestCICheckoutIgnoresUsersGitConfig(t *testing.T) {
 	assert.Equal(t, gittest.Git(t, dir, "rev-parse", "--verify", "HEAD"), rev)
 	assert.NotContains(t, gittest.Git(t, dir, "cat-file", "commit", "HEAD"), "gpgsig", "the commit is not signed")
 	gittest.Git(t, dir, "--literal-pathspecs", "ls-files", "--error-unmatch", "run_agent.py")
-	got, err := gitread.ReadRevision(dir, filepath.Join(dir, "run_agent.py"))
+	got, err := inspectRevision(filepath.Join(dir, "run_agent.py"))
 	require.NoError(t, err)
 	assert.Equal(t, rev, got)
 }

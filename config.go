@@ -147,6 +147,7 @@ type config struct {
 	markerPath    string // the marker in the guard's home; "" when no home directory is known
 	receiptPath   string // the latest receipt in the guard's home; "" when the layout has none or no home is known
 	lockPath      string // "" when the layout has no lock or no home is known
+	checkoutLock  string // Layout.CheckoutLock
 	recovery      []string
 	python        string // Options.Python, absolute
 	installRoot   string // the root of the install python's venv is in, or ""
@@ -195,15 +196,16 @@ func (opts *Options) resolve(e *env) (*config, error) {
 	ec.marker = ec.marker.withCache() // and of its own marker
 	e = &ec
 	c := &config{
-		env:        e,
-		recovery:   append([]string(nil), layout.RecoveryMarkers...),
-		python:     opts.Python,
-		maxAge:     cmp.Or(opts.MaxMarkerAge, DefaultMaxMarkerAge),
-		timeout:    cmp.Or(opts.ReadTimeout, DefaultReadTimeout),
-		problem:    opts.ProblemDetails,
-		alwaysRead: opts.AlwaysRead,
-		logger:     opts.Logger,
-		onStale:    opts.OnStale,
+		env:          e,
+		recovery:     append([]string(nil), layout.RecoveryMarkers...),
+		checkoutLock: layout.CheckoutLock,
+		python:       opts.Python,
+		maxAge:       cmp.Or(opts.MaxMarkerAge, DefaultMaxMarkerAge),
+		timeout:      cmp.Or(opts.ReadTimeout, DefaultReadTimeout),
+		problem:      opts.ProblemDetails,
+		alwaysRead:   opts.AlwaysRead,
+		logger:       opts.Logger,
+		onStale:      opts.OnStale,
 
 		staleLogEvery: staleLogInterval,
 	}

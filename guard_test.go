@@ -231,9 +231,9 @@ func TestPathspecCharactersAreLiteral(t *testing.T) {
 	git(t, outer, "add", "installed/agent/run_agent.py")
 	git(t, outer, "commit", "-q", "-m", "tracked lookalike")
 
-	rev, err := gitread.ReadRevision(filepath.Dir(module), module)
+	rev, err := inspectRevision(module)
 	require.NoError(t, err)
-	assert.Empty(t, rev, "gitread.ReadRevision(%q) read a revision through a pathspec match", module)
+	assert.Empty(t, rev, "gitread.Inspect(%q) read a revision through a pathspec match", module)
 	g, err := New(Options{ModulePath: module, HomeDir: outer})
 	require.NoError(t, err)
 	assert.Equal(t, resolved(t, filepath.Dir(module)), g.Identity().SourceDir)
@@ -241,7 +241,7 @@ func TestPathspecCharactersAreLiteral(t *testing.T) {
 
 	// The literal name is tracked once it is added.
 	git(t, outer, "add", "--", module)
-	rev, err = gitread.ReadRevision(filepath.Dir(module), module)
+	rev, err = inspectRevision(module)
 	require.NoError(t, err)
 	assert.Equal(t, git(t, outer, "rev-parse", "HEAD"), rev)
 }

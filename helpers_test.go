@@ -1,11 +1,12 @@
 package runtimeguard
 
 import (
+	"fmt"
 	"os"
 	"testing"
 	"time"
 
-	"github.com/runtimeguard/runtimeguard/internal/updater"
+	"github.com/runtimeguard/runtimeguard/internal/gitread"
 
 	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
@@ -40,10 +41,11 @@ func loopLength(long, short int) int {
 	return short
 }
 
-// writeMarker writes an update marker for pid, started at the given time.
+// writeMarker writes an update marker of the first format (no creation
+// time) for pid, started at the given time.
 func writeMarker(t testing.TB, path string, pid int, started time.Time) {
 	t.Helper()
-	writeFile(t, path, string(updater.MarkerBody(pid, started)))
+	writeFile(t, path, fmt.Sprintf("%d\n%.6f\n", pid, float64(started.UnixNano())/1e9))
 }
 
 // testEnv is the system environment with a fixed process probe.
@@ -71,4 +73,10 @@ const (
 // options does.
 func readMarker(path string) MarkerState {
 	return systemMarkers.read(path, DefaultMaxMarkerAge).State
+}
+
+// inspectRevision is the revision gitread.Inspect finds for module.
+func inspectRevision(module string) (string, error) {
+	c, err := gitread.Inspect(module)
+	return c.Revision, err
 }

@@ -42,10 +42,21 @@ type updaterHomes struct {
 	problem string   // why that listing is not whole, or ""
 }
 
+// newUpdaterHomes is the homes of a guard whose home is home (absolute).
+// A home is a profile home by what it is, not how it is spelt: its links
+// resolved (a ~/.hermes-work that leads to <root>/profiles/work), a home
+// under the profiles directory has the root above it.
 func newUpdaterHomes(home, profiles string, now func() time.Time) *updaterHomes {
 	h := &updaterHomes{home: home, root: home, profiles: profiles, now: now}
-	if profiles != "" && filepath.Base(filepath.Dir(home)) == profiles {
-		h.root = filepath.Dir(filepath.Dir(home))
+	if profiles == "" {
+		return h
+	}
+	real := filepath.Clean(home)
+	if r, err := filepath.EvalSymlinks(home); err == nil {
+		real = r
+	}
+	if filepath.Base(filepath.Dir(real)) == profiles {
+		h.root = filepath.Dir(filepath.Dir(real))
 	}
 	return h
 }

@@ -203,6 +203,8 @@ func (g *Guard) plan(ctx context.Context, cfg *config, b *binding) (*Reload, err
 // when it holds them all.
 func (g *Guard) unproven(b *binding, c *gitread.Checkout, o *Observation, now time.Time) string {
 	switch {
+	case c.Revision == "" && c.ModulePath != "" && !c.Tracked && c.TopLevel != "":
+		return pending("the module " + c.ModulePath + " is no longer tracked in the checkout " + c.TopLevel + ": " + c.Reason)
 	case c.Revision == "":
 		return pending("HEAD names no revision: " + c.Reason)
 	case c.Revision == b.id.Revision && c.ModulePath == b.id.ModulePath:
@@ -211,6 +213,11 @@ func (g *Guard) unproven(b *binding, c *gitread.Checkout, o *Observation, now ti
 		return updaterBusy(o)
 	case o.Receipt == nil && o.ReceiptProblem != "":
 		return pending(o.ReceiptProblem)
+	case o.Receipt == nil && o.State == UpdateUnverified:
+		// Nothing runs that could write one: the checkout moved by other
+		// means (a plain git pull), and nothing will prove it.
+		return "no update is in progress and no receipt was written since the guard bound at " +
+			b.boundAt.UTC().Format(time.RFC3339Nano) + ": nothing proves this move of the checkout; restart to load it"
 	case o.Receipt == nil:
 		return pending("no receipt was written since the guard bound at " + b.boundAt.UTC().Format(time.RFC3339Nano))
 	case o.Receipt.Outcome == updater.OutcomeRunning:
@@ -248,8 +255,12 @@ func updaterBusy(o *Observation) string {
 	switch {
 	case o.Marker == MarkerActive:
 		return pending(fmt.Sprintf("the update marker %s is %s (%s)", o.MarkerPath, o.Marker, o.MarkerReason))
+	case o.CheckoutLock == CheckoutLockHeld:
+		return pending(fmt.Sprintf("the checkout lock %s is held (%s): a process of an update still runs", o.CheckoutLockPath, o.CheckoutLockReason))
 	case o.Marker != MarkerAbsent:
 		return fmt.Sprintf("the update marker %s is %s (%s)", o.MarkerPath, o.Marker, o.MarkerReason)
+	case o.CheckoutLock == CheckoutLockUnknown:
+		return fmt.Sprintf("the checkout lock %s cannot be probed (%s)", o.CheckoutLockPath, o.CheckoutLockReason)
 	case len(o.RecoveryMarkers) > 0:
 		return "the recovery marker " + o.RecoveryMarkers[0] + " is present"
 	case o.State == UpdateUnknown:
@@ -261,7 +272,7 @@ func updaterBusy(o *Observation) string {
 // sameObservation reports whether two looks at the updater's files saw the
 // same.
 func sameObservation(a, b *Observation) bool {
-	if a.Marker != b.Marker || a.MarkerReason != b.MarkerReason || a.State != b.State ||
+	if a.Marker != b.Marker || a.MarkerReason != b.MarkerReason || a.State != b.State || a.CheckoutLock != b.CheckoutLock ||
 		a.ReceiptProblem != b.ReceiptProblem || len(a.RecoveryMarkers) != len(b.RecoveryMarkers) {
 		return false
 	}

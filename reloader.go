@@ -277,7 +277,11 @@ func (rl *Reloader) awaitProof(ctx context.Context) *Reload {
 		if isPending(err) || !errors.Is(err, ErrNotReady) {
 			state = autoWaiting
 		}
-		rl.g.auto.Store(state)
+		if prev := rl.g.auto.Swap(state); state == autoRefused && prev != autoRefused {
+			// Said once per move that nothing will prove: stale answers
+			// give the guard's message (restart manually) from now on.
+			rl.logger.Warn("runtimeguard: no reload will prove this move; restart to load the new code", "why", err.Error())
+		}
 		if state != told {
 			told = state
 			rl.notify((*systemd.Notifier).SetStatus, statusAwaiting(from, state, err.Error()))

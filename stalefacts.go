@@ -11,6 +11,7 @@ type staleFacts struct {
 	problem   string        // why not every home was read, or ""
 	links     []string      // the profiles directory's links that lead to no directory
 	roots     []string
+	locks     []string // the checkout locks of the roots
 	present   []string
 	rootsRead bool
 }
@@ -20,6 +21,7 @@ type staleFacts struct {
 // and the recovery markers of every install root.
 func (c *config) readStaleFacts(srcs []string) staleFacts {
 	f := staleFacts{roots: c.installRoots(srcs...)}
+	f.locks = c.checkoutLocks(f.roots)
 	paths, links, problem := c.markerPathsAndLinks()
 	f.problem, f.links = problem, links
 	if len(paths) == 0 {
@@ -54,7 +56,7 @@ func (c *config) judgeMarkers(f *staleFacts) (marker, string) {
 // that the facts f add up to now.
 func (c *config) staleObservation(f *staleFacts) Observation {
 	m, mpath := c.judgeMarkers(f)
-	return Observation{
+	o := Observation{
 		MarkerPath:      mpath,
 		Marker:          m.State,
 		MarkerReason:    m.Reason,
@@ -64,4 +66,6 @@ func (c *config) staleObservation(f *staleFacts) Observation {
 		ReceiptPath:     c.receiptPath,
 		LockPath:        c.lockPath,
 	}
+	probeCheckoutLocks(&o, f.locks)
+	return o
 }

@@ -52,7 +52,7 @@ func TestGitReadsWhatItWrites(t *testing.T) {
 	assert.Equal(t, "class AIAgent: revision = 2", gittest.Git(t, dir, "show", "HEAD:run_agent.py"))
 
 	module := filepath.Join(dir, "run_agent.py")
-	rev, err := gitread.ReadRevision(dir, module)
+	rev, err := inspectRevision(module)
 	require.NoError(t, err)
 	assert.Equal(t, last, rev)
 }
@@ -100,4 +100,10 @@ func TestOpensOnlyItsOwn(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, ".git", "HEAD"), []byte("ref: refs/heads/trunk\n"), 0o644))
 	_, err := Open(dir)
 	assert.ErrorContains(t, err, "not the branch main")
+}
+
+// inspectRevision is the revision gitread.Inspect finds for module.
+func inspectRevision(module string) (string, error) {
+	c, err := gitread.Inspect(module)
+	return c.Revision, err
 }

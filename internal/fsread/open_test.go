@@ -127,3 +127,25 @@ func TestOpenRegularSeesASizeChange(t *testing.T) {
 		})
 	}
 }
+
+// ReadAt reads the file at an offset, within the size fstat reported,
+// without moving where Read reads from.
+func TestReaderReadAt(t *testing.T) {
+	path := filepath.Join(gittest.TempDir(t), "f")
+	require.NoError(t, os.WriteFile(path, []byte("0123456789"), 0o644))
+	r, _, err := OpenRegular(path, 100, false)
+	require.NoError(t, err)
+	defer r.Close()
+	head := make([]byte, 3)
+	_, err = io.ReadFull(r, head)
+	require.NoError(t, err)
+	at := make([]byte, 4)
+	n, err := r.ReadAt(at, 6)
+	require.NoError(t, err)
+	assert.Equal(t, "6789", string(at[:n]))
+	_, err = r.ReadAt(at, 7)
+	assert.Error(t, err, "past the size fstat reported")
+	rest, err := io.ReadAll(r)
+	require.NoError(t, err)
+	assert.Equal(t, "3456789", string(rest), "Read goes on where it was")
+}

@@ -150,6 +150,27 @@ type Reader struct {
 	one  [1]byte
 }
 
+// ReadAt reads len(p) bytes of the file from offset off, within the size
+// fstat reported, and leaves where Read reads from as it was. A file that
+// ends earlier fails with ErrShrank.
+func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 || off+int64(len(p)) > r.size {
+		return 0, &fs.PathError{Op: "read", Path: r.path, Err: io.ErrUnexpectedEOF}
+	}
+	n := 0
+	for n < len(p) {
+		m, err := r.rawReadAt(p[n:], off+int64(n))
+		n += m
+		switch {
+		case err != nil && !errors.Is(err, io.EOF):
+			return n, &fs.PathError{Op: "read", Path: r.path, Err: err}
+		case m == 0:
+			return n, &fs.PathError{Op: "read", Path: r.path, Err: ErrShrank}
+		}
+	}
+	return n, nil
+}
+
 // Read reads the next bytes of the file, at most up to the size fstat
 // reported.
 func (r *Reader) Read(p []byte) (int, error) {

@@ -234,6 +234,14 @@ func (r *Reader) rawRead(p []byte) (int, error) {
 	return r.file.f.Read(p)
 }
 
+// rawReadAt is one read of the opened file at off; its end is io.EOF.
+func (r *Reader) rawReadAt(p []byte, off int64) (int, error) {
+	if r.file.f == nil {
+		return 0, os.ErrClosed
+	}
+	return r.file.f.ReadAt(p, off)
+}
+
 // Close closes the file.
 func (r *Reader) Close() error {
 	if r.file.f == nil {

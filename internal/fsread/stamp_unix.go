@@ -181,6 +181,17 @@ func (r *Reader) rawRead(p []byte) (int, error) {
 	return max(m, 0), err
 }
 
+// rawReadAt is one pread(2) of the descriptor.
+func (r *Reader) rawReadAt(p []byte, off int64) (int, error) {
+	var m int
+	err := IgnoringEINTR(func() error {
+		var err error
+		m, err = unix.Pread(r.file.fd, p, off)
+		return err
+	})
+	return max(m, 0), err
+}
+
 // Close closes the descriptor.
 func (r *Reader) Close() error {
 	if r.file.fd < 0 {

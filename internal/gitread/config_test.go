@@ -335,8 +335,8 @@ func TestConfigGitRefusesFailsClosed(t *testing.T) {
 		_, err := readHead(t, module)
 		assert.Error(t, err, "Read with config %q", config)
 		assert.NotErrorIs(t, err, errors.ErrUnsupported, "Read with config %q", config)
-		rev, err := ReadRevision(dir, module)
-		assert.Error(t, err, "ReadRevision with config %q", config)
-		assert.Empty(t, rev, "ReadRevision with config %q", config)
+		rev, err := readRevision(module)
+		assert.Error(t, err, "Read with config %q", config)
+		assert.Empty(t, rev, "Read with config %q", config)
 	}
 }

@@ -89,3 +89,14 @@ type configEntry struct {
 	// boolean true; an empty value ("key =") has one.
 	hasValue bool
 }
+
+// readRevision is the revision Read finds for module, which need not
+// exist (a module deleted, still tracked, has its checkout's revision).
+func readRevision(module string) (string, error) {
+	abs, err := Abs(module)
+	if err != nil {
+		return "", err
+	}
+	c, _, err := Read(System, abs, false)
+	return c.Revision, err
+}

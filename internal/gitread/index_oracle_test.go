@@ -40,7 +40,7 @@ func FuzzIndexStreamMatchesWhole(f *testing.F) {
 			src = iotest.DataErrReader(src)
 		}
 		buf := make([]byte, indexMinBuf+int(bufExtra))
-		gotFound, srcErr, gotErr := scanIndex(src, int64(len(data)), path, hashLen, buf)
+		gotFound, srcErr, gotErr := scanIndex(src, bytes.NewReader(data), int64(len(data)), path, hashLen, buf)
 		if srcErr != nil {
 			t.Fatalf("scanIndex of %d bytes: the reader failed: %v", len(data), srcErr)
 		}
@@ -90,15 +90,17 @@ func (c *chunkReader) Read(p []byte) (int, error) {
 // reports whether the Git index in data tracks path (slash
 // separated, relative to the top level), compared byte for byte: no pathspec
 // magic. A path under a sparse directory entry is unsupported: git decides
-// by the entry's tree. The
-// index is checked whole, as git checks it when it reads one: header,
-// every entry and the extensions. The trailing checksum is not verified,
-// as git verifies it only in fsck (a checksum that does not match is read
-// by every git command); hashLen is 40 (SHA-1) or 64 (SHA-256) hex digits.
+// by the entry's tree. The index is read as git's do_read_index and
+// create_from_disk read it from a map of the file: an entry's name as long
+// as its flags say, read as a C string, entries bounded by the file's end
+// only, extensions while 8 bytes are left before the checksum. The
+// trailing checksum is not verified, as git verifies it only in fsck (a
+// checksum that does not match is read by every git command); hashLen is
+// 40 (SHA-1) or 64 (SHA-256) hex digits.
 func indexHasPathWhole(data []byte, path string, hashLen int) (bool, error) {
 	hashSize := hashLen / 2
 	if len(data) < indexHeaderBytes+hashSize {
-		return false, errors.New("index is truncated")
+		return false, errIndexTruncated
 	}
 	if string(data[:4]) != "DIRC" {
 		return false, errors.New("index has no DIRC signature")
@@ -108,110 +110,117 @@ func indexHasPathWhole(data []byte, path string, hashLen int) (bool, error) {
 		return false, fmt.Errorf("index version %d: %w", version, errors.ErrUnsupported)
 	}
 	count := binary.BigEndian.Uint32(data[8:12])
-	body := data[:len(data)-hashSize]
+	eoie, blocks, err := indexTables(bytes.NewReader(data), int64(len(data)), int64(hashSize), count)
+	if err != nil {
+		return false, err
+	}
+	starts := map[uint32]int64{} // git's offset table: where blocks start
+	for _, b := range blocks {
+		starts[b.first] = b.offset
+	}
 
-	target := []byte(path)
 	found := false
-	var prev []byte // version 4: the previous entry's path
+	var prev []byte // version 4: the previous entry's name, as long as git takes it
 	off := indexHeaderBytes
 	for i := uint32(0); i < count; i++ {
-		fixed := indexStatBytes + hashSize + 2
-		if off+fixed > len(body) {
-			return false, errors.New("index is truncated")
+		start, block := starts[i]
+		if block && start != int64(off) {
+			return false, errIndexThreads
 		}
-		mode := binary.BigEndian.Uint32(body[off+24 : off+28])
-		flags := binary.BigEndian.Uint16(body[off+indexStatBytes+hashSize:])
+		fixed := indexStatBytes + hashSize + 2
+		if off+fixed > len(data) {
+			return false, errIndexTruncated
+		}
+		mode := binary.BigEndian.Uint32(data[off+24 : off+28])
+		flags := binary.BigEndian.Uint16(data[off+indexStatBytes+hashSize:])
 		if flags&indexExtended != 0 {
-			if version < 3 {
-				return false, errors.New("index version 2 entry has extended flags")
-			}
 			fixed += 2
-			if off+fixed > len(body) {
-				return false, errors.New("index is truncated")
+			if off+fixed > len(data) {
+				return false, errIndexTruncated
 			}
-			if x := binary.BigEndian.Uint16(body[off+fixed-2:]); x&^indexKnownExt != 0 {
+			if x := binary.BigEndian.Uint16(data[off+fixed-2:]); x&^indexKnownExt != 0 {
 				return false, fmt.Errorf("index entry %d has extended flags %#04x, of which git knows only %#04x", i, x, indexKnownExt)
 			}
 		}
 		p := off + fixed
-		var name []byte
+		var kept []byte
 		if version == 4 {
-			strip, n := indexVarintWhole(body[p:])
-			if n <= 0 || strip > uint64(len(prev)) {
-				return false, errors.New("index has a bad path prefix")
+			strip, n := indexVarint(data[p:])
+			if n < 0 {
+				return false, errIndexTruncated
 			}
 			p += n
-			end := bytes.IndexByte(body[p:], 0)
-			if end < 0 {
-				return false, errors.New("index is truncated")
-			}
-			prev = append(prev[:uint64(len(prev))-strip], body[p:p+end]...)
-			name = prev
-			off = p + end + 1
-		} else {
-			end := bytes.IndexByte(body[p:], 0)
-			if end < 0 {
-				return false, errors.New("index is truncated")
-			}
-			name = body[p : p+end]
-			off += (fixed + end + 8) &^ 7
-			if off > len(body) {
-				return false, errors.New("index is truncated")
+			if i > 0 {
+				if strip > uint64(len(prev)) {
+					return false, errIndexPrefix
+				}
+				kept = prev[:uint64(len(prev))-strip]
+				if block && len(kept) != 0 {
+					return false, errIndexThreads
+				}
 			}
 		}
-		if l := int(flags & indexNameMask); l != indexNameMask && l != len(name) {
-			return false, fmt.Errorf("index entry %d: its flags say its name is %d bytes long, and it is %d", i, l, len(name))
+		var name []byte // the name and the byte after it
+		if l := int(flags & indexNameMask); l != indexNameMask {
+			if l+1 < len(kept) {
+				return false, errIndexPrefix
+			}
+			more := l + 1 - len(kept)
+			if p+more > len(data) {
+				return false, errIndexTruncated
+			}
+			name = append(append([]byte(nil), kept...), data[p:p+more]...)
+			p += more
+		} else {
+			end := bytes.IndexByte(data[p:], 0)
+			if end < 0 {
+				return false, errIndexTruncated
+			}
+			name = append(append([]byte(nil), kept...), data[p:p+end+1]...)
+			p += end + 1
+		}
+		cname, _, terminated := bytes.Cut(name, []byte{0})
+		if !terminated {
+			return false, fmt.Errorf("index entry %d: %w", i, errIndexUnterminated)
+		}
+		name = name[:len(name)-1]
+		if version == 4 {
+			off = p
+			prev = name
+		} else {
+			off += (fixed + len(name) + 8) &^ 7
 		}
 		if !found {
-			found = bytes.Equal(name, target)
-			if mode == indexSparseDir && len(name) > 0 && name[len(name)-1] == '/' && bytes.HasPrefix(target, name) {
+			found = string(cname) == path
+			if mode == indexSparseDir && len(cname) > 0 && cname[len(cname)-1] == '/' && strings.HasPrefix(path, string(cname)) {
 				// Whether git tracks a path under a sparse directory
 				// entry depends on the entry's tree, which git expands
 				// from the object store and this package does not read.
-				return false, unsupportedf("%s is under the sparse directory entry %s of the index, whose tree this package does not read", target, name)
+				return false, unsupportedf("%s is under the sparse directory entry %s of the index, whose tree this package does not read", path, cname)
 			}
 		}
 	}
-	for off < len(body) {
-		if off+8 > len(body) {
-			return false, errors.New("index extension is truncated")
-		}
-		sig := string(body[off : off+4])
-		size := binary.BigEndian.Uint32(body[off+4 : off+8])
-		switch {
-		case sig == "link":
+	if eoie != 0 && eoie != int64(off) {
+		return false, errIndexThreads
+	}
+	for ext := int64(off); ext+8 <= int64(len(data)-hashSize); {
+		sig := string(data[ext : ext+4])
+		size := int64(binary.BigEndian.Uint32(data[ext+4 : ext+8]))
+		ext += 8
+		switch sig {
+		case "link":
 			return false, errSplitIndex
-		case sig == "sdir":
-			// A sparse index: its directory entries are matched above.
-		case sig[0] < 'A' || sig[0] > 'Z':
-			// Git skips an extension it does not know only when its
-			// signature starts with a capital: any other is required.
-			return false, unsupportedf("index extension %q is required, and this package does not read it", sig)
+		case "sdir", "EOIE", "IEOT":
+		case "TREE", "REUC", "UNTR", "FSMN":
+			if ext+size > int64(len(data)) {
+				return false, errIndexExtPastEnd
+			}
+		default:
+			if sig[0] < 'A' || sig[0] > 'Z' {
+				return false, unsupportedf("index extension %q is required, and this package does not read it", sig)
+			}
 		}
-		if uint64(size) > uint64(len(body)-off-8) {
-			return false, errors.New("index extension is truncated")
-		}
-		off += 8 + int(size)
+		ext += size
 	}
 	return found, nil
-}
-
-// indexVarintWhole decodes the offset encoding of index version 4 (varint.c in
-// Git, not LEB128): each continuation adds one before shifting. It returns
-// the value and the bytes used, or n <= 0 when the input ends or overflows.
-func indexVarintWhole(b []byte) (v uint64, n int) {
-	for i, c := range b {
-		if i > 0 {
-			if v >= 1<<56 {
-				return 0, -1
-			}
-			v = (v+1)<<7 | uint64(c&0x7f)
-		} else {
-			v = uint64(c & 0x7f)
-		}
-		if c&0x80 == 0 {
-			return v, i + 1
-		}
-	}
-	return 0, 0
 }

@@ -24,7 +24,7 @@ func currentAgrees(t *testing.T, gitPath, module, what string) string {
 	dir := filepath.Dir(module)
 	rev := gittest.GitWith(t, gitPath, dir, "rev-parse", "--verify", "HEAD")
 	gittest.GitWith(t, gitPath, dir, "ls-files", "--error-unmatch", "--", filepath.Base(module))
-	got, err := ReadRevision(dir, module)
+	got, err := readRevision(module)
 	require.NoError(t, err, what)
 	assert.Equal(t, rev, got, what)
 	return rev
@@ -114,7 +114,7 @@ func TestRefStorageElsewhereOfCurrentGit(t *testing.T) {
 	gittest.GitWith(t, cur, repo, "add", "run_agent.py")
 	gittest.GitWith(t, cur, repo, "commit", "-q", "-m", "refs elsewhere")
 	require.NotEmpty(t, gittest.GitWith(t, cur, repo, "rev-parse", "HEAD"))
-	got, err := ReadRevision(repo, filepath.Join(repo, "run_agent.py"))
+	got, err := readRevision(filepath.Join(repo, "run_agent.py"))
 	assert.ErrorIs(t, err, errors.ErrUnsupported)
 	assert.Empty(t, got)
 }

@@ -25,8 +25,8 @@ func TestErrorsUnprefixed(t *testing.T) {
 		_, errs["ResolvePath"] = ResolvePath(loop)
 		_, errs["Inspect loop"] = Inspect(loop)
 	}
-	_, errs["Inspect dangling .git"] = Inspect(filepath.Join(dir, "m.py"))
-	_, errs["ReadRevision dangling .git"] = ReadRevision(dir, filepath.Join(dir, "m.py"))
+	_, errs["Read dangling .git"] = Inspect(filepath.Join(dir, "m.py"))
+	_, errs["Read dangling .git"] = readRevision(filepath.Join(dir, "m.py"))
 	errs["ErrNoModule"] = ErrNoModule
 	for name, err := range errs {
 		require.Error(t, err, name)

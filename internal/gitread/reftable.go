@@ -110,7 +110,7 @@ func (r *reader) readStack(dir string, hashLen int) (*rtStack, error) {
 		st := &rtStack{dir: dir}
 		missing := ""
 		for _, name := range names {
-			path := filepath.Join(dir, name)
+			path := tablePath(dir, name)
 			data, fst, err := r.fs.ReadFile(path, maxTableBytes, false)
 			if err != nil {
 				return nil, err
@@ -150,8 +150,8 @@ func (r *reader) readStack(dir string, hashLen int) (*rtStack, error) {
 
 // readTablesList reads tables.list as git's parse_names does: one name a
 // line, every line ending in a newline, empty lines skipped. A missing
-// file is an empty stack. Names are single file names in the directory:
-// anything else is refused rather than followed elsewhere.
+// file is an empty stack. A name is any text: git opens <dir>/<name>, a
+// name with slashes in a subdirectory or elsewhere (see tablePath).
 func (r *reader) readTablesList(path string, record bool) ([]string, error) {
 	data, st, err := r.fs.ReadFile(path, maxTablesList, false)
 	if err != nil {
@@ -175,14 +175,18 @@ func (r *reader) readTablesList(path string, record bool) ([]string, error) {
 			return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w: a line without a newline", errReftable)}
 		}
 		if name := string(data[:eol]); name != "" {
-			if name == "." || name == ".." || strings.ContainsAny(name, `/\`) {
-				return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%q is not the name of a table in the directory", name)}
-			}
 			names = append(names, name)
 		}
 		data = data[eol+1:]
 	}
 	return names, nil
+}
+
+// tablePath is where git's stack_filename puts the table name of the stack
+// in dir: dir, a slash and the name, not cleaned (a ".." after a link
+// leads to the parent of its target, as for the kernel).
+func tablePath(dir, name string) string {
+	return dir + "/" + name
 }
 
 func equalStrings(a, b []string) bool {

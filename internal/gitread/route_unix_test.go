@@ -29,7 +29,7 @@ func TestRoutesLeadWhereTheKernelGoes(t *testing.T) {
 	require.NoError(t, os.Symlink("repo", alias))
 	require.NoError(t, os.Symlink(alias, current))
 
-	c, deps, routes, err := Routed(System, filepath.Join(current, "run_agent.py"), true)
+	c, deps, routes, _, err := ReadWith(System, filepath.Join(current, "run_agent.py"), true, nil, true)
 	require.NoError(t, err)
 	require.NotEmpty(t, c.Revision)
 	require.Len(t, routes, len(deps))

@@ -13,7 +13,6 @@ import (
 
 	gogit "github.com/go-git/go-git/v5"
 
-	"github.com/runtimeguard/runtimeguard/internal/gitread"
 	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
@@ -171,7 +170,7 @@ func BenchmarkFullRead(b *testing.B) {
 	benchLayouts(b, func(b *testing.B, module string) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			if rev, err := gitread.ReadRevision(filepath.Dir(module), module); err != nil || rev == "" {
+			if rev, err := inspectRevision(module); err != nil || rev == "" {
 				b.Fatal(rev, err)
 			}
 		}

@@ -83,7 +83,13 @@ func TestGoGitLimits(t *testing.T) {
 func assertGuardReads(t *testing.T, dir, module string) {
 	t.Helper()
 	want := gittest.Git(t, dir, "rev-parse", "--verify", "HEAD")
-	got, err := gitread.ReadRevision(dir, module)
-	require.NoError(t, err, "ReadRevision(%q)", module)
-	assert.Equal(t, want, got, "ReadRevision(%q)", module)
+	got, err := inspectRevision(module)
+	require.NoError(t, err, "Inspect(%q)", module)
+	assert.Equal(t, want, got, "Inspect(%q)", module)
+}
+
+// inspectRevision is the revision gitread.Inspect finds for module.
+func inspectRevision(module string) (string, error) {
+	c, err := gitread.Inspect(module)
+	return c.Revision, err
 }

@@ -173,6 +173,13 @@ type config struct {
 
 // resolve validates opts and applies its defaults.
 func (opts *Options) resolve(e *env) (*config, error) {
+	return opts.resolveOn(e, new(executor))
+}
+
+// resolveOn is resolve, with what it reads of the file system (the
+// links of the home) run on x: a guard's executor for the updater's
+// files.
+func (opts *Options) resolveOn(e *env, x *executor) (*config, error) {
 	if opts.MaxMarkerAge < 0 {
 		return nil, optionError("Options.MaxMarkerAge", opts.MaxMarkerAge, "is negative")
 	}
@@ -228,7 +235,7 @@ func (opts *Options) resolve(e *env) (*config, error) {
 			return nil, optionError("Options.HomeDir", home, "cannot be made absolute: "+err.Error())
 		}
 		home = abs
-		c.homes = newUpdaterHomes(home, layout.Profiles, e.now)
+		c.homes = newUpdaterHomes(home, layout.Profiles, e.now, x, cmp.Or(opts.ReadTimeout, DefaultReadTimeout))
 		c.markerRel = filepath.FromSlash(layout.Marker)
 		c.receiptRel = filepath.FromSlash(layout.Receipt)
 		c.historyRel = filepath.FromSlash(layout.ReceiptHistory)

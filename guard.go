@@ -147,11 +147,12 @@ func New(opts Options) (*Guard, error) {
 }
 
 func newGuard(opts Options, e *env) (*Guard, error) {
-	cfg, err := opts.resolve(e)
+	g := new(Guard)
+	cfg, err := opts.resolveOn(e, &g.ux)
 	if err != nil {
 		return nil, err
 	}
-	g := &Guard{cfg: cfg}
+	g.cfg = cfg
 	if opts.ModulePath != "" {
 		if err := g.Capture(opts.ModulePath); err != nil {
 			return nil, err
@@ -166,7 +167,7 @@ func (g *Guard) config() *config {
 	g.once.Do(func() {
 		if g.cfg == nil {
 			var zero Options
-			g.cfg, _ = zero.resolve(systemEnv) // the zero Options is valid
+			g.cfg, _ = zero.resolveOn(systemEnv, &g.ux) // the zero Options is valid
 		}
 		// A guard dropped without Close closes the pidfd its stale
 		// answers kept once the collector finds it.
@@ -508,7 +509,8 @@ func (g *Guard) Observe() Observation {
 // [*OptionError], for options that describe no install, or a module path
 // that cannot be made absolute.
 func Observe(opts Options) (Observation, error) {
-	cfg, err := opts.resolve(systemEnv)
+	var x executor // the options' own, as a guard's
+	cfg, err := opts.resolveOn(systemEnv, &x)
 	if err != nil {
 		return Observation{}, err
 	}
@@ -520,7 +522,6 @@ func Observe(opts Options) (Observation, error) {
 		}
 		src = filepath.Dir(abs)
 	}
-	var x executor
 	t, stuck := submit(context.Background(), &x, nil, cfg.timeout, func(t *task[Observation]) {
 		dir := src
 		if opts.ModulePath != "" {

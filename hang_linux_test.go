@@ -199,7 +199,7 @@ func TestNewWithAHungHome(t *testing.T) {
 		assert.ErrorIs(t, err, ErrReadTimeout)
 		assert.ErrorContains(t, err, "receipts")
 	case <-time.After(10 * hangTimeout):
-		t.Fatal("New waited on the hung home")
+		t.Fatalf("New waited on the hung home:\n%s", allStacks())
 	}
 	assert.LessOrEqual(t, f.Pending(), 1, "requests blocked on the hung file system")
 }

@@ -52,7 +52,9 @@
 //	   checkout's), a missing or extra argument, a flag value that
 //	   describes no layout (an empty --home too, which is no home rather
 //	   than the default; for update also an empty --receipt or --dir,
-//	   an empty COMMAND, and no home directory known), a --module that names no regular file
+//	   an empty COMMAND, no home directory known, and a --home that is
+//	   not a directory, where it would write), a --module that names no
+//	   regular file
 //	   (none, a link that leads to none, a directory, a pipe such as
 //	   /dev/stdin, a device)
 //	3  check: stale (the exact 409 body on standard output, why on

@@ -100,7 +100,7 @@ func TestExitCodesAreOneTable(t *testing.T) {
 		},
 		// A home that is a file: a guard reads no marker or receipt there
 		// and says so (unknown, unusable); update can write none.
-		{name: "home is a file", flags: []string{"--module", module, "--home", homeFile}, code: map[string]int{"update": exitError, "status": exitOK, "check": exitOK, "watch": -1}, want: "not a directory"},
+		{name: "home is a file", flags: []string{"--module", module, "--home", homeFile}, code: map[string]int{"update": exitUsage, "status": exitOK, "check": exitOK, "watch": -1}, want: "not a directory"},
 		{name: "module in no checkout", flags: []string{"--module", outside}, code: map[string]int{"": exitError, "status": exitOK}, want: "outside"},
 	}
 	for cmd, own := range moduleCommands(rev) {

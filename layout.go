@@ -22,7 +22,8 @@ type Layout struct {
 	// directory, when HomeEnv is unset or empty, such as ".hermes". Empty:
 	// none, and without [Options.HomeDir] the home is unknown.
 	DefaultHome string
-	// Marker is the in-progress marker, relative to the home. Required.
+	// Marker is the in-progress marker, relative to the home. Required,
+	// unless Link is set.
 	Marker string
 	// RecoveryMarkers are the file names of the recovery markers an
 	// interrupted update leaves in an install root.

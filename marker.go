@@ -89,8 +89,9 @@ type Observation struct {
 	State UpdateState `json:"update_state"`
 	// ReceiptPath is the file of the newest receipt (the latest receipt,
 	// or one the updater retained of a run); where none was read, the
-	// layout's latest receipt in the guard's home. Empty when the layout
-	// has none or no home directory is known.
+	// layout's latest receipt in the guard's home; the layout's link where
+	// it has one ([Layout].Link). Empty when the layout has none or no
+	// home directory is known.
 	ReceiptPath string `json:"receipt_path,omitempty"`
 	// Receipt is what the newest receipt says; nil when there is none that
 	// could be read, and ReceiptProblem then says why, unless there is no
@@ -134,7 +135,9 @@ type Observation struct {
 //   - ID identifies the receipt: "update_id:" and the update_id where the
 //     updater wrote one, else "correlation_id:" and the correlation_id,
 //     else "sha256:" and a digest of the receipt's bytes with its file's
-//     identity. A plan scheduled on a receipt spends it.
+//     identity; for the flip of a [Layout].Link, "link:" and the link's
+//     path, file identity and target. A plan scheduled on a receipt
+//     spends it.
 //   - UpdateID and CorrelationID name the run, where the updater wrote
 //     them (Hermes's updater writes one, the other or neither, by its
 //     version).

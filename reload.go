@@ -79,6 +79,10 @@ const (
 //     nothing, whatever time it claims) is schema 1 with outcome
 //     "success", its post_update.sha is HEAD now, and it claims to have
 //     finished after the guard bound and not after now;
+//   - where the layout has a link ([Layout].Link), a flip of it made
+//     since the guard bound stands for the receipt: it leads to the
+//     worktree .worktrees/<hash> the module now is in, and <hash> is HEAD
+//     now;
 //   - no update marker is present (the marker is absent);
 //   - no recovery marker is present, and every install root was searched:
 //     the bound install's and, where the configured path now leads to

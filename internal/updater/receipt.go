@@ -40,8 +40,9 @@ type Receipt struct {
 	// ID identifies the receipt: "update_id:" and the update_id where the
 	// updater wrote one, else "correlation_id:" and the correlation_id,
 	// else "sha256:" and a digest of the receipt's bytes with its file's
-	// identity. A plan scheduled on a receipt spends it. It is never
-	// written to the file.
+	// identity (for the flip of a layout's link, which stands for a
+	// receipt, "link:" and the link's path, identity and target). A plan
+	// scheduled on a receipt spends it. It is never written to the file.
 	ID string
 	// UpdateID and CorrelationID name the run, where the updater wrote
 	// them (Hermes's updater writes one, the other or neither, by its

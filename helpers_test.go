@@ -1,11 +1,12 @@
 package runtimeguard
 
 import (
+	"fmt"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
-	"github.com/runtimeguard/runtimeguard/internal/updater"
 
 	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
@@ -21,10 +22,30 @@ var (
 	resolved  = gittest.Resolved
 )
 
-// writeMarker writes an update marker for pid, started at the given time.
+// longTests is set by RUNTIMEGUARD_LONG (.ci/run sets it): the matrices
+// of cases and check paths run every case on every path, and the loops
+// their full length. Without it, each case of a matrix runs on one path,
+// the paths taking turns (every case and every path is still run), and
+// the loops are shorter, so that the README's test command stays within
+// two minutes on a two-core machine.
+var longTests = os.Getenv("RUNTIMEGUARD_LONG") != ""
+
+// onPath reports whether case c of a matrix runs on path p of n.
+func onPath(c, p, n int) bool { return longTests || c%n == p }
+
+// loopLength is long with RUNTIMEGUARD_LONG, else short.
+func loopLength(long, short int) int {
+	if longTests {
+		return long
+	}
+	return short
+}
+
+// writeMarker writes an update marker of the first format (no creation
+// time) for pid, started at the given time.
 func writeMarker(t testing.TB, path string, pid int, started time.Time) {
 	t.Helper()
-	writeFile(t, path, string(updater.MarkerBody(pid, started)))
+	writeFile(t, path, fmt.Sprintf("%d\n%.6f\n", pid, float64(started.UnixNano())/1e9))
 }
 
 // testEnv is the system environment with a fixed process probe.

@@ -42,6 +42,13 @@ type Layout struct {
 	// the home: a reload plan holds it shared until the new code is bound.
 	// Empty: the updater takes none.
 	Lock string
+	// CheckoutLock is the file name of the kernel lock the updater holds
+	// on the checkout it updates, for its whole process tree (its
+	// children inherit it): in the checkout's common Git directory, or,
+	// with a dot before it, in an install root without .git. While any
+	// process holds it an update is in progress, whatever the marker
+	// says. Empty: the updater takes none.
+	CheckoutLock string
 	// Profiles names the directory of a home that holds the homes of
 	// named profiles, which share its install, such as "profiles". The
 	// updater may run in any of them: a guard whose home is
@@ -60,12 +67,13 @@ type Layout struct {
 // .update-incomplete and .lazy-refresh-incomplete, receipts
 // logs/update_receipts/latest.json and the retained
 // logs/update_receipts/update_*.json, named profiles' homes under
-// profiles, no lock file.
+// profiles, no lock file in the home, and the checkout lock
+// hermes-update.lock.
 //
-// Hermes's updater keeps the marker in the home of its process
-// ($HERMES_HOME, else ~/.hermes) and the receipts in the home of the
-// profile it updates for, which may be <root>/profiles/<name> while the
-// process's home is the root: so a guard reads both, wherever its own
+// Hermes's updater keeps the marker in the root of its homes ($HERMES_HOME,
+// else ~/.hermes, less any profiles/<name>; older ones in the profile's
+// home) and the receipts in the home of the profile it updates for, which
+// may be <root>/profiles/<name>: so a guard reads both, wherever its own
 // home is. Copy it to describe an
 // updater that differs in a field; changing it changes nothing else (the
 // zero Layout keeps meaning the Hermes layout).
@@ -80,6 +88,7 @@ func hermesLayout() Layout {
 		RecoveryMarkers: []string{".update-incomplete", ".lazy-refresh-incomplete"},
 		Receipt:         "logs/update_receipts/latest.json",
 		ReceiptHistory:  "logs/update_receipts/update_*.json",
+		CheckoutLock:    "hermes-update.lock",
 		Profiles:        "profiles",
 	}
 }
@@ -87,7 +96,7 @@ func hermesLayout() Layout {
 // isZero reports whether l is the zero Layout.
 func (l *Layout) isZero() bool {
 	return l.HomeEnv == "" && l.DefaultHome == "" && l.Marker == "" &&
-		len(l.RecoveryMarkers) == 0 && l.Receipt == "" && l.ReceiptHistory == "" && l.Lock == "" && l.Profiles == ""
+		len(l.RecoveryMarkers) == 0 && l.Receipt == "" && l.ReceiptHistory == "" && l.Lock == "" && l.CheckoutLock == "" && l.Profiles == ""
 }
 
 // validate checks that every path stays inside the home and every recovery
@@ -108,6 +117,9 @@ func (l *Layout) validate() error {
 		if _, err := path.Match(path.Base(l.ReceiptHistory), ""); err != nil || strings.ContainsAny(path.Dir(l.ReceiptHistory), "*?[\\") {
 			return optionError("Layout.ReceiptHistory", l.ReceiptHistory, "is not a directory and a file name pattern")
 		}
+	}
+	if l.CheckoutLock != "" && (strings.ContainsAny(l.CheckoutLock, `/\`) || !filepath.IsLocal(l.CheckoutLock)) {
+		return optionError("Layout.CheckoutLock", l.CheckoutLock, "is not a file name")
 	}
 	if l.Profiles != "" && strings.ContainsAny(l.Profiles, `/\`) {
 		return optionError("Layout.Profiles", l.Profiles, "is not a directory name")

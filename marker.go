@@ -3,6 +3,7 @@ package runtimeguard
 import (
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -47,7 +48,8 @@ func (s MarkerState) String() string { return string(s) }
 //
 //   - [UpdateUnverified]: no marker and no recovery marker. Nothing says an
 //     update is running, and nothing proves one finished.
-//   - [UpdateActive]: the marker is active: an update is running now.
+//   - [UpdateActive]: the marker is active, or a process holds the
+//     updater's checkout lock: an update is running now.
 //   - [UpdateStale]: the marker is stale: an updater is gone or ran too
 //     long.
 //   - [UpdateUnknown]: the marker is unknown, or an install root could not
@@ -98,6 +100,15 @@ type Observation struct {
 	// LockPath is the updater's lock file; empty when the layout has none
 	// or no home directory is known.
 	LockPath string `json:"lock_path,omitempty"`
+	// CheckoutLockPath is the updater's kernel lock on the checkout (the
+	// held one, where several installs are read); CheckoutLock is
+	// CheckoutLockFree, CheckoutLockHeld or CheckoutLockUnknown, and
+	// CheckoutLockReason why. A held lock makes State active: a process
+	// of an update's tree still runs, even where the marker is gone.
+	// Empty when the layout has no checkout lock.
+	CheckoutLockPath   string `json:"checkout_lock_path,omitempty"`
+	CheckoutLock       string `json:"checkout_lock,omitempty"`
+	CheckoutLockReason string `json:"checkout_lock_reason,omitempty"`
 	// Check is how a check of an unchanged checkout proves it unchanged:
 	// "watch" (one system call on an inotify descriptor), "stat" (a stat
 	// of each file the answer depends on) or "read" (Options.AlwaysRead:
@@ -310,6 +321,13 @@ func (e *markerEnv) withCache() *markerEnv {
 	return &c
 }
 
+// close releases what e's cache holds (see markerCache.close).
+func (e *markerEnv) close() {
+	if e.cache != nil {
+		e.cache.close()
+	}
+}
+
 // read classifies the marker at path with the age limit maxAge. It never
 // blocks, never follows a symbolic link, never reads more than
 // updater.MaxMarkerBytes+1 bytes and never changes the file. An empty path
@@ -357,7 +375,12 @@ type markerFacts struct {
 	parsed  bool
 	pid     int64
 	started float64
+	ids     updater.Identities // the lines after the first two
 	body    []byte
+	// empty is an empty marker file, modified at emptyAt: a claim being
+	// published, or one never finished.
+	empty   bool
+	emptyAt time.Time
 	// dirWhy is why the marker's directory could not be searched for
 	// artifacts, or ""; artifacts are those found there.
 	dirWhy    string
@@ -393,8 +416,8 @@ func (e *markerEnv) readFileFacts(f *markerFacts) {
 	if e.cache != nil {
 		var err error
 		if st, err = fsread.LstatStamp(f.Path); err == nil && st.Present() {
-			if pid, started, ok := e.cache.parsed(f.Path, st); ok {
-				f.pid, f.started, f.parsed = pid, started, true
+			if pid, started, ids, ok := e.cache.parsed(f.Path, st); ok {
+				f.pid, f.started, f.ids, f.parsed = pid, started, ids, true
 				return
 			}
 		}
@@ -408,7 +431,15 @@ func (e *markerEnv) readFileFacts(f *markerFacts) {
 		f.file = marker{MarkerUnknown, why}
 		return
 	}
+	if body == nil {
+		body = []byte{}
+	}
 	f.body = body
+	if len(body) == 0 {
+		if fi, err := os.Lstat(f.Path); err == nil {
+			f.empty, f.emptyAt = true, fi.ModTime()
+		}
+	}
 	pid, started, ok := updater.ParseMarker(body)
 	if !ok {
 		f.file = marker{MarkerUnknown, "not a process ID and a time on two lines of UTF-8"}
@@ -417,9 +448,9 @@ func (e *markerEnv) readFileFacts(f *markerFacts) {
 	if e.cache != nil && st.Present() && st.Settled(e.now()) {
 		// The stamp is from before the read, and old enough that a
 		// rewrite after it changes it (Git's racy rule).
-		e.cache.remember(f.Path, st, pid, started)
+		e.cache.remember(f.Path, st, pid, started, updater.ParseIdentities(body))
 	}
-	f.pid, f.started, f.parsed = pid, started, true
+	f.pid, f.started, f.ids, f.parsed = pid, started, updater.ParseIdentities(body), true
 }
 
 // readArtifactFacts lists the artifacts beside the marker of f and stamps
@@ -445,10 +476,100 @@ func (e *markerEnv) judgeFile(f *markerFacts, maxAge time.Duration) marker {
 	if f.Path == "" {
 		return marker{MarkerUnknown, "no home directory is known"}
 	}
+	if f.empty {
+		return e.judgeEmpty(f.emptyAt)
+	}
 	if !f.parsed {
 		return f.file
 	}
+	if m, ok := e.classifyIdentities(f.pid, f.started, &f.ids, maxAge); ok {
+		return m
+	}
 	return e.classify(f.pid, f.started, maxAge)
+}
+
+// judgeEmpty judges an empty marker modified at mtime: younger than
+// updater.EmptyMarkerGrace it is a claim being published (a writer
+// without hard links creates the file, then writes it), and active; older,
+// a claim never finished, which the updater takes over: stale.
+func (e *markerEnv) judgeEmpty(mtime time.Time) marker {
+	age := e.now().Sub(mtime)
+	if age < updater.EmptyMarkerGrace {
+		return marker{MarkerActive, fmt.Sprintf("empty, written %v ago: a claim being published", age.Round(time.Millisecond))}
+	}
+	return marker{MarkerStale, fmt.Sprintf("empty, and older than %v: a claim never finished", updater.EmptyMarkerGrace)}
+}
+
+// incarnation is whether process pid, created at the recorded creation
+// time, runs: alive when a process of that ID runs and its creation time
+// lies within updater.CreateTimeTolerance of the one recorded; dead when
+// none runs or it is another (a reused ID); unprovable (ok false) when
+// its liveness or creation time cannot be told here.
+func (e *markerEnv) incarnation(pid int64, created float64, owner bool) (alive bool, why string, ok bool) {
+	if pid <= 0 || pid > maxPID {
+		return false, "", false
+	}
+	info := e.probe(pid)
+	if owner {
+		info = e.probeCached(pid)
+	}
+	switch info.State {
+	case processGone:
+		return false, fmt.Sprintf("process %d is gone", pid), true
+	case processAlive:
+		if info.Start.IsZero() {
+			return false, "", false
+		}
+		start := float64(info.Start.UnixNano()) / 1e9
+		if math.Abs(start-created) > updater.CreateTimeTolerance.Seconds() {
+			return false, fmt.Sprintf("process %d was created at %.3f, not at %.3f: its ID was reused", pid, start, created), true
+		}
+		return true, fmt.Sprintf("process %d, created at %.3f, is alive", pid, created), true
+	}
+	return false, "", false
+}
+
+// classifyIdentities judges a marker of the second format (a creation
+// time on line 3), as the updater does: it is active while its owner or
+// its delegate runs (the process of that ID with that creation time),
+// however old the marker, and stale once both are provably dead. Where
+// either cannot be proven (no delegate, or a process whose creation time
+// this platform cannot read), ok is false unless the other runs: the
+// first format's rules, with the age limit, then judge the owner.
+func (e *markerEnv) classifyIdentities(pid int64, started float64, ids *updater.Identities, maxAge time.Duration) (marker, bool) {
+	if !ids.HasCreated {
+		return marker{}, false
+	}
+	owner, ownerWhy, ownerKnown := e.incarnation(pid, ids.Created, true)
+	if owner {
+		return marker{MarkerActive, "its owner " + ownerWhy}, true
+	}
+	d := ids.Delegate
+	if d.PID != 0 {
+		delegate, delegateWhy, known := e.incarnation(d.PID, d.Created, false)
+		if delegate {
+			if !ownerKnown {
+				ownerWhy = fmt.Sprintf("whether its owner %d runs cannot be told", pid)
+			}
+			return marker{MarkerActive, fmt.Sprintf("its delegate %s (%s)", delegateWhy, ownerWhy)}, true
+		}
+		if !known {
+			if !ownerKnown {
+				return marker{}, false
+			}
+			m := e.classify(d.PID, started, maxAge)
+			m.Reason = "its owner " + ownerWhy + "; its delegate: " + m.Reason
+			return m, true
+		}
+		if ownerKnown {
+			return marker{MarkerStale, fmt.Sprintf("its owner %s, and its delegate %s", ownerWhy, delegateWhy)}, true
+		}
+		return marker{}, false
+	}
+	if !ownerKnown {
+		return marker{}, false
+	}
+	return marker{MarkerStale, "its owner " + ownerWhy}, true
 }
 
 // judge classifies the facts f with the age limit maxAge, now: the
@@ -456,8 +577,7 @@ func (e *markerEnv) judgeFile(f *markerFacts, maxAge time.Duration) marker {
 // and its artifacts name, asked again (through the cache's process handle
 // where there is one). Two calls on the same facts differ only as the
 // clock and those processes moved. It is the one classification of a
-// marker, of a fresh read (read) as of facts kept (the stale answer's
-// cache).
+// marker.
 //
 // An updater that releases its marker by renaming it aside first (to
 // <marker>.cas-release-<pid>-<id>, then reading and removing it) has not
@@ -615,7 +735,9 @@ type markerCache struct {
 	stamp   fsread.Stamp
 	pid     int64
 	started float64
+	ids     updater.Identities
 	proc    *procHandle          // the marker's process, where the platform keeps one
+	closed  bool                 // its guard was closed: no process handle is kept
 	dirs    map[string]cachedDir // listings of marker directories, by path
 }
 
@@ -629,24 +751,24 @@ type cachedDir struct {
 
 // parsed returns the cached parse of the marker at path, when its stamp is
 // still st.
-func (c *markerCache) parsed(path string, st fsread.Stamp) (pid int64, started float64, ok bool) {
+func (c *markerCache) parsed(path string, st fsread.Stamp) (pid int64, started float64, ids updater.Identities, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.path != path || c.stamp != st || !st.Present() {
-		return 0, 0, false
+		return 0, 0, ids, false
 	}
-	return c.pid, c.started, true
+	return c.pid, c.started, c.ids, true
 }
 
 // remember keeps the parse of the marker at path, stamped st.
-func (c *markerCache) remember(path string, st fsread.Stamp, pid int64, started float64) {
+func (c *markerCache) remember(path string, st fsread.Stamp, pid int64, started float64, ids updater.Identities) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.pid != pid && c.proc != nil {
 		c.proc.close()
 		c.proc = nil
 	}
-	c.path, c.stamp, c.pid, c.started = path, st, pid, started
+	c.path, c.stamp, c.pid, c.started, c.ids = path, st, pid, started, ids
 }
 
 // probe is e's probe, answered from the process handle while it says the
@@ -663,7 +785,7 @@ func (c *markerCache) probe(e *markerEnv, pid int64) procInfo {
 		return procInfo{State: processGone}
 	}
 	info := e.probe(pid)
-	if info.State == processAlive && !info.Start.IsZero() {
+	if info.State == processAlive && !info.Start.IsZero() && !c.closed {
 		if h := openProc(pid, info.Start); h != nil {
 			if c.proc != nil {
 				c.proc.close()
@@ -672,6 +794,18 @@ func (c *markerCache) probe(e *markerEnv, pid int64) procInfo {
 		}
 	}
 	return info
+}
+
+// close closes the process handle and keeps none from now on: the
+// guard was closed.
+func (c *markerCache) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	if c.proc != nil {
+		c.proc.close()
+		c.proc = nil
+	}
 }
 
 // dir returns the cached artifacts of dir, when its stamp is still st.

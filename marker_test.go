@@ -83,7 +83,7 @@ func TestReadUpdateMarker(t *testing.T) {
 		{"over age", fmt.Sprintf("%d\n%d\n", pid, now.Add(-DefaultMaxMarkerAge-time.Minute).Unix()), MarkerStale},
 		{"over age beats liveness", fmt.Sprintf("1\n%d\n", now.Add(-48*time.Hour).Unix()), MarkerStale},
 		{"one line", fmt.Sprintf("%d\n", pid), MarkerUnknown},
-		{"empty", "", MarkerUnknown},
+		{"empty, just written: a claim being published", "", MarkerActive},
 		{"pid zero", fmt.Sprintf("0\n%d\n", now.Unix()), MarkerUnknown},
 		{"negative pid", fmt.Sprintf("-5\n%d\n", now.Unix()), MarkerUnknown},
 		{"pid past the platform limit", fmt.Sprintf("%d\n%d\n", int64(maxPID)+1, now.Unix()), MarkerUnknown},
@@ -350,7 +350,7 @@ func TestClaimAndRemoveMarker(t *testing.T) {
 	pid, started, ok := updater.ParseMarker(mustRead(t, path))
 	require.True(t, ok)
 	assert.Equal(t, int64(1234), pid)
-	assert.InDelta(t, float64(start.UnixNano())/1e9, started, 1e-6)
+	assert.Equal(t, float64(start.Unix()), started, "the updater's own reader takes whole seconds only")
 
 	assert.ErrorIs(t, updater.ClaimMarker(path, 5678, start, judgeOf(e)), updater.ErrMarkerHeld, "an active marker")
 	removed, err := updater.RemoveMarker(path, 5678, start)

@@ -7,6 +7,8 @@ import (
 	"math"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
 
 // maxPID is the largest process ID kill(2) can be asked about: pid_t is a
@@ -25,7 +27,7 @@ func probeLiveness(pid int64) procInfo {
 	default:
 		return procInfo{}
 	}
-	start, zombie := processStart(pid)
+	start, zombie := updater.ProcessStart(pid)
 	if zombie {
 		return procInfo{State: processGone}
 	}

@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
 
 // readWithin classifies path in a goroutine and fails the test if that does
@@ -81,7 +83,7 @@ func TestProbeProcess(t *testing.T) {
 // pidReuseSlack after the marker's time (the child holds a reused process
 // ID), and active when it started before, or after by less than the slack.
 func TestReusedPIDMarker(t *testing.T) {
-	if start, _ := processStart(int64(os.Getpid())); start.IsZero() {
+	if start, _ := updater.ProcessStart(int64(os.Getpid())); start.IsZero() {
 		t.Skip("this platform does not tell when a process started")
 	}
 	before := time.Now()

@@ -37,6 +37,22 @@ func hermesReceipt(t testing.TB, name, post string, finished time.Time) []byte {
 	return b.Bytes()
 }
 
+// newestWriterReceipt is a receipt as the newest generation of Hermes's writer
+// finalizes it at the command's end: the third generation's, with an
+// exit_code and a stop_reason, and the outcome given.
+func newestWriterReceipt(t testing.TB, outcome, post string) string {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(hermesReceipt(t, "gen3-correlation-success-latest.json", post, time.Now()), &m))
+	m["outcome"], m["exit_code"], m["stop_reason"] = outcome, 0, "completed"
+	if outcome != "success" {
+		m["exit_code"], m["stop_reason"] = 130, "interrupted by the user"
+	}
+	data, err := json.Marshal(m)
+	require.NoError(t, err)
+	return string(data)
+}
+
 // receiptsDir is the Hermes receipts directory of a home.
 func receiptsDir(home string) string { return filepath.Join(home, "logs", "update_receipts") }
 
@@ -79,6 +95,15 @@ func TestPlanReloadHermesReceipts(t *testing.T) {
 			writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", c.moved, now.Add(-time.Second))))
 			writeFile(t, filepath.Join(receiptsDir(c.home), "update_20261201_090001_2_x.json"), string(hermesReceipt(t, "gen1-update-id-failed.json", c.moved, now)))
 		}, `outcome is "failed"`},
+		{"the newest writer: exit_code and stop_reason", func(t *testing.T, c *reloadCase) {
+			writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), newestWriterReceipt(t, "success", c.moved))
+		}, ""},
+		{"the newest writer: interrupted", func(t *testing.T, c *reloadCase) {
+			writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), newestWriterReceipt(t, "interrupted", c.moved))
+		}, `outcome is "interrupted"`},
+		{"an outcome not yet known", func(t *testing.T, c *reloadCase) {
+			writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), newestWriterReceipt(t, "rolled_back", c.moved))
+		}, `outcome is "rolled_back"`},
 		{"another revision", func(t *testing.T, c *reloadCase) {
 			writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen3-correlation-success-latest.json", c.loaded, time.Now())))
 		}, "is for revision"},

@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -390,4 +393,59 @@ func TestReloaderStormDoesNotPlanPerRequest(t *testing.T) {
 	assert.Greater(t, stale.Load(), int64(limit), "the storm is a storm")
 	assert.LessOrEqual(t, plans, limit)
 	assert.Equal(t, int32(0), c.restarts.Load())
+}
+
+// A plain git pull (no updater, no receipt): nothing will prove the move,
+// so the 409s give the manual message from the Reloader's first look on,
+// and still a minute later; the operator's log says why, once.
+func TestReloaderAfterAPlainPull(t *testing.T) {
+	tmp := tempDir(t)
+	dir, home := filepath.Join(tmp, "agent"), filepath.Join(tmp, "home")
+	module, _ := agentRepo(t, dir)
+	require.NoError(t, os.MkdirAll(home, 0o755))
+	g, err := New(Options{ModulePath: module, HomeDir: home})
+	require.NoError(t, err)
+	var skew atomic.Int64
+	e := testEnv(nil)
+	e.now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	g.cfg.env = e
+	var logs lockedBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	rl, err := NewReloader(ctx, g, ReloaderOptions{
+		ProofInterval: 10 * time.Millisecond,
+		Logger:        slog.New(slog.NewJSONHandler(&logs, nil)),
+		Restart:       func(context.Context, *Reload) error { return errors.New("no reload is proven") },
+	})
+	require.NoError(t, err)
+	srv := httptest.NewServer(rl.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
+	t.Cleanup(func() { srv.Close(); cancel(); <-rl.Done() })
+	manual := g.config().message
+
+	commit(t, dir, "run_agent.py", "class AIAgent: revision = 2\n")
+	ask := func() Payload {
+		resp, err := http.Get(srv.URL)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusConflict, resp.StatusCode)
+		var p Payload
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&p))
+		return p
+	}
+	// Once the Reloader looked at the move, every 409 says to restart.
+	looked := func(after uint64) {
+		require.Eventually(t, func() bool { ask(); return rl.plans.Load() > after+1 }, 10*time.Second, time.Millisecond)
+	}
+	looked(rl.plans.Load())
+	assert.Equal(t, manual, ask().Error)
+	skew.Store(int64(time.Minute))
+	looked(rl.plans.Load())
+	assert.Equal(t, manual, ask().Error, "a minute later")
+	var said []string
+	for _, l := range logs.lines(t) {
+		if strings.Contains(fmt.Sprint(l["msg"]), "no reload will prove this move") {
+			said = append(said, fmt.Sprint(l["why"]))
+		}
+	}
+	require.Len(t, said, 1, "the operator's log says why once")
+	assert.Contains(t, said[0], "no update is in progress and no receipt was written")
 }

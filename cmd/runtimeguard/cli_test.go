@@ -25,6 +25,10 @@ func TestVersionFlags(t *testing.T) {
 	assert.Contains(t, want.stdout, "(devel)", "a test binary is built in a checkout")
 	for _, flag := range []string{"--version", "-version"} {
 		assert.Equal(t, want, runCmd(t, gittest.TempDir(t), flag), flag)
+		// Its usage errors name the command as its usage does.
+		r := runCmd(t, gittest.TempDir(t), flag, "extra")
+		assert.Equal(t, exitUsage, r.code, flag)
+		assert.Equal(t, "runtimeguard version: unexpected argument \"extra\"\nRun 'runtimeguard version --help' for usage.\n", r.stderr, flag)
 	}
 }
 
@@ -107,6 +111,11 @@ func TestStatusJSONOnError(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(r.stdout), &s), "%v: stdout %q", tc.args, r.stdout)
 		assert.Contains(t, s["error"], tc.msg, "%v", tc.args)
 	}
+	// A command line whose flags do not parse may not have asked for JSON:
+	// the usage error alone, on standard error.
+	r := runCmd(t, dir, "status", "--json", "--bogus")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Empty(t, r.stdout)
 }
 
 // watch --json prints one JSON object a line: bound, current, stale with

@@ -8,6 +8,7 @@ import (
 	"io"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/runtimeguard/runtimeguard"
@@ -42,6 +43,10 @@ type statusError struct {
 
 func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	c := newCommand("status", "status --module FILE [--json] [flags]", stdout, stderr)
+	c.doc = `Exits 0 once it printed what it found, 1 when the checkout cannot be read
+(after all it could read), 2 on a usage error. The updater's files are
+reported as found: an unknown marker or an unusable receipt is no error.
+`
 	var gf guardFlags
 	gf.register(c.fs)
 	asJSON := c.fs.Bool("json", false, "print JSON (its fields: the command's documentation), on error too")
@@ -75,13 +80,17 @@ func status1(gf *guardFlags, asJSON bool, stdout io.Writer, printed *bool) error
 	// A guard bound to the module says which check path it takes; where
 	// none can be bound, the updater's files are observed all the same.
 	var o runtimeguard.Observation
-	if g, err := runtimeguard.New(gf.options()); err == nil {
+	g, bindErr := runtimeguard.New(gf.options())
+	if bindErr == nil {
 		if err := g.EnsureCurrent(); err == nil && g.Observe().Check == "watch" {
 			_ = g.EnsureCurrent() // a first read of fresh files is read once more
 		}
 		o = g.Observe()
-	} else if o, err = runtimeguard.Observe(gf.options()); err != nil {
-		return apiError(err)
+	} else {
+		var err error
+		if o, err = runtimeguard.Observe(gf.options()); err != nil {
+			return apiError(err)
+		}
 	}
 	s := status{
 		ModulePath: ck.ModulePath, SourceDir: ck.SourceDir, TopLevel: ck.TopLevel,
@@ -108,7 +117,11 @@ func status1(gf *guardFlags, asJSON bool, stdout io.Writer, printed *bool) error
 	if s.TopLevel != "" {
 		row("git dir", s.GitDir)
 		row("object format", s.ObjectFormat)
-		row("tracked", fmt.Sprint(s.Tracked))
+		if s.ReadError != "" && !s.Tracked && s.Reason == "" {
+			row("tracked", "unknown: the index was not read")
+		} else {
+			row("tracked", fmt.Sprint(s.Tracked))
+		}
 		switch {
 		case s.HeadRef != "":
 			row("HEAD", s.HeadRef)
@@ -121,6 +134,9 @@ func status1(gf *guardFlags, asJSON bool, stdout io.Writer, printed *bool) error
 	switch {
 	case s.ReadError != "":
 		row("revision", "unreadable: "+s.ReadError)
+	case s.Revision == "" && bindErr != nil:
+		// Such as HEAD naming a branch that is gone while others exist.
+		row("revision", "none: "+s.Reason+" (a guard does not bind here: "+strings.TrimPrefix(bindErr.Error(), "runtimeguard: ")+")")
 	case s.Revision == "":
 		row("revision", "none: "+s.Reason+" (a guard bound here is inert)")
 	default:
@@ -163,6 +179,11 @@ func formatTime(t time.Time) string {
 
 func cmdCheck(args []string, stdout, stderr io.Writer) error {
 	c := newCommand("check", "check --module FILE --expect REV [flags]", stdout, stderr)
+	c.doc = `Exits 0 when current (the revision on standard output), 3 when stale (the
+409 body on standard output, why on standard error), 1 when the checkout
+cannot be read or the module is in no tracked Git checkout, 2 on a usage
+error.
+`
 	var gf guardFlags
 	gf.register(c.fs)
 	expect := c.fs.String("expect", "", "the full `REV`ision the server loaded (required)")
@@ -177,6 +198,9 @@ func cmdCheck(args []string, stdout, stderr io.Writer) error {
 	case *repeat < 1:
 		return usagef("--repeat must be at least 1: a check is what this command is for")
 	}
+	if err := gf.checkHome(); err != nil {
+		return err
+	}
 	opts := gf.options()
 	opts.ExpectRevision, opts.NoWatch = *expect, *noWatch
 	if _, err := resolveFlags(opts); err != nil {
@@ -187,7 +211,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) error {
 	}
 	g, err := runtimeguard.New(opts)
 	if err != nil {
-		return apiError(err)
+		return optionUsage(err)
 	}
 	for i := 0; i < *repeat; i++ {
 		if err := g.EnsureCurrent(); err != nil {
@@ -302,7 +326,7 @@ in no tracked Git checkout ends it with 1: a guard there is inert.
 	}
 	g, err := runtimeguard.New(gf.options())
 	if err != nil {
-		return apiError(err)
+		return optionUsage(err)
 	}
 	id := g.Identity()
 	emit := func(e watchEvent) {

@@ -20,7 +20,8 @@
 //	                    -- COMMAND [ARGS...]
 //	runtimeguard version (or --version, -version)
 //
-// Help (--help or -h, or help COMMAND) goes to standard output. Flags and the
+// Help (help, --help or -h, each alone or before a COMMAND, or COMMAND
+// --help) goes to standard output. Flags and the
 // marker's path may come in any order (-- ends the flags); update's flags
 // come before the -- that starts its command.
 //
@@ -38,17 +39,24 @@
 // One table for every command:
 //
 //	0  success: for check, current; for marker, no marker
-//	1  an error: the checkout or the updater's files could not be read
-//	   or written (status says so after all it could read); a module in
+//	1  an error: the checkout could not be read (status says so after
+//	   all it could read), or for update, the updater's files could not
+//	   be read or written (status reports those as it finds them, an
+//	   unknown marker, an unusable receipt, and exits 0); a module in
 //	   no tracked Git checkout where the command needs one (check and
 //	   watch: a guard there is inert, so there is nothing to check or
 //	   watch; update: in no Git worktree at all); for update, a receipt
 //	   that says failed for another reason than COMMAND's status
-//	2  a usage error: an unknown flag, a value the flag does not take, a
-//	   missing or extra argument, a flag value that describes no layout
-//	   (for update also an empty --receipt, and no home directory known),
-//	   a --module that names no regular file (none, a directory, a pipe
-//	   such as /dev/stdin, a device)
+//	2  a usage error: an unknown flag, a value the flag does not take
+//	   (for check also an --expect of the other object format than the
+//	   checkout's), a missing or extra argument, a flag value that
+//	   describes no layout (an empty --home too, which is no home rather
+//	   than the default; for update also an empty --receipt or --dir,
+//	   an empty COMMAND, no home directory known, and a --home that is
+//	   not a directory, where it would write), a --module that names no
+//	   regular file
+//	   (none, a link that leads to none, a directory, a pipe such as
+//	   /dev/stdin, a device)
 //	3  check: stale (the exact 409 body on standard output, why on
 //	   standard error)
 //	4  marker: active; 5 stale; 6 unknown (with or without --json), so
@@ -73,14 +81,16 @@
 //
 // # JSON output
 //
-// status --json prints JSON on an error too ({"module_path", "error"}).
+// status --json prints JSON on an error too ({"module_path", "error"}),
+// once its flags parse (a flag error is a usage error alone).
 // Otherwise it prints these fields, a stable API:
 //
 //   - module_path, source_dir: absolute, links resolved
 //   - top_level, git_dir, common_dir: the worktree and its Git
 //     directories; empty when there is none
 //   - object_format: sha1 or sha256; empty when there is no repository
-//   - tracked: whether the index tracks the module
+//   - tracked: whether the index tracks the module; false too where
+//     read_error is set and reason is not, since the index was not read
 //   - head_ref: the ref HEAD names, empty when detached
 //   - revision: HEAD's object id, empty when the checkout is not tracked
 //   - reason: why revision is empty (left out otherwise)
@@ -144,7 +154,7 @@
 //	7. the updater left .update-incomplete behind: update state incomplete
 //	8. an incomplete update proves nothing: the server answers 409 until an operator restarts it
 //	9. the install is repaired, but without a receipt no reload is planned:
-//	   runtimeguard: no reload is proven safe: no receipt was written since the guard bound at 2026-12-01T10:55:29.745128909Z
+//	   runtimeguard: no reload is proven safe: no update is in progress and no receipt was written since the guard bound at 2026-12-01T10:55:29.745128909Z: nothing proves this move of the checkout; restart to load it
 //	10. the updater writes its receipt: outcome success, 0b96e9432ed1 -> 75c59fbf012b
 //	11. the guard proves a reload safe; while the server reloads, the 409 says restart_scheduled: true
 //	12. the server restarts its workers and rebinds: revision 75c59fbf012b, check: current

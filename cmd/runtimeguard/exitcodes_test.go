@@ -60,6 +60,10 @@ func TestExitCodesAreOneTable(t *testing.T) {
 	require.NoError(t, os.WriteFile(outside, []byte("x\n"), 0o644))
 	missing := filepath.Join(gittest.TempDir(t), "missing.py")
 	dir := gittest.TempDir(t)
+	dangling := filepath.Join(gittest.TempDir(t), "dangling.py")
+	require.NoError(t, os.Symlink(missing, dangling))
+	homeFile := filepath.Join(gittest.TempDir(t), "home")
+	require.NoError(t, os.WriteFile(homeFile, nil, 0o644))
 
 	type tc struct {
 		name  string
@@ -78,9 +82,12 @@ func TestExitCodesAreOneTable(t *testing.T) {
 		{name: "no module", code: map[string]int{"": exitUsage}, want: "--module"},
 		{name: "missing module", flags: []string{"--module", missing}, code: map[string]int{"": exitUsage}, want: "--module " + missing + ": no such file"},
 		{name: "module is a directory", flags: []string{"--module", dir}, code: map[string]int{"": exitUsage}, want: "--module " + dir + ": a directory"},
+		{name: "module is a dangling link", flags: []string{"--module", dangling}, code: map[string]int{"": exitUsage}, want: "--module " + dangling + ": a symbolic link to " + missing + ", which leads to no file"},
 		{name: "module is a device", flags: []string{"--module", "/dev/null"}, code: map[string]int{"": exitUsage}, want: "--module /dev/null: a character device, not the module file"},
 		{name: "module is a pipe", flags: []string{"--module", "/dev/stdin"}, stdin: true, code: map[string]int{"": exitUsage}, want: "--module /dev/stdin: a pipe, not the module file"},
 		{name: "marker outside the home", flags: []string{"--module", module, "--marker", "../x"}, code: map[string]int{"": exitUsage}, want: "--marker"},
+		// An empty --home ("$UNSET") is no home, not the default one.
+		{name: "empty home", flags: []string{"--module", module, "--home", ""}, code: map[string]int{"": exitUsage}, want: "--home is empty"},
 		{name: "empty marker", flags: []string{"--module", module, "--marker", ""}, code: map[string]int{"": exitUsage}, want: "--marker"},
 		{name: "receipt outside the home", flags: []string{"--module", module, "--receipt", "/abs/last.json"}, code: map[string]int{"": exitUsage}, want: "--receipt"},
 		// A layout without a receipt is one a guard reads; update writes one.
@@ -91,6 +98,9 @@ func TestExitCodesAreOneTable(t *testing.T) {
 			env:  func(env []string) []string { return withoutEnv(env, "HERMES_HOME") },
 			code: map[string]int{"update": exitUsage, "status": exitOK, "check": exitOK, "watch": -1}, want: "no home directory is known",
 		},
+		// A home that is a file: a guard reads no marker or receipt there
+		// and says so (unknown, unusable); update can write none.
+		{name: "home is a file", flags: []string{"--module", module, "--home", homeFile}, code: map[string]int{"update": exitUsage, "status": exitOK, "check": exitOK, "watch": -1}, want: "not a directory"},
 		{name: "module in no checkout", flags: []string{"--module", outside}, code: map[string]int{"": exitError, "status": exitOK}, want: "outside"},
 	}
 	for cmd, own := range moduleCommands(rev) {
@@ -145,6 +155,9 @@ func TestExitCodesAreOneTable(t *testing.T) {
 		{"version", "--bogus"}, {"version", "extra"},
 		{"status", "--module", module, "extra"}, {"check", "--module", module, "--expect", rev, "--repeat", "x"},
 		{"watch", "--module", module, "--interval", "0"}, {"update", "--module", module, "--wait", "-1s", "--", "true"},
+		// A full hex id of the other object format: a value --expect does
+		// not take for this checkout, known once the checkout is read.
+		{"check", "--module", module, "--expect", strings.Repeat("a", 64)},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			t.Parallel()

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -63,6 +64,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	cmd, rest := args[0], args[1:]
+	if cmd == "--version" || cmd == "-version" {
+		cmd = "version" // and named so in its errors
+	}
 	var err error
 	switch cmd {
 	case "demo":
@@ -77,14 +81,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdWatch(ctx, rest, stdout, stderr)
 	case "update":
 		err = cmdUpdate(ctx, rest, stdout, stderr)
-	case "version", "--version", "-version":
+	case "version":
 		err = cmdVersion(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
-		if cmd == "help" && len(rest) > 1 {
+		// Each form takes at most a command, whose help it prints.
+		switch {
+		case len(rest) > 1:
 			fmt.Fprintf(stderr, "runtimeguard help: want at most one command, got %d\nRun 'runtimeguard --help' for usage.\n", len(rest))
 			return exitUsage
-		}
-		if cmd == "help" && len(rest) == 1 && rest[0] != "help" {
+		case len(rest) == 1 && !slices.Contains([]string{"help", "-h", "-help", "--help"}, rest[0]):
 			return run(ctx, []string{rest[0], "-h"}, stdout, stderr)
 		}
 		fmt.Fprint(stdout, usage)
@@ -307,7 +312,20 @@ func (f *guardFlags) register(fs *flag.FlagSet) {
 // them; flags that describe no layout are a usage error that names the
 // flag.
 func (f *guardFlags) resolve() (runtimeguard.Paths, error) {
+	if err := f.checkHome(); err != nil {
+		return runtimeguard.Paths{}, err
+	}
 	return resolveFlags(f.options())
+}
+
+// checkHome refuses a --home given empty: a variable that was not set
+// ("--home $UNSET"), not a wish for the default home, where update would
+// write its marker and receipts.
+func (f *guardFlags) checkHome() error {
+	if f.home == "" && f.fs != nil && set(f.fs, "home") {
+		return usagef("--home is empty: leave it out for the default home")
+	}
+	return nil
 }
 
 // resolveFlags is resolve for the options the flags describe, with those
@@ -317,13 +335,21 @@ func resolveFlags(opts runtimeguard.Options) (runtimeguard.Paths, error) {
 		return runtimeguard.Paths{}, usagef("--marker must not be empty")
 	}
 	p, err := runtimeguard.ResolvePaths(opts)
+	return p, optionUsage(err)
+}
+
+// optionUsage is err, of the runtimeguard package, as the command says
+// it: an option that describes no guard is a usage error that names its
+// flag (New tells some only once it read the checkout, such as an
+// --expect of the other object format); any other error is the library's.
+func optionUsage(err error) error {
 	var oe *runtimeguard.OptionError
 	if errors.As(err, &oe) {
 		if flag, ok := optionFlags[oe.Field]; ok {
-			return p, usagef("%s %q: %s", flag, fmt.Sprint(oe.Value), oe.Reason)
+			return usagef("%s %q: %s", flag, fmt.Sprint(oe.Value), oe.Reason)
 		}
 	}
-	return p, apiError(err)
+	return apiError(err)
 }
 
 // checkModule reports a --module that is missing or names no regular file,
@@ -336,6 +362,9 @@ func (f *guardFlags) checkModule() error {
 	var pe *fs.PathError
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		if target, lerr := os.Readlink(f.module); lerr == nil {
+			return usagef("--module %s: a symbolic link to %s, which leads to no file", text(f.module), text(target))
+		}
 		return usagef("--module %s: no such file", text(f.module))
 	case errors.As(err, &pe):
 		return usagef("--module %s: %v", text(f.module), pe.Err)

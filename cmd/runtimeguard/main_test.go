@@ -100,7 +100,7 @@ func TestDemo(t *testing.T) {
 		"update state: unverified",
 		"update state incomplete",
 		"no reload is planned",
-		"no reload is proven safe: no receipt was written since the guard bound",
+		"no reload is proven safe: no update is in progress and no receipt was written since the guard bound",
 		"the 409 says restart_scheduled: true",
 		"check: current",
 	} {
@@ -197,10 +197,24 @@ func TestHelp(t *testing.T) {
 		assert.Equal(t, 0, r.code)
 		assert.Contains(t, r.stdout, "runtimeguard status --module FILE")
 	}
-	r = runCmd(t, gittest.TempDir(t), "help", "status", "extra")
-	assert.Equal(t, 2, r.code)
-	assert.Empty(t, r.stdout)
-	assert.Contains(t, r.stderr, "at most one command")
+	// --help and -h take a command as help does, and no more.
+	for _, flag := range []string{"help", "-h", "--help"} {
+		r = runCmd(t, gittest.TempDir(t), flag, "status")
+		assert.Equal(t, 0, r.code, "%s status", flag)
+		assert.Contains(t, r.stdout, "Usage: runtimeguard status", "%s status is status's help", flag)
+		r = runCmd(t, gittest.TempDir(t), flag, "status", "extra")
+		assert.Equal(t, 2, r.code, "%s status extra", flag)
+		assert.Empty(t, r.stdout)
+		assert.Contains(t, r.stderr, "at most one command")
+		r = runCmd(t, gittest.TempDir(t), flag, "bogus")
+		assert.Equal(t, 2, r.code, "%s bogus", flag)
+		assert.Contains(t, r.stderr, `unknown command "bogus"`)
+	}
+	// A command's help says how it exits, as the command's documentation does.
+	for cmd, want := range map[string]string{"check": "3 when stale", "status": "1 when the checkout cannot be read", "marker": "4 active", "watch": "ends it with 1"} {
+		r = runCmd(t, gittest.TempDir(t), cmd, "--help")
+		assert.Contains(t, strings.Join(strings.Fields(r.stdout), " "), want, "%s --help", cmd)
+	}
 	r = runCmd(t, gittest.TempDir(t), "version", "-h")
 	assert.NotContains(t, r.stdout, "Flags:")
 	// A flag error goes to standard error with a pointer to the usage,
@@ -355,6 +369,22 @@ func TestStatusExplainsEmptyRevision(t *testing.T) {
 	assert.Empty(t, r.stdout)
 }
 
+// status calls a guard inert only where one binds inert: HEAD naming a
+// branch that does not exist while others do (a rename under way) is no
+// inert checkout, and New refuses to bind there.
+func TestStatusOfUnbornBranchAmongOthers(t *testing.T) {
+	t.Parallel() // processes, files and repositories of its own
+	module, rev := checkout(t)
+	git(t, filepath.Dir(module), "symbolic-ref", "HEAD", "refs/heads/gone")
+	home := gittest.TempDir(t)
+	r := runCmd(t, home, "check", "--module", module, "--expect", rev)
+	require.Equal(t, exitError, r.code, "no guard binds here: %s", r.stderr)
+	r = runCmd(t, home, "status", "--module", module)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^revision:\s+none: HEAD names the unborn branch refs/heads/gone \(a guard does not bind here: .*refs/heads/gone.*\)$`, r.stdout)
+	assert.NotContains(t, r.stdout, "inert")
+}
+
 func TestWatchPrintsChangesAndStopsOnSignal(t *testing.T) {
 	t.Parallel() // processes, files and repositories of its own
 	module, rev := checkout(t)
@@ -388,6 +418,26 @@ func TestWatchPrintsChangesAndStopsOnSignal(t *testing.T) {
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	assert.Contains(t, next(), "stopped")
 	require.NoError(t, cmd.Wait(), "watch exits 0 on SIGTERM")
+}
+
+// status on a checkout whose index cannot be read says whether the index
+// tracks the module is unknown, rather than that it does not; where the
+// index was read, what it says.
+func TestStatusOfUnreadableIndex(t *testing.T) {
+	t.Parallel() // processes, files and repositories of its own
+	module, _ := checkout(t)
+	dir := filepath.Dir(module)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".git", "index"), []byte("DIRC garbage"), 0o644))
+	r := runCmd(t, gittest.TempDir(t), "status", "--module", module)
+	assert.Equal(t, exitError, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^tracked:\s+unknown: the index was not read$`, r.stdout)
+
+	module, _ = checkout(t)
+	dir = filepath.Dir(module)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".git", "refs", "heads", "main"), []byte("garbage\n"), 0o644))
+	r = runCmd(t, gittest.TempDir(t), "status", "--module", module)
+	assert.Equal(t, exitError, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^tracked:\s+true$`, r.stdout, "the index was read before the ref")
 }
 
 // A checkout that cannot be read is still described, with its recovery
@@ -543,6 +593,12 @@ func TestUpdateRefusesBadInput(t *testing.T) {
 		{"missing dir", []string{"--module", c.module, "--dir", filepath.Join(c.dir, "nope")}, "--dir", exitUsage},
 		{"dir is a file", []string{"--module", c.module, "--dir", c.module}, "not a directory", exitUsage},
 		{"negative wait", []string{"--module", c.module, "--wait", "-1s"}, "--wait", exitUsage},
+		// An empty value ("$UNSET") is no directory, not the default.
+		{"empty dir", []string{"--module", c.module, "--dir", ""}, "--dir is empty", exitUsage},
+		// A COMMAND named by an unset variable: nothing to run, no
+		// failed receipt to write.
+		{"empty command", []string{"--module", c.module, "--", ""}, "COMMAND after -- is empty", exitUsage},
+		{"home is a file", []string{"--module", c.module, "--home", c.module}, "--home: " + c.module + " is not a directory", exitUsage},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := commandProcess(append(append([]string{"update", "--home", c.home}, tc.args...), "--", "sh", "-c", "touch "+ran)...)
@@ -558,8 +614,9 @@ func TestUpdateRefusesBadInput(t *testing.T) {
 	}
 }
 
-// Without a lock file, of updaters started at once exactly one runs its
-// command: the marker is created exclusively.
+// Without a lock file, updaters started at once run their commands one at
+// a time: the checkout lock and the marker, created exclusively, exclude
+// each other's runs.
 func TestUpdateWithoutLockIsExclusive(t *testing.T) {
 	// Serial: its updaters must start together, within the command's
 	// 0.3 s, which a loaded machine may not grant.
@@ -578,7 +635,7 @@ func TestUpdateWithoutLockIsExclusive(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				cmd := commandProcess("update", "--module", c.module, "--home", c.home, "--", "sh", "-c", "echo run >> "+ran+"; sleep 0.3")
+				cmd := commandProcess("update", "--module", c.module, "--home", c.home, "--", "sh", "-c", "echo start >> "+ran+"; sleep 0.3; echo end >> "+ran)
 				cmd.Dir = c.dir
 				cmd.Env = append(cmd.Env, gittest.Env...)
 				results[i] = runProcess(t, cmd)
@@ -587,16 +644,18 @@ func TestUpdateWithoutLockIsExclusive(t *testing.T) {
 		wg.Wait()
 		data, err := os.ReadFile(ran)
 		require.NoError(t, err)
-		assert.Equal(t, "run\n", string(data), "round %d: %+v", round, results)
 		ok := 0
 		for _, r := range results {
 			if r.code == 0 {
 				ok++
 			} else {
-				assert.Regexp(t, `refused: another updater (is running|holds the marker)`, r.stderr)
+				assert.Regexp(t, `refused: another (updater (is running|holds the marker)|update of the checkout runs)`, r.stderr)
 			}
 		}
-		assert.Equal(t, 1, ok, "round %d: %+v", round, results)
+		// One at a time: the checkout lock makes a later one wait out a
+		// short run (as hermes update waits 3 s), or refuse.
+		assert.Equal(t, strings.Repeat("start\nend\n", ok), string(data), "round %d: %+v", round, results)
+		assert.GreaterOrEqual(t, ok, 1, "round %d: %+v", round, results)
 	}
 }
 
@@ -681,5 +740,5 @@ func exitedPID(t *testing.T) int {
 // writeMarkerFile writes an update marker for pid, started at started.
 func writeMarkerFile(t *testing.T, path string, pid int, started time.Time) {
 	t.Helper()
-	require.NoError(t, os.WriteFile(path, updater.MarkerBody(pid, started), 0o644))
+	require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf("%d\n%.6f\n", pid, float64(started.UnixNano())/1e9)), 0o644))
 }

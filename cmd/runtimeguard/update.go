@@ -16,11 +16,14 @@ import (
 const updateDoc = `Runs COMMAND (such as git pull --ff-only, or a deploy script) as an updater
 that speaks the update protocol a runtime guard reads:
 
-  1. take the layout's lock file exclusively (--lock; refuse if it is held);
+  1. take the layout's lock file exclusively (--lock; refuse if it is held),
+     and the updater's kernel lock on the checkout (hermes-update.lock in
+     its common Git directory) as hermes update takes it: refuse if another
+     update's processes hold it;
   2. refuse if another live updater holds the in-progress marker;
-  3. write the marker (this process's ID and the time; claimed
-     exclusively, where none was and where a stale one was, so of two
-     updaters started at once one goes on), record HEAD;
+  3. write the marker (this process's ID, the time and its creation
+     time; claimed exclusively, where none was and where a stale one
+     was, so of two updaters started at once one goes on), record HEAD;
   4. write a receipt with outcome "running";
   5. run COMMAND;
   6. write the receipt: "success" only if COMMAND exited 0, HEAD is
@@ -29,8 +32,9 @@ that speaks the update protocol a runtime guard reads:
   7. remove the marker, release the lock.
 
 COMMAND runs in the top-level directory of the module's worktree (--dir
-to choose another), holding the lock too (as descriptor 3, on Unix), so
-that the lock outlives a killed tool until COMMAND ends; a --module in no
+to choose another), holding the locks too (as descriptors 3 and up, on
+Unix), so that they outlive a killed tool until COMMAND and its children
+end; a --module in no
 Git worktree is refused before anything runs. The tool exits with
 COMMAND's exit status when it ran and failed; 1 when it could not run,
 was killed by a signal, or the receipt says failed for another reason; 0
@@ -61,8 +65,13 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usagef("--module is required")
 	case len(c.args) == 0:
 		return usagef("no COMMAND to run after --")
+	case c.args[0] == "":
+		return usagef("the COMMAND after -- is empty: nothing to run")
 	case *wait < 0:
 		return usagef("--wait must not be negative")
+	case *workDir == "" && set(c.fs, "dir"):
+		// "--dir $UNSET": not a wish for the default directory.
+		return usagef("--dir is empty: leave it out for the worktree's top level")
 	}
 	// Refuse before anything is written: a typo in --module must not run
 	// COMMAND (git pull) wherever the tool was started.
@@ -82,6 +91,9 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	} else if !fi.IsDir() {
 		return usagef("--dir: %s is not a directory", text(dir))
 	}
+	if fi, err := os.Stat(paths.Home); paths.Home != "" && err == nil && !fi.IsDir() {
+		return usagef("--home: %s is not a directory", text(paths.Home))
+	}
 	switch {
 	case paths.Home == "" && gf.homeEnv == "":
 		return usagef("no home directory is known: set --home")
@@ -95,10 +107,15 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		o, _ := runtimeguard.Observe(opts) // the options resolved above
 		return o
 	}
+	checkoutLock := opts.Layout.CheckoutLock
+	if checkoutLock != "" {
+		checkoutLock = updater.CheckoutLockPath(ck.TopLevel, checkoutLock)
+	}
 	res, err := updater.System.Run(ctx, updater.Update{
 		Marker: paths.Marker, Receipt: paths.Receipt, Lock: paths.Lock, LockWait: *wait,
-		Judge: updater.GuardJudge(runtimeguard.DefaultMaxMarkerAge),
-		Argv:  c.args, Dir: dir, Stdin: os.Stdin, Stdout: stdout, Stderr: stderr,
+		CheckoutLock: checkoutLock,
+		Judge:        updater.GuardJudge(runtimeguard.DefaultMaxMarkerAge),
+		Argv:         c.args, Dir: dir, Stdin: os.Stdin, Stdout: stdout, Stderr: stderr,
 		Markers: func() (string, string, string) {
 			o := observe() // every home's marker, where the layout has profiles
 			return string(o.Marker), o.MarkerReason, o.MarkerPath

@@ -41,6 +41,23 @@ var choice = chooseGit()
 // process a test starts inherits them.
 var scrubbed = scrubGitEnv()
 
+// settings are the variables of git's the harness sets, each as
+// NAME=value: no system or global config (so no signing, hooks or
+// templates of the user's), a fixed identity, no prompt, no automatic
+// maintenance (git 2.48 and later run it detached after a commit, a
+// process that would still be writing the repository,
+// objects/maintenance.lock, while a test copies or changes it).
+var settings = []string{
+	"GIT_CONFIG_NOSYSTEM=1",
+	"GIT_CONFIG_GLOBAL=" + os.DevNull,
+	"GIT_AUTHOR_NAME=Test", "GIT_AUTHOR_EMAIL=test@example.invalid",
+	"GIT_COMMITTER_NAME=Test", "GIT_COMMITTER_EMAIL=test@example.invalid",
+	"GIT_TERMINAL_PROMPT=0",
+	"GIT_CONFIG_COUNT=2",
+	"GIT_CONFIG_KEY_0=maintenance.auto", "GIT_CONFIG_VALUE_0=false",
+	"GIT_CONFIG_KEY_1=gc.auto", "GIT_CONFIG_VALUE_1=0",
+}
+
 // scrubGitEnv removes from the test process's environment every variable
 // git reads whose name starts with GIT_ (GIT_DIR, GIT_WORK_TREE,
 // GIT_INDEX_FILE, GIT_CONFIG_PARAMETERS, GIT_CONFIG_COUNT and its keys,
@@ -48,12 +65,21 @@ var scrubbed = scrubGitEnv()
 // caller's shell inside a repository's hook, or a user's exported
 // settings, would otherwise point the tests' git at another repository or
 // configure it, and change what the tests, and the guard, see. A test that
-// needs one sets it itself (t.Setenv, or a command's Env).
+// needs one sets it itself (t.Setenv, or a command's Env). Where every
+// variable the harness sets is there with the harness's value (a test
+// binary run again with Env, as the program under test, such as a command
+// that runs git), those stay, so that the git it runs keeps the harness's
+// isolation; every other is removed all the same.
 func scrubGitEnv() []string {
+	environ := os.Environ()
+	harness := true
+	for _, kv := range settings {
+		harness = harness && slices.Contains(environ, kv)
+	}
 	var names []string
-	for _, kv := range os.Environ() {
+	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, "GIT_") {
+		if strings.HasPrefix(name, "GIT_") && !(harness && slices.Contains(settings, kv)) {
 			names = append(names, name)
 			_ = os.Unsetenv(name)
 		}
@@ -84,19 +110,7 @@ func chooseGit() error {
 // Env is the environment git runs with. Its capacity is its length, so
 // that a test's append(Env, …) (or to a Command's Env) makes a copy and
 // never writes into what tests running in parallel share.
-var Env = slices.Clip(append(os.Environ(),
-	"GIT_CONFIG_NOSYSTEM=1",
-	"GIT_CONFIG_GLOBAL="+os.DevNull,
-	"GIT_AUTHOR_NAME=Test", "GIT_AUTHOR_EMAIL=test@example.invalid",
-	"GIT_COMMITTER_NAME=Test", "GIT_COMMITTER_EMAIL=test@example.invalid",
-	"GIT_TERMINAL_PROMPT=0",
-	// No automatic maintenance: git 2.48 and later run it detached after
-	// a commit, a process that would still be writing the repository
-	// (objects/maintenance.lock) while a test copies or changes it.
-	"GIT_CONFIG_COUNT=2",
-	"GIT_CONFIG_KEY_0=maintenance.auto", "GIT_CONFIG_VALUE_0=false",
-	"GIT_CONFIG_KEY_1=gc.auto", "GIT_CONFIG_VALUE_1=0",
-))
+var Env = slices.Clip(append(os.Environ(), settings...))
 
 // Command returns git with args in dir, in Env, with main as the default
 // branch and file transport allowed (for submodules).

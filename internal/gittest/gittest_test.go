@@ -14,11 +14,53 @@ import (
 // childEnv marks the test binary run again by TestCallersGitVariablesAreIgnored.
 const childEnv = "GITTEST_CHILD"
 
+// startedChildEnv marks the test binary run again, with Env, by
+// TestHarnessChildKeepsTheIsolation.
+const startedChildEnv = "GITTEST_STARTED_CHILD"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(child())
 	}
+	if os.Getenv(startedChildEnv) != "" {
+		os.Exit(startedChild())
+	}
 	os.Exit(m.Run())
+}
+
+// startedChild runs git as a program under test does, with its own
+// environment as it is (not through Command), and prints the global
+// configuration git reads.
+func startedChild() int {
+	out, err := exec.Command("git", "config", "--global", "--list").CombinedOutput()
+	if err != nil && len(out) > 0 {
+		os.Stderr.WriteString(err.Error() + ": " + string(out))
+		return 1
+	}
+	os.Stdout.Write(out)
+	return 0
+}
+
+// A test binary run again as a program under test (a command that runs
+// git, such as an updater), with the harness's environment, keeps the
+// harness's isolation: its own start removes git's variables of a caller,
+// not those the harness set, so the git it runs reads no global config
+// of the user's (no signing, no hooks).
+func TestHarnessChildKeepsTheIsolation(t *testing.T) {
+	if !Available() {
+		t.Skip("git is not installed")
+	}
+	home := TempDir(t)
+	require.NoError(t, os.WriteFile(filepath.Join(home, ".gitconfig"), []byte("[core]\n\thooksPath = /nonexistent\n[commit]\n\tgpgsign = true\n"), 0o644))
+	cmd := Self(nil)
+	cmd.Env = append(append(cmd.Env, Env...), startedChildEnv+"=1", "HOME="+home, "XDG_CONFIG_HOME="+home)
+	out, err := cmd.Output()
+	var stderr []byte
+	if ex, ok := err.(*exec.ExitError); ok {
+		stderr = ex.Stderr
+	}
+	require.NoError(t, err, "%s", stderr)
+	assert.Empty(t, string(out), "the child's git read the user's global config")
 }
 
 // child makes a repository and a commit with the harness, as a test does,

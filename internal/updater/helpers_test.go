@@ -1,6 +1,7 @@
 package updater
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -23,7 +24,7 @@ const (
 // writeMarker writes an update marker for pid, started at the given time.
 func writeMarker(t testing.TB, path string, pid int, started time.Time) {
 	t.Helper()
-	writeFile(t, path, string(MarkerBody(pid, started)))
+	writeFile(t, path, fmt.Sprintf("%d\n%.6f\n", pid, float64(started.UnixNano())/1e9))
 }
 
 // testEnv is a copy of the system environment, for a test to change.

@@ -52,7 +52,8 @@ func lstatOnly(path string, _ int64) ([]byte, FileKind, string) {
 
 // ParseMarker parses a marker body: line 1 a process ID, line 2 the Unix
 // time the update started, in seconds, read as the hermes-webui guard reads
-// them, with Python's int() and float() (pyInt, pyFloat). It reports ok
+// them, with Python's int() and float() (pyInt, pyFloat), after a byte
+// order mark, which the updater's own reader drops. It reports ok
 // false for anything that is not UTF-8, has fewer than two lines, or holds
 // a value that does not parse. Whether the values make sense is for the
 // classification (package runtimeguard's): pid may be any integer (clamped
@@ -61,7 +62,7 @@ func ParseMarker(body []byte) (pid int64, started float64, ok bool) {
 	if len(body) > MaxMarkerBytes || !utf8.Valid(body) {
 		return 0, 0, false
 	}
-	first, rest, found := strings.Cut(string(body), "\n")
+	first, rest, found := strings.Cut(strings.TrimPrefix(string(body), "\ufeff"), "\n")
 	if !found || rest == "" {
 		return 0, 0, false
 	}

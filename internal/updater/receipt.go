@@ -22,7 +22,8 @@ const ReceiptSchema = 1
 // bounded read.
 const MaxReceiptBytes = 4 << 20
 
-// The outcomes a receipt reports.
+// The outcomes a receipt reports; a writer may report others (the newest
+// writes "interrupted" too), which are outcomes that prove nothing.
 const (
 	OutcomeRunning = "running"
 	OutcomeSuccess = "success"
@@ -120,7 +121,8 @@ type stateRef struct {
 // ParseReceipt decodes a receipt strictly: UTF-8, one JSON object and
 // nothing after it, no key twice in any object, and for schema 1 every
 // field of the right type: update_id and correlation_id strings or null
-// where present, outcome (one of the five outcomes) a string, started_at (and finished_at unless the outcome is
+// where present, outcome a string that is not empty (one of the five
+// outcomes, or one a newer writer added), started_at (and finished_at unless the outcome is
 // running) times in ISO 8601 (RFC 3339; a time without an offset is UTC),
 // pre_update and post_update objects whose sha, when present and not null,
 // is a full hex object id. Unknown keys are allowed. A receipt of another
@@ -164,12 +166,12 @@ func ParseReceipt(data []byte) (Receipt, error) {
 	if raw.Outcome == nil {
 		return r, errors.New("no outcome")
 	}
-	switch o := *raw.Outcome; o {
-	case OutcomeRunning, OutcomeSuccess, OutcomePartial, OutcomeFailed, OutcomeRefused:
-		r.Outcome = o
-	default:
-		return r, fmt.Errorf("outcome %q is none of running, success, partial, failed, refused", o)
+	if *raw.Outcome == "" {
+		return r, errors.New("an empty outcome")
 	}
+	// Any other word is an outcome too (newer writers add some, such as
+	// "interrupted"): it parses, and, not being "success", proves nothing.
+	r.Outcome = *raw.Outcome
 	var err error
 	if raw.StartedAt == nil {
 		return r, errors.New("no started_at")

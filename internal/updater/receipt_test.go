@@ -32,6 +32,12 @@ func TestParseReceipt(t *testing.T) {
 		ID: "update_id:u1",
 	}, r)
 
+	for _, outcome := range []string{"interrupted", "refused", "a-word-not-yet-known"} {
+		newest, err := ParseReceipt([]byte(`{"schema":1,"outcome":"` + outcome + `","exit_code":130,"stop_reason":"interrupted by the user","started_at":"2026-11-30T05:00:00+00:00","finished_at":"2026-11-30T05:00:01.5+00:00","pre_update":{"sha":null},"post_update":{}}`))
+		require.NoError(t, err, "the newest writer's receipt, outcome %q", outcome)
+		assert.Equal(t, outcome, newest.Outcome)
+	}
+
 	naive, err := ParseReceipt([]byte(`{"schema":1,"update_id":"u","outcome":"running","started_at":"2026-11-30T05:00:00.123456"}`))
 	require.NoError(t, err, "a running receipt has no finished_at; a time without offset is UTC")
 	assert.Equal(t, time.Date(2026, 11, 30, 5, 0, 0, 123456000, time.UTC), naive.StartedAt)
@@ -50,7 +56,8 @@ func TestParseReceipt(t *testing.T) {
 		{"no schema", `{"update_id":"u"}`, "no schema"},
 		{"schema a string", `{"schema":"1"}`, "not a receipt"},
 		{"schema a fraction", `{"schema":1.5}`, "not a receipt"},
-		{"unknown outcome", `{"schema":1,"update_id":"u","outcome":"done","started_at":"2026-11-30T05:00:00Z"}`, "outcome"},
+		{"empty outcome", `{"schema":1,"update_id":"u","outcome":"","started_at":"2026-11-30T05:00:00Z"}`, "an empty outcome"},
+		{"outcome a number", `{"schema":1,"update_id":"u","outcome":1,"started_at":"2026-11-30T05:00:00Z"}`, "not a receipt"},
 		{"no finished_at", `{"schema":1,"update_id":"u","outcome":"success","started_at":"2026-11-30T05:00:00Z"}`, "no finished_at"},
 		{"bad time", `{"schema":1,"update_id":"u","outcome":"failed","started_at":"yesterday","finished_at":"2026-11-30T05:00:00Z"}`, "started_at"},
 		{"short sha", `{"schema":1,"update_id":"u","outcome":"failed","started_at":"2026-11-30T05:00:00Z","finished_at":"2026-11-30T05:00:00Z","post_update":{"sha":"abc"}}`, "not a full hex"},

@@ -26,6 +26,10 @@ type Update struct {
 	Marker, Receipt string
 	// Lock is the lock file to hold exclusively throughout; empty: none.
 	Lock string
+	// CheckoutLock is the updater's kernel lock on the checkout
+	// (CheckoutLockPath), taken as the updater takes it and held across
+	// the command and its children; empty: none.
+	CheckoutLock string
 	// LockWait bounds the wait for a Lock another holds.
 	LockWait time.Duration
 	// Judge is the classification of a marker the claim obeys (a
@@ -63,7 +67,8 @@ type Result struct {
 }
 
 // Run runs u.Argv as an updater that speaks the update protocol: it takes
-// the lock exclusively (waiting at most LockWait), refuses while a marker
+// the lock exclusively (waiting at most LockWait) and the checkout lock
+// (refusing while another update's process tree holds it), refuses while a marker
 // says an update runs or proves nothing, claims the marker for this
 // process, writes a receipt with outcome "running", runs the command
 // (which holds the lock too, as descriptor 3 on Unix, so that the lock
@@ -114,6 +119,18 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 		}
 		defer lock.Close()
 	}
+	var checkout *os.File
+	if u.CheckoutLock != "" {
+		var err error
+		checkout, err = LockCheckout(u.CheckoutLock, CheckoutContentionWait)
+		if errors.Is(err, ErrCheckoutLocked) {
+			return Result{}, fmt.Errorf("%w: another update of the checkout runs (%s is held)", ErrRefused, u.CheckoutLock)
+		}
+		if err != nil {
+			return Result{}, err
+		}
+		defer checkout.Close()
+	}
 	// Read under the lock: another updater may have finished meanwhile.
 	switch state, reason, path := markers(); state {
 	case "active":
@@ -139,7 +156,7 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 		return res, err
 	}
 
-	res.ExitCode, res.RunErr = runCommand(ctx, &u, lock)
+	res.ExitCode, res.RunErr = runCommand(ctx, &u, lock, checkout)
 	r.FinishedAt = time.Now().UTC()
 	after, none, readErr := u.Revision()
 	r.To = after
@@ -170,7 +187,7 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 
 // runCommand runs u.Argv and returns its exit status. The context's end
 // interrupts the command, which then has thirty seconds to end.
-func runCommand(ctx context.Context, u *Update, lock *os.File) (int, error) {
+func runCommand(ctx context.Context, u *Update, lock, checkout *os.File) (int, error) {
 	cmd := exec.CommandContext(ctx, u.Argv[0], u.Argv[1:]...)
 	cmd.Dir = u.Dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = u.Stdin, u.Stdout, u.Stderr
@@ -179,6 +196,12 @@ func runCommand(ctx context.Context, u *Update, lock *os.File) (int, error) {
 		// is killed leaves the lock held until its command ends, so no
 		// other update and no reload plan starts while the command runs.
 		cmd.ExtraFiles = []*os.File{lock}
+	}
+	if checkout != nil && runtime.GOOS != "windows" {
+		// The checkout lock too, as the updater passes it to its
+		// children: the checkout stays locked until the last of them
+		// ends, whatever ends this process.
+		cmd.ExtraFiles = append(cmd.ExtraFiles, checkout)
 	}
 	cmd.Cancel = func() error {
 		if runtime.GOOS == "windows" {

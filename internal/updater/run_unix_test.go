@@ -144,7 +144,7 @@ func TestRunSuccess(t *testing.T) {
 
 	during, err := os.ReadFile(seen)
 	require.NoError(t, err)
-	assert.Regexp(t, `^\d+\n\d+\.\d+\n`, string(during), "the marker: a process ID and a time")
+	assert.Regexp(t, `^\d+\n\d+\n(ct:\d+\.\d{3}\n)?\{`, string(during), "the marker: a process ID, a time in whole seconds and a creation time")
 	assert.Contains(t, string(during), `"outcome": "running"`)
 
 	m := c.readReceipt(t)

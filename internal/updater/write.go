@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/runtimeguard/runtimeguard/internal/durable"
@@ -48,7 +49,7 @@ var GuardJudge func(maxAge time.Duration) Judge
 
 // ClaimMarker writes the in-progress marker at path for process pid, which
 // started the update at started (line 1 the process ID, line 2 the Unix
-// time in seconds), as exclusively where a stale marker was as where none
+// time in seconds, line 3 the process's creation time: MarkerBody), as exclusively where a stale marker was as where none
 // was: of any number of updaters started at once, one claims it. A marker
 // is stale, active or unknown as judge reads it. A stale marker is first
 // renamed aside as a release of this process (so that a reader sees an
@@ -72,7 +73,7 @@ func ClaimMarker(path string, pid int, started time.Time, judge Judge) error {
 		return err
 	}
 	defer unlock()
-	body := MarkerBody(pid, started)
+	body := markerBodyOf(pid, started)
 	for try := 0; try < 3; try++ {
 		// The bytes judged are the bytes compared after the rename, not
 		// an earlier read: the file may be another updater's claim by
@@ -127,11 +128,32 @@ func ClaimMarker(path string, pid int, started time.Time, judge Judge) error {
 	return fmt.Errorf("%w: %s kept changing while it was claimed", ErrMarkerHeld, path)
 }
 
-// MarkerBody is the marker ClaimMarker writes for process pid, started at
-// started: its process ID and the Unix time in seconds (microseconds in
-// the fraction), on two lines, as Hermes's updater writes it.
-func MarkerBody(pid int, started time.Time) []byte {
-	return []byte(fmt.Sprintf("%d\n%.6f\n", pid, float64(started.UnixNano())/1e9))
+// MarkerBody is a marker of the updater's current format for process pid,
+// started at started, created at created (CreationTime; "" where it
+// cannot be told): its process ID, the Unix time in whole seconds (the
+// updater's own reader takes nothing else) and "ct:" and the creation
+// time, each on a line of its own.
+func MarkerBody(pid int, started time.Time, created string) []byte {
+	body := fmt.Sprintf("%d\n%d\n", pid, started.Unix())
+	if created != "" {
+		body += "ct:" + created + "\n"
+	}
+	return []byte(body)
+}
+
+// ownCreated is this process's creation time as a marker records it, read
+// once: two readings may round to different milliseconds.
+var ownCreated = sync.OnceValue(func() string { return CreationTime(os.Getpid()) })
+
+// markerBodyOf is the marker ClaimMarker writes for process pid.
+func markerBodyOf(pid int, started time.Time) []byte {
+	created := ""
+	if pid == os.Getpid() {
+		created = ownCreated()
+	} else {
+		created = CreationTime(pid)
+	}
+	return MarkerBody(pid, started, created)
 }
 
 // RemoveMarker removes the marker at path only if it is the one
@@ -156,7 +178,7 @@ func RemoveMarker(path string, pid int, started time.Time) (bool, error) {
 		return false, err
 	}
 	data, err := os.ReadFile(aside)
-	if err != nil || !bytes.Equal(data, MarkerBody(pid, started)) {
+	if err != nil || !bytes.Equal(data, markerBodyOf(pid, started)) {
 		if lerr := os.Link(aside, path); lerr != nil && !errors.Is(lerr, fs.ErrExist) {
 			return false, fmt.Errorf("restoring the update marker %s from %s: %w", path, aside, lerr)
 		}

@@ -1,0 +1,138 @@
+package updater
+
+import (
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The rules of the marker's second format (Hermes's "v2"), which adds the
+// creation time of the process that owns the update, and may name a
+// delegate: a process that runs the update on the owner's behalf and keeps
+// it in progress if the owner dies.
+const (
+	// CreateTimeTolerance is how far a recorded creation time may lie
+	// from the one a probe reads for the same process: the writers read
+	// it from clocks of their own (whole seconds of the boot time, a
+	// rounding to milliseconds).
+	CreateTimeTolerance = 2 * time.Second
+	// EmptyMarkerGrace is how long an empty marker is a claim being
+	// published (a writer without hard links creates the file, then
+	// writes it) rather than a claim that was never finished.
+	EmptyMarkerGrace = 5 * time.Second
+)
+
+// Identity is a process as a marker names it: its ID and, where recorded,
+// its creation time in Unix seconds.
+type Identity struct {
+	PID     int64
+	Created float64
+	// HasCreated reports whether a creation time was recorded: without
+	// one, a live process may hold a reused ID, and only the age limit
+	// bounds the claim.
+	HasCreated bool
+}
+
+// Identities is what a marker says beyond its first two lines: the
+// owner's creation time (line 3, "ct:<seconds>"), the first well-formed
+// delegate ("delegate:<pid> ct:<seconds>", line 4 on) and the runs it names
+// ("run:<id>").
+type Identities struct {
+	Created    float64
+	HasCreated bool
+	Delegate   Identity // PID 0 when none is named
+	Runs       []string
+}
+
+// ParseIdentities reads the lines after the first two of a marker body as
+// the updater's own reader does: a byte order mark, CR before LF and spaces
+// or tabs around each line are tolerated; a third line that is not
+// "ct:" and a decimal number (digits, and a fraction of digits) is no
+// creation time (the marker is then of the first format); of the later
+// lines, the first "delegate:<pid> ct:<seconds>" whose pid fits 32 bits is
+// the delegate, every "run:<id>" a run, anything else ignored.
+func ParseIdentities(body []byte) Identities {
+	var ids Identities
+	lines := markerLines(body)
+	if len(lines) > 2 {
+		if v, ok := strings.CutPrefix(lines[2], "ct:"); ok {
+			ids.Created, ids.HasCreated = ctValue(v)
+		}
+	}
+	for i := 3; i < len(lines); i++ {
+		line := lines[i]
+		if rest, ok := strings.CutPrefix(line, "delegate:"); ok && ids.Delegate.PID == 0 {
+			pid, ct, found := strings.Cut(rest, " ct:")
+			n, err := strconv.ParseUint(pid, 10, 32)
+			created, ok := ctValue(ct)
+			if found && err == nil && allDigits(pid) && ok && n > 0 {
+				ids.Delegate = Identity{PID: int64(n), Created: created, HasCreated: true}
+			}
+			continue
+		}
+		if run, ok := strings.CutPrefix(line, "run:"); ok && validRun(run) {
+			ids.Runs = append(ids.Runs, run)
+		}
+	}
+	return ids
+}
+
+// markerLines splits a marker body into its lines, a byte order mark
+// dropped, each line without its CR and the spaces or tabs around it.
+func markerLines(body []byte) []string {
+	text := strings.TrimPrefix(string(body), "\ufeff")
+	lines := strings.Split(text, "\n")
+	for i, l := range lines {
+		lines[i] = strings.Trim(strings.TrimSuffix(l, "\r"), " \t")
+	}
+	return lines
+}
+
+// ctValue reads a creation time: ASCII digits, optionally a point and
+// more digits.
+func ctValue(s string) (float64, bool) {
+	whole, frac, dotted := strings.Cut(s, ".")
+	if !allDigits(whole) || dotted && !allDigits(frac) {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	return v, err == nil
+}
+
+func allDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isASCIIDigit(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// validRun is a run's ID as the updater writes it: 1 to 128 of letters,
+// digits, '.', '_' and '-'.
+func validRun(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(isASCIIDigit(c) || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// CreationTime is the creation time of process pid as a marker records
+// it, in Unix seconds to the millisecond, "" where the platform cannot
+// tell.
+func CreationTime(pid int) string {
+	start, _ := ProcessStart(int64(pid))
+	if start.IsZero() {
+		return ""
+	}
+	return strconv.FormatFloat(float64(start.UnixNano())/1e9, 'f', 3, 64)
+}

@@ -1,0 +1,62 @@
+package updater
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat times: 100 on every
+// architecture Go supports on Linux.
+const clockTicks = 100
+
+// ProcessStart reads field 22 of /proc/PID/stat, the start time in clock
+// ticks since boot, and adds it to the boot time. A process in state Z is a
+// zombie: it has exited and only waits to be reaped.
+func ProcessStart(pid int64) (start time.Time, zombie bool) {
+	stat, err := os.ReadFile("/proc/" + strconv.FormatInt(pid, 10) + "/stat")
+	if err != nil {
+		return time.Time{}, false
+	}
+	// The command name (field 2) may hold spaces and parentheses: the
+	// fields that follow start after its last ')'.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return time.Time{}, false
+	}
+	fields := bytes.Fields(stat[i+1:])
+	if len(fields) < 20 {
+		return time.Time{}, false
+	}
+	if string(fields[0]) == "Z" || string(fields[0]) == "X" {
+		return time.Time{}, true
+	}
+	ticks, err := strconv.ParseUint(string(fields[19]), 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	boot, ok := bootTime()
+	if !ok {
+		return time.Time{}, false
+	}
+	sec := ticks / clockTicks
+	nsec := (ticks % clockTicks) * (uint64(time.Second) / clockTicks)
+	return boot.Add(time.Duration(sec)*time.Second + time.Duration(nsec)), false
+}
+
+// bootTime is the realtime clock less CLOCK_BOOTTIME, the clock of
+// /proc/PID/stat start times (it counts time suspended): the boot time to the
+// nanosecond, where /proc/stat's btime is the same value truncated to whole
+// seconds. It is read for each process, not kept, since setting the realtime
+// clock moves it.
+func bootTime() (time.Time, bool) {
+	var wall, sinceBoot unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_REALTIME, &wall) != nil ||
+		unix.ClockGettime(unix.CLOCK_BOOTTIME, &sinceBoot) != nil {
+		return time.Time{}, false
+	}
+	return time.Unix(wall.Unix()).Add(-time.Duration(sinceBoot.Nano())), true
+}

@@ -513,7 +513,7 @@ func (e *markerEnv) incarnation(pid int64, created float64, owner bool) (alive b
 		if info.Start.IsZero() {
 			return false, "", false
 		}
-		start := float64(info.Start.UnixNano()) / 1e9
+		start := float64(updater.RecordedStart(info.Start).UnixNano()) / 1e9
 		if math.Abs(start-created) > updater.CreateTimeTolerance.Seconds() {
 			return false, fmt.Sprintf("process %d was created at %.3f, not at %.3f: its ID was reused", pid, start, created), true
 		}

@@ -94,16 +94,22 @@ type Options struct {
 	// [Observation].Check): every check stats the files the answer depends
 	// on instead of asking one inotify descriptor.
 	NoWatch bool
-	// ReadTimeout bounds how long a check waits for the file system: for
-	// the stats or the full read of the checkout, past which the check
-	// fails closed with an error matching [ErrReadTimeout] that names what
-	// it is blocked on, and, for a stale answer, for the updater's files,
-	// past which the update state is unknown. Zero: [DefaultReadTimeout].
-	// Negative: an error.
+	// ReadTimeout bounds how long any call of the guard waits for the file
+	// system: a check, for the stats or the full read of the checkout,
+	// past which it fails closed with an error matching [ErrReadTimeout]
+	// that names what it is blocked on, and, for a stale answer, for the
+	// updater's files, past which the update state is unknown; a bind
+	// ([New], [Guard.Capture], [Guard.Rebind]), a plan
+	// ([Guard.PlanReload]) and a diagnostic ([Guard.Observe], [Observe]),
+	// for each of their reads. Zero: [DefaultReadTimeout]. Negative: an
+	// error.
 	ReadTimeout time.Duration
-	// Logger receives the guard's transitions: the first stale check at
-	// Warn, later ones at Debug, at most one line every ten seconds, with
-	// the number of checks refused since the line before. Nil: silent.
+	// Logger receives the guard's transitions: a guard inert at bind, at
+	// Warn; the first stale check at Warn, later ones at Debug, at most
+	// one line every ten seconds, with the number of checks refused since
+	// the line before; a reload bound. Nil: slog.Default() receives them,
+	// but for the Debug lines of repeated stale checks; so does a
+	// [Reloader]'s reloads, done or abandoned.
 	Logger *slog.Logger
 	// OnStale, when set, is called with every stale answer that
 	// [Guard.Middleware] and [Reloader.Wrap] write, before it is written:
@@ -167,6 +173,13 @@ type config struct {
 
 // resolve validates opts and applies its defaults.
 func (opts *Options) resolve(e *env) (*config, error) {
+	return opts.resolveOn(e, new(executor))
+}
+
+// resolveOn is resolve, with what it reads of the file system (the
+// links of the home) run on x: a guard's executor for the updater's
+// files.
+func (opts *Options) resolveOn(e *env, x *executor) (*config, error) {
 	if opts.MaxMarkerAge < 0 {
 		return nil, optionError("Options.MaxMarkerAge", opts.MaxMarkerAge, "is negative")
 	}
@@ -222,7 +235,7 @@ func (opts *Options) resolve(e *env) (*config, error) {
 			return nil, optionError("Options.HomeDir", home, "cannot be made absolute: "+err.Error())
 		}
 		home = abs
-		c.homes = newUpdaterHomes(home, layout.Profiles, e.now)
+		c.homes = newUpdaterHomes(home, layout.Profiles, e.now, x, cmp.Or(opts.ReadTimeout, DefaultReadTimeout))
 		c.markerRel = filepath.FromSlash(layout.Marker)
 		c.receiptRel = filepath.FromSlash(layout.Receipt)
 		c.historyRel = filepath.FromSlash(layout.ReceiptHistory)
@@ -272,6 +285,16 @@ func (opts *Options) resolve(e *env) (*config, error) {
 	c.expectReceipt = opts.ExpectReceipt
 	c.requireCheckout = opts.RequireCheckout
 	return c, nil
+}
+
+// log is the logger of what an operator must know (a guard inert at
+// bind, the first stale answer, a reload done or abandoned):
+// [Options.Logger], or slog.Default() without one.
+func (c *config) log() *slog.Logger {
+	if c.logger != nil {
+		return c.logger
+	}
+	return slog.Default()
 }
 
 // homeDir is the updater's home directory: dir when set, else the layout's

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -93,14 +94,22 @@ type Identity struct {
 // A Guard is safe for concurrent use by any number of goroutines, and any
 // number of guards may live in one process. Concurrent checks of one guard
 // share its binding's proof that no file changed, the look at the checkout
-// in flight (one at a time: see [Guard.EnsureCurrent]) and the read of the
-// updater's files of a stale answer; nothing they share is locked on the
-// watch path.
+// (see [Guard.EnsureCurrent]) and the read of the updater's files of a
+// stale answer; nothing they share is locked on the watch path. Every
+// touch of the file system of a guard runs on a goroutine of its own, one
+// at a time (one for the checkout, one for the updater's files), and no
+// call waits for it past [Options.ReadTimeout] (or its context): a file
+// system that hangs holds that goroutine, and nothing else, until it
+// answers.
 type Guard struct {
 	cfg  *config   // set by New, or once by the first use of a zero Guard
 	once sync.Once // resolves cfg for the zero Guard
 
-	bindMu     sync.Mutex // serializes Capture and Rebind
+	// x runs the guard's reads of its checkout, ux its reads of the
+	// updater's files (and plans): a home that hangs does not hold up the
+	// checks of a checkout that answers.
+	x, ux      executor
+	bindMu     sync.Mutex // serializes the swaps of bound, and Close's look at it
 	bound      atomic.Pointer[binding]
 	first      atomic.Pointer[signal] // the change signal of Capture's bindings
 	staleSeen  atomic.Bool            // a stale check was logged since the last current one
@@ -110,10 +119,10 @@ type Guard struct {
 	staleLogged   atomic.Int64
 	staleUnlogged atomic.Uint64
 
-	unboundObs  flight[Observation] // the reads of the updater's files of an unbound guard
-	unboundDiag flight[Observation] // and of its diagnostics
-	closed      atomic.Bool         // set by Close
-	closedSig   signal              // fired by Close; its channel made on first use
+	unboundObs  lane[Observation] // the reads of the updater's files of an unbound guard
+	unboundDiag lane[Observation] // and of its diagnostics
+	closed      atomic.Bool       // set by Close
+	closedSig   signal            // fired by Close; its channel made on first use
 	closedOnce  sync.Once
 
 	scheduled  atomic.Pointer[Reload] // the reload the host carries out, if any
@@ -138,11 +147,12 @@ func New(opts Options) (*Guard, error) {
 }
 
 func newGuard(opts Options, e *env) (*Guard, error) {
-	cfg, err := opts.resolve(e)
+	g := new(Guard)
+	cfg, err := opts.resolveOn(e, &g.ux)
 	if err != nil {
 		return nil, err
 	}
-	g := &Guard{cfg: cfg}
+	g.cfg = cfg
 	if opts.ModulePath != "" {
 		if err := g.Capture(opts.ModulePath); err != nil {
 			return nil, err
@@ -157,7 +167,12 @@ func (g *Guard) config() *config {
 	g.once.Do(func() {
 		if g.cfg == nil {
 			var zero Options
-			g.cfg, _ = zero.resolve(systemEnv) // the zero Options is valid
+			g.cfg, _ = zero.resolveOn(systemEnv, &g.ux) // the zero Options is valid
+		}
+		// A guard dropped without Close closes the pidfd its stale
+		// answers kept once the collector finds it.
+		if c := g.cfg.env.marker.cache; c != nil {
+			runtime.AddCleanup(g, func(c *markerCache) { c.close() }, c)
 		}
 	})
 	return g.cfg
@@ -173,42 +188,82 @@ func (g *Guard) config() *config {
 // any tracked checkout, binds anew.
 func (g *Guard) Capture(modulePath string) error {
 	cfg := g.config()
-	g.bindMu.Lock()
-	defer g.bindMu.Unlock()
 	abs, err := gitread.Abs(modulePath)
 	if err != nil {
 		return fmt.Errorf("runtimeguard: %w", err)
 	}
-	if b := g.bound.Load(); b != nil && b.id.Revision != "" {
-		if abs != b.configured { // the same path is verified as a check is, within ReadTimeout
-			if mod, err := gitread.ResolvePath(abs); err != nil || mod != b.id.ModulePath {
-				return fmt.Errorf("runtimeguard: capture %s: the guard is bound to %s at %s; a guard binds once", abs, b.configured, b.id.Revision)
-			}
+	for {
+		if b := g.bound.Load(); b != nil && b.id.Revision != "" {
+			return g.captureBound(cfg, b, abs)
 		}
-		return g.EnsureCurrent()
+		b, err := g.captureNew(cfg, abs)
+		if err != nil {
+			return err
+		}
+		// Nothing is read while the lock is held: Close never waits on
+		// a file system.
+		g.bindMu.Lock()
+		if cur := g.bound.Load(); cur != nil && cur.id.Revision != "" {
+			g.bindMu.Unlock()
+			b.close() // another Capture bound meanwhile: verify against it
+			continue
+		}
+		old := g.bound.Swap(b)
+		if g.closed.Load() {
+			b.close()
+		}
+		g.bindMu.Unlock()
+		if old != nil {
+			old.close() // an inert binding replaced
+			old.replaced.fire()
+		}
+		return nil
 	}
-	b, err := g.bind(cfg, abs)
+}
+
+// captureBound is Capture of abs on a guard bound to b, which knows a
+// revision: the path b was bound to is verified as a check is; another
+// path must lead to the same module.
+func (g *Guard) captureBound(cfg *config, b *binding, abs string) error {
+	if abs != b.configured { // the same path is verified as a check is, within ReadTimeout
+		t, stuck := submit(context.Background(), &g.x, nil, cfg.timeout, func(t *task[string]) {
+			t.val, _ = gitread.ResolvePath(abs)
+		}, nil)
+		if stuck != nil {
+			return classed(ErrReadTimeout, "runtimeguard: capture %s: its path did not resolve within %v: %s", abs, cfg.timeout, classWords(ErrReadTimeout))
+		}
+		if t.val != b.id.ModulePath {
+			return fmt.Errorf("runtimeguard: capture %s: the guard is bound to %s at %s; a guard binds once", abs, b.configured, b.id.Revision)
+		}
+	}
+	return g.EnsureCurrent()
+}
+
+// captureNew makes the binding of a Capture of abs, on a guard that knows
+// no revision, and checks it against the options.
+func (g *Guard) captureNew(cfg *config, abs string) (*binding, error) {
+	b, err := g.bind(context.Background(), cfg, abs)
 	if errors.Is(err, gitread.ErrNoModule) {
 		err = &classError{err, ErrNoModule}
 	}
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) && pe.Path == abs {
-			return fmt.Errorf("runtimeguard: %w", err)
+			return nil, fmt.Errorf("runtimeguard: %w", err)
 		}
-		return fmt.Errorf("runtimeguard: bind %s: %w", abs, err)
+		return nil, fmt.Errorf("runtimeguard: bind %s: %w", abs, err)
 	}
 	b.sig = g.firstSignal()
 	if b.id.Revision == "" {
 		if err := g.inert(cfg, b, abs); err != nil {
 			b.close()
-			return err
+			return nil, err
 		}
 	}
 	if cfg.expect != "" {
 		if len(cfg.expect) != len(b.id.Revision) {
 			b.close()
-			return optionError("Options.ExpectRevision", cfg.expect, fmt.Sprintf("has %d hex digits; the object ids of the repository of %s have %d", len(cfg.expect), abs, len(b.id.Revision)))
+			return nil, optionError("Options.ExpectRevision", cfg.expect, fmt.Sprintf("has %d hex digits; the object ids of the repository of %s have %d", len(cfg.expect), abs, len(b.id.Revision)))
 		}
 		b.id.Revision = cfg.expect
 	}
@@ -216,7 +271,7 @@ func (g *Guard) Capture(modulePath string) error {
 		// The new process of a handover: an update begun since the plan
 		// (a marker, a recovery marker, another receipt) means the code
 		// on disk may not be what the plan proved.
-		o := cfg.observeAt(newestReceipt, b.installDirs()...)
+		o := g.observeRead(context.Background(), cfg, b, newestReceipt)
 		why := updaterBusy(&o)
 		switch {
 		case why != "":
@@ -228,42 +283,42 @@ func (g *Guard) Capture(modulePath string) error {
 		}
 		if why != "" {
 			b.close()
-			return classed(ErrNotReady, "runtimeguard: bind %s with ExpectReceipt: %s: %s", abs, why, classWords(ErrNotReady))
+			return nil, classed(ErrNotReady, "runtimeguard: bind %s with ExpectReceipt: %s: %s", abs, why, classWords(ErrNotReady))
 		}
 	}
-	if old := g.bound.Swap(b); old != nil {
-		old.close() // an inert binding replaced
-		old.replaced.fire()
-	}
-	return nil
+	return b, nil
 }
 
 // Close releases what the guard holds in the kernel and ends its
 // [Guard.Watch]: the inotify watches of its binding, now and for every
-// binding it makes later. It is for hosts that make guards dynamically;
-// a guard that is simply dropped releases them once the garbage collector
-// finds it unreachable. Close is idempotent and safe while checks run:
-// checks after it go on answering, each by a stat of the files the answer
-// depends on (or a full read), never by a watch again.
+// binding it makes later, and the descriptor of the updater's process a
+// stale answer keeps. It is for hosts that make guards dynamically; a
+// guard that is simply dropped releases both once the garbage collector
+// finds it unreachable. Close is idempotent, safe while checks
+// run, and never waits on a file system: checks after it go on
+// answering, each by a stat of the files the answer depends on (or a full
+// read), never by a watch again.
 //
 // While it lives, a guard holds: on the watch path, inotify watches on the
 // process's one inotify descriptor (shared by every guard and never
 // closed), one per directory on the way to each file its answer depends
 // on and one per such file, at most 256; while [Guard.Watch] runs, an
 // epoll descriptor, an eventfd and a descriptor of /proc/self/mountinfo;
-// while checks come, a parked goroutine for each kind of look (the
-// checkout's, the updater's files', the diagnostic's), each ending one to
-// two seconds after the last look of its kind; and, while a file system
-// it reads does not answer, at most one goroutine blocked on the checkout
-// and one on the updater's files.
+// while a stale answer found an update under way, a descriptor of the
+// updater's process (Linux); and, while it works on the file system, one
+// goroutine for its checkout and one for the updater's files, each of
+// which ends once its work is done: a file system that does not answer
+// holds it until it answers.
 func (g *Guard) Close() error {
 	g.closed.Store(true)
 	g.closedSignal().fire()
-	g.bindMu.Lock() // a binding being made now is stored, then closed
-	defer g.bindMu.Unlock()
-	if b := g.bound.Load(); b != nil {
+	g.bindMu.Lock() // a binding being stored now is stored, then closed
+	b := g.bound.Load()
+	g.bindMu.Unlock()
+	if b != nil {
 		b.close()
 	}
+	g.config().env.marker.close()
 	return nil
 }
 
@@ -291,13 +346,10 @@ const (
 // ran, and HEAD does not name a branch that is missing while the
 // repository has other refs. A transient state never becomes the bound
 // identity, least of all an inert one; a checkout that does not hold still
-// for any of maxBindAttempts reads is an error.
-func (g *Guard) bind(cfg *config, abs string) (*binding, error) {
-	return g.bindCtx(context.Background(), cfg, abs)
-}
-
-// bindCtx is bind, its pauses ended by ctx.
-func (g *Guard) bindCtx(ctx context.Context, cfg *config, abs string) (*binding, error) {
+// for any of maxBindAttempts reads is an error. Its reads run on the
+// guard's executor, each within ReadTimeout; ctx ends its pauses and
+// waits.
+func (g *Guard) bind(ctx context.Context, cfg *config, abs string) (*binding, error) {
 	e := cfg.env
 	backoff := time.Millisecond
 	var moving error
@@ -312,10 +364,25 @@ func (g *Guard) bindCtx(ctx context.Context, cfg *config, abs string) (*binding,
 			}
 			backoff = min(2*backoff, maxBindBackoff)
 		}
-		b := newBinding(abs, e.now(), &g.closed)
+		b := newBinding(&g.x, abs, e.now(), &g.closed)
 		b.counts = &g.counts
-		b.receiptsAt = cfg.listReceipts() // before the read: see binding.receiptsAt
-		call, err := b.look(e, cfg.alwaysRead, cfg.timeout, true)
+		// The receipts are listed before the read: see binding.receiptsAt.
+		rf, stuck := submit(ctx, &g.ux, nil, cfg.timeout, func(t *task[*updater.ReceiptFiles]) {
+			t.val = cfg.listReceipts()
+		}, nil)
+		if stuck != nil {
+			if stuck.ctx != nil {
+				return nil, stuck.ctx
+			}
+			g.counts.readTimeouts.Add(1)
+			on := ""
+			if stuck.at != "" {
+				on = ", blocked on " + stuck.at
+			}
+			return nil, classed(ErrReadTimeout, "the listing of the updater's receipts did not return within %v%s: %s", cfg.timeout, on, classWords(ErrReadTimeout))
+		}
+		b.receiptsAt = rf.val
+		call, err := b.look(ctx, e, cfg.alwaysRead, cfg.timeout, true)
 		if err == nil {
 			err = call.val.err
 		}
@@ -361,13 +428,10 @@ func (g *Guard) bindCtx(ctx context.Context, cfg *config, abs string) (*binding,
 // way to the module); with [Options.AlwaysRead], a full read. When one
 // changed, or a file is too recent for its timestamp to prove anything
 // (Git's "racy" rule), it reads them again.
-// The stats and reads run on a goroutine of their own, one at a time per
-// binding: concurrent checks share one only when it began after they
+// The stats and reads run on the guard's goroutine for the file system,
+// one at a time: concurrent checks share one that began after they
 // arrived, and wait for it at most [Options.ReadTimeout]. A stale answer
-// reads the updater's files the same way, within the same bound; on the
-// watch path, while an inotify watch of those files reports no change, it
-// reads none of them again, and only judges what it read now (the marker's
-// age, its process's liveness).
+// reads the updater's files the same way, within the same bound.
 //
 // A check answers for the checkout as it is: one that moved back to the
 // bound revision is current again ([Guard.Changed] stays closed).
@@ -419,11 +483,13 @@ func (g *Guard) Identity() Identity {
 
 // Observe reads the updater's files now, as a stale check does, and reports
 // everything it found: the marker, the recovery markers of the install
-// roots, the newest receipt, and the update state they add up to.
+// roots, the newest receipt, and the update state they add up to. It
+// waits for them at most [Options.ReadTimeout]: past it the update state
+// is unknown, and MarkerReason says why.
 func (g *Guard) Observe() Observation {
 	cfg := g.config()
 	b := g.bound.Load()
-	o := g.observeRead(cfg, b, newestReceipt)
+	o := g.observeRead(context.Background(), cfg, b, newestReceipt)
 	switch {
 	case b != nil && b.id.Revision != "":
 		o.Check, o.CheckReason = b.path(cfg.alwaysRead)
@@ -436,86 +502,107 @@ func (g *Guard) Observe() Observation {
 // Observe is [Guard.Observe] without a guard: it reads the updater's files
 // for the install opts describe, its source directory being the directory
 // of opts.ModulePath (links resolved as far as they lead), without reading
-// the checkout. It serves a host that could not bind (New failed: the
-// checkout could not be read, is moving, or the module is missing) and
+// the checkout, and waits for them at most opts.ReadTimeout, as
+// [Guard.Observe] does. It serves a host that could not bind (New failed:
+// the checkout could not be read, is moving, or the module is missing) and
 // still wants to say what the updater is doing; its error is an
 // [*OptionError], for options that describe no install, or a module path
 // that cannot be made absolute.
 func Observe(opts Options) (Observation, error) {
-	cfg, err := opts.resolve(systemEnv)
+	var x executor // the options' own, as a guard's
+	cfg, err := opts.resolveOn(systemEnv, &x)
 	if err != nil {
 		return Observation{}, err
 	}
 	src := ""
 	if opts.ModulePath != "" {
-		mod, err := gitread.ResolvePath(opts.ModulePath)
+		abs, err := gitread.Abs(opts.ModulePath)
 		if err != nil {
+			return Observation{}, fmt.Errorf("runtimeguard: %w", err)
+		}
+		src = filepath.Dir(abs)
+	}
+	t, stuck := submit(context.Background(), &x, nil, cfg.timeout, func(t *task[Observation]) {
+		dir := src
+		if opts.ModulePath != "" {
 			// A module path that leads nowhere still names a directory
 			// whose recovery markers may say why.
-			if mod, err = gitread.Abs(opts.ModulePath); err != nil {
-				return Observation{}, fmt.Errorf("runtimeguard: %w", err)
+			if mod, err := gitread.ResolvePath(opts.ModulePath); err == nil {
+				dir = filepath.Dir(mod)
 			}
 		}
-		src = filepath.Dir(mod)
+		t.val = cfg.observeAt(newestReceipt, dir)
+	}, nil)
+	cfg.env.marker.close() // the options' guard lives no longer than the call
+	if stuck != nil {
+		return cfg.unknownObservation(readStuck(stuck), src), nil
 	}
-	return cfg.observeAt(newestReceipt, src), nil
+	if t.err != nil {
+		return cfg.unknownObservation("reading the updater's files ended: "+t.err.Error(), src), nil
+	}
+	return t.val, nil
 }
 
 // observe reads the updater's files for b (nil: for no source
 // directory), as a stale answer needs them (the update state, no
-// receipt), on a goroutine of its own, waiting for it at most
-// ReadTimeout: past it the observation is unknown, with the reason. At
-// most one such read per binding is in flight.
-//
-// Where the binding's cache vouches for what the last such read found
-// (see staleCache), the answer comes from it, judged now, in the
-// caller's goroutine.
+// receipt), on the executor of the guard's reads of them, waiting for it at most ReadTimeout:
+// past it the observation is unknown, with the reason.
 func (g *Guard) observe(cfg *config, b *binding) Observation {
-	if b != nil {
-		if o, ok := b.cachedStale(cfg); ok {
-			return o
-		}
-	}
-	return g.observeRead(cfg, b, noReceipt)
+	return g.observeRead(context.Background(), cfg, b, noReceipt)
 }
 
 // observeRead is observe, reading the receipt rr asks for: the stale
-// answer's reads and the diagnostic's each have a flight of their own.
-func (g *Guard) observeRead(cfg *config, b *binding, rr receiptRead) Observation {
-	f, src := &g.unboundObs, ""
+// answer's reads and the diagnostic's each share pieces of their own.
+func (g *Guard) observeRead(ctx context.Context, cfg *config, b *binding, rr receiptRead) Observation {
+	l, src := &g.unboundObs, ""
 	if rr.read {
-		f = &g.unboundDiag
+		l = &g.unboundDiag
 	}
 	if b != nil {
-		f, src = &b.obs, b.id.SourceDir
+		l, src = &b.obs, b.id.SourceDir
 		if rr.read {
-			f = &b.diag
+			l = &b.diag
 		}
 	}
-	c, stuck := f.do(cfg.timeout, func(c *call[Observation]) {
+	if rr.since != nil {
+		l = nil // a read of its own
+	}
+	t, stuck := submit(ctx, &g.ux, l, cfg.timeout, func(t *task[Observation]) {
 		defer func() {
 			if p := recover(); p != nil {
-				c.val = cfg.unknownObservation(fmt.Sprintf("reading the updater's files panicked: %v", p), src)
+				t.val = cfg.unknownObservation(fmt.Sprintf("reading the updater's files panicked: %v", p), src)
 			}
 		}()
 		if b == nil {
-			c.val = cfg.observeAt(rr, "")
+			t.val = cfg.observeAt(rr, "")
 			return
 		}
-		if !rr.read {
-			c.val = cfg.observeStale(b)
-			return
-		}
-		c.val = cfg.observeAt(rr, b.installDirs()...)
-	})
-	if stuck == nil {
-		return c.val
+		t.val = cfg.observeAt(rr, b.installDirs()...)
+	}, nil)
+	switch {
+	case stuck != nil:
+		return cfg.unknownObservation(readStuck(stuck), src)
+	case t.err != nil:
+		return cfg.unknownObservation("reading the updater's files ended: "+t.err.Error(), src)
+	}
+	return t.val
+}
+
+// readStuck is why a read of the updater's files is unknown, for a caller
+// that gave up on it.
+func readStuck(s *stuck) string {
+	if s.ctx != nil {
+		return "the read of the updater's files was abandoned: " + s.ctx.Error()
 	}
 	verb := "did not return within"
-	if stuck.before {
+	if s.before {
 		verb = "has not returned in"
 	}
-	return cfg.unknownObservation(fmt.Sprintf("a read of the updater's files (the marker, the recovery markers of the install roots, the receipt) %s %v: %v", verb, stuck.since.Round(time.Millisecond), ErrReadTimeout), src)
+	on := ""
+	if s.at != "" {
+		on = ", blocked on " + s.at
+	}
+	return fmt.Sprintf("a read of the updater's files (the marker, the recovery markers of the install roots, the receipt) %s %v%s: %v", verb, s.since.Round(time.Millisecond), on, ErrReadTimeout)
 }
 
 // staleLogInterval is the least time between two logs of repeated stale
@@ -527,7 +614,7 @@ const staleLogInterval = 10 * time.Second
 // none for a binding the guard no longer uses (a check that began before
 // a Rebind). An update state that is unknown comes with its reason.
 func (g *Guard) logStale(cfg *config, b *binding, se *StaleError, o *Observation) {
-	if cfg.logger == nil || g.bound.Load() != b {
+	if g.bound.Load() != b {
 		return
 	}
 	n := g.staleCount.Add(1)
@@ -544,8 +631,11 @@ func (g *Guard) logStale(cfg *config, b *binding, se *StaleError, o *Observation
 	if g.staleSeen.CompareAndSwap(false, true) {
 		g.staleLogged.Store(now)
 		g.staleUnlogged.Store(0)
-		cfg.logger.Warn(msg, attrs...)
+		cfg.log().Warn(msg, attrs...)
 		return
+	}
+	if cfg.logger == nil {
+		return // slog.Default() hears of the first only
 	}
 	g.staleUnlogged.Add(1)
 	last := g.staleLogged.Load()

@@ -1,6 +1,7 @@
 package runtimeguard
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"sync"
@@ -149,5 +150,113 @@ func TestStaleAnswerOnAHungVenvRoot(t *testing.T) {
 	o := g.Observe()
 	assert.Equal(t, UpdateUnknown, o.State)
 	assert.Contains(t, o.InstallRoots, f.Dir)
+	assert.LessOrEqual(t, f.Pending(), 1, "requests blocked on the hung file system")
+}
+
+// hungHome is a guard on a checkout that answers, whose updater's home is
+// reached through a link on a file system that stops answering at
+// f.Hang, with the layout's receipt and lock; the checkout has moved one
+// commit since it bound.
+func hungHome(t *testing.T, timeout time.Duration) (*reloadCase, *fusehang.FS) {
+	t.Helper()
+	tmp := tempDir(t)
+	c := &reloadCase{dir: filepath.Join(tmp, "agent"), layout: HermesLayout}
+	home := filepath.Join(tmp, "home")
+	require.NoError(t, os.MkdirAll(home, 0o755))
+	f := hungMount(t, map[string]string{"home": home})
+	c.home = filepath.Join(f.Dir, "home")
+	c.layout.Lock = "update.lock"
+	c.module, c.loaded = agentRepo(t, c.dir)
+	var err error
+	c.g, err = New(Options{ModulePath: c.module, HomeDir: c.home, Layout: c.layout, ReadTimeout: timeout})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.g.Close() })
+	c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
+	return c, f
+}
+
+// awaitPending waits until a call is blocked on the hung file system f.
+func awaitPending(t *testing.T, f *fusehang.FS) {
+	t.Helper()
+	require.Eventually(t, func() bool { return f.Pending() > 0 }, 10*time.Second, time.Millisecond, "no call reached the hung file system")
+}
+
+// New with the updater's home on a file system that does not answer
+// returns within ReadTimeout, with an error matching ErrReadTimeout, as
+// it does for a checkout that does not answer.
+func TestNewWithAHungHome(t *testing.T) {
+	dir := tempDir(t)
+	module, _ := agentRepo(t, dir)
+	f := hungMount(t, map[string]string{"home": tempDir(t)})
+	f.Hang()
+	made := make(chan error, 1)
+	go func() {
+		_, err := New(Options{ModulePath: module, HomeDir: filepath.Join(f.Dir, "home"), ReadTimeout: hangTimeout})
+		made <- err
+	}()
+	select {
+	case err := <-made:
+		assert.ErrorIs(t, err, ErrReadTimeout)
+		assert.ErrorContains(t, err, "receipts")
+	case <-time.After(10 * hangTimeout):
+		t.Fatalf("New waited on the hung home:\n%s", allStacks())
+	}
+	assert.LessOrEqual(t, f.Pending(), 1, "requests blocked on the hung file system")
+}
+
+// Close returns at once while a Rebind waits on a home that does not
+// answer (Rebind holds no lock of the guard while it reads), and the
+// Rebind returns once its context ends.
+func TestCloseWithARebindHung(t *testing.T) {
+	c, f := hungHome(t, time.Hour)
+	c.success(t)
+	require.ErrorIs(t, c.g.EnsureCurrent(), ErrStale)
+	r, err := c.g.PlanReload(context.Background())
+	require.NoError(t, err)
+	defer r.Release()
+
+	f.Hang()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rebound := make(chan error, 1)
+	go func() { rebound <- c.g.Rebind(ctx, r) }()
+	awaitPending(t, f)
+	closed := make(chan struct{})
+	go func() { c.g.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close waited for the Rebind blocked on the hung home")
+	}
+	cancel()
+	select {
+	case err := <-rebound:
+		assert.ErrorIs(t, err, context.Canceled)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Rebind went on waiting for the hung home after its context ended")
+	}
+	assert.Equal(t, c.loaded, c.g.Identity().Revision, "the guard stays on the old code")
+}
+
+// A Reloader whose plan waits on a home that does not answer stops within
+// ReadTimeout once its context ends: Done closes.
+func TestReloaderDoneWithAHungHome(t *testing.T) {
+	c, f := hungHome(t, hangTimeout)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rl, err := NewReloader(ctx, c.g, ReloaderOptions{
+		Restart:       func(context.Context, *Reload) error { return nil },
+		ProofInterval: 10 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	f.Hang()
+	require.ErrorIs(t, c.g.EnsureCurrent(), ErrStale) // the Reloader plans from now on
+	require.Eventually(t, func() bool { return rl.plans.Load() > 0 }, 10*time.Second, time.Millisecond, "no plan began")
+	cancel()
+	select {
+	case <-rl.Done():
+	case <-time.After(10 * hangTimeout):
+		t.Fatal("the Reloader's Done stayed open after its context ended, with the home hung")
+	}
 	assert.LessOrEqual(t, f.Pending(), 1, "requests blocked on the hung file system")
 }

@@ -2,6 +2,7 @@ package runtimeguard
 
 import (
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -20,6 +21,25 @@ var (
 	agentRepo = gittest.Agent
 	resolved  = gittest.Resolved
 )
+
+// longTests is set by RUNTIMEGUARD_LONG (.ci/run sets it): the matrices
+// of cases and check paths run every case on every path, and the loops
+// their full length. Without it, each case of a matrix runs on one path,
+// the paths taking turns (every case and every path is still run), and
+// the loops are shorter, so that the README's test command stays within
+// two minutes on a two-core machine.
+var longTests = os.Getenv("RUNTIMEGUARD_LONG") != ""
+
+// onPath reports whether case c of a matrix runs on path p of n.
+func onPath(c, p, n int) bool { return longTests || c%n == p }
+
+// loopLength is long with RUNTIMEGUARD_LONG, else short.
+func loopLength(long, short int) int {
+	if longTests {
+		return long
+	}
+	return short
+}
 
 // writeMarker writes an update marker of the first format (no creation
 // time) for pid, started at the given time.

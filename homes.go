@@ -1,6 +1,7 @@
 package runtimeguard
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -45,15 +46,19 @@ type updaterHomes struct {
 // newUpdaterHomes is the homes of a guard whose home is home (absolute).
 // A home is a profile home by what it is, not how it is spelt: its links
 // resolved (a ~/.hermes-work that leads to <root>/profiles/work), a home
-// under the profiles directory has the root above it.
-func newUpdaterHomes(home, profiles string, now func() time.Time) *updaterHomes {
+// under the profiles directory has the root above it. The links are
+// resolved on x, waited for at most timeout: a home on a file system
+// that does not answer is taken as spelt.
+func newUpdaterHomes(home, profiles string, now func() time.Time, x *executor, timeout time.Duration) *updaterHomes {
 	h := &updaterHomes{home: home, root: home, profiles: profiles, now: now}
 	if profiles == "" {
 		return h
 	}
 	real := filepath.Clean(home)
-	if r, err := filepath.EvalSymlinks(home); err == nil {
-		real = r
+	if t, stuck := submit(context.Background(), x, nil, timeout, func(t *task[string]) {
+		t.val, _ = filepath.EvalSymlinks(home)
+	}, nil); stuck == nil && t.err == nil && t.val != "" {
+		real = t.val
 	}
 	if filepath.Base(filepath.Dir(real)) == profiles {
 		h.root = filepath.Dir(filepath.Dir(real))

@@ -321,6 +321,13 @@ func (e *markerEnv) withCache() *markerEnv {
 	return &c
 }
 
+// close releases what e's cache holds (see markerCache.close).
+func (e *markerEnv) close() {
+	if e.cache != nil {
+		e.cache.close()
+	}
+}
+
 // read classifies the marker at path with the age limit maxAge. It never
 // blocks, never follows a symbolic link, never reads more than
 // updater.MaxMarkerBytes+1 bytes and never changes the file. An empty path
@@ -600,8 +607,7 @@ func (e *markerEnv) classifyFirstFormatDelegate(pid int64, started float64, ids 
 // and its artifacts name, asked again (through the cache's process handle
 // where there is one). Two calls on the same facts differ only as the
 // clock and those processes moved. It is the one classification of a
-// marker, of a fresh read (read) as of facts kept (the stale answer's
-// cache).
+// marker.
 //
 // An updater that releases its marker by renaming it aside first (to
 // <marker>.cas-release-<pid>-<id>, then reading and removing it) has not
@@ -761,6 +767,7 @@ type markerCache struct {
 	started float64
 	ids     updater.Identities
 	proc    *procHandle          // the marker's process, where the platform keeps one
+	closed  bool                 // its guard was closed: no process handle is kept
 	dirs    map[string]cachedDir // listings of marker directories, by path
 }
 
@@ -808,7 +815,7 @@ func (c *markerCache) probe(e *markerEnv, pid int64) procInfo {
 		return procInfo{State: processGone}
 	}
 	info := e.probe(pid)
-	if info.State == processAlive && !info.Start.IsZero() {
+	if info.State == processAlive && !info.Start.IsZero() && !c.closed {
 		if h := openProc(pid, info.Start); h != nil {
 			if c.proc != nil {
 				c.proc.close()
@@ -817,6 +824,18 @@ func (c *markerCache) probe(e *markerEnv, pid int64) procInfo {
 		}
 	}
 	return info
+}
+
+// close closes the process handle and keeps none from now on: the
+// guard was closed.
+func (c *markerCache) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	if c.proc != nil {
+		c.proc.close()
+		c.proc = nil
+	}
 }
 
 // dir returns the cached artifacts of dir, when its stamp is still st.

@@ -91,7 +91,11 @@ const (
 // cooperating updater cannot start meanwhile; a lock held by an updater is
 // not ready. PlanReload creates the lock file if it is missing.
 //
-// ctx bounds the rereads of a view that keeps changing.
+// The plan's reads run on the guard's goroutine for the updater's files:
+// PlanReload waits for them at most [Options.ReadTimeout] in all, or
+// until ctx is done, and then returns an error (matching [ErrNotReady]
+// for the timeout, ctx's error for ctx); a plan made after it gave up is
+// released.
 func (g *Guard) PlanReload(ctx context.Context) (*Reload, error) {
 	cfg := g.config()
 	b := g.bound.Load()
@@ -104,6 +108,40 @@ func (g *Guard) PlanReload(ctx context.Context) (*Reload, error) {
 	if b.receiptsAt == nil {
 		return nil, notReady("the updater's layout has no receipt, or no home directory is known")
 	}
+	t, stuck := submit(ctx, &g.ux, nil, cfg.timeout, func(t *task[planResult]) {
+		t.val.r, t.val.err = g.lockAndPlan(ctx, cfg, b)
+	}, func(t *task[planResult]) {
+		if t.val.r != nil {
+			t.val.r.Release() // no caller took the plan
+		}
+	})
+	switch {
+	case stuck != nil && stuck.ctx != nil:
+		return nil, stuck.ctx
+	case stuck != nil:
+		g.counts.readTimeouts.Add(1)
+		on := ""
+		if stuck.at != "" {
+			on = ", blocked on " + stuck.at
+		}
+		// No duration in the reason: a Reloader logs it once, not at
+		// every plan while the file system hangs.
+		return nil, notReady(pending(fmt.Sprintf("the reads of the updater's files and the checkout did not return within %v%s: %v", cfg.timeout, on, ErrReadTimeout)))
+	case t.err != nil:
+		return nil, fmt.Errorf("%w: %w", ErrNotReady, t.err)
+	}
+	return t.val.r, t.val.err
+}
+
+// planResult is what a plan's piece of work on the file system returns.
+type planResult struct {
+	r   *Reload
+	err error
+}
+
+// lockAndPlan takes the layout's lock, if any, and plans; the plan holds
+// the lock.
+func (g *Guard) lockAndPlan(ctx context.Context, cfg *config, b *binding) (*Reload, error) {
 	var lock *os.File
 	if cfg.lockPath != "" {
 		f, err := updater.Lock(cfg.lockPath, false)
@@ -379,12 +417,12 @@ func (g *Guard) Rebind(ctx context.Context, r *Reload) error {
 		return errors.New("runtimeguard: rebind: the plan was released")
 	}
 	cfg := g.config()
-	g.bindMu.Lock()
-	defer g.bindMu.Unlock()
 	if g.bound.Load() != r.b {
 		return errors.New("runtimeguard: rebind: the guard was bound anew since the plan was made")
 	}
-	b, err := g.bindCtx(ctx, cfg, r.b.configured)
+	// Nothing is read while the lock is held: Close never waits on a
+	// file system.
+	b, err := g.bind(ctx, cfg, r.b.configured)
 	if err != nil {
 		return fmt.Errorf("runtimeguard: rebind %s: %w", r.b.configured, err)
 	}
@@ -396,18 +434,26 @@ func (g *Guard) Rebind(ctx context.Context, r *Reload) error {
 	// Without a lock, an update may have begun since the plan: a marker, a
 	// recovery marker or another receipt says the code on disk may not be
 	// what the plan proved.
-	o := cfg.observeAt(receiptsSince(r.b.receiptsAt), b.installDirs()...)
+	o := g.observeRead(ctx, cfg, b, receiptsSince(r.b.receiptsAt))
 	if why := stillProven(&o, &r.Receipt); why != "" {
 		b.close()
 		return classed(ErrNotReady, "runtimeguard: rebind: %s: %s", why, classWords(ErrNotReady))
 	}
+	g.bindMu.Lock()
+	if g.bound.Load() != r.b {
+		g.bindMu.Unlock()
+		b.close()
+		return errors.New("runtimeguard: rebind: the guard was bound anew since the plan was made")
+	}
 	g.bound.Store(b)
+	if g.closed.Load() {
+		b.close()
+	}
+	g.bindMu.Unlock()
 	r.b.close() // the old binding's watches
 	r.b.replaced.fire()
 	g.staleSeen.Store(false)
-	if cfg.logger != nil {
-		cfg.logger.Info("runtimeguard: bound to the reloaded code", "from", r.From, "to", r.To, "receipt", r.Receipt.ID)
-	}
+	cfg.log().Info("runtimeguard: bound to the reloaded code", "from", r.From, "to", r.To, "receipt", r.Receipt.ID)
 	return nil
 }
 

@@ -48,7 +48,8 @@ type ReloaderOptions struct {
 	// soonest. Zero: [DefaultProofInterval].
 	ProofInterval time.Duration
 	// Logger receives the reloads: planned, carried out, abandoned. Nil:
-	// the guard's [Options.Logger].
+	// the guard's [Options.Logger], else slog.Default() as NewReloader
+	// found it.
 	Logger *slog.Logger
 }
 
@@ -133,7 +134,7 @@ func NewReloader(ctx context.Context, g *Guard, opts ReloaderOptions) (*Reloader
 		done:     make(chan struct{}),
 	}
 	if rl.logger == nil {
-		rl.logger = slog.New(slog.DiscardHandler)
+		rl.logger = slog.Default()
 	}
 	rl.initNotifier()
 	rl.gate.init()
@@ -306,7 +307,7 @@ func (rl *Reloader) carryOut(ctx context.Context, plan *Reload) {
 	defer rl.gate.open()
 	log := rl.logger.With("from", plan.From, "to", plan.To, "receipt", plan.Receipt.ID)
 	if err := plan.Schedule(); err != nil {
-		rl.abandon(log, "the plan could not be scheduled", err)
+		rl.abandon(plan, log, "the plan could not be scheduled", err)
 		return
 	}
 	log.Info("runtimeguard: reload scheduled")
@@ -323,17 +324,17 @@ func (rl *Reloader) carryOut(ctx context.Context, plan *Reload) {
 	}
 	if rl.handover != nil {
 		err := rl.callHost(log, "handover", rl.handover, ctx, plan)
-		rl.abandon(log, "the handover failed", err)
+		rl.abandon(plan, log, "the handover failed", err)
 		rl.notify((*systemd.Notifier).Ready, "serving "+shortRev(plan.From)+", stale: reload abandoned: the handover failed")
 		return
 	}
 	if err := rl.callHost(log, "restart", rl.restart, ctx, plan); err != nil {
-		rl.abandon(log, "the restart failed", err)
+		rl.abandon(plan, log, "the restart failed", err)
 		rl.notify((*systemd.Notifier).Ready, "serving "+shortRev(plan.From)+", stale: reload abandoned: the restart failed")
 		return
 	}
 	if err := rl.g.Rebind(ctx, plan); err != nil {
-		rl.abandon(log, "the new code could not be bound", err)
+		rl.abandon(plan, log, "the new code could not be bound", err)
 		rl.notify((*systemd.Notifier).Ready, "serving "+shortRev(plan.From)+", stale: reload abandoned: the new code could not be bound")
 		return
 	}
@@ -357,15 +358,18 @@ func (rl *Reloader) callHost(log *slog.Logger, name string, f func(context.Conte
 	return f(ctx, plan)
 }
 
-func (rl *Reloader) abandon(log *slog.Logger, why string, err error) {
-	rl.abandoned.Add(1)
-	rl.g.counts.abandoned.Add(1)
+// abandon abandons plan: it is released first, and counted last, so
+// that a host that sees the count sees the guard's answers without it.
+func (rl *Reloader) abandon(plan *Reload, log *slog.Logger, why string, err error) {
+	plan.Release()
 	rl.g.auto.Store(autoRefused)
 	if err != nil {
 		log.Warn("runtimeguard: reload abandoned: "+why, "error", err)
-		return
+	} else {
+		log.Warn("runtimeguard: reload abandoned: " + why)
 	}
-	log.Warn("runtimeguard: reload abandoned: " + why)
+	rl.abandoned.Add(1)
+	rl.g.counts.abandoned.Add(1)
 }
 
 // gate counts guarded work in flight and, while a reload drains, admits

@@ -1,6 +1,7 @@
 package runtimeguard
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -68,15 +69,15 @@ type binding struct {
 	// installDirs.
 	readModule atomic.Pointer[string]
 
-	// reads runs the checks that touch the file system (the stats of the
-	// stat path, full reads), one at a time, each on a goroutine of its
-	// own; obs runs the reads of the updater's files of a stale answer.
-	reads flight[readResult]
-	obs   flight[Observation]
-	diag  flight[Observation] // and those of a diagnostic (Guard.Observe), which reads the receipts too
-	// stale caches what a stale answer reads of the updater's files,
-	// where a watch vouches for it; nil until the first stale answer.
-	stale atomic.Pointer[staleCache]
+	// x is the guard's executor, which runs every look at the checkout
+	// and read of the updater's files; looks is the lane of the binding's
+	// looks (the stats of the stat path, full reads), obs of the reads of
+	// a stale answer, diag of a diagnostic's (Guard.Observe), which reads
+	// the receipts too.
+	x     *executor
+	looks lane[readResult]
+	obs   lane[Observation]
+	diag  lane[Observation]
 	// counts are the guard's, counting full reads and timeouts; nil for
 	// none.
 	counts *counters
@@ -94,8 +95,8 @@ type subRef struct{ atomic.Pointer[watch.Sub] }
 
 // newBinding returns a binding of the configured path abs that has read
 // nothing yet.
-func newBinding(abs string, boundAt time.Time, guardClosed *atomic.Bool) *binding {
-	return &binding{configured: abs, boundAt: boundAt, sig: newSignal(), replaced: newSignal(), sub: new(subRef), guardClosed: guardClosed}
+func newBinding(x *executor, abs string, boundAt time.Time, guardClosed *atomic.Bool) *binding {
+	return &binding{x: x, configured: abs, boundAt: boundAt, sig: newSignal(), replaced: newSignal(), sub: new(subRef), guardClosed: guardClosed}
 }
 
 // snapshot is the result of a full read with the stamps of every file it
@@ -130,7 +131,7 @@ type readResult struct {
 
 // readCall is one look at the checkout: a stat of each file the snapshot
 // depends on, or a full read.
-type readCall = call[readResult]
+type readCall = task[readResult]
 
 // current returns the checkout's revision now: from the snapshot when the
 // watch proves nothing changed (one system call, in the caller's
@@ -148,7 +149,7 @@ type readCall = call[readResult]
 // The waits for those reads and the check's own look share one timeout:
 // no check waits longer than timeout for the checkout in all.
 func (b *binding) current(e *env, alwaysRead bool, timeout time.Duration) (string, error) {
-	var since int64 // when the first wait for a read began, on the mono clock
+	var since time.Time // when the first wait for a read began
 	waited := false
 	for retry := 0; !alwaysRead; retry++ {
 		s := b.snap.Load()
@@ -162,21 +163,21 @@ func (b *binding) current(e *env, alwaysRead bool, timeout time.Duration) (strin
 			break
 		}
 		if !waited {
-			since, waited = mono(), true
+			since, waited = time.Now(), true
 		}
-		if !b.reads.await(timeout - time.Duration(mono()-since)) {
+		if !await(b.x, &b.looks, timeout-time.Since(since)) {
 			break
 		}
 	}
 	if waited {
-		left := timeout - time.Duration(mono()-since)
+		left := timeout - time.Since(since)
 		if left <= 0 {
 			b.countTimeout()
 			return "", classed(ErrReadTimeout, "the reads of %s a check waited for took its whole %v: %s", b.configured, timeout, classWords(ErrReadTimeout))
 		}
 		timeout = left
 	}
-	call, err := b.look(e, alwaysRead, timeout, false)
+	call, err := b.look(context.Background(), e, alwaysRead, timeout, false)
 	if err != nil {
 		return "", err
 	}
@@ -191,20 +192,29 @@ func (b *binding) current(e *env, alwaysRead bool, timeout time.Duration) (strin
 const maxOvertaken = 2
 
 // look returns a look at the checkout that began after the caller
-// arrived: the one in flight if it began later, else a new one. At most
-// one look per binding is in flight: a caller that finds an older one
-// running waits for it, then starts the next. Looks run on their own
-// goroutine, and no caller waits longer than timeout: a stat or read that
-// never returns (a hung file system) costs one goroutine, and every check
-// meanwhile fails closed, naming what it is blocked on.
+// arrived: one queued on the binding's lane and not yet begun, else a new
+// one. Looks run on the guard's executor, and no caller waits longer than
+// timeout, or past ctx: a stat or read that never returns (a hung file
+// system) costs one goroutine, and every check meanwhile fails closed,
+// naming what it is blocked on.
 //
 // A look first stats the files of a trusted snapshot of the stat path,
 // unless mustExist (a first read) or alwaysRead; where they are
 // unchanged it answers with the snapshot, else it reads the checkout.
-func (b *binding) look(e *env, alwaysRead bool, timeout time.Duration, mustExist bool) (*readCall, error) {
-	call, stuck := b.reads.do(timeout, func(c *readCall) { b.run(c, e, alwaysRead, mustExist) })
+func (b *binding) look(ctx context.Context, e *env, alwaysRead bool, timeout time.Duration, mustExist bool) (*readCall, error) {
+	l := &b.looks
+	if mustExist {
+		l = nil // a bind's read is its own
+	}
+	call, stuck := submit(ctx, b.x, l, timeout, func(c *readCall) { b.run(c, e, alwaysRead, mustExist) }, nil)
 	if stuck == nil {
+		if call.err != nil {
+			return nil, call.err
+		}
 		return call, nil
+	}
+	if stuck.ctx != nil {
+		return nil, stuck.ctx
 	}
 	b.countTimeout()
 	on := ""
@@ -464,9 +474,6 @@ func (b *binding) close() {
 	b.closed.Store(true)
 	if sub := b.sub.Swap(nil); sub != nil {
 		sub.Close()
-	}
-	if sc := b.stale.Load(); sc != nil {
-		sc.close()
 	}
 	b.pathChanged()
 }

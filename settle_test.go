@@ -13,8 +13,9 @@ import (
 	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
-// settleDuration is how long each loop below runs; RUNTIMEGUARD_SETTLE
-// overrides it (for example 10s to match a long soak).
+// settleDuration is how long each loop below runs: 4 s with
+// RUNTIMEGUARD_LONG, else 1 s; RUNTIMEGUARD_SETTLE overrides it (for
+// example 10s to match a long soak).
 func settleDuration(t *testing.T) time.Duration {
 	t.Helper()
 	if s := os.Getenv("RUNTIMEGUARD_SETTLE"); s != "" {
@@ -22,7 +23,7 @@ func settleDuration(t *testing.T) time.Duration {
 		require.NoError(t, err)
 		return d
 	}
-	if testing.Short() {
+	if testing.Short() || !longTests {
 		return time.Second
 	}
 	return 4 * time.Second

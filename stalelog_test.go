@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -88,4 +89,75 @@ func TestRepeatedStaleChecksAreRateLimited(t *testing.T) {
 	assert.Equal(t, float64(checks), refused, "every repeat counted once")
 	last := lines[len(lines)-1]
 	assert.Equal(t, float64(checks+1), last["stale_checks"])
+}
+
+// logged is what a JSON handler installed as slog.Default() receives
+// until the test ends, when the default before it is restored.
+func logged(t *testing.T) *lockedBuffer {
+	t.Helper()
+	var buf lockedBuffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	t.Cleanup(func() { slog.SetDefault(old) })
+	return &buf
+}
+
+// messages are the messages of lines, in order.
+func messages(lines []map[string]any) []string {
+	var out []string
+	for _, l := range lines {
+		out = append(out, l["msg"].(string))
+	}
+	return out
+}
+
+// With no Logger, what an operator must know goes to slog.Default(), once:
+// a guard inert at bind, the first stale answer (not the many after it,
+// even at Debug), a reload done, a reload abandoned.
+func TestNoLoggerTellsTheDefaultLogger(t *testing.T) {
+	t.Run("inert", func(t *testing.T) {
+		buf := logged(t)
+		module := filepath.Join(tempDir(t), "run_agent.py")
+		writeFile(t, module, "class AIAgent: pass\n")
+		g, err := New(Options{ModulePath: module, HomeDir: tempDir(t)})
+		require.NoError(t, err)
+		defer g.Close()
+		for i := 0; i < 10; i++ {
+			require.NoError(t, g.EnsureCurrent())
+		}
+		assert.Equal(t, []string{"runtimeguard: the guard guards nothing: every check passes"}, messages(buf.lines(t)))
+	})
+	t.Run("stale", func(t *testing.T) {
+		buf := logged(t)
+		dir := tempDir(t)
+		module, _ := agentRepo(t, dir)
+		g, err := newGuard(Options{ModulePath: module, HomeDir: tempDir(t)}, settledEnv())
+		require.NoError(t, err)
+		defer g.Close()
+		g.cfg.staleLogEvery = 0 // a Logger's Debug line would come with every check after the first
+		gittest.Commit(t, dir, "run_agent.py", "class AIAgent: moved = True\n")
+		for i := 0; i < 100; i++ {
+			require.ErrorIs(t, g.EnsureCurrent(), ErrStale)
+		}
+		lines := buf.lines(t)
+		require.Equal(t, []string{"runtimeguard: the loaded runtime is stale"}, messages(lines))
+		assert.Equal(t, "WARN", lines[0]["level"])
+	})
+	t.Run("reloaded", func(t *testing.T) {
+		buf := logged(t)
+		c := newReloaderCase(t, nil)
+		c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
+		writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
+		require.Eventually(t, func() bool { return c.rl.Stats().Reloads == 1 }, 10*time.Second, 5*time.Millisecond)
+		assert.Contains(t, messages(buf.lines(t)), "runtimeguard: reloaded")
+	})
+	t.Run("abandoned", func(t *testing.T) {
+		buf := logged(t)
+		c := newReloaderCase(t, nil)
+		c.fail.Store(true)
+		c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
+		writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
+		require.Eventually(t, func() bool { return c.rl.Stats().Abandoned == 1 }, 10*time.Second, 5*time.Millisecond)
+		assert.Contains(t, messages(buf.lines(t)), "runtimeguard: reload abandoned: the restart failed")
+	})
 }

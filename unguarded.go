@@ -41,8 +41,6 @@ func (g *Guard) inert(cfg *config, b *binding, abs string) error {
 	if old := g.bound.Load(); old != nil && old.id.Revision == "" && old.id.ModulePath == b.id.ModulePath && old.reason == b.reason {
 		return nil // said already: a Capture again finds the same
 	}
-	if cfg.logger != nil {
-		cfg.logger.Warn("runtimeguard: the guard guards nothing: every check passes", "module", b.id.ModulePath, "reason", why)
-	}
+	cfg.log().Warn("runtimeguard: the guard guards nothing: every check passes", "module", b.id.ModulePath, "reason", why)
 	return nil
 }

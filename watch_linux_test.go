@@ -73,7 +73,7 @@ func TestWatchSeesARenameAtOnce(t *testing.T) {
 	g := watched(t, module, e)
 	require.Equal(t, first, g.Identity().Revision)
 
-	const rounds = 2000
+	rounds := loopLength(2000, 200)
 	misses := 0
 	for i := 0; i < rounds; i++ {
 		writeRef(t, dir, second)

@@ -12,17 +12,3 @@
 // changes may come from elsewhere (network and FUSE file systems, overlay
 // layers, unknown types) is not watched, and its guards keep the stat path.
 package watch
-
-// Entry is one path armed by ArmPaths (a file the updater writes, not one
-// a Git read found): a change of what is at Path, or of any directory
-// above it or link on the way, makes the subscription dirty. File watches
-// the file itself too: a write through another of its names. Siblings
-// adds every name in its directory that starts with Path's own name (the
-// artifacts an updater leaves beside its marker, marker.cas-*), and
-// Children, for a directory, every name in it (the homes of a profiles
-// directory): names not known when it is armed.
-type Entry struct {
-	Path               string
-	File               bool
-	Siblings, Children bool
-}

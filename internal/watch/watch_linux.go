@@ -122,14 +122,7 @@ type dir struct {
 	wd    int32
 	names map[string]map[*Sub]int
 	subs  map[*Sub]int // every subscription with an entry here
-	// prefixes counts the keys of names that are prefixes (see
-	// prefixKey), which dispatch then matches every name against.
-	prefixes int
 }
-
-// prefixKey starts a key of dir.names that stands for every name starting
-// with the rest of the key: no name in a directory holds a slash.
-const prefixKey = "/"
 
 var (
 	shared    *Watcher
@@ -471,15 +464,6 @@ func (w *Watcher) dispatch(wd int32, m uint32, name string) {
 			s.markMoved(reg{d, name})
 		}
 	}
-	if d.prefixes > 0 {
-		for key, subs := range d.names {
-			if p, ok := strings.CutPrefix(key, prefixKey); ok && strings.HasPrefix(name, p) {
-				for s := range subs {
-					s.markDirty()
-				}
-			}
-		}
-	}
 }
 
 // dirtyAll makes every subscription dirty, and distrusts every watch: an
@@ -508,43 +492,9 @@ func (s *Sub) markDirty() { s.dirty.Store(true) }
 // it moves the worktree, and the other three can make it a bare
 // repository. file, for a file, watches the file itself: a write through
 // another of its names.
-//
-// prefixed, for a directory, adds every name in it that starts with prefix
-// (every name, for an empty prefix).
 type entry struct {
 	gitread.Route
 	dir, file bool
-	prefixed  bool
-	prefix    string
-}
-
-// ArmPaths registers entries (see Entry) as Arm registers a read's files,
-// replacing what the subscription registered before. Its routes are
-// walked now, through fsys; a caller reads the files after ArmPaths
-// returns, under a Read begun before it, so that a change after the
-// watches were added is reported and one before them was read.
-func (s *Sub) ArmPaths(entries []Entry, fsys *gitread.FS) error {
-	var es []entry
-	var paths []string
-	for _, e := range entries {
-		paths = append(paths, e.Path)
-		if e.Siblings {
-			paths = append(paths, filepath.Dir(e.Path))
-		}
-	}
-	routes := gitread.Routes(fsys, paths)
-	i := 0
-	for _, e := range entries {
-		r := routes[i]
-		i++
-		es = append(es, entry{Route: r, file: e.File, prefixed: e.Children})
-		if e.Siblings {
-			es = append(es, entry{Route: routes[i], prefixed: true, prefix: filepath.Base(e.Path)})
-			i++
-		}
-	}
-	_, err := s.arm(es)
-	return err
 }
 
 // Arm registers what a read's answer depends on: each file it read, with
@@ -799,9 +749,6 @@ func plan(entries []entry) (map[string]map[string]bool, []string, error) {
 		if e.file && !slices.Contains(files, p) {
 			files = append(files, p)
 		}
-		if e.prefixed {
-			add(p, prefixKey+e.prefix)
-		}
 	}
 	if len(want)+len(files) > MaxWatchesPerSub {
 		return nil, nil, fmt.Errorf("%d watches needed, over the limit of %d", len(want)+len(files), MaxWatchesPerSub)
@@ -902,9 +849,6 @@ func (s *Sub) register(want map[string]map[string]bool, dirWDs, fileWDs map[stri
 		}
 		if d.names[name] == nil {
 			d.names[name] = map[*Sub]int{}
-			if strings.HasPrefix(name, prefixKey) {
-				d.prefixes++
-			}
 		}
 		d.names[name][s]++
 		d.subs[s]++
@@ -968,9 +912,6 @@ func (s *Sub) unregister() {
 			}
 			if len(m) == 0 {
 				delete(d.names, r.name)
-				if strings.HasPrefix(r.name, prefixKey) {
-					d.prefixes--
-				}
 			}
 		}
 		if d.subs[s]--; d.subs[s] <= 0 {

@@ -50,9 +50,6 @@ func (r Read) Dirty() bool { return true }
 // Arm fails here.
 func (s *Sub) Arm(gitread.Deps, []gitread.Route, *gitread.FS, time.Time) error { return errNoInotify }
 
-// ArmPaths fails: there is no inotify.
-func (s *Sub) ArmPaths([]Entry, *gitread.FS) error { return errNoInotify }
-
 // Calls counts system calls a subscription's arming made: none here.
 type Calls struct {
 	Statfs, AddWatch, RmWatch uint64

@@ -1,0 +1,248 @@
+package runtimeguard
+
+import (
+	"context"
+	"errors"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// executor runs a guard's work on one kind of files (a guard has two:
+// one for its checkout, its binds and the looks of its checks; one for
+// the updater's files, its plans and receipt listings) one piece at a
+// time, in order, on a goroutine that lives while work is queued. A caller waits for its work at most its timeout, or
+// until its context ends, then gives up and leaves the work behind: a
+// piece that no caller waits for any more is dropped unread, or released
+// once it returns.
+//
+// So a file system that never answers holds the executor's one goroutine,
+// whatever the number of callers, until it answers; work queued behind it
+// waits, and a caller that comes once the piece has run longer than its
+// timeout gives up at once, queueing nothing.
+//
+// The zero executor is ready.
+type executor struct {
+	mu      sync.Mutex
+	queue   []*job
+	running *job // the piece the worker runs, or nil
+	working bool // a worker lives: it takes the queue until it is empty
+}
+
+// job is one piece of work. done is closed once it returned, under the
+// executor's lock.
+type job struct {
+	run     func()
+	release func() // run once it returned, when no caller waited for it any more
+	taken   func() // run, under the lock, as the worker takes it
+	done    chan struct{}
+	start   time.Time // when the worker took it; zero while queued
+	waiters int       // callers waiting for it
+	// at names what the piece is waiting on now (a path, or what it
+	// does), for the error of a caller that gave up on it; nil when
+	// nothing is known.
+	at atomic.Pointer[string]
+	// err is set when the piece panicked (a *PanicError) or ended its
+	// goroutine (errExited), rather than return.
+	err error
+}
+
+// errExited is the error of work that ended its goroutine (runtime.Goexit).
+var errExited = errors.New("the read ended its goroutine")
+
+// where is what the piece is on now, or "".
+func (j *job) where() string {
+	if p := j.at.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// task is a job with its result.
+type task[T any] struct {
+	job
+	val T
+}
+
+// lane is a kind of work whose callers share pieces: one that comes while
+// a piece of the lane is queued, not yet begun, waits for that one rather
+// than queue another. So every caller is answered by a piece that began
+// after it came. Its fields are protected by the executor's lock.
+type lane[T any] struct {
+	pending *task[T] // queued, not yet begun
+	latest  *task[T] // the latest piece queued
+}
+
+// stuck says why a caller gave up: what the piece it waited behind is on,
+// and for how long it waited or that piece had run; or its context's end.
+type stuck struct {
+	at    string
+	since time.Duration
+	// before is true when the piece running was past the caller's
+	// timeout already when it came.
+	before bool
+	ctx    error // the caller's context ended
+}
+
+// submit runs fn on x, sharing the piece queued on l (nil: a piece of its
+// own), and waits for it at most timeout, or until ctx ends. release, when
+// not nil, releases what a piece that no caller took holds.
+func submit[T any](ctx context.Context, x *executor, l *lane[T], timeout time.Duration, fn func(*task[T]), release func(*task[T])) (*task[T], *stuck) {
+	x.mu.Lock()
+	if r := x.running; r != nil {
+		if since := time.Since(r.start); since > timeout {
+			x.mu.Unlock()
+			return nil, &stuck{at: r.where(), since: since, before: true}
+		}
+	}
+	var t *task[T]
+	if l != nil && l.pending != nil {
+		t = l.pending
+		t.waiters++
+	} else {
+		t = &task[T]{job: job{done: make(chan struct{}), waiters: 1}}
+		t.run = func() { fn(t) }
+		if release != nil {
+			t.release = func() { release(t) }
+		}
+		if l != nil {
+			l.pending, l.latest = t, t
+			t.taken = func() {
+				if l.pending == t {
+					l.pending = nil
+				}
+			}
+		}
+		x.queue = append(x.queue, &t.job)
+		if !x.working {
+			x.working = true
+			go x.serve()
+		}
+	}
+	x.mu.Unlock()
+	if s := x.wait(ctx, &t.job, timeout, l != nil); s != nil {
+		return nil, s
+	}
+	return t, nil
+}
+
+// await waits at most timeout for the latest piece of l, if any, to
+// return, and reports whether it did. It queues nothing.
+func await[T any](x *executor, l *lane[T], timeout time.Duration) bool {
+	x.mu.Lock()
+	t := l.latest
+	x.mu.Unlock()
+	if t == nil {
+		return true
+	}
+	select {
+	case <-t.done:
+		return true
+	default:
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-t.done:
+		return true
+	case <-timer.C:
+		return false
+	}
+}
+
+// wait waits for j as submit does; shared is true for a piece of a lane.
+func (x *executor) wait(ctx context.Context, j *job, timeout time.Duration, shared bool) *stuck {
+	select {
+	case <-j.done:
+		return nil
+	default:
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	s := &stuck{since: timeout}
+	select {
+	case <-j.done:
+		return nil
+	case <-timer.C:
+	case <-ctx.Done():
+		s.ctx = ctx.Err()
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	select {
+	case <-j.done: // returned as the caller gave up
+		return nil
+	default:
+	}
+	j.waiters--
+	if j.waiters == 0 && j.start.IsZero() {
+		for i, q := range x.queue {
+			if q == j {
+				x.queue = append(x.queue[:i], x.queue[i+1:]...)
+				break
+			}
+		}
+		if j.taken != nil {
+			j.taken() // no longer pending on its lane
+		}
+		close(j.done)
+	}
+	if r := x.running; r != nil {
+		s.at = r.where()
+	}
+	return s
+}
+
+// serve is the worker: it runs the queue's pieces until it is empty.
+func (x *executor) serve() {
+	for {
+		x.mu.Lock()
+		if len(x.queue) == 0 {
+			x.working = false
+			x.mu.Unlock()
+			return
+		}
+		j := x.queue[0]
+		x.queue[0] = nil
+		x.queue = x.queue[1:]
+		j.start = time.Now()
+		x.running = j
+		if j.taken != nil {
+			j.taken()
+		}
+		x.mu.Unlock()
+		if !x.runOne(j) {
+			return
+		}
+	}
+}
+
+// runOne runs j and reports whether the worker may go on: false when j
+// ended its goroutine, in which case another worker takes the queue. A
+// panic that j did not recover becomes its *PanicError.
+func (x *executor) runOne(j *job) (ok bool) {
+	defer func() {
+		if !ok {
+			if p := recover(); p != nil {
+				j.err = &PanicError{Value: p, Stack: debug.Stack()}
+				ok = true
+			} else {
+				j.err = errExited
+			}
+		}
+		x.mu.Lock()
+		x.running = nil
+		abandoned := j.waiters == 0
+		close(j.done)
+		x.mu.Unlock()
+		if abandoned && j.release != nil {
+			j.release()
+		}
+		if !ok {
+			go x.serve() // this goroutine ends: another takes the queue
+		}
+	}()
+	j.run()
+	return true
+}

@@ -533,7 +533,7 @@ func (e *markerEnv) incarnation(pid int64, created float64, owner bool) (alive b
 		if info.Start.IsZero() {
 			return false, "", false
 		}
-		start := float64(info.Start.UnixNano()) / 1e9
+		start := float64(updater.RecordedStart(info.Start).UnixNano()) / 1e9
 		if math.Abs(start-created) > updater.CreateTimeTolerance.Seconds() {
 			return false, fmt.Sprintf("process %d was created at %.3f, not at %.3f: its ID was reused", pid, start, created), true
 		}
@@ -551,7 +551,7 @@ func (e *markerEnv) incarnation(pid int64, created float64, owner bool) (alive b
 // first format's rules, with the age limit, then judge the owner.
 func (e *markerEnv) classifyIdentities(pid int64, started float64, ids *updater.Identities, maxAge time.Duration) (marker, bool) {
 	if !ids.HasCreated {
-		return marker{}, false
+		return e.classifyFirstFormatDelegate(pid, started, ids, maxAge)
 	}
 	owner, ownerWhy, ownerKnown := e.incarnation(pid, ids.Created, true)
 	if owner {
@@ -583,6 +583,36 @@ func (e *markerEnv) classifyIdentities(pid int64, started float64, ids *updater.
 		return marker{}, false
 	}
 	return marker{MarkerStale, "its owner " + ownerWhy}, true
+}
+
+// classifyFirstFormatDelegate judges a marker without the owner's creation
+// time that names a delegate, as the updater does: the owner by the first
+// format's rules (the age limit), the delegate by its identity, however old
+// the marker; it is active while either runs. Without a delegate, ok is
+// false: the first format's rules alone judge it.
+func (e *markerEnv) classifyFirstFormatDelegate(pid int64, started float64, ids *updater.Identities, maxAge time.Duration) (marker, bool) {
+	d := ids.Delegate
+	if d.PID == 0 {
+		return marker{}, false
+	}
+	owner := e.classify(pid, started, maxAge)
+	if owner.State == MarkerActive {
+		return owner, true
+	}
+	delegate, why, known := e.incarnation(d.PID, d.Created, false)
+	switch {
+	case delegate:
+		return marker{MarkerActive, fmt.Sprintf("its delegate %s (its owner: %s)", why, owner.Reason)}, true
+	case known:
+		owner.Reason = "its owner: " + owner.Reason + "; its delegate " + why
+		return owner, true
+	}
+	m := e.classify(d.PID, started, maxAge)
+	if m.State == MarkerStale {
+		m = owner
+	}
+	m.Reason = fmt.Sprintf("its owner: %s; its delegate %d: %s", owner.Reason, d.PID, m.Reason)
+	return m, true
 }
 
 // judge classifies the facts f with the age limit maxAge, now: the

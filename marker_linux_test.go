@@ -1,8 +1,13 @@
 package runtimeguard
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,4 +36,47 @@ func TestProcessStartOfSelf(t *testing.T) {
 	require.False(t, start.IsZero())
 	assert.True(t, start.Before(time.Now().Add(time.Second)), "start %v is in the future", start)
 	assert.True(t, start.After(time.Now().Add(-24*time.Hour)), "start %v: this test process is not a day old", start)
+}
+
+// recordedCreation is the creation time of process pid as the updater's
+// writers record it on Linux (psutil, its own /proc probe, marker.sh):
+// /proc/stat's btime, in whole seconds, plus the start ticks of
+// /proc/PID/stat.
+func recordedCreation(t *testing.T, pid int) float64 {
+	t.Helper()
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	require.NoError(t, err)
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	ticks, err := strconv.ParseFloat(fields[19], 64)
+	require.NoError(t, err)
+	procStat, err := os.ReadFile("/proc/stat")
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(procStat), "\n") {
+		if rest, ok := strings.CutPrefix(line, "btime "); ok {
+			btime, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			require.NoError(t, err)
+			return btime + ticks/100
+		}
+	}
+	t.Fatal("/proc/stat has no btime")
+	return 0
+}
+
+// A creation time is compared on the clock the updater records it on, so
+// that the 2 s tolerance is the updater's on either side: the boot time
+// truncated to whole seconds, not the guard's own precise one.
+func TestCreationTimeOnTheUpdatersClock(t *testing.T) {
+	live := longChild(t).Process.Pid
+	ct := recordedCreation(t, live)
+	assert.Equal(t, fmt.Sprintf("%.3f", ct), updater.CreationTime(live), "the creation time a marker written here records")
+	now := time.Now().Unix()
+	for _, tc := range []struct {
+		offset float64
+		want   MarkerState
+	}{{-1.995, MarkerActive}, {1.995, MarkerActive}, {-2.05, MarkerStale}, {2.05, MarkerStale}} {
+		path := filepath.Join(tempDir(t), hermesMarker)
+		writeFile(t, path, fmt.Sprintf("%d\n%d\nct:%.3f\n", live, now, ct+tc.offset))
+		m := systemMarkers.read(path, DefaultMaxMarkerAge)
+		assert.Equal(t, tc.want, m.State, "recorded %+.3f s from the updater's reading: %s", tc.offset, m.Reason)
+	}
 }

@@ -58,6 +58,11 @@ func TestMarkerSecondFormat(t *testing.T) {
 		{"a malformed creation time: the first format's age limit", fmt.Sprintf("%d\n%d\nct:abc\n", live, old), MarkerStale, "older than"},
 		{"a delegate on line 3 is no delegate", fmt.Sprintf("%d\n%d\ndelegate:%d ct:%s\n", dead, now.Unix(), live, ct), MarkerStale, "is gone"},
 		{"a spaced delegate is no delegate", fmt.Sprintf("%d\n%d\nct:1.000\ndelegate: %d ct:%s\n", dead, now.Unix(), live, ct), MarkerStale, "is gone"},
+		{"first format, a killed owner with a running delegate", fmt.Sprintf("%d\n%d\n\ndelegate:%d ct:%s\n", dead, now.Unix(), live, ct), MarkerActive, "its delegate process"},
+		{"first format, older than 20 minutes, a running delegate", fmt.Sprintf("%d\n%d\n\ndelegate:%d ct:%s\n", dead, old, live, ct), MarkerActive, "its delegate process"},
+		{"a malformed creation time, a running delegate", fmt.Sprintf("%d\n%d\nct:abc\ndelegate:%d ct:%s\n", dead, now.Unix(), live, ct), MarkerActive, "its delegate process"},
+		{"first format, a killed owner, its delegate's ID reused", fmt.Sprintf("%d\n%d\n\ndelegate:%d ct:%s\n", dead, now.Unix(), live, createdAt(t, live, -100)), MarkerStale, "reused"},
+		{"first format, a running owner, too old, its delegate gone", fmt.Sprintf("%d\n%d\n\ndelegate:%d ct:1.000\n", live, old, dead), MarkerStale, "older than"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -24,7 +24,10 @@ import (
 // Size limits for the files a read opens: larger ones are refused, never
 // read whole.
 const (
-	maxSmallFileBytes = 64 << 10 // HEAD, loose refs, .git files, commondir
+	// HEAD, loose refs, .git files, commondir: Git's own bound on a .git
+	// file (read_gitfile_gently in setup.c); Git reads the others at any
+	// size, and whatever trails what it parses of them (see docs/git.md).
+	maxSmallFileBytes = 1 << 20
 	maxConfigBytes    = 32 << 20 // the repository config (Git stops at 2 GiB)
 	maxPackedRefs     = 1 << 30
 	maxIndexBytes     = 1 << 30

@@ -47,16 +47,20 @@ func CheckoutLockPath(root, name string) string {
 	return filepath.Join(root, "."+name)
 }
 
-// gitCommonDir reads root's common Git directory from root/.git.
+// gitCommonDir reads root's common Git directory from root/.git, as the
+// updater reads it: links followed (a .git, gitdir or commondir file that
+// is a link is read where it leads), a .git that is neither a directory
+// nor a regular file names none, and a commondir that is no regular file
+// is not there.
 func gitCommonDir(root string) (string, bool) {
 	dot := filepath.Join(root, ".git")
 	fi, err := os.Stat(dot)
-	if err != nil {
+	if err != nil || !fi.IsDir() && !fi.Mode().IsRegular() {
 		return "", false
 	}
 	gitdir := dot
 	if !fi.IsDir() {
-		body, err := readSmall(dot)
+		body, err := readSmallFollowing(dot)
 		if err != nil {
 			return "", false
 		}
@@ -71,16 +75,30 @@ func gitCommonDir(root string) (string, bool) {
 		}
 		gitdir = target
 	}
-	if body, err := readSmall(filepath.Join(gitdir, "commondir")); err == nil {
+	commondir := filepath.Join(gitdir, "commondir")
+	if ci, err := os.Stat(commondir); err == nil && ci.Mode().IsRegular() {
+		body, err := readSmallFollowing(commondir)
+		if err != nil {
+			return "", false
+		}
 		common := strings.TrimSpace(strings.TrimPrefix(string(body), "\ufeff"))
 		if !filepath.IsAbs(common) {
 			common = filepath.Join(gitdir, common)
 		}
 		gitdir = common
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return "", false
 	}
 	return filepath.Clean(gitdir), true
+}
+
+// readSmallFollowing reads a small regular file (a .git file, a commondir)
+// where its links lead, without blocking: the links resolved first, the
+// file they lead to opened as readSmall opens one.
+func readSmallFollowing(path string) ([]byte, error) {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return nil, err
+	}
+	return readSmall(real)
 }
 
 // readSmall reads a small regular file (a .git file, a commondir) safely.

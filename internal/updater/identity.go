@@ -127,12 +127,12 @@ func validRun(s string) bool {
 }
 
 // CreationTime is the creation time of process pid as a marker records
-// it, in Unix seconds to the millisecond, "" where the platform cannot
-// tell.
+// it, in Unix seconds to the millisecond, on the updater's clock
+// (RecordedStart), "" where the platform cannot tell.
 func CreationTime(pid int) string {
 	start, _ := ProcessStart(int64(pid))
 	if start.IsZero() {
 		return ""
 	}
-	return strconv.FormatFloat(float64(start.UnixNano())/1e9, 'f', 3, 64)
+	return strconv.FormatFloat(float64(RecordedStart(start).UnixNano())/1e9, 'f', 3, 64)
 }

@@ -60,3 +60,17 @@ func bootTime() (time.Time, bool) {
 	}
 	return time.Unix(wall.Unix()).Add(-time.Duration(sinceBoot.Nano())), true
 }
+
+// RecordedStart moves a start time read by ProcessStart onto the clock the
+// updater's writers record a creation time on (psutil, its own /proc
+// probe, marker.sh): /proc/stat's btime, the boot time truncated to whole
+// seconds, plus the ticks since boot. The two differ by the boot time's
+// fraction of a second, which would leave the updater's 2 s tolerance
+// lopsided.
+func RecordedStart(start time.Time) time.Time {
+	boot, ok := bootTime()
+	if !ok || start.IsZero() {
+		return start
+	}
+	return start.Add(-boot.Sub(boot.Truncate(time.Second)))
+}

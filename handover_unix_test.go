@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -64,12 +65,19 @@ func TestInherit(t *testing.T) {
 	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	require.NoError(t, err)
 	defer ln.Close()
+	// The descriptor is handed over as an exec hands it: a number that
+	// nothing else in the process owns, which Inherit takes (and closes).
+	// An *os.File's own descriptor would be closed twice, the second
+	// time by its finalizer, on whatever file has its number by then.
 	f, err := ln.File()
 	require.NoError(t, err)
+	fd, err := syscall.Dup(int(f.Fd()))
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
 	t.Setenv(handoverPIDEnv, strconv.Itoa(os.Getpid()))
 	t.Setenv(handoverRevisionEnv, "abc")
 	t.Setenv(handoverReceiptEnv, "update_id:u1")
-	t.Setenv(handoverFDsEnv, strconv.Itoa(int(f.Fd())))
+	t.Setenv(handoverFDsEnv, strconv.Itoa(fd))
 	in, err = Inherit()
 	require.NoError(t, err)
 	require.Len(t, in.Listeners, 1)

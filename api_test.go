@@ -49,7 +49,7 @@ func TestNonHermesLayout(t *testing.T) {
 	writeMarker(t, filepath.Join(home, "run", "deploy.pid"), os.Getpid(), time.Now())
 	assert.Equal(t, UpdateActive, state())
 	writeMarker(t, filepath.Join(home, "run", "deploy.pid"), os.Getpid(), time.Now().Add(-time.Hour))
-	assert.Equal(t, UpdateStale, state())
+	assert.Equal(t, UpdateAbandoned, state())
 	writeFile(t, filepath.Join(src, ".deploy-failed"), "")
 	assert.Equal(t, UpdateIncomplete, state())
 

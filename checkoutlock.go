@@ -4,9 +4,9 @@ import "github.com/runtimeguard/runtimeguard/internal/updater"
 
 // The states of the updater's checkout lock in an [Observation].
 const (
-	CheckoutLockFree    = "free"    // no process holds it, or it has no file
-	CheckoutLockHeld    = "held"    // a process holds it: an update runs
-	CheckoutLockUnknown = "unknown" // this platform cannot tell
+	lockFree    = "free"    // no process holds it, or it has no file
+	lockHeld    = "held"    // a process holds it: an update runs
+	lockUnknown = "unknown" // this platform cannot tell
 )
 
 // checkoutLocks are the checkout locks of the install roots: none for a
@@ -27,18 +27,18 @@ func (c *config) checkoutLocks(roots []string) []string {
 func probeCheckoutLocks(o *Observation, paths []string) {
 	for _, p := range paths {
 		state, why := updater.ProbeCheckoutLock(p)
-		word := map[updater.LockState]string{updater.LockFree: CheckoutLockFree, updater.LockHeld: CheckoutLockHeld, updater.LockUnknown: CheckoutLockUnknown}[state]
-		if o.CheckoutLockPath == "" || word == CheckoutLockHeld || word == CheckoutLockUnknown && o.CheckoutLock == CheckoutLockFree {
+		word := map[updater.LockState]string{updater.LockFree: lockFree, updater.LockHeld: lockHeld, updater.LockUnknown: lockUnknown}[state]
+		if o.CheckoutLockPath == "" || word == lockHeld || word == lockUnknown && o.CheckoutLock == lockFree {
 			o.CheckoutLockPath, o.CheckoutLock, o.CheckoutLockReason = p, word, why
 		}
-		if word == CheckoutLockHeld {
+		if word == lockHeld {
 			break
 		}
 	}
 	switch o.CheckoutLock {
-	case CheckoutLockHeld:
+	case lockHeld:
 		o.State = UpdateActive
-	case CheckoutLockUnknown:
+	case lockUnknown:
 		if o.State != UpdateActive {
 			o.State = UpdateUnknown
 		}

@@ -76,7 +76,7 @@ func TestCheckoutLockHeldByAChildAfterItsOwnerExited(t *testing.T) {
 
 	o := c.g.Observe()
 	assert.Equal(t, UpdateActive, o.State)
-	assert.Equal(t, CheckoutLockHeld, o.CheckoutLock)
+	assert.Equal(t, lockHeld, o.CheckoutLock)
 	assert.Equal(t, lock, o.CheckoutLockPath)
 	_, err = c.g.PlanReload(context.Background())
 	require.ErrorIs(t, err, ErrNotReady)
@@ -89,7 +89,7 @@ func TestCheckoutLockHeldByAChildAfterItsOwnerExited(t *testing.T) {
 	p.stdin.Close() // the child reads its stdin, the pipe the owner passed on, to its end
 	require.Eventually(t, func() bool { return unix.Kill(child, 0) == unix.ESRCH || isZombie(child) },
 		10*time.Second, 5*time.Millisecond, "the child exits")
-	require.Eventually(t, func() bool { return c.g.Observe().CheckoutLock == CheckoutLockFree }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return c.g.Observe().CheckoutLock == lockFree }, 10*time.Second, 5*time.Millisecond)
 	r, err := c.g.PlanReload(context.Background())
 	require.NoError(t, err, "the lock free, the receipt proves")
 	r.Release()
@@ -116,7 +116,7 @@ func TestCheckoutLockHeldAndFreed(t *testing.T) {
 	assert.Equal(t, UpdateActive, c.g.Observe().State)
 	p.stdin.Close()
 	require.NoError(t, p.cmd.Wait())
-	assert.Equal(t, CheckoutLockFree, c.g.Observe().CheckoutLock)
+	assert.Equal(t, lockFree, c.g.Observe().CheckoutLock)
 }
 
 // A guard's probes never make a starting updater fail: the updater's own

@@ -53,7 +53,8 @@ type Options struct {
 	// When it lives in <root>/venv/bin or <root>/.venv/Scripts, <root> is
 	// searched for recovery markers too. Empty: only the source directory.
 	Python string
-	// MaxMarkerAge is the age past which an update marker is stale.
+	// MaxMarkerAge is the age past which an update marker is abandoned
+	// ([MarkerAbandoned]).
 	// Zero: [DefaultMaxMarkerAge]. Negative: an error.
 	MaxMarkerAge time.Duration
 	// AgentName and ServerName name the two products in the default
@@ -69,7 +70,7 @@ type Options struct {
 	// client that searches a message for the string must not find it.
 	Message string
 	// ReloadMessage replaces the stale message while a reload is scheduled
-	// (see [Reload.Schedule]). Empty: "<agent> was updated on disk after
+	// (see [Plan.Schedule]). Empty: "<agent> was updated on disk after
 	// <server> loaded it. <server> is reloading to load the new code;
 	// retry shortly." It may not contain "success" either. While
 	// a [Reloader] waits for an update to be proven finished, stale answers
@@ -83,23 +84,28 @@ type Options struct {
 	// application/problem+json. False: always the JSON payload of
 	// [Payload].
 	ProblemDetails bool
-	// AlwaysRead turns off the stat fast path: every check reads HEAD, the
-	// refs and the index. Set it where file timestamps cannot be trusted,
-	// such as network file systems with attribute caches or clock skew, or
-	// where a writer may write the files without a file system call (a
-	// shared mapping), which neither the watch path nor always the stat
-	// path sees.
-	AlwaysRead bool
-	// NoWatch keeps the stat path where the watch path would be taken (see
-	// [Observation].Check): every check stats the files the answer depends
-	// on instead of asking one inotify descriptor.
-	NoWatch bool
+	// Check chooses how a check proves an unchanged checkout unchanged,
+	// in the words of [Observation].Check:
+	//
+	//   - "" or "watch": the watch path where the platform has one (Linux:
+	//     one system call on an inotify descriptor), else the stat path;
+	//   - "stat": the stat path (a stat of each file the answer depends
+	//     on), never a watch;
+	//   - "read": a full read of HEAD, the refs and the index on every
+	//     check. Choose it where file timestamps cannot be trusted, such
+	//     as network file systems with attribute caches or clock skew, or
+	//     where a writer may write the files without a file system call (a
+	//     shared mapping), which neither the watch path nor always the
+	//     stat path sees.
+	//
+	// Any other word is an [*OptionError].
+	Check string
 	// ReadTimeout bounds how long any call of the guard waits for the file
 	// system: a check, for the stats or the full read of the checkout,
 	// past which it fails closed with an error matching [ErrReadTimeout]
 	// that names what it is blocked on, and, for a stale answer, for the
 	// updater's files, past which the update state is unknown; a bind
-	// ([New], [Guard.Capture], [Guard.Rebind]), a plan
+	// ([New], [Guard.Capture], [Plan.Bind]), a plan
 	// ([Guard.PlanReload]) and a diagnostic ([Guard.Observe], [Observe]),
 	// for each of their reads. Zero: [DefaultReadTimeout]. Negative: an
 	// error.
@@ -119,7 +125,7 @@ type Options struct {
 }
 
 // DefaultMaxMarkerAge is the zero [Options.MaxMarkerAge]: an update marker
-// older than this is stale whatever its process.
+// older than this is abandoned whatever its process.
 const DefaultMaxMarkerAge = 20 * time.Minute
 
 // DefaultReadTimeout is the zero [Options.ReadTimeout]. A healthy full read
@@ -196,8 +202,12 @@ func (opts *Options) resolveOn(e *env, x *executor) (*config, error) {
 		return nil, err
 	}
 	ec := *e
-	if opts.NoWatch {
-		ec.watch = func() (*watch.Watcher, error) { return nil, errors.New("Options.NoWatch") }
+	switch opts.Check {
+	case "", checkWatch, checkRead:
+	case checkStat:
+		ec.watch = func() (*watch.Watcher, error) { return nil, errors.New(`Options.Check is "stat"`) }
+	default:
+		return nil, optionError("Options.Check", opts.Check, `is none of "watch", "stat" and "read"`)
 	}
 	u := *ec.upd // a cache of the guard's own receipts
 	u.Cache = new(updater.Cache)
@@ -212,7 +222,7 @@ func (opts *Options) resolveOn(e *env, x *executor) (*config, error) {
 		maxAge:       cmp.Or(opts.MaxMarkerAge, DefaultMaxMarkerAge),
 		timeout:      cmp.Or(opts.ReadTimeout, DefaultReadTimeout),
 		problem:      opts.ProblemDetails,
-		alwaysRead:   opts.AlwaysRead,
+		alwaysRead:   opts.Check == checkRead,
 		logger:       opts.Logger,
 		onStale:      opts.OnStale,
 

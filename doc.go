@@ -13,7 +13,7 @@
 // loaded without an operator runs a [Reloader], which waits for the
 // updater's success receipt for the revision HEAD is at now, drains the
 // guarded work, has the host load the new code and binds the guard to it
-// ([Guard.Rebind], or [Options.ExpectRevision] in a new process); or it
+// ([Plan.Bind], or [Options.ExpectRevision] in a new process); or it
 // does the same by hand with [Guard.PlanReload].
 //
 // Reading a revision spawns no process: HEAD, the refs, the config and the
@@ -55,7 +55,7 @@
 //   - [MarkerState], [UpdateState]: the words of the diagnostic.
 //   - [Layout], [HermesLayout]: where the updater keeps its files, for any
 //     updater; Hermes's is the default.
-//   - [Guard.Paths], [ResolvePaths], [Paths]: the home, marker, receipt,
+//   - [Guard.Paths], [Paths]: the home, marker, receipt,
 //     lock and install root the options resolved to, once, at New.
 //
 // Classifying errors:
@@ -69,11 +69,24 @@
 // Reloading:
 //   - [NewReloader], [Reloader], [ReloaderOptions]: the whole protocol for
 //     a host, in a constructor and a handler wrap ([Reloader.Wrap]).
-//   - [Guard.PlanReload], [Reload]: a plan only where the receipt proves it
-//     safe; [Reload.Schedule] makes the 409 say a restart is scheduled.
-//   - [Guard.Rebind]: bind to the new code after an in-process reload.
+//   - [Guard.PlanReload], [Plan]: a plan only where the receipt proves it
+//     safe; [Plan.Schedule] makes the 409 say a restart is scheduled.
+//   - [Plan.Bind]: bind to the new code after an in-process reload.
 //   - [Guard.Changed], [Guard.Watch]: learn of a move without a request.
 //   - [Receipt]: what the updater's receipt said.
+//   - [DefaultProofInterval], [DefaultDrainTimeout]: the defaults of the
+//     durations in [ReloaderOptions]; [RetryAfterSeconds]: the Retry-After
+//     of a stale answer while a reload is scheduled.
+//
+// Deploying:
+//   - [Guard.LivenessHandler], [Guard.ReadinessHandler]: the probes of an
+//     orchestrator or a load balancer.
+//   - [Notify]: a line to the service manager (systemd's NOTIFY_SOCKET),
+//     beside those a [Reloader] sends by itself.
+//   - [ExecHandover], [Inherit], [Inherited]: a reload by re-executing this
+//     program, keeping its pid and its listening sockets.
+//   - [GitSyncLayout]: kubernetes/git-sync as the updater, its link's flip
+//     as the proof.
 //
 // # Platform notes
 //
@@ -98,5 +111,5 @@
 // size, type and modification time elsewhere; in both cases a file too
 // recent for its timestamps to prove anything is read again. The Git
 // directory's objects and refs are asked access(2) again on each check, as
-// git asks it. On network file systems, set [Options.AlwaysRead].
+// git asks it. On network file systems, set [Options].Check "read".
 package runtimeguard

@@ -44,7 +44,7 @@ func TestWatchRejectsIntervalZeroOnEitherPath(t *testing.T) {
 	dir := tempDir(t)
 	module, _ := agentRepo(t, dir)
 	for _, noWatch := range []bool{false, true} {
-		g, err := New(Options{ModulePath: module, HomeDir: tempDir(t), NoWatch: noWatch})
+		g, err := New(Options{ModulePath: module, HomeDir: tempDir(t), Check: map[bool]string{true: "stat"}[noWatch]})
 		require.NoError(t, err)
 		require.NoError(t, g.EnsureCurrent())
 		for _, interval := range []time.Duration{0, -time.Second} {

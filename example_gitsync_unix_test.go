@@ -40,7 +40,7 @@ func ExampleGitSyncLayout() {
 		log.Fatal(err)
 	}
 	// … schedule, drain, restart the workers …
-	if err := guard.Rebind(context.Background(), plan); err != nil {
+	if err := plan.Bind(context.Background()); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("reloaded:", guard.Identity().Revision == to, guard.EnsureCurrent())

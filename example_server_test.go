@@ -38,7 +38,7 @@ func Example_reloader() {
 	api := http.NewServeMux() // the handlers that touch session state
 
 	rl, err := runtimeguard.NewReloader(ctx, guard, runtimeguard.ReloaderOptions{
-		Restart: func(ctx context.Context, plan *runtimeguard.Reload) error {
+		Restart: func(ctx context.Context, plan *runtimeguard.Plan) error {
 			return nil // stop the workers, start them on the new code; the guard is then rebound
 		},
 	})

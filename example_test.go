@@ -237,7 +237,7 @@ func ExampleGuard_PlanReload() {
 		fmt.Println("restart scheduled:", stale.Payload().RestartScheduled)
 	}
 	// … stop admitting guarded work, drain it, restart the workers …
-	if err := guard.Rebind(context.Background(), plan); err != nil {
+	if err := plan.Bind(context.Background()); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("reloaded:", guard.Identity().Revision == to, guard.EnsureCurrent())

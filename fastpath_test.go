@@ -277,7 +277,7 @@ func TestSwappedLinkToCheckoutIsStale(t *testing.T) {
 func TestAlwaysReadNeverTrusts(t *testing.T) {
 	dir := tempDir(t)
 	module, _ := agentRepo(t, dir)
-	g, err := newGuard(Options{ModulePath: module, HomeDir: dir, AlwaysRead: true}, settledEnv())
+	g, err := newGuard(Options{ModulePath: module, HomeDir: dir, Check: "read"}, settledEnv())
 	require.NoError(t, err)
 	require.NoError(t, g.EnsureCurrent())
 	assert.False(t, trusted(g))

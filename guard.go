@@ -125,11 +125,11 @@ type Guard struct {
 	closedSig   signal            // fired by Close; its channel made on first use
 	closedOnce  sync.Once
 
-	scheduled  atomic.Pointer[Reload] // the reload the host carries out, if any
-	reloader   atomic.Bool            // a Reloader runs for the guard
-	auto       atomic.Int32           // the Reloader's state: autoWaiting or autoRefused
-	receiptsMu sync.Mutex             // protects spentIDs
-	spentIDs   []string               // the receipts of scheduled reloads, by ID
+	scheduled  atomic.Pointer[Plan] // the reload the host carries out, if any
+	reloader   atomic.Bool          // a Reloader runs for the guard
+	auto       atomic.Int32         // the Reloader's state: autoWaiting or autoRefused
+	receiptsMu sync.Mutex           // protects spentIDs
+	spentIDs   []string             // the receipts of scheduled reloads, by ID
 
 	counts counters // see Stats
 }
@@ -420,12 +420,12 @@ func (g *Guard) bind(ctx context.Context, cfg *config, abs string) (*binding, er
 // result older than its own start. (Writes that reach a file without the
 // kernel's notice, through Linux AIO or a shared mapping, are the
 // exceptions: docs/checking.md in the repository lists them, and
-// [Options.AlwaysRead] sees them all.) On an unchanged checkout it costs, on
+// [Options].Check "read" sees them all.) On an unchanged checkout it costs, on
 // the watch path (Linux, see [Observation].Check), one non-blocking system
 // call on the inotify descriptor and no allocation; on the stat path one
 // stat of each file the answer depends on (HEAD, the branch's loose ref or
 // packed-refs, the index, the config, and every link and directory on the
-// way to the module); with [Options.AlwaysRead], a full read. When one
+// way to the module); with [Options].Check "read", a full read. When one
 // changed, or a file is too recent for its timestamp to prove anything
 // (Git's "racy" rule), it reads them again.
 // The stats and reads run on the guard's goroutine for the file system,
@@ -612,7 +612,7 @@ const staleLogInterval = 10 * time.Second
 // logStale logs a stale check of b: the first at Warn, later ones at
 // Debug, at most one per cfg.staleLogEvery with the number refused since,
 // none for a binding the guard no longer uses (a check that began before
-// a Rebind). An update state that is unknown comes with its reason.
+// a Plan.Bind). An update state that is unknown comes with its reason.
 func (g *Guard) logStale(cfg *config, b *binding, se *StaleError, o *Observation) {
 	if g.bound.Load() != b {
 		return

@@ -80,10 +80,10 @@ func TestStaleCheckReportsUpdateState(t *testing.T) {
 		}, UpdateActive},
 		{"dead", func(t *testing.T, c *changedCheckout) {
 			writeMarker(t, marker(c), exitedPID(t), time.Now())
-		}, UpdateStale},
+		}, UpdateAbandoned},
 		{"over-age", func(t *testing.T, c *changedCheckout) {
 			writeMarker(t, marker(c), os.Getpid(), time.Now().Add(-24*time.Hour))
-		}, UpdateStale},
+		}, UpdateAbandoned},
 		{"malformed", func(t *testing.T, c *changedCheckout) {
 			writeFile(t, marker(c), "not-a-pid\nnot-a-time\n")
 		}, UpdateUnknown},

@@ -9,7 +9,7 @@ import (
 
 // Handover fails here: no listening socket can be kept across a new
 // process image on this platform. See [ExecHandover].
-func (h *ExecHandover) Handover(ctx context.Context, plan *Reload) error {
+func (h *ExecHandover) Handover(ctx context.Context, plan *Plan) error {
 	return errors.New("runtimeguard: exec handover: no socket can be kept across exec on this platform")
 }
 

@@ -20,7 +20,7 @@ import (
 // passing it the listening sockets, the plan's revision and receipt, and
 // the plan's lock. It returns only when that failed, after the host
 // resumed serving on the same sockets.
-func (h *ExecHandover) Handover(ctx context.Context, plan *Reload) error {
+func (h *ExecHandover) Handover(ctx context.Context, plan *Plan) error {
 	if h.Quiesce == nil || h.Resume == nil {
 		return errors.New("runtimeguard: exec handover: Quiesce and Resume must be set")
 	}
@@ -81,7 +81,7 @@ func (h *ExecHandover) resume(err error, files []*os.File) error {
 // lock open through copies without close-on-exec. The copies are made
 // under syscall.ForkLock, so that no child process another goroutine
 // starts meanwhile inherits them; it returns only when the exec failed.
-func execKeeping(exe string, files []*os.File, plan *Reload) error {
+func execKeeping(exe string, files []*os.File, plan *Plan) error {
 	syscall.ForkLock.Lock()
 	defer syscall.ForkLock.Unlock()
 	var kept []int

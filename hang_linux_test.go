@@ -204,9 +204,9 @@ func TestNewWithAHungHome(t *testing.T) {
 	assert.LessOrEqual(t, f.Pending(), 1, "requests blocked on the hung file system")
 }
 
-// Close returns at once while a Rebind waits on a home that does not
-// answer (Rebind holds no lock of the guard while it reads), and the
-// Rebind returns once its context ends.
+// Close returns at once while a Plan.Bind waits on a home that does not
+// answer (Plan.Bind holds no lock of the guard while it reads), and the
+// Plan.Bind returns once its context ends.
 func TestCloseWithARebindHung(t *testing.T) {
 	c, f := hungHome(t, time.Hour)
 	c.success(t)
@@ -219,21 +219,21 @@ func TestCloseWithARebindHung(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	rebound := make(chan error, 1)
-	go func() { rebound <- c.g.Rebind(ctx, r) }()
+	go func() { rebound <- r.Bind(ctx) }()
 	awaitPending(t, f)
 	closed := make(chan struct{})
 	go func() { c.g.Close(); close(closed) }()
 	select {
 	case <-closed:
 	case <-time.After(10 * time.Second):
-		t.Fatal("Close waited for the Rebind blocked on the hung home")
+		t.Fatal("Close waited for the Plan.Bind blocked on the hung home")
 	}
 	cancel()
 	select {
 	case err := <-rebound:
 		assert.ErrorIs(t, err, context.Canceled)
 	case <-time.After(10 * time.Second):
-		t.Fatal("Rebind went on waiting for the hung home after its context ended")
+		t.Fatal("Plan.Bind went on waiting for the hung home after its context ended")
 	}
 	assert.Equal(t, c.loaded, c.g.Identity().Revision, "the guard stays on the old code")
 }
@@ -245,7 +245,7 @@ func TestReloaderDoneWithAHungHome(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	rl, err := NewReloader(ctx, c.g, ReloaderOptions{
-		Restart:       func(context.Context, *Reload) error { return nil },
+		Restart:       func(context.Context, *Plan) error { return nil },
 		ProofInterval: 10 * time.Millisecond,
 	})
 	require.NoError(t, err)

@@ -50,7 +50,7 @@ func (g *Guard) LivenessHandler() http.Handler {
 // it out of service would only turn them into errors (and take every
 // replica of a fleet one update moved out at once). It is not ready (503,
 // with Retry-After) from the moment a reload is scheduled
-// ([Reload.Schedule], as a [Reloader] does once the update is proven)
+// ([Plan.Schedule], as a [Reloader] does once the update is proven)
 // until the new code is bound or the reload is abandoned, so that a load
 // balancer drains the server first. A stale answer's body says why, in
 // the words of the 409 ([Payload]):

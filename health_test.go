@@ -50,7 +50,7 @@ func newHealthCase(t *testing.T) *healthCase {
 	t.Helper()
 	h := &healthCase{started: make(chan struct{}, 1), finish: make(chan error)}
 	h.reloaderCase = newReloaderCaseWith(t, nil, func(ro *ReloaderOptions) {
-		ro.Restart = func(ctx context.Context, _ *Reload) error {
+		ro.Restart = func(ctx context.Context, _ *Plan) error {
 			h.started <- struct{}{}
 			select {
 			case err := <-h.finish:
@@ -130,7 +130,7 @@ func TestHealthAcrossAReload(t *testing.T) {
 
 	// The new code is loaded and bound: ready, current, at the new revision.
 	h.finish <- nil
-	require.Eventually(t, func() bool { return h.rl.Stats().Reloads == 1 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return h.g.Stats().Reloads == 1 }, 10*time.Second, 5*time.Millisecond)
 	ready = probe(t, h.probes.URL+"/readyz")
 	assert.Equal(t, http.StatusOK, ready.code)
 	assert.Equal(t, map[string]any{"ready": true, "stale": false, "revision": h.moved, "restart_scheduled": false}, ready.body)
@@ -147,7 +147,7 @@ func TestHealthAfterAnAbandonedReload(t *testing.T) {
 	h.restartBegan(t)
 	assert.Equal(t, http.StatusServiceUnavailable, probe(t, h.probes.URL+"/readyz").code)
 	h.finish <- errors.New("the workers did not start")
-	require.Eventually(t, func() bool { return h.rl.Stats().Abandoned == 1 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return h.g.Stats().ReloadsAbandoned == 1 }, 10*time.Second, 5*time.Millisecond)
 	ready := probe(t, h.probes.URL+"/readyz")
 	assert.Equal(t, http.StatusOK, ready.code)
 	assert.Equal(t, true, ready.body["ready"])

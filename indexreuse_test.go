@@ -139,7 +139,7 @@ func TestAlwaysReadReadsTheIndex(t *testing.T) {
 	reads := &readCounter{path: filepath.Join(dir, ".git", "index")}
 	e := settledEnv()
 	e.git = reads.wrap(e.git)
-	g, err := newGuard(Options{ModulePath: module, HomeDir: tempDir(t), AlwaysRead: true}, e)
+	g, err := newGuard(Options{ModulePath: module, HomeDir: tempDir(t), Check: "read"}, e)
 	require.NoError(t, err)
 	for i := 0; i < 3; i++ {
 		before := reads.n()

@@ -14,12 +14,14 @@ import (
 )
 
 // MarkerState classifies the updater's in-progress marker. Its values are
-// the lower-case words of the JSON contract:
+// the lower-case words of the JSON contract (the abandoned marker's word
+// is "stale", as the updater's tools and earlier payloads spell it; in
+// this package's names "stale" is only the guard's answer):
 //
 //   - [MarkerAbsent]: nothing exists at the marker path, not even a link.
 //   - [MarkerActive]: the marker is within the age limit and its process is
 //     alive (a process that may not be signalled is alive).
-//   - [MarkerStale]: the marker is older than the age limit, whatever its
+//   - [MarkerAbandoned]: the marker is older than the age limit, whatever its
 //     process ID; or its process is gone; or its process ID now belongs to
 //     a process that started after the marker was written.
 //   - [MarkerUnknown]: something is at the path but proves nothing: a
@@ -32,10 +34,10 @@ type MarkerState string
 
 // The four marker states: see [MarkerState].
 const (
-	MarkerAbsent  MarkerState = "absent"
-	MarkerActive  MarkerState = "active"
-	MarkerStale   MarkerState = "stale"
-	MarkerUnknown MarkerState = "unknown"
+	MarkerAbsent    MarkerState = "absent"
+	MarkerActive    MarkerState = "active"
+	MarkerAbandoned MarkerState = "stale"
+	MarkerUnknown   MarkerState = "unknown"
 )
 
 // String returns the state's word.
@@ -50,8 +52,8 @@ func (s MarkerState) String() string { return string(s) }
 //     update is running, and nothing proves one finished.
 //   - [UpdateActive]: the marker is active, or a process holds the
 //     updater's checkout lock: an update is running now.
-//   - [UpdateStale]: the marker is stale: an updater is gone or ran too
-//     long.
+//   - [UpdateAbandoned] ("stale" in JSON): the marker is abandoned: an
+//     updater is gone or ran too long.
 //   - [UpdateUnknown]: the marker is unknown, or an install root could not
 //     be searched.
 //   - [UpdateIncomplete]: a recovery marker says the install is incomplete.
@@ -64,7 +66,7 @@ func (s UpdateState) String() string { return string(s) }
 const (
 	UpdateUnverified UpdateState = "unverified"
 	UpdateActive     UpdateState = "active"
-	UpdateStale      UpdateState = "stale"
+	UpdateAbandoned  UpdateState = "stale"
 	UpdateUnknown    UpdateState = "unknown"
 	UpdateIncomplete UpdateState = "incomplete"
 )
@@ -103,7 +105,8 @@ type Observation struct {
 	LockPath string `json:"lock_path,omitempty"`
 	// CheckoutLockPath is the updater's kernel lock on the checkout (the
 	// held one, where several installs are read); CheckoutLock is
-	// CheckoutLockFree, CheckoutLockHeld or CheckoutLockUnknown, and
+	// "free" (no process holds it, or it has no file), "held" (a process
+	// holds it: an update runs) or "unknown" (this platform cannot tell), and
 	// CheckoutLockReason why. A held lock makes State active: a process
 	// of an update's tree still runs, even where the marker is gone.
 	// Empty when the layout has no checkout lock.
@@ -112,7 +115,7 @@ type Observation struct {
 	CheckoutLockReason string `json:"checkout_lock_reason,omitempty"`
 	// Check is how a check of an unchanged checkout proves it unchanged:
 	// "watch" (one system call on an inotify descriptor), "stat" (a stat
-	// of each file the answer depends on) or "read" (Options.AlwaysRead:
+	// of each file the answer depends on) or "read" (Options.Check:
 	// a full read); empty for an unbound or inert guard. CheckReason says
 	// why a guard that could watch does not.
 	Check       string `json:"check,omitempty"`
@@ -130,29 +133,34 @@ type Observation struct {
 }
 
 // Receipt is what the updater wrote after a run (or, with outcome
-// "running", while it runs): schema 1 of the updater's receipt. Its fields:
-//
-//   - ID identifies the receipt: "update_id:" and the update_id where the
-//     updater wrote one, else "correlation_id:" and the correlation_id,
-//     else "sha256:" and a digest of the receipt's bytes with its file's
-//     identity; for the flip of a [Layout].Link, "link:" and the link's
-//     path, file identity and target. A plan scheduled on a receipt
-//     spends it.
-//   - UpdateID and CorrelationID name the run, where the updater wrote
-//     them (Hermes's updater writes one, the other or neither, by its
-//     version).
-//   - Outcome is how the run ended: "running", "success", "partial",
-//     "failed" or "refused".
-//   - From and To are the code revisions before and after the run
-//     (pre_update.sha and post_update.sha), empty where none was recorded.
-//   - StartedAt and FinishedAt are when the run began and ended;
-//     FinishedAt is the zero time while it runs.
-//
-// Its JSON has the command-line tool's snake_case keys: id, update_id,
-// correlation_id, outcome, from, to, started_at, finished_at. The type is
-// the one the receipt's reader parses into (the updater's file format is
-// an internal package's), so that no receipt is copied field by field.
-type Receipt = updater.Receipt
+// "running", while it runs): schema 1 of the updater's receipt. Its JSON
+// keys are those of the command-line tool's status.
+type Receipt struct {
+	// ID identifies the receipt: "update_id:" and the update_id where the
+	// updater wrote one, else "correlation_id:" and the correlation_id,
+	// else "sha256:" and a digest of the receipt's bytes with its file's
+	// identity; for the flip of a [Layout].Link, "link:" and the link's
+	// path, file identity and target. A plan scheduled on a receipt
+	// spends it.
+	ID string `json:"id"`
+	// UpdateID and CorrelationID name the run, where the updater wrote
+	// them (Hermes's updater writes one, the other or neither, by its
+	// version).
+	UpdateID      string `json:"update_id,omitempty"`
+	CorrelationID string `json:"correlation_id,omitempty"`
+	// Outcome is how the run ended: "running", "success", "partial",
+	// "failed" or "refused"; another word the updater may write later
+	// proves nothing.
+	Outcome string `json:"outcome"`
+	// From and To are the code revisions before and after the run
+	// (pre_update.sha and post_update.sha), empty where none was recorded.
+	From string `json:"from,omitempty"`
+	To   string `json:"to,omitempty"`
+	// StartedAt and FinishedAt are when the run began and ended;
+	// FinishedAt is the zero time while it runs.
+	StartedAt  time.Time `json:"started_at"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
+}
 
 // receiptRead says which receipt a look at the updater's files reads: none
 // (the stale path needs only the update state), the newest of all, or the
@@ -172,7 +180,7 @@ func receiptsSince(rf *updater.ReceiptFiles) receiptRead { return receiptRead{re
 
 // markerRank orders marker states by how much they say an update may be
 // under way: of the markers of several homes, the highest counts.
-var markerRank = map[MarkerState]int{MarkerAbsent: 0, MarkerStale: 1, MarkerUnknown: 2, MarkerActive: 3}
+var markerRank = map[MarkerState]int{MarkerAbsent: 0, MarkerAbandoned: 1, MarkerUnknown: 2, MarkerActive: 3}
 
 // observeAt reads the updater's files for the installs whose source
 // directories are srcs, and the receipt rr asks for.
@@ -194,7 +202,8 @@ func (c *config) observeAt(rr receiptRead, srcs ...string) Observation {
 		f, problem := c.env.upd.NewestReceipt(rf, rr.since)
 		if f != nil {
 			o.ReceiptPath = f.Path
-			o.Receipt = &f.Receipt
+			r := Receipt(f.Receipt)
+			o.Receipt = &r
 		}
 		o.ReceiptProblem = problem
 	}
@@ -216,7 +225,7 @@ func combine(marker MarkerState, incomplete, rootsRead bool) UpdateState {
 	case marker == MarkerActive:
 		return UpdateActive
 	}
-	return UpdateStale
+	return UpdateAbandoned
 }
 
 // listReceipts stamps the receipt files of every home, for a later look at
@@ -510,7 +519,7 @@ func (e *markerEnv) judgeEmpty(mtime time.Time) marker {
 	if age < updater.EmptyMarkerGrace {
 		return marker{MarkerActive, fmt.Sprintf("empty, written %v ago: a claim being published", age.Round(time.Millisecond))}
 	}
-	return marker{MarkerStale, fmt.Sprintf("empty, and older than %v: a claim never finished", updater.EmptyMarkerGrace)}
+	return marker{MarkerAbandoned, fmt.Sprintf("empty, and older than %v: a claim never finished", updater.EmptyMarkerGrace)}
 }
 
 // incarnation is whether process pid, created at the recorded creation
@@ -575,14 +584,14 @@ func (e *markerEnv) classifyIdentities(pid int64, started float64, ids *updater.
 			return m, true
 		}
 		if ownerKnown {
-			return marker{MarkerStale, fmt.Sprintf("its owner %s, and its delegate %s", ownerWhy, delegateWhy)}, true
+			return marker{MarkerAbandoned, fmt.Sprintf("its owner %s, and its delegate %s", ownerWhy, delegateWhy)}, true
 		}
 		return marker{}, false
 	}
 	if !ownerKnown {
 		return marker{}, false
 	}
-	return marker{MarkerStale, "its owner " + ownerWhy}, true
+	return marker{MarkerAbandoned, "its owner " + ownerWhy}, true
 }
 
 // classifyFirstFormatDelegate judges a marker without the owner's creation
@@ -608,7 +617,7 @@ func (e *markerEnv) classifyFirstFormatDelegate(pid int64, started float64, ids 
 		return owner, true
 	}
 	m := e.classify(d.PID, started, maxAge)
-	if m.State == MarkerStale {
+	if m.State == MarkerAbandoned {
 		m = owner
 	}
 	m.Reason = fmt.Sprintf("its owner: %s; its delegate %d: %s", owner.Reason, d.PID, m.Reason)
@@ -685,19 +694,19 @@ func (e *markerEnv) classify(pid int64, started float64, maxAge time.Duration) m
 	case pid <= 0:
 		return marker{MarkerUnknown, fmt.Sprintf("process ID %d names no process", pid)}
 	case nowSec-started > maxAge.Seconds():
-		return marker{MarkerStale, fmt.Sprintf("older than %v", maxAge)}
+		return marker{MarkerAbandoned, fmt.Sprintf("older than %v", maxAge)}
 	case pid > maxPID:
 		return marker{MarkerUnknown, fmt.Sprintf("process ID %d cannot be asked about here", pid)}
 	}
 	info := e.probeCached(pid)
 	switch info.State {
 	case processGone:
-		return marker{MarkerStale, fmt.Sprintf("process %d is gone", pid)}
+		return marker{MarkerAbandoned, fmt.Sprintf("process %d is gone", pid)}
 	case processAlive:
 		if !info.Start.IsZero() {
 			writtenAt := time.Unix(0, int64(started*1e9))
 			if info.Start.After(writtenAt.Add(pidReuseSlack)) {
-				return marker{MarkerStale, fmt.Sprintf("process %d started after the marker was written: its ID was reused", pid)}
+				return marker{MarkerAbandoned, fmt.Sprintf("process %d started after the marker was written: its ID was reused", pid)}
 			}
 		}
 		return marker{MarkerActive, fmt.Sprintf("process %d is alive", pid)}
@@ -892,7 +901,7 @@ func (j markerJudge) Marker(path string) (body []byte, stale bool, held string) 
 	switch m.State {
 	case MarkerAbsent:
 		return nil, false, ""
-	case MarkerStale:
+	case MarkerAbandoned:
 		if body != nil {
 			return body, true, ""
 		}

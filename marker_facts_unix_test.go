@@ -82,12 +82,12 @@ func TestFactsAreJudgedNow(t *testing.T) {
 	f := e.readFacts(path)
 	require.Equal(t, MarkerActive, e.judge(&f, maxAge).State)
 	now = start.Add(maxAge + time.Second)
-	assert.Equal(t, MarkerStale, e.judge(&f, maxAge).State, "past the age limit")
+	assert.Equal(t, MarkerAbandoned, e.judge(&f, maxAge).State, "past the age limit")
 	now = time.Time{}
 	require.Equal(t, MarkerActive, e.judge(&f, maxAge).State)
 	require.NoError(t, child.Process.Kill())
 	_, _ = child.Process.Wait()
-	assert.Equal(t, MarkerStale, e.judge(&f, maxAge).State, "the marker's process exited")
+	assert.Equal(t, MarkerAbandoned, e.judge(&f, maxAge).State, "the marker's process exited")
 
 	require.NoError(t, os.Remove(path))
 	releaser := longChild(t)

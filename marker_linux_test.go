@@ -73,7 +73,7 @@ func TestCreationTimeOnTheUpdatersClock(t *testing.T) {
 	for _, tc := range []struct {
 		offset float64
 		want   MarkerState
-	}{{-1.995, MarkerActive}, {1.995, MarkerActive}, {-2.05, MarkerStale}, {2.05, MarkerStale}} {
+	}{{-1.995, MarkerActive}, {1.995, MarkerActive}, {-2.05, MarkerAbandoned}, {2.05, MarkerAbandoned}} {
 		path := filepath.Join(tempDir(t), hermesMarker)
 		writeFile(t, path, fmt.Sprintf("%d\n%d\nct:%.3f\n", live, now, ct+tc.offset))
 		m := systemMarkers.read(path, DefaultMaxMarkerAge)

@@ -31,11 +31,11 @@ func TestUpdateStateTable(t *testing.T) {
 	}{
 		{MarkerAbsent, false, UpdateUnverified},
 		{MarkerActive, false, UpdateActive},
-		{MarkerStale, false, UpdateStale},
+		{MarkerAbandoned, false, UpdateAbandoned},
 		{MarkerUnknown, false, UpdateUnknown},
 		{MarkerAbsent, true, UpdateIncomplete},
 		{MarkerActive, true, UpdateIncomplete},
-		{MarkerStale, true, UpdateIncomplete},
+		{MarkerAbandoned, true, UpdateIncomplete},
 		{MarkerUnknown, true, UpdateUnknown},
 	} {
 		t.Run(string(tc.marker)+map[bool]string{true: "+incomplete"}[tc.incomplete], func(t *testing.T) {
@@ -50,7 +50,7 @@ func TestUpdateStateTable(t *testing.T) {
 			switch tc.marker {
 			case MarkerActive:
 				writeMarker(t, marker, os.Getpid(), time.Now())
-			case MarkerStale:
+			case MarkerAbandoned:
 				writeMarker(t, marker, os.Getpid(), time.Now().Add(-time.Hour))
 			case MarkerUnknown:
 				writeFile(t, marker, "garbage")
@@ -80,8 +80,8 @@ func TestReadUpdateMarker(t *testing.T) {
 		{"crlf lines", fmt.Sprintf("%d\r\n%d\r\n", pid, now.Unix()), MarkerActive},
 		{"extra lines ignored", fmt.Sprintf("%d\n%d\nupdater v2\n", pid, now.Unix()), MarkerActive},
 		{"padded values", fmt.Sprintf("  %d \n %d \n", pid, now.Unix()), MarkerActive},
-		{"over age", fmt.Sprintf("%d\n%d\n", pid, now.Add(-DefaultMaxMarkerAge-time.Minute).Unix()), MarkerStale},
-		{"over age beats liveness", fmt.Sprintf("1\n%d\n", now.Add(-48*time.Hour).Unix()), MarkerStale},
+		{"over age", fmt.Sprintf("%d\n%d\n", pid, now.Add(-DefaultMaxMarkerAge-time.Minute).Unix()), MarkerAbandoned},
+		{"over age beats liveness", fmt.Sprintf("1\n%d\n", now.Add(-48*time.Hour).Unix()), MarkerAbandoned},
 		{"one line", fmt.Sprintf("%d\n", pid), MarkerUnknown},
 		{"empty, just written: a claim being published", "", MarkerActive},
 		{"pid zero", fmt.Sprintf("0\n%d\n", now.Unix()), MarkerUnknown},
@@ -90,8 +90,8 @@ func TestReadUpdateMarker(t *testing.T) {
 		{"pid 2^100", fmt.Sprintf("1267650600228229401496703205376\n%d\n", now.Unix()), MarkerUnknown},
 		{"pid zero over age", fmt.Sprintf("0\n%d\n", old.Unix()), MarkerUnknown},
 		{"negative pid over age", fmt.Sprintf("-5\n%d\n", old.Unix()), MarkerUnknown},
-		{"pid past the platform limit over age", fmt.Sprintf("%d\n%d\n", int64(maxPID)+1, old.Unix()), MarkerStale},
-		{"pid 2^100 over age", fmt.Sprintf("1267650600228229401496703205376\n%d\n", old.Unix()), MarkerStale},
+		{"pid past the platform limit over age", fmt.Sprintf("%d\n%d\n", int64(maxPID)+1, old.Unix()), MarkerAbandoned},
+		{"pid 2^100 over age", fmt.Sprintf("1267650600228229401496703205376\n%d\n", old.Unix()), MarkerAbandoned},
 		{"pid 2^100 in the future", fmt.Sprintf("1267650600228229401496703205376\n%d\n", now.Add(time.Hour).Unix()), MarkerUnknown},
 		{"pid over int()'s digit limit, over age", fmt.Sprintf("%s\n%d\n", strings.Repeat("1", 4301), old.Unix()), MarkerUnknown},
 		{"pid not a number", fmt.Sprintf("12a\n%d\n", now.Unix()), MarkerUnknown},
@@ -175,9 +175,9 @@ func TestMarkerLiveness(t *testing.T) {
 		{"alive, start unknown", procInfo{State: processAlive}, MarkerActive},
 		{"alive, started before the marker", procInfo{State: processAlive, Start: started.Add(-time.Hour)}, MarkerActive},
 		{"alive, started within the slack", procInfo{State: processAlive, Start: started.Add(pidReuseSlack / 2)}, MarkerActive},
-		{"alive, started just past the slack", procInfo{State: processAlive, Start: started.Add(pidReuseSlack + 10*time.Millisecond)}, MarkerStale},
-		{"alive, started after the marker: reused pid", procInfo{State: processAlive, Start: started.Add(10 * time.Second)}, MarkerStale},
-		{"gone", procInfo{State: processGone}, MarkerStale},
+		{"alive, started just past the slack", procInfo{State: processAlive, Start: started.Add(pidReuseSlack + 10*time.Millisecond)}, MarkerAbandoned},
+		{"alive, started after the marker: reused pid", procInfo{State: processAlive, Start: started.Add(10 * time.Second)}, MarkerAbandoned},
+		{"gone", procInfo{State: processGone}, MarkerAbandoned},
 		{"cannot tell", procInfo{}, MarkerUnknown},
 	}
 	for _, tc := range cases {
@@ -199,7 +199,7 @@ func TestMarkerAgeIsCheckedBeforeLiveness(t *testing.T) {
 		t.Error("liveness was asked for an over-age marker")
 		return procInfo{State: processAlive}
 	})
-	assert.Equal(t, MarkerStale, e.marker.read(path, DefaultMaxMarkerAge).State)
+	assert.Equal(t, MarkerAbandoned, e.marker.read(path, DefaultMaxMarkerAge).State)
 	assert.Equal(t, MarkerActive, testEnv(func(int64) procInfo { return procInfo{State: processAlive} }).marker.read(path, time.Hour).State)
 }
 
@@ -220,7 +220,7 @@ func TestMarkerCheckOrder(t *testing.T) {
 		{"0\n1690000000\n", MarkerUnknown},
 		{"-1\n1690000000\n", MarkerUnknown},
 		{"-1267650600228229401496703205376\n1690000000\n", MarkerUnknown},
-		{"1267650600228229401496703205376\n1690000000\n", MarkerStale},
+		{"1267650600228229401496703205376\n1690000000\n", MarkerAbandoned},
 		{"-1267650600228229401496703205376\n-inf\n", MarkerUnknown},
 		{"0\nnan\n", MarkerUnknown},
 		{"0\n1700000001\n", MarkerUnknown},
@@ -284,7 +284,7 @@ func TestCacheSparesReads(t *testing.T) {
 	assert.Equal(t, 2, opens, "a rewritten marker is read again")
 	require.NoError(t, child.Process.Kill())
 	_, _ = child.Process.Wait()
-	assert.Equal(t, MarkerStale, e.marker.read(path, DefaultMaxMarkerAge).State, "the cached process exited")
+	assert.Equal(t, MarkerAbandoned, e.marker.read(path, DefaultMaxMarkerAge).State, "the cached process exited")
 }
 
 // A marker released by renaming it aside is active while its releaser
@@ -453,7 +453,7 @@ func mustRead(t *testing.T, path string) []byte {
 // unknown, a marker over the age limit is stale whatever its process ID, and no process is asked about unless the
 // body parsed, its time is within the age limit and its process ID is one
 // this platform can ask about.
-var markerStates = map[MarkerState]bool{MarkerAbsent: true, MarkerActive: true, MarkerStale: true, MarkerUnknown: true}
+var markerStates = map[MarkerState]bool{MarkerAbsent: true, MarkerActive: true, MarkerAbandoned: true, MarkerUnknown: true}
 
 func FuzzReadUpdateMarker(f *testing.F) {
 	f.Add([]byte("1234\n1700000000\n"), int64(0))
@@ -492,8 +492,8 @@ func FuzzReadUpdateMarker(f *testing.F) {
 		if parsed && finite && started <= nowSec && parsedPID <= 0 && got != MarkerUnknown {
 			t.Fatalf("readMarker(%q) = %q, want %q: a process ID of zero or less, whatever the age", body, got, MarkerUnknown)
 		}
-		if parsed && finite && started <= nowSec && parsedPID > 0 && nowSec-started > DefaultMaxMarkerAge.Seconds() && got != MarkerStale {
-			t.Fatalf("readMarker(%q) = %q, want %q: over age, whatever the positive process ID", body, got, MarkerStale)
+		if parsed && finite && started <= nowSec && parsedPID > 0 && nowSec-started > DefaultMaxMarkerAge.Seconds() && got != MarkerAbandoned {
+			t.Fatalf("readMarker(%q) = %q, want %q: over age, whatever the positive process ID", body, got, MarkerAbandoned)
 		}
 		after, err := os.ReadFile(path)
 		if err != nil || string(after) != string(body) {
@@ -554,7 +554,7 @@ func TestClaimObeysTheGuardsReading(t *testing.T) {
 			tc.setup(t, path)
 			before := readMarker(path)
 			err := updater.ClaimMarker(path, os.Getpid(), now, updater.GuardJudge(DefaultMaxMarkerAge))
-			if before == MarkerAbsent || before == MarkerStale {
+			if before == MarkerAbsent || before == MarkerAbandoned {
 				require.NoError(t, err, "ClaimMarker of a marker the guard reads as %s", before)
 				assert.Equal(t, MarkerActive, readMarker(path), "the claimed marker")
 				removed, err := updater.RemoveMarker(path, os.Getpid(), now)

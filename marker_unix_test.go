@@ -97,8 +97,8 @@ func TestReusedPIDMarker(t *testing.T) {
 		written time.Time
 		want    MarkerState
 	}{
-		{"written 2.3 s before the child started", before.Add(-2300 * time.Millisecond), MarkerStale},
-		{"written 1.5 s before the child started", before.Add(-1500 * time.Millisecond), MarkerStale},
+		{"written 2.3 s before the child started", before.Add(-2300 * time.Millisecond), MarkerAbandoned},
+		{"written 1.5 s before the child started", before.Add(-1500 * time.Millisecond), MarkerAbandoned},
 		{"written 0.5 s before Start returned: within the slack", after.Add(-500 * time.Millisecond), MarkerActive},
 		{"written after the child started", after, MarkerActive},
 	}

@@ -48,21 +48,21 @@ func TestMarkerSecondFormat(t *testing.T) {
 		{"a live owner older than 20 minutes", fmt.Sprintf("%d\n%d\nct:%s\n", live, old, ct), MarkerActive, "its owner process"},
 		{"a killed owner with a running delegate", fmt.Sprintf("%d\n%d\nct:1.000\ndelegate:%d ct:%s\n", dead, now.Unix(), live, ct), MarkerActive, "its delegate process"},
 		{"a killed owner, its delegate old and running", fmt.Sprintf("%d\n%d\nct:1.000\ndelegate:%d ct:%s\nrun:r-1\n", dead, old, live, ct), MarkerActive, "its delegate"},
-		{"a reused ID: another creation time", fmt.Sprintf("%d\n%d\nct:%s\n", live, now.Unix(), createdAt(t, live, -100)), MarkerStale, "its ID was reused"},
-		{"a reused ID of the delegate, its owner dead", fmt.Sprintf("%d\n%d\nct:1.000\ndelegate:%d ct:%s\n", dead, now.Unix(), live, createdAt(t, live, -100)), MarkerStale, "reused"},
-		{"a dead owner, no delegate", fmt.Sprintf("%d\n%d\nct:1.000\n", dead, now.Unix()), MarkerStale, "is gone"},
+		{"a reused ID: another creation time", fmt.Sprintf("%d\n%d\nct:%s\n", live, now.Unix(), createdAt(t, live, -100)), MarkerAbandoned, "its ID was reused"},
+		{"a reused ID of the delegate, its owner dead", fmt.Sprintf("%d\n%d\nct:1.000\ndelegate:%d ct:%s\n", dead, now.Unix(), live, createdAt(t, live, -100)), MarkerAbandoned, "reused"},
+		{"a dead owner, no delegate", fmt.Sprintf("%d\n%d\nct:1.000\n", dead, now.Unix()), MarkerAbandoned, "is gone"},
 		{"a byte order mark", fmt.Sprintf("\ufeff%d\n%d\nct:%s\n", live, now.Unix(), ct), MarkerActive, "its owner"},
 		{"a byte order mark, first format", fmt.Sprintf("\ufeff%d\n%d\n", live, now.Unix()), MarkerActive, "is alive"},
 		{"CRLF, a running delegate", fmt.Sprintf("%d\r\n%d\r\nct:1.000\r\ndelegate:%d ct:%s\r\n", dead, now.Unix(), live, ct), MarkerActive, "its delegate"},
 		{"spaces around the values", fmt.Sprintf(" %d \n\t%d\t\n ct:%s \n", live, old, ct), MarkerActive, "its owner"},
-		{"a malformed creation time: the first format's age limit", fmt.Sprintf("%d\n%d\nct:abc\n", live, old), MarkerStale, "older than"},
-		{"a delegate on line 3 is no delegate", fmt.Sprintf("%d\n%d\ndelegate:%d ct:%s\n", dead, now.Unix(), live, ct), MarkerStale, "is gone"},
-		{"a spaced delegate is no delegate", fmt.Sprintf("%d\n%d\nct:1.000\ndelegate: %d ct:%s\n", dead, now.Unix(), live, ct), MarkerStale, "is gone"},
+		{"a malformed creation time: the first format's age limit", fmt.Sprintf("%d\n%d\nct:abc\n", live, old), MarkerAbandoned, "older than"},
+		{"a delegate on line 3 is no delegate", fmt.Sprintf("%d\n%d\ndelegate:%d ct:%s\n", dead, now.Unix(), live, ct), MarkerAbandoned, "is gone"},
+		{"a spaced delegate is no delegate", fmt.Sprintf("%d\n%d\nct:1.000\ndelegate: %d ct:%s\n", dead, now.Unix(), live, ct), MarkerAbandoned, "is gone"},
 		{"first format, a killed owner with a running delegate", fmt.Sprintf("%d\n%d\n\ndelegate:%d ct:%s\n", dead, now.Unix(), live, ct), MarkerActive, "its delegate process"},
 		{"first format, older than 20 minutes, a running delegate", fmt.Sprintf("%d\n%d\n\ndelegate:%d ct:%s\n", dead, old, live, ct), MarkerActive, "its delegate process"},
 		{"a malformed creation time, a running delegate", fmt.Sprintf("%d\n%d\nct:abc\ndelegate:%d ct:%s\n", dead, now.Unix(), live, ct), MarkerActive, "its delegate process"},
-		{"first format, a killed owner, its delegate's ID reused", fmt.Sprintf("%d\n%d\n\ndelegate:%d ct:%s\n", dead, now.Unix(), live, createdAt(t, live, -100)), MarkerStale, "reused"},
-		{"first format, a running owner, too old, its delegate gone", fmt.Sprintf("%d\n%d\n\ndelegate:%d ct:1.000\n", live, old, dead), MarkerStale, "older than"},
+		{"first format, a killed owner, its delegate's ID reused", fmt.Sprintf("%d\n%d\n\ndelegate:%d ct:%s\n", dead, now.Unix(), live, createdAt(t, live, -100)), MarkerAbandoned, "reused"},
+		{"first format, a running owner, too old, its delegate gone", fmt.Sprintf("%d\n%d\n\ndelegate:%d ct:1.000\n", live, old, dead), MarkerAbandoned, "older than"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -90,8 +90,8 @@ func TestEmptyMarkerAge(t *testing.T) {
 	}
 	assert.Equal(t, MarkerActive, at(0))
 	assert.Equal(t, MarkerActive, at(updater.EmptyMarkerGrace-time.Millisecond))
-	assert.Equal(t, MarkerStale, at(updater.EmptyMarkerGrace))
-	assert.Equal(t, MarkerStale, at(time.Hour))
+	assert.Equal(t, MarkerAbandoned, at(updater.EmptyMarkerGrace))
+	assert.Equal(t, MarkerAbandoned, at(time.Hour))
 }
 
 // symlinkOrSkip makes a symbolic link, or skips the test where none can be made

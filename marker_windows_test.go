@@ -100,7 +100,7 @@ func TestWindowsReusedPIDMarkerIsStale(t *testing.T) {
 
 	path := filepath.Join(tempDir(t), hermesMarker)
 	writeMarker(t, path, child.Process.Pid, written)
-	assert.Equal(t, MarkerStale, readMarker(path))
+	assert.Equal(t, MarkerAbandoned, readMarker(path))
 	writeMarker(t, path, child.Process.Pid, time.Now())
 	assert.Equal(t, MarkerActive, readMarker(path))
 }

@@ -8,7 +8,7 @@ import (
 // OptionError is a field of [Options], its [Layout] or [ReloaderOptions]
 // that describes no guard: New (also for an [Options.ExpectRevision] of
 // another length than the repository's object ids), [Observe],
-// [ResolvePaths] and [NewReloader] return one, which a caller gets with
+// [NewReloader] return one, which a caller gets with
 // errors.As. Its message is "runtimeguard: ", the field, the
 // value and the reason.
 type OptionError struct {

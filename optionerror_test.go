@@ -31,6 +31,8 @@ func TestEveryRejectedOptionIsAnOptionError(t *testing.T) {
 	}{
 		{Options{MaxMarkerAge: -time.Second}, "Options.MaxMarkerAge", -time.Second},
 		{Options{ReadTimeout: -time.Millisecond}, "Options.ReadTimeout", -time.Millisecond},
+		{Options{Check: "stats"}, "Options.Check", "stats"},
+		{Options{Check: "Watch"}, "Options.Check", "Watch"},
 		{Options{Message: "Update was a success"}, "Options.Message", "Update was a success"},
 		{Options{ReloadMessage: "SUCCESS soon"}, "Options.ReloadMessage", "SUCCESS soon"},
 		{Options{AgentName: "Successful Agent"}, "Options.AgentName", "Successful Agent"},
@@ -51,9 +53,8 @@ func TestEveryRejectedOptionIsAnOptionError(t *testing.T) {
 	}
 	for _, c := range cases {
 		for name, call := range map[string]func(Options) error{
-			"New":          func(o Options) error { _, err := New(o); return err },
-			"Observe":      func(o Options) error { _, err := Observe(o); return err },
-			"ResolvePaths": func(o Options) error { _, err := ResolvePaths(o); return err },
+			"New":     func(o Options) error { _, err := New(o); return err },
+			"Observe": func(o Options) error { _, err := Observe(o); return err },
 		} {
 			err := call(c.opts)
 			var oe *OptionError
@@ -75,7 +76,7 @@ func TestEveryRejectedOptionIsAnOptionError(t *testing.T) {
 func TestReloaderOptionErrors(t *testing.T) {
 	g, err := New(Options{})
 	require.NoError(t, err)
-	restart := func(context.Context, *Reload) error { return nil }
+	restart := func(context.Context, *Plan) error { return nil }
 	for _, c := range []struct {
 		opts  ReloaderOptions
 		field string

@@ -41,7 +41,7 @@ func TestAccessChild(t *testing.T) {
 	if module == "" {
 		t.Skip("run by TestAccessChangeOfObjects only")
 	}
-	g, err := New(Options{ModulePath: module, HomeDir: os.Getenv("RUNTIMEGUARD_TEST_HOME"), NoWatch: os.Getenv("RUNTIMEGUARD_TEST_NOWATCH") != ""})
+	g, err := New(Options{ModulePath: module, HomeDir: os.Getenv("RUNTIMEGUARD_TEST_HOME"), Check: map[bool]string{true: "stat"}[os.Getenv("RUNTIMEGUARD_TEST_NOWATCH") != ""]})
 	if err != nil {
 		fmt.Println("error", err)
 		return

@@ -6,7 +6,7 @@ import (
 )
 
 // Paths are the files and directories a guard's [Options] resolve to:
-// resolved once, by [New] (or [ResolvePaths]), with every default applied
+// resolved once, by [New], with every default applied
 // and every path absolute, and used by everything the guard reads after.
 // A later change of the working directory or of the environment moves
 // none of them.
@@ -41,19 +41,10 @@ type Paths struct {
 	RecoveryMarkers []string `json:"recovery_markers"`
 }
 
-// ResolvePaths validates opts as [New] does and returns the paths they
-// resolve to, without reading the checkout or the updater's files: for a
-// tool that writes the updater's files (see the command's update) or
-// shows where a guard would look. Its error is an [*OptionError].
-func ResolvePaths(opts Options) (Paths, error) {
-	cfg, err := opts.resolve(systemEnv)
-	if err != nil {
-		return Paths{}, err
-	}
-	return cfg.paths(), nil
-}
-
-// Paths returns the paths the guard's options resolved to at [New].
+// Paths returns the paths the guard's options resolved to at [New]. A
+// tool that writes the updater's files, or shows where a guard would look,
+// makes a guard with no [Options.ModulePath] for them: New then reads
+// neither the checkout nor the updater's files.
 func (g *Guard) Paths() Paths {
 	return g.config().paths()
 }

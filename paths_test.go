@@ -10,7 +10,19 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestPathsAreTheResolutionNewMade: Guard.Paths and ResolvePaths say
+// resolvePaths is what a tool does for the paths of opts: a guard with no
+// module, which reads nothing.
+func resolvePaths(opts Options) (Paths, error) {
+	g, err := New(opts)
+	if err != nil {
+		return Paths{}, err
+	}
+	defer g.Close()
+	return g.Paths(), nil
+}
+
+// TestPathsAreTheResolutionNewMade: Guard.Paths, also of a guard with no
+// module, says
 // where the guard reads, as it reads there: made absolute and with the
 // defaults applied once, at New, so that a later change of the working
 // directory or of the home's variable moves nothing the guard reads or
@@ -22,7 +34,7 @@ func TestPathsAreTheResolutionNewMade(t *testing.T) {
 	t.Setenv("HERMES_HOME", "home")
 	t.Chdir(tmp)
 	opts := Options{Python: filepath.Join("install", ".venv", "bin", "python3")}
-	resolvedPaths, err := ResolvePaths(opts)
+	resolvedPaths, err := resolvePaths(opts)
 	require.NoError(t, err)
 	g, err := New(opts)
 	require.NoError(t, err)
@@ -57,12 +69,12 @@ func TestPathsAreTheResolutionNewMade(t *testing.T) {
 	t.Setenv("HERMES_HOME", "")
 	t.Setenv("HOME", "")
 	t.Setenv("USERPROFILE", "")
-	p, err = ResolvePaths(Options{})
+	p, err = resolvePaths(Options{})
 	require.NoError(t, err)
 	assert.Equal(t, Paths{RecoveryMarkers: want.RecoveryMarkers}, p)
 
 	// A layout without a receipt, a history or a lock has none of them.
-	p, err = ResolvePaths(Options{HomeDir: home, Layout: Layout{Marker: "m"}})
+	p, err = resolvePaths(Options{HomeDir: home, Layout: Layout{Marker: "m"}})
 	require.NoError(t, err)
 	assert.Equal(t, Paths{Home: home, Marker: filepath.Join(home, "m"), RecoveryMarkers: []string{}}, p)
 }

@@ -27,7 +27,7 @@ const ProblemType = "https://github.com/runtimeguard/runtimeguard/blob/main/docs
 //	 "restart_scheduled": false, "agent_update_state": "unverified"}
 //
 // agent_update_state is left out when there is none. restart_scheduled is
-// true only while the host has a reload under way (see [Reload.Schedule]),
+// true only while the host has a reload under way (see [Plan.Schedule]),
 // and the message then asks the client to retry shortly.
 type Payload struct {
 	// Error is the operator-facing message.

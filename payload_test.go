@@ -48,7 +48,7 @@ func TestWriteStaleGolden(t *testing.T) {
 }
 
 func TestPayloadKeys(t *testing.T) {
-	for _, state := range []UpdateState{"", UpdateUnverified, UpdateActive, UpdateStale, UpdateUnknown, UpdateIncomplete} {
+	for _, state := range []UpdateState{"", UpdateUnverified, UpdateActive, UpdateAbandoned, UpdateUnknown, UpdateIncomplete} {
 		se := &StaleError{Message: "restart required", State: state}
 		body, err := json.Marshal(se.Payload())
 		require.NoError(t, err)

@@ -53,7 +53,7 @@ func TestErrorsPrefixedOnce(t *testing.T) {
 	}
 	cases["a read that timed out"] = func() error {
 		h := &hangingIndex{release: make(chan struct{})}
-		hg, err := newGuard(Options{ModulePath: mod, HomeDir: dir, ReadTimeout: 50 * time.Millisecond, AlwaysRead: true}, h.env())
+		hg, err := newGuard(Options{ModulePath: mod, HomeDir: dir, ReadTimeout: 50 * time.Millisecond, Check: "read"}, h.env())
 		require.NoError(t, err)
 		h.hang.Store(true)
 		defer close(h.release)

@@ -72,7 +72,7 @@ func TestHungReadCostsOneGoroutine(t *testing.T) {
 	module, _ := agentRepo(t, dir)
 	h := &hangingIndex{release: make(chan struct{})}
 	const timeout = 300 * time.Millisecond
-	g, err := newGuard(Options{ModulePath: module, HomeDir: dir, ReadTimeout: timeout, AlwaysRead: true}, h.env())
+	g, err := newGuard(Options{ModulePath: module, HomeDir: dir, ReadTimeout: timeout, Check: "read"}, h.env())
 	require.NoError(t, err)
 	require.NoError(t, g.EnsureCurrent())
 
@@ -127,7 +127,7 @@ func TestPanicInReadKeepsItsStack(t *testing.T) {
 			panic("index reader exploded")
 		}
 	})
-	g, err := newGuard(Options{ModulePath: module, HomeDir: dir, AlwaysRead: true}, e)
+	g, err := newGuard(Options{ModulePath: module, HomeDir: dir, Check: "read"}, e)
 	require.NoError(t, err)
 	boom.Store(true)
 	err = g.EnsureCurrent()
@@ -152,7 +152,7 @@ func TestPanicErrorUnwrapsAnError(t *testing.T) {
 			panic(*v)
 		}
 	})
-	g, err := newGuard(Options{ModulePath: module, HomeDir: dir, AlwaysRead: true}, e)
+	g, err := newGuard(Options{ModulePath: module, HomeDir: dir, Check: "read"}, e)
 	require.NoError(t, err)
 	var v any = fmt.Errorf("decoding the index: %w", io.ErrUnexpectedEOF)
 	boom.Store(&v)

@@ -120,7 +120,7 @@ func TestReftableAgainstGit(t *testing.T) {
 					}
 					module := filepath.Join(r.in, "run_agent.py")
 					bind := func() *Guard {
-						g, err := newGuard(Options{ModulePath: module, HomeDir: tempDir(t), AlwaysRead: mode.alwaysRead}, mode.env(t))
+						g, err := newGuard(Options{ModulePath: module, HomeDir: tempDir(t), Check: map[bool]string{true: "read"}[mode.alwaysRead]}, mode.env(t))
 						require.NoError(t, err)
 						require.Equal(t, git(t, r.in, "rev-parse", "HEAD"), g.Identity().Revision, "bound to git's HEAD")
 						require.NoError(t, checkWithin(t, g))

@@ -16,31 +16,31 @@ import (
 )
 
 // ErrNotReady matches the error of [Guard.PlanReload] when a reload is not
-// proven safe, of [Guard.Rebind] when the updater's files no longer show
+// proven safe, of [Plan.Bind] when the updater's files no longer show
 // what the plan proved, and of [New] with [Options.ExpectReceipt] when
 // they do not show it; the error says which condition failed.
 var ErrNotReady = errors.New("runtimeguard: no reload is proven safe")
 
-// Reload is a plan to load the new code, made by [Guard.PlanReload] only
+// Plan is a plan to load the new code, made by [Guard.PlanReload] only
 // when the updater's receipt proves the update that moved the checkout
 // succeeded and finished. A host acts on it in one of two ways:
 //
-//   - in process: it schedules the reload ([Reload.Schedule]), stops
+//   - in process: it schedules the reload ([Plan.Schedule]), stops
 //     admitting guarded work, drains what runs, restarts its workers, and
-//     calls [Guard.Rebind];
+//     calls [Plan.Bind];
 //   - in a new process: it schedules the reload, drains, and starts the new
 //     process (re-executing itself, or exiting for its supervisor), which
 //     binds with [Options.ExpectRevision] set to To.
 //
 // Either way, the new code's binding is the last check: if HEAD moved on
 // meanwhile, it fails closed, and a later receipt allows a later reload.
-// A host that does not go ahead calls [Reload.Release].
+// A host that does not go ahead calls [Plan.Release].
 //
-// A Reload is safe for concurrent use. Its life moves one way: made, then
-// scheduled ([Reload.Schedule]), then done ([Reload.Release] or
-// [Guard.Rebind]); once Release or Rebind has returned, the plan is not
+// A Plan is safe for concurrent use. Its life moves one way: made, then
+// scheduled ([Plan.Schedule]), then done ([Plan.Release] or
+// [Plan.Bind]); once Release or Plan.Bind has returned, the plan is not
 // scheduled and cannot be, whatever ran beside them.
-type Reload struct {
+type Plan struct {
 	// From is the revision the guard is bound to, To the one the new code
 	// is at.
 	From, To string
@@ -91,7 +91,7 @@ const (
 //   - no earlier plan of this guard was scheduled on the same receipt.
 //
 // Where the layout has a lock file, the plan holds it shared from now until
-// the new code is bound ([Guard.Rebind]) or the plan is released, so that a
+// the new code is bound ([Plan.Bind]) or the plan is released, so that a
 // cooperating updater cannot start meanwhile; a lock held by an updater is
 // not ready. PlanReload creates the lock file if it is missing.
 //
@@ -100,7 +100,7 @@ const (
 // until ctx is done, and then returns an error (matching [ErrNotReady]
 // for the timeout, ctx's error for ctx); a plan made after it gave up is
 // released.
-func (g *Guard) PlanReload(ctx context.Context) (*Reload, error) {
+func (g *Guard) PlanReload(ctx context.Context) (*Plan, error) {
 	cfg := g.config()
 	b := g.bound.Load()
 	if b == nil || b.id.Revision == "" {
@@ -139,13 +139,13 @@ func (g *Guard) PlanReload(ctx context.Context) (*Reload, error) {
 
 // planResult is what a plan's piece of work on the file system returns.
 type planResult struct {
-	r   *Reload
+	r   *Plan
 	err error
 }
 
 // lockAndPlan takes the layout's lock, if any, and plans; the plan holds
 // the lock.
-func (g *Guard) lockAndPlan(ctx context.Context, cfg *config, b *binding) (*Reload, error) {
+func (g *Guard) lockAndPlan(ctx context.Context, cfg *config, b *binding) (*Plan, error) {
 	var lock *os.File
 	if cfg.lockPath != "" {
 		f, err := updater.Lock(cfg.lockPath, false)
@@ -172,7 +172,7 @@ func (g *Guard) lockAndPlan(ctx context.Context, cfg *config, b *binding) (*Relo
 const maxPlanReads = 3
 
 // plan reads the view and checks the conditions of PlanReload.
-func (g *Guard) plan(ctx context.Context, cfg *config, b *binding) (*Reload, error) {
+func (g *Guard) plan(ctx context.Context, cfg *config, b *binding) (*Plan, error) {
 	for try := 0; try < maxPlanReads; try++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -191,7 +191,7 @@ func (g *Guard) plan(ctx context.Context, cfg *config, b *binding) (*Reload, err
 		if why := g.unproven(b, &c, &after, cfg.env.now()); why != "" {
 			return nil, notReady(why)
 		}
-		return &Reload{
+		return &Plan{
 			From:     b.id.Revision,
 			To:       c.Revision,
 			Identity: Identity{SourceDir: c.SourceDir, ModulePath: c.ModulePath, Revision: c.Revision},
@@ -263,11 +263,11 @@ func updaterBusy(o *Observation) string {
 	switch {
 	case o.Marker == MarkerActive:
 		return pending(fmt.Sprintf("the update marker %s is %s (%s)", o.MarkerPath, o.Marker, o.MarkerReason))
-	case o.CheckoutLock == CheckoutLockHeld:
+	case o.CheckoutLock == lockHeld:
 		return pending(fmt.Sprintf("the checkout lock %s is held (%s): a process of an update still runs", o.CheckoutLockPath, o.CheckoutLockReason))
 	case o.Marker != MarkerAbsent:
 		return fmt.Sprintf("the update marker %s is %s (%s)", o.MarkerPath, o.Marker, o.MarkerReason)
-	case o.CheckoutLock == CheckoutLockUnknown:
+	case o.CheckoutLock == lockUnknown:
 		return fmt.Sprintf("the checkout lock %s cannot be probed (%s)", o.CheckoutLockPath, o.CheckoutLockReason)
 	case len(o.RecoveryMarkers) > 0:
 		return "the recovery marker " + o.RecoveryMarkers[0] + " is present"
@@ -312,14 +312,14 @@ func isPending(err error) bool {
 }
 
 // Schedule tells the guard that the host is carrying the plan out: from now
-// on, until [Guard.Rebind] or [Reload.Release], every stale answer says
+// on, until [Plan.Bind] or [Plan.Release], every stale answer says
 // "restart_scheduled": true with [Options.ReloadMessage], which asks the
 // client to retry shortly. The plan's receipt can allow no second reload
 // of this guard. At most one plan of a guard is scheduled at a time:
 // scheduling a second, or one released or carried out, is an error, and
 // the host must not carry it out. Scheduling a scheduled plan again is a
 // no-op.
-func (r *Reload) Schedule() error {
+func (r *Plan) Schedule() error {
 	if r == nil {
 		return errors.New("runtimeguard: schedule: no plan")
 	}
@@ -343,10 +343,10 @@ func (r *Reload) Schedule() error {
 
 // Release abandons the plan: stale answers no longer say a restart is
 // scheduled, and the layout's lock is released. It is safe to call more
-// than once, after [Guard.Rebind], concurrently with [Reload.Schedule], and
+// than once, after [Plan.Bind], concurrently with [Plan.Schedule], and
 // on a nil plan (defer it right after [Guard.PlanReload], whatever that
 // returned).
-func (r *Reload) Release() {
+func (r *Plan) Release() {
 	if r == nil {
 		return // the plan PlanReload did not make
 	}
@@ -363,7 +363,7 @@ func (r *Reload) Release() {
 // releaseUnused releases a plan that loaded nothing (its attempt ended
 // before the host's restart or handover began): a scheduled plan's receipt
 // is no longer spent, so that a new plan on it can carry the reload out.
-func (r *Reload) releaseUnused() {
+func (r *Plan) releaseUnused() {
 	r.mu.Lock()
 	if r.state == planScheduled {
 		r.g.receiptsMu.Lock()
@@ -377,7 +377,7 @@ func (r *Reload) releaseUnused() {
 }
 
 // isDone reports whether the plan was released or carried out.
-func (r *Reload) isDone() bool {
+func (r *Plan) isDone() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.state == planDone
@@ -387,7 +387,7 @@ func (r *Reload) isDone() bool {
 // plan, or nil where the layout has none. A host that hands over to a new
 // process by exec passes it on (clearing its close-on-exec flag); the new
 // process closes it once it has bound, which releases the lock.
-func (r *Reload) LockFile() *os.File {
+func (r *Plan) LockFile() *os.File {
 	if r == nil {
 		return nil
 	}
@@ -403,40 +403,41 @@ func (g *Guard) spent(id string) bool {
 	return slices.Contains(g.spentIDs, id)
 }
 
-// Rebind binds the guard to the plan's new code, for a host that reloaded
-// it in this process, provided the checkout still is at r.To (the same
-// steady read as New's) and the updater's files still say what the plan
-// proved: no update marker, no recovery marker, and the plan's receipt
-// still the newest written since the guard bound. Otherwise it returns an
-// error (matching [ErrStale] for a checkout that moved, [ErrNotReady] for
-// the updater's files, ctx's error when ctx ended the rereads of a moving
-// checkout) and the guard stays bound to the old revision, and stale.
-// Either way the plan is done: its lock is released and stale answers no
-// longer say a restart is scheduled.
+// Bind binds the plan's guard to the plan's new code, for a host that
+// reloaded it in this process, provided the checkout still is at To (the
+// same steady read as New's) and the updater's files still say what the
+// plan proved: no update marker, no recovery marker, and the plan's
+// receipt still the newest written since the guard bound. Otherwise it
+// returns an error (matching [ErrStale] for a checkout that moved,
+// [ErrNotReady] for the updater's files, ctx's error when ctx ended the
+// rereads of a moving checkout) and the guard stays bound to the old
+// revision, and stale. Either way the plan is done: its lock is released
+// and stale answers no longer say a restart is scheduled.
 //
 // Call it after the new code was loaded: a checkout that moved while it
 // was loaded then fails here, and the guard stays stale.
-func (g *Guard) Rebind(ctx context.Context, r *Reload) error {
-	if r == nil || r.g != g {
-		return errors.New("runtimeguard: rebind: the plan is not this guard's")
+func (r *Plan) Bind(ctx context.Context) error {
+	if r == nil || r.g == nil {
+		return errors.New("runtimeguard: bind: the plan was not made by Guard.PlanReload")
 	}
+	g := r.g
 	defer r.Release()
 	if r.isDone() {
-		return errors.New("runtimeguard: rebind: the plan was released")
+		return errors.New("runtimeguard: bind: the plan was released")
 	}
 	cfg := g.config()
 	if g.bound.Load() != r.b {
-		return errors.New("runtimeguard: rebind: the guard was bound anew since the plan was made")
+		return errors.New("runtimeguard: bind: the guard was bound anew since the plan was made")
 	}
 	// Nothing is read while the lock is held: Close never waits on a
 	// file system.
 	b, err := g.bind(ctx, cfg, r.b.configured)
 	if err != nil {
-		return fmt.Errorf("runtimeguard: rebind %s: %w", r.b.configured, err)
+		return fmt.Errorf("runtimeguard: bind %s: %w", r.b.configured, err)
 	}
 	if b.id.Revision != r.To || b.id.ModulePath != r.Identity.ModulePath {
 		b.close()
-		return classed(ErrStale, "runtimeguard: rebind: the checkout is at %q (%s), not at the planned %s: %s",
+		return classed(ErrStale, "runtimeguard: bind: the checkout is at %q (%s), not at the planned %s: %s",
 			b.id.Revision, b.id.ModulePath, r.To, classWords(ErrStale))
 	}
 	// Without a lock, an update may have begun since the plan: a marker, a
@@ -445,13 +446,13 @@ func (g *Guard) Rebind(ctx context.Context, r *Reload) error {
 	o := g.observeRead(ctx, cfg, b, receiptsSince(r.b.receiptsAt))
 	if why := stillProven(&o, &r.Receipt); why != "" {
 		b.close()
-		return classed(ErrNotReady, "runtimeguard: rebind: %s: %s", why, classWords(ErrNotReady))
+		return classed(ErrNotReady, "runtimeguard: bind: %s: %s", why, classWords(ErrNotReady))
 	}
 	g.bindMu.Lock()
 	if g.bound.Load() != r.b {
 		g.bindMu.Unlock()
 		b.close()
-		return errors.New("runtimeguard: rebind: the guard was bound anew since the plan was made")
+		return errors.New("runtimeguard: bind: the guard was bound anew since the plan was made")
 	}
 	g.bound.Store(b)
 	if g.closed.Load() {
@@ -483,7 +484,7 @@ func stillProven(o *Observation, receipt *Receipt) string {
 // Changed returns a channel that is closed once the guard has seen its
 // checkout move: a check found it stale, or [Guard.Watch] did. A host can
 // plan a reload, or show a banner, without waiting for a request. After
-// [Guard.Rebind], Changed returns a new channel for the new binding. An
+// [Plan.Bind], Changed returns a new channel for the new binding. An
 // unbound or inert guard's channel is closed by the first move of the
 // checkout it then binds to.
 func (g *Guard) Changed() <-chan struct{} {
@@ -518,7 +519,7 @@ func (g *Guard) firstSignal() *signal {
 // picks its event source again whenever the
 // binding changes path (a ref packed, a watch that could not be armed and
 // later could). Once the checkout moved, Changed has fired and Watch rests
-// until the guard binds anew ([Guard.Rebind], [Guard.Capture]). A stale
+// until the guard binds anew ([Plan.Bind], [Guard.Capture]). A stale
 // check is logged as any other.
 func (g *Guard) Watch(ctx context.Context, interval time.Duration) error {
 	if interval <= 0 {

@@ -80,7 +80,7 @@ func TestGitSyncFlipProvesAReload(t *testing.T) {
 	assert.Equal(t, c.revs[1], r.To)
 	assert.Equal(t, "success", r.Receipt.Outcome)
 	assert.Equal(t, c.link, r.Receipt.ID[len(flipPrefix):len(flipPrefix)+len(c.link)])
-	require.NoError(t, g.Rebind(context.Background(), r))
+	require.NoError(t, r.Bind(context.Background()))
 	assert.Equal(t, c.revs[1], g.Identity().Revision)
 	assert.NoError(t, g.EnsureCurrent())
 	_, err = g.PlanReload(context.Background())

@@ -216,7 +216,7 @@ func TestScheduleRacingRelease(t *testing.T) {
 	c := newReloadCase(t)
 	b := c.g.bound.Load()
 	for i := 0; i < 100000; i++ {
-		r := &Reload{From: c.loaded, To: c.moved, Receipt: Receipt{ID: fmt.Sprint("race:", i)}, g: c.g, b: b}
+		r := &Plan{From: c.loaded, To: c.moved, Receipt: Receipt{ID: fmt.Sprint("race:", i)}, g: c.g, b: b}
 		var wg sync.WaitGroup
 		wg.Add(2)
 		go func() { defer wg.Done(); _ = r.Schedule() }()

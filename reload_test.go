@@ -167,10 +167,10 @@ func TestPlanReloadConditions(t *testing.T) {
 	}
 }
 
-// The plan holds the lock shared until the new code is bound; Rebind binds
+// The plan holds the lock shared until the new code is bound; Plan.Bind binds
 // to the plan's revision, and the guard is current and its payloads are
 // exactly as before.
-func TestRebindAfterPlan(t *testing.T) {
+func TestPlanBindAfterPlan(t *testing.T) {
 	c := newReloadCase(t)
 	c.success(t)
 	changed := c.g.Changed()
@@ -196,7 +196,7 @@ func TestRebindAfterPlan(t *testing.T) {
 	assert.NotContains(t, strings.ToLower(p.Error), "success")
 	assert.True(t, se.Problem().RestartScheduled)
 
-	require.NoError(t, c.g.Rebind(context.Background(), r))
+	require.NoError(t, r.Bind(context.Background()))
 	assert.Equal(t, c.moved, c.g.Identity().Revision)
 	assert.NoError(t, c.g.EnsureCurrent())
 	require.Eventually(t, func() bool {
@@ -221,16 +221,16 @@ func TestRebindAfterPlan(t *testing.T) {
 	<-changed
 }
 
-// HEAD moving again after the plan: Rebind fails, the guard stays stale on
+// HEAD moving again after the plan: Plan.Bind fails, the guard stays stale on
 // the old revision, and the payload is no longer scheduled.
-func TestRebindAfterHEADMovedAgain(t *testing.T) {
+func TestPlanBindAfterHEADMovedAgain(t *testing.T) {
 	c := newReloadCase(t)
 	c.success(t)
 	r, err := c.g.PlanReload(context.Background())
 	require.NoError(t, err)
 	require.NoError(t, r.Schedule())
 	third := commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 3\n")
-	err = c.g.Rebind(context.Background(), r)
+	err = r.Bind(context.Background())
 	assert.ErrorIs(t, err, ErrStale)
 	assert.ErrorContains(t, err, third)
 	assert.Equal(t, 1, strings.Count(err.Error(), "runtimeguard:"), "prefixed once: %v", err)
@@ -239,7 +239,7 @@ func TestRebindAfterHEADMovedAgain(t *testing.T) {
 	require.ErrorAs(t, c.g.EnsureCurrent(), &se)
 	assert.False(t, se.RestartScheduled)
 	assert.Equal(t, defaultMessage, se.Message)
-	assert.Error(t, c.g.Rebind(context.Background(), r), "a plan rebinds once")
+	assert.Error(t, r.Bind(context.Background()), "a plan rebinds once")
 }
 
 // One plan of a guard is scheduled at a time: a second plan is not made
@@ -258,15 +258,15 @@ func TestOneScheduledPlanAtATime(t *testing.T) {
 	_, err = c.g.PlanReload(context.Background())
 	assert.ErrorIs(t, err, ErrNotReady)
 	assert.ErrorContains(t, err, "scheduled already")
-	require.NoError(t, c.g.Rebind(context.Background(), p1))
+	require.NoError(t, p1.Bind(context.Background()))
 	assert.Error(t, p1.Schedule(), "a plan carried out")
 }
 
 // Released plans give today's payload back, exactly.
 // Without a lock file, an update may begin between the plan and the
-// binding of the new code: Rebind reads the updater's files again, and a
+// binding of the new code: Plan.Bind reads the updater's files again, and a
 // marker, a recovery marker or another receipt keeps the guard stale.
-func TestRebindRefusesAnUpdateBegunSinceThePlan(t *testing.T) {
+func TestPlanBindRefusesAnUpdateBegunSinceThePlan(t *testing.T) {
 	cases := []struct {
 		name   string
 		change func(t *testing.T, c *reloadCase)
@@ -290,7 +290,7 @@ func TestRebindRefusesAnUpdateBegunSinceThePlan(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, r.Schedule())
 			tc.change(t, c)
-			err = c.g.Rebind(context.Background(), r)
+			err = r.Bind(context.Background())
 			require.ErrorIs(t, err, ErrNotReady)
 			assert.Equal(t, 1, strings.Count(err.Error(), "runtimeguard:"), "prefixed once: %v", err)
 			assert.Equal(t, c.loaded, c.g.Identity().Revision, "still bound to the old code")
@@ -312,7 +312,7 @@ func TestNilPlan(t *testing.T) {
 	r.Release()
 	assert.Nil(t, r.LockFile())
 	assert.Error(t, r.Schedule())
-	assert.Error(t, c.g.Rebind(context.Background(), r))
+	assert.Error(t, r.Bind(context.Background()))
 }
 
 func TestReleasedPlanRestoresThePayload(t *testing.T) {
@@ -349,7 +349,7 @@ func TestNoReloadStorm(t *testing.T) {
 			continue
 		}
 		require.NoError(t, r.Schedule())
-		if c.g.Rebind(context.Background(), r) == nil {
+		if r.Bind(context.Background()) == nil {
 			reloads++
 		}
 	}
@@ -403,9 +403,9 @@ func TestChangedBeforeCapture(t *testing.T) {
 	default:
 		t.Fatal("the channel from before Capture did not fire")
 	}
-	var r *Reload
-	assert.ErrorContains(t, g.Rebind(context.Background(), r), "not this guard's")
-	assert.ErrorContains(t, g.Rebind(context.Background(), &Reload{g: &Guard{}}), "not this guard's")
+	var r *Plan
+	assert.ErrorContains(t, r.Bind(context.Background()), "not made by Guard.PlanReload")
+	assert.ErrorContains(t, new(Plan).Bind(context.Background()), "not made by Guard.PlanReload")
 }
 
 // On the watch path, Watch waits on inotify events: with an interval of an

@@ -62,7 +62,7 @@ func TestPlanReloadSeesTheNewInstallsRecoveryMarkers(t *testing.T) {
 	r, err = g.PlanReload(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, moved, r.To)
-	require.NoError(t, g.Rebind(context.Background(), r))
+	require.NoError(t, r.Bind(context.Background()))
 	assert.Equal(t, resolved(t, v2), g.Identity().SourceDir)
 	assert.NoError(t, g.EnsureCurrent())
 }

@@ -21,19 +21,19 @@ import (
 type ReloaderOptions struct {
 	// Restart loads the new code in this process (restarts the host's
 	// workers, re-imports its plugins), and returns once it is loaded;
-	// the Reloader then binds the guard to it ([Guard.Rebind]), which is
+	// the Reloader then binds the guard to it ([Plan.Bind]), which is
 	// the last check: a checkout that moved meanwhile keeps the guard
 	// stale. An error keeps the old binding, and the guard stale; so does
 	// a panic, which the Reloader recovers and logs (at the error level,
 	// with its stack) rather than let it end the process: guarded work
 	// then gets 409s, never the half-loaded code. The same holds for
 	// Handover.
-	Restart func(ctx context.Context, plan *Reload) error
+	Restart func(ctx context.Context, plan *Plan) error
 	// Handover hands over to a new process instead: it starts the new
 	// code (re-executing the server, or exiting for its supervisor),
 	// which binds with [Options.ExpectRevision] set to plan.To. It returns
 	// only when the handover failed; the server then goes on, stale.
-	Handover func(ctx context.Context, plan *Reload) error
+	Handover func(ctx context.Context, plan *Plan) error
 	// DrainTimeout bounds how long guarded work in flight may take to
 	// finish before the new code is loaded; past it that attempt is
 	// abandoned (nothing was loaded, the receipt is not spent) and the
@@ -84,8 +84,8 @@ const RetryAfterSeconds = 1
 // to [NewReloader] is done.
 type Reloader struct {
 	g        *Guard
-	restart  func(context.Context, *Reload) error
-	handover func(context.Context, *Reload) error
+	restart  func(context.Context, *Plan) error
+	handover func(context.Context, *Plan) error
 	drain    time.Duration
 	interval time.Duration
 	logger   *slog.Logger
@@ -95,8 +95,7 @@ type Reloader struct {
 	wake chan struct{} // a stale request asks for an early look
 	done chan struct{} // closed when the run ends
 
-	reloads, abandoned atomic.Uint64
-	plans              atomic.Uint64 // plans tried
+	plans atomic.Uint64 // plans tried
 }
 
 // NewReloader starts a Reloader for g, which must be bound (or become
@@ -189,20 +188,6 @@ func (rl *Reloader) refuse(w http.ResponseWriter, r *http.Request, err error) {
 	}
 }
 
-// ReloaderStats counts what a Reloader did.
-type ReloaderStats struct {
-	// Reloads counts the reloads carried out; Abandoned the planned
-	// attempts that were not (work that did not drain by the deadline,
-	// each attempt; a restart or a handover that failed or panicked; a
-	// checkout that moved again).
-	Reloads, Abandoned uint64
-}
-
-// Stats returns the Reloader's counts so far.
-func (rl *Reloader) Stats() ReloaderStats {
-	return ReloaderStats{Reloads: rl.reloads.Load(), Abandoned: rl.abandoned.Load()}
-}
-
 // The states of a guard's Reloader, which choose the stale message.
 const (
 	autoWaiting int32 = iota // a move will be reloaded once proven
@@ -240,7 +225,7 @@ func (rl *Reloader) run(ctx context.Context) {
 // done. While the view may still turn into a proof (the update runs), the
 // guard's stale answers say that the server reloads by itself; once it
 // cannot (a failed update), they give the guard's message again.
-func (rl *Reloader) awaitProof(ctx context.Context) *Reload {
+func (rl *Reloader) awaitProof(ctx context.Context) *Plan {
 	last, told := "", int32(-1)
 	from := rl.g.Identity().Revision
 	t := time.NewTimer(0)
@@ -302,7 +287,7 @@ func (rl *Reloader) awaitProof(ctx context.Context) *Reload {
 
 // carryOut schedules plan, drains guarded work and hands over; anything
 // that fails leaves the server on the old code, stale.
-func (rl *Reloader) carryOut(ctx context.Context, plan *Reload) {
+func (rl *Reloader) carryOut(ctx context.Context, plan *Plan) {
 	defer plan.Release()
 	defer rl.gate.open()
 	log := rl.logger.With("from", plan.From, "to", plan.To, "receipt", plan.Receipt.ID)
@@ -316,7 +301,6 @@ func (rl *Reloader) carryOut(ctx context.Context, plan *Reload) {
 		// Nothing was loaded: the receipt still proves the reload, which
 		// is tried again from a new plan once work in flight may be done.
 		plan.releaseUnused()
-		rl.abandoned.Add(1)
 		rl.g.counts.abandoned.Add(1)
 		log.Warn("runtimeguard: reload postponed: guarded work still ran at the drain deadline", "drain_timeout", rl.drain)
 		rl.notify((*systemd.Notifier).Ready, "serving "+shortRev(plan.From)+", stale: reload postponed: guarded work still ran at the drain deadline")
@@ -333,13 +317,12 @@ func (rl *Reloader) carryOut(ctx context.Context, plan *Reload) {
 		rl.notify((*systemd.Notifier).Ready, "serving "+shortRev(plan.From)+", stale: reload abandoned: the restart failed")
 		return
 	}
-	if err := rl.g.Rebind(ctx, plan); err != nil {
+	if err := plan.Bind(ctx); err != nil {
 		rl.abandon(plan, log, "the new code could not be bound", err)
 		rl.notify((*systemd.Notifier).Ready, "serving "+shortRev(plan.From)+", stale: reload abandoned: the new code could not be bound")
 		return
 	}
 	rl.g.auto.Store(autoWaiting)
-	rl.reloads.Add(1)
 	rl.g.counts.reloads.Add(1)
 	log.Info("runtimeguard: reloaded")
 	rl.notify((*systemd.Notifier).Ready, "serving "+shortRev(plan.To)+", reloaded from "+shortRev(plan.From))
@@ -348,7 +331,7 @@ func (rl *Reloader) carryOut(ctx context.Context, plan *Reload) {
 // callHost calls the host's restart or handover, and turns a panic of it
 // into an error, logged with its stack: the reload is then abandoned as
 // one that failed, and the process goes on, stale.
-func (rl *Reloader) callHost(log *slog.Logger, name string, f func(context.Context, *Reload) error, ctx context.Context, plan *Reload) (err error) {
+func (rl *Reloader) callHost(log *slog.Logger, name string, f func(context.Context, *Plan) error, ctx context.Context, plan *Plan) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = fmt.Errorf("the host's %s panicked: %v", name, v)
@@ -360,7 +343,7 @@ func (rl *Reloader) callHost(log *slog.Logger, name string, f func(context.Conte
 
 // abandon abandons plan: it is released first, and counted last, so
 // that a host that sees the count sees the guard's answers without it.
-func (rl *Reloader) abandon(plan *Reload, log *slog.Logger, why string, err error) {
+func (rl *Reloader) abandon(plan *Plan, log *slog.Logger, why string, err error) {
 	plan.Release()
 	rl.g.auto.Store(autoRefused)
 	if err != nil {
@@ -368,7 +351,6 @@ func (rl *Reloader) abandon(plan *Reload, log *slog.Logger, why string, err erro
 	} else {
 		log.Warn("runtimeguard: reload abandoned: " + why)
 	}
-	rl.abandoned.Add(1)
 	rl.g.counts.abandoned.Add(1)
 }
 

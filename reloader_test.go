@@ -56,7 +56,7 @@ func newReloaderCaseWith(t *testing.T, stale func(*http.Request, *StaleError), o
 	ro := ReloaderOptions{
 		ProofInterval: 10 * time.Millisecond,
 		DrainTimeout:  10 * time.Second,
-		Restart: func(ctx context.Context, plan *Reload) error {
+		Restart: func(ctx context.Context, plan *Plan) error {
 			c.restarts.Add(1)
 			if c.panics.Load() {
 				panic("the plugin loader broke")
@@ -138,7 +138,7 @@ func TestReloaderWaitsForTheProof(t *testing.T) {
 	require.Eventually(t, func() bool { return c.get(t, "/").code == http.StatusOK }, 10*time.Second, 5*time.Millisecond)
 	assert.Equal(t, c.moved, c.get(t, "/").body)
 	assert.Equal(t, int32(1), c.restarts.Load())
-	assert.Equal(t, ReloaderStats{Reloads: 1}, c.rl.Stats())
+	assert.Equal(t, [2]uint64{1, 0}, [2]uint64{c.g.Stats().Reloads, c.g.Stats().ReloadsAbandoned})
 
 	// And the next update reloads again.
 	writeMarker(t, marker, os.Getpid(), time.Now())
@@ -147,7 +147,7 @@ func TestReloaderWaitsForTheProof(t *testing.T) {
 	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen3-correlation-success-latest.json", third, time.Now())))
 	require.NoError(t, os.Remove(marker))
 	require.Eventually(t, func() bool { return c.get(t, "/").body == third }, 10*time.Second, 5*time.Millisecond)
-	assert.Equal(t, ReloaderStats{Reloads: 2}, c.rl.Stats())
+	assert.Equal(t, [2]uint64{2, 0}, [2]uint64{c.g.Stats().Reloads, c.g.Stats().ReloadsAbandoned})
 }
 
 // A failed update proves that no reload can come: the 409 goes back to
@@ -196,7 +196,7 @@ func TestReloaderRestartFails(t *testing.T) {
 	c.fail.Store(true)
 	c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
 	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
-	require.Eventually(t, func() bool { return c.rl.Stats().Abandoned == 1 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return c.g.Stats().ReloadsAbandoned == 1 }, 10*time.Second, 5*time.Millisecond)
 	a := c.get(t, "/")
 	assert.Equal(t, http.StatusConflict, a.code)
 	assert.False(t, a.payload.RestartScheduled)
@@ -210,7 +210,7 @@ func TestNewReloaderOptions(t *testing.T) {
 	c := newReloadCase(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	restart := func(context.Context, *Reload) error { return nil }
+	restart := func(context.Context, *Plan) error { return nil }
 	for _, tc := range []struct {
 		opts ReloaderOptions
 		want string
@@ -275,7 +275,7 @@ func TestReloaderRestartPanics(t *testing.T) {
 	c.panics.Store(true)
 	c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
 	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
-	require.Eventually(t, func() bool { return c.rl.Stats().Abandoned == 1 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return c.g.Stats().ReloadsAbandoned == 1 }, 10*time.Second, 5*time.Millisecond)
 	a := c.get(t, "/")
 	assert.Equal(t, http.StatusConflict, a.code)
 	assert.False(t, a.payload.RestartScheduled)
@@ -286,7 +286,7 @@ func TestReloaderRestartPanics(t *testing.T) {
 	third := commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 3\n")
 	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen3-correlation-success-latest.json", third, time.Now())))
 	require.Eventually(t, func() bool { return c.get(t, "/").body == third }, 10*time.Second, 5*time.Millisecond)
-	assert.Equal(t, ReloaderStats{Reloads: 1, Abandoned: 1}, c.rl.Stats())
+	assert.Equal(t, [2]uint64{1, 1}, [2]uint64{c.g.Stats().Reloads, c.g.Stats().ReloadsAbandoned})
 }
 
 // Guarded work that outlasts the drain deadline (a streamed answer, a
@@ -303,7 +303,7 @@ func TestReloaderRetriesAfterDrainDeadline(t *testing.T) {
 	<-c.entered
 	c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
 	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
-	require.Eventually(t, func() bool { return c.rl.Stats().Abandoned >= 2 }, 10*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return c.g.Stats().ReloadsAbandoned >= 2 }, 10*time.Second, 5*time.Millisecond,
 		"the attempt is abandoned at the deadline, and tried again")
 	assert.Equal(t, int32(0), c.restarts.Load(), "no restart while guarded work runs")
 	assert.Equal(t, http.StatusConflict, c.get(t, "/").code)
@@ -311,7 +311,7 @@ func TestReloaderRetriesAfterDrainDeadline(t *testing.T) {
 	assert.Equal(t, answer{code: http.StatusOK, body: "done"}, <-slow, "the work in flight finished on the old code")
 	require.Eventually(t, func() bool { return c.get(t, "/").body == c.moved }, 10*time.Second, 5*time.Millisecond)
 	assert.Equal(t, int32(1), c.restarts.Load())
-	assert.Equal(t, uint64(1), c.rl.Stats().Reloads)
+	assert.Equal(t, uint64(1), c.g.Stats().Reloads)
 }
 
 // A Reloader leaves nothing running once its context is done: not its
@@ -320,7 +320,7 @@ func TestReloaderRetriesAfterDrainDeadline(t *testing.T) {
 // before and after many Reloaders of one guard.)
 func TestReloaderLeavesNoGoroutine(t *testing.T) {
 	c := newReloadCase(t) // moved, no receipt: every Reloader awaits the proof
-	restart := func(context.Context, *Reload) error { return nil }
+	restart := func(context.Context, *Plan) error { return nil }
 	writeMarker(t, filepath.Join(c.home, hermesMarker), os.Getpid(), time.Now())
 	start := func(ctx context.Context) *Reloader {
 		rl, err := NewReloader(ctx, c.g, ReloaderOptions{Restart: restart, ProofInterval: time.Millisecond})
@@ -414,7 +414,7 @@ func TestReloaderAfterAPlainPull(t *testing.T) {
 	rl, err := NewReloader(ctx, g, ReloaderOptions{
 		ProofInterval: 10 * time.Millisecond,
 		Logger:        slog.New(slog.NewJSONHandler(&logs, nil)),
-		Restart:       func(context.Context, *Reload) error { return errors.New("no reload is proven") },
+		Restart:       func(context.Context, *Plan) error { return errors.New("no reload is proven") },
 	})
 	require.NoError(t, err)
 	srv := httptest.NewServer(rl.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))

@@ -51,7 +51,7 @@ type binding struct {
 	// sub is the binding's inotify subscription, on the watch path; nil
 	// on the stat path, and watchWhy then says why (for diagnostics). A
 	// binding whose arming failed subscribes again on its next full read,
-	// unless watchOff (no watcher in this process, or Options.NoWatch) or
+	// unless watchOff (no watcher in this process, or Options.Check "stat") or
 	// closed (the guard no longer uses it, or was closed).
 	sub      *subRef
 	watchWhy atomic.Pointer[string]
@@ -451,19 +451,26 @@ func (b *binding) arm(fsys *gitread.FS, sub *watch.Sub, deps gitread.Deps, route
 
 func (b *binding) setWatchWhy(why string) { b.watchWhy.Store(&why) }
 
+// The words of Options.Check and Observation.Check.
+const (
+	checkWatch = "watch"
+	checkStat  = "stat"
+	checkRead  = "read"
+)
+
 // path says how a check of the unchanged checkout proves it unchanged,
 // and why not by watching.
 func (b *binding) path(alwaysRead bool) (check, why string) {
 	if alwaysRead {
-		return "read", "Options.AlwaysRead"
+		return checkRead, `Options.Check is "read"`
 	}
 	if s := b.snap.Load(); s != nil && s.claim != nil {
-		return "watch", ""
+		return checkWatch, ""
 	}
 	if w := b.watchWhy.Load(); w != nil {
 		why = *w
 	}
-	return "stat", why
+	return checkStat, why
 }
 
 // close drops the binding's subscription for good: a binding no guard

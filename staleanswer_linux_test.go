@@ -101,7 +101,7 @@ func TestStaleAnswerMarkerRewritten(t *testing.T) {
 	_, err = fmt.Fprintf(f, "%d\n%d\n", exitedPID(t), time.Now().Unix())
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
-	assert.Equal(t, UpdateStale, c.state(t), "the marker names a process that exited")
+	assert.Equal(t, UpdateAbandoned, c.state(t), "the marker names a process that exited")
 
 	// Renamed over.
 	tmp := c.marker + ".tmp"
@@ -123,7 +123,7 @@ func TestStaleAnswerMarkerProcessDies(t *testing.T) {
 	assert.Equal(t, UpdateActive, c.state(t))
 	require.NoError(t, live.Process.Kill())
 	_, _ = live.Process.Wait()
-	assert.Equal(t, UpdateStale, c.state(t), "the marker's process is gone")
+	assert.Equal(t, UpdateAbandoned, c.state(t), "the marker's process is gone")
 }
 
 // The clock passes the marker's age limit between two stale answers: the
@@ -134,7 +134,7 @@ func TestStaleAnswerMarkerAges(t *testing.T) {
 	assert.Equal(t, UpdateActive, c.state(t))
 	assert.Equal(t, UpdateActive, c.state(t))
 	c.ahead.Store(int64(DefaultMaxMarkerAge + time.Minute))
-	assert.Equal(t, UpdateStale, c.state(t), "past the age limit")
+	assert.Equal(t, UpdateAbandoned, c.state(t), "past the age limit")
 	c.ahead.Store(0)
 	assert.Equal(t, UpdateActive, c.state(t))
 }
@@ -246,7 +246,7 @@ func TestStaleAnswerProfileHomeLinkTargetAppears(t *testing.T) {
 	require.NoError(t, os.MkdirAll(target, 0o755))
 	writeMarker(t, filepath.Join(target, hermesMarker), live.Process.Pid, time.Now())
 	assert.Equal(t, UpdateActive, c.state(t), "the linked profile's update runs")
-	fresh, err := New(Options{ModulePath: c.g.bound.Load().configured, HomeDir: c.home, NoWatch: true})
+	fresh, err := New(Options{ModulePath: c.g.bound.Load().configured, HomeDir: c.home, Check: "stat"})
 	require.NoError(t, err)
 	defer fresh.Close()
 	assert.Equal(t, UpdateActive, fresh.Observe().State, "a fresh guard's observation")

@@ -148,7 +148,7 @@ func TestNoLoggerTellsTheDefaultLogger(t *testing.T) {
 		c := newReloaderCase(t, nil)
 		c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
 		writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
-		require.Eventually(t, func() bool { return c.rl.Stats().Reloads == 1 }, 10*time.Second, 5*time.Millisecond)
+		require.Eventually(t, func() bool { return c.g.Stats().Reloads == 1 }, 10*time.Second, 5*time.Millisecond)
 		assert.Contains(t, messages(buf.lines(t)), "runtimeguard: reloaded")
 	})
 	t.Run("abandoned", func(t *testing.T) {
@@ -157,7 +157,7 @@ func TestNoLoggerTellsTheDefaultLogger(t *testing.T) {
 		c.fail.Store(true)
 		c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
 		writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
-		require.Eventually(t, func() bool { return c.rl.Stats().Abandoned == 1 }, 10*time.Second, 5*time.Millisecond)
+		require.Eventually(t, func() bool { return c.g.Stats().ReloadsAbandoned == 1 }, 10*time.Second, 5*time.Millisecond)
 		assert.Contains(t, messages(buf.lines(t)), "runtimeguard: reload abandoned: the restart failed")
 	})
 }

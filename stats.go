@@ -16,14 +16,15 @@ type Stats struct {
 	Stale uint64 `json:"stale"`
 	// FullReads counts the full reads of the checkout (HEAD, the refs, the
 	// config, the index), made where no proof that nothing changed held,
-	// and on every check with [Options.AlwaysRead].
+	// and on every check with [Options].Check "read".
 	FullReads uint64 `json:"full_reads"`
 	// ReadTimeouts counts the checks that gave up waiting for the file
 	// system ([ErrReadTimeout]).
 	ReadTimeouts uint64 `json:"read_timeouts"`
 	// Reloads counts the reloads carried out by the Reloaders of the
-	// guard, and ReloadsAbandoned the planned attempts that were not (see
-	// [ReloaderStats]).
+	// guard, and ReloadsAbandoned the planned attempts that were not:
+	// work that did not drain by the deadline (each attempt), a restart or
+	// a handover that failed or panicked, a checkout that moved again.
 	Reloads          uint64 `json:"reloads"`
 	ReloadsAbandoned uint64 `json:"reloads_abandoned"`
 }

@@ -19,7 +19,7 @@ func TestStatsCount(t *testing.T) {
 			mod, _ := agentRepo(t, dir)
 			// The stat path: a change of the mount table (another
 			// process's mount) would make the watch path read again.
-			g, err := New(Options{ModulePath: mod, HomeDir: dir, AlwaysRead: alwaysRead, NoWatch: true})
+			g, err := New(Options{ModulePath: mod, HomeDir: dir, Check: map[bool]string{true: "read", false: "stat"}[alwaysRead]})
 			require.NoError(t, err)
 			bound := g.Stats()
 			assert.Equal(t, Stats{FullReads: bound.FullReads}, bound, "binding is no check")
@@ -71,7 +71,7 @@ func TestStatsReadTimeouts(t *testing.T) {
 	dir := tempDir(t)
 	module, _ := agentRepo(t, dir)
 	h := &hangingIndex{release: make(chan struct{})}
-	g, err := newGuard(Options{ModulePath: module, HomeDir: dir, ReadTimeout: 100 * time.Millisecond, AlwaysRead: true}, h.env())
+	g, err := newGuard(Options{ModulePath: module, HomeDir: dir, ReadTimeout: 100 * time.Millisecond, Check: "read"}, h.env())
 	require.NoError(t, err)
 	h.hang.Store(true)
 	for range 2 {

@@ -391,7 +391,7 @@ func TestSweepAgainstGit(t *testing.T) {
 					viaCurrent: filepath.Join(d.root, "current", "pkg", "run_agent.py"),
 					viaApp:     filepath.Join(d.root, "app", "run_agent.py"),
 				}[tc.path]
-				g, err := newGuard(Options{ModulePath: configured, HomeDir: tempDir(t), AlwaysRead: mode.alwaysRead}, mode.env(t))
+				g, err := newGuard(Options{ModulePath: configured, HomeDir: tempDir(t), Check: map[bool]string{true: "read"}[mode.alwaysRead]}, mode.env(t))
 				require.NoError(t, err)
 				require.Equal(t, d.rev, g.Identity().Revision)
 				require.NoError(t, checkWithin(t, g))

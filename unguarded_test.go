@@ -122,7 +122,7 @@ func TestStaleErrorSaysWhyNoRevision(t *testing.T) {
 				t.Parallel() // git and a guard on a repository of its own
 				dir := tempDir(t)
 				mod, rev := agentRepo(t, dir)
-				g, err := New(Options{ModulePath: mod, AlwaysRead: path == "read"})
+				g, err := New(Options{ModulePath: mod, Check: map[bool]string{true: "read"}[path == "read"]})
 				require.NoError(t, err)
 				require.NoError(t, g.EnsureCurrent())
 				if tc.name == "untracked module" {

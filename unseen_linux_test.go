@@ -229,7 +229,7 @@ func TestWatchPathUnseenWrites(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, stat.EnsureCurrent())
 			require.Equal(t, "stat", stat.Observe().Check)
-			read, err := New(Options{ModulePath: module, HomeDir: tempDir(t), AlwaysRead: true, NoWatch: true})
+			read, err := New(Options{ModulePath: module, HomeDir: tempDir(t), Check: "read"})
 			require.NoError(t, err)
 			require.NoError(t, read.EnsureCurrent())
 			require.NoError(t, w.EnsureCurrent())
@@ -271,7 +271,7 @@ func TestWatchPathUnseenWrites(t *testing.T) {
 // A later write through a shared mapping, to a page the first write
 // dirtied and that was not written back since, faults no more, so the
 // kernel updates no time of the file: the stat path says current too, and
-// only a guard that reads on every check (Options.AlwaysRead) sees what
+// only a guard that reads on every check (Options.Check "read") sees what
 // git sees.
 func TestWatchAndStatPathUnseenMappedRewrite(t *testing.T) {
 	dir := tempDir(t)
@@ -297,7 +297,7 @@ func TestWatchAndStatPathUnseenMappedRewrite(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, stat.EnsureCurrent())
 	require.Equal(t, "stat", stat.Observe().Check)
-	read, err := New(Options{ModulePath: module, HomeDir: tempDir(t), AlwaysRead: true, NoWatch: true})
+	read, err := New(Options{ModulePath: module, HomeDir: tempDir(t), Check: "read"})
 	require.NoError(t, err)
 	require.NoError(t, read.EnsureCurrent())
 

@@ -201,7 +201,7 @@ func TestCheckPathIsReported(t *testing.T) {
 	assert.Equal(t, "stat", o.Check)
 	assert.Equal(t, "no inotify descriptor left", o.CheckReason)
 
-	g, err = newGuard(Options{ModulePath: module, HomeDir: dir, AlwaysRead: true}, watchEnv(t))
+	g, err = newGuard(Options{ModulePath: module, HomeDir: dir, Check: "read"}, watchEnv(t))
 	require.NoError(t, err)
 	assert.Equal(t, "read", g.Observe().Check)
 

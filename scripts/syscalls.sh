@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Counts the system calls of one check of an unchanged checkout: strace -f -c
 # over `runtimeguard check --repeat N+1` minus the same run with --repeat 1,
-# divided by N, on the watch path and on the stat path (--no-watch), for a
+# divided by N, on the watch path and on the stat path (--check stat), for a
 # loose and a packed branch, and a reftable repository where git makes one
 # (2.45 and later). Needs strace and git. Usage:
 # scripts/syscalls.sh [N]
@@ -41,7 +41,7 @@ count() { # dir repeat [flags] -> per-syscall counts
 }
 for path in watch stat; do
 	flags=()
-	[ "$path" = stat ] && flags=(--no-watch)
+	[ "$path" = stat ] && flags=(--check stat)
 	for layout in "${layouts[@]}"; do
 		base=$(count "$tmp/$layout" 1 "${flags[@]}")
 		many=$(count "$tmp/$layout" "$((n + 1))" "${flags[@]}")

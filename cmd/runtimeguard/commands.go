@@ -188,7 +188,7 @@ error.
 	gf.register(c.fs)
 	expect := c.fs.String("expect", "", "the full `REV`ision the server loaded (required)")
 	repeat := c.fs.Int("repeat", 1, "run the check `N` times, as a busy server would (for measuring)")
-	noWatch := c.fs.Bool("no-watch", false, "keep the stat path where the watch path would be taken")
+	check := c.fs.String("check", "", "how a check proves the checkout unchanged, a `MODE`: watch (the default, where the platform can), stat or read")
 	if err := c.parse(args, 0); err != nil {
 		return err
 	}
@@ -202,7 +202,7 @@ error.
 		return err
 	}
 	opts := gf.options()
-	opts.ExpectRevision, opts.NoWatch = *expect, *noWatch
+	opts.ExpectRevision, opts.Check = *expect, *check
 	if _, err := resolveFlags(opts); err != nil {
 		return err
 	}
@@ -281,7 +281,7 @@ func cmdMarker(args []string, stdout, stderr io.Writer) error {
 		return nil
 	case runtimeguard.MarkerActive:
 		return exitCode(exitMarkerActive)
-	case runtimeguard.MarkerStale:
+	case runtimeguard.MarkerAbandoned:
 		return exitCode(exitMarkerStale)
 	}
 	return exitCode(exitMarkerUnknown)

@@ -108,7 +108,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	if errors.As(err, &se) {
 		say("11. the guard proves a reload safe; while the server reloads, the 409 says restart_scheduled: %v", se.Payload().RestartScheduled)
 	}
-	if err := g.Rebind(context.Background(), plan); err != nil {
+	if err := plan.Bind(context.Background()); err != nil {
 		return err
 	}
 	say("12. the server restarts its workers and rebinds: revision %s, check: %s", short(g.Identity().Revision), verdict(g.EnsureCurrent()))

@@ -13,7 +13,7 @@
 //
 //	runtimeguard demo [--keep]
 //	runtimeguard status --module FILE [--json] [LAYOUT FLAGS]
-//	runtimeguard check  --module FILE --expect REV [--repeat N] [--no-watch] [LAYOUT FLAGS]
+//	runtimeguard check  --module FILE --expect REV [--repeat N] [--check MODE] [LAYOUT FLAGS]
 //	runtimeguard marker [--json] [--max-age DURATION] PATH
 //	runtimeguard watch  --module FILE [--json] [--interval DURATION] [LAYOUT FLAGS]
 //	runtimeguard update --module FILE [--dir DIR] [--wait DURATION] [LAYOUT FLAGS]

@@ -334,8 +334,15 @@ func resolveFlags(opts runtimeguard.Options) (runtimeguard.Paths, error) {
 	if opts.Layout.Marker == "" {
 		return runtimeguard.Paths{}, usagef("--marker must not be empty")
 	}
-	p, err := runtimeguard.ResolvePaths(opts)
-	return p, optionUsage(err)
+	// The paths only: nothing is read. What needs the module (ExpectRevision,
+	// ExpectReceipt) is checked where the command binds.
+	opts.ModulePath, opts.ExpectRevision, opts.ExpectReceipt = "", "", ""
+	g, err := runtimeguard.New(opts)
+	if err != nil {
+		return runtimeguard.Paths{}, optionUsage(err)
+	}
+	defer g.Close()
+	return g.Paths(), nil
 }
 
 // optionUsage is err, of the runtimeguard package, as the command says
@@ -407,7 +414,7 @@ var optionFlags = map[string]string{
 	"Layout.HomeEnv": "--home-env", "Layout.DefaultHome": "--default-home",
 	"Layout.Marker": "--marker", "Layout.Receipt": "--receipt",
 	"Layout.Lock": "--lock", "Layout.RecoveryMarkers": "--recovery",
-	"Options.ExpectRevision": "--expect",
+	"Options.ExpectRevision": "--expect", "Options.Check": "--check",
 }
 
 // options are the guard options the flags describe.

@@ -17,7 +17,7 @@ import (
 // image is replaced, keeping its ID, so a supervisor sees the same
 // process. It returns only when that failed, and the server then serves
 // again on the same socket.
-func handoff(ctx context.Context, a *app, ln net.Listener, plan *runtimeguard.Reload) error {
+func handoff(ctx context.Context, a *app, ln net.Listener, plan *runtimeguard.Plan) error {
 	h := &runtimeguard.ExecHandover{
 		Listeners: []net.Listener{ln},
 		Quiesce:   func(context.Context) error { return a.quiesce() },

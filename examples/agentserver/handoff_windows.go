@@ -23,7 +23,7 @@ const exitReload = 75
 // binds to whatever HEAD is then: a move in between is what its guard
 // catches. Without one, exiting would leave the server dead: it stays on
 // the old code, answering the 409.
-func handoff(_ context.Context, a *app, _ net.Listener, _ *runtimeguard.Reload) error {
+func handoff(_ context.Context, a *app, _ net.Listener, _ *runtimeguard.Plan) error {
 	if !a.supervised {
 		return errors.New("an exec reload needs a supervisor here (--supervised)")
 	}

@@ -19,7 +19,7 @@
 // Reload modes (--reload):
 //
 //	off        answer 409 until the operator restarts the server (the default)
-//	inprocess  restart the workers and rebind the guard (Guard.Rebind)
+//	inprocess  restart the workers and rebind the guard (Plan.Bind)
 //	exec       re-execute this program with the listening socket kept open;
 //	           the new process binds with ExpectRevision set to the plan's
 //	           revision. Where a socket cannot be kept across exec (Windows),
@@ -135,7 +135,7 @@ func main() {
 	}
 	opts := runtimeguard.Options{ModulePath: *module, HomeDir: *home, Python: *python, Layout: layout, Logger: logger}
 	// Set by the image this one replaced: New then checks what
-	// Guard.Rebind checks in process (the revision, and that no update
+	// Plan.Bind checks in process (the revision, and that no update
 	// began since the plan: no marker, no recovery marker, no other
 	// receipt).
 	if inherited != nil {
@@ -320,7 +320,7 @@ func (a *app) shutdown() {
 // handoff starts the plan's new code in a new process: see handoff_unix.go
 // and handoff_windows.go. It returns only when that failed, with the server
 // serving again on the old code.
-func (a *app) handoff(ctx context.Context, plan *runtimeguard.Reload) error {
+func (a *app) handoff(ctx context.Context, plan *runtimeguard.Plan) error {
 	a.mu.Lock()
 	ln := a.ln
 	a.mu.Unlock()

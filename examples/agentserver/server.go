@@ -67,7 +67,7 @@ func (s *Server) loadAgent(module, revision string) {
 
 // Restart is the in-process reload of a Reloader: the workers load the
 // plan's new code. (The Reloader then binds the guard to it.)
-func (s *Server) Restart(_ context.Context, plan *runtimeguard.Reload) error {
+func (s *Server) Restart(_ context.Context, plan *runtimeguard.Plan) error {
 	s.loadAgent(plan.Identity.ModulePath, plan.To)
 	return nil
 }

@@ -25,7 +25,7 @@ import (
 
 // onStatPath returns opts with the guard's checks on the stat path.
 func onStatPath(opts runtimeguard.Options) runtimeguard.Options {
-	opts.NoWatch = true
+	opts.Check = "stat"
 	return opts
 }
 

@@ -19,54 +19,6 @@ import (
 	"github.com/runtimeguard/runtimeguard/internal/watch"
 )
 
-// Errors a host can tell apart with errors.Is. A repository format this
-// package cannot read (a split index, an unknown extension, refs stored
-// elsewhere) matches [errors.ErrUnsupported].
-var (
-	// ErrStale matches every [StaleError].
-	ErrStale = errors.New("runtimeguard: the loaded runtime is stale")
-	// ErrReadTimeout matches the error of a check that gave up waiting for
-	// the file system (a stat or a full read of the checkout): see
-	// [Options.ReadTimeout].
-	ErrReadTimeout = errors.New("runtimeguard: read timed out")
-	// ErrNoModule matches the error of binding to a module path that leads
-	// to no file, or to a directory.
-	ErrNoModule = errors.New("runtimeguard: the module path leads to no file")
-	// ErrNotCheckout matches the error of New with an
-	// [Options.ExpectRevision] or [Options.RequireCheckout] for a module
-	// that is not in a tracked Git checkout (a guard that could never be
-	// current), and the [StaleError].Err of a check that found the bound
-	// checkout naming no revision any more.
-	ErrNotCheckout = errors.New("runtimeguard: the module is not in a tracked Git checkout")
-)
-
-// classError is an error that also matches one of the package's classes.
-type classError struct{ err, class error }
-
-func (e *classError) Error() string   { return e.err.Error() }
-func (e *classError) Unwrap() []error { return []error{e.err, e.class} }
-
-// PanicError is a panic recovered from a read of the checkout: the check
-// fails closed, and the host lives on.
-type PanicError struct {
-	// Value is the value the read panicked with.
-	Value any
-	// Stack is the goroutine's stack when it panicked.
-	Stack []byte
-}
-
-// Error returns the panic's value and stack.
-func (e *PanicError) Error() string {
-	return fmt.Sprintf("runtimeguard: read panicked: %v\n\n%s", e.Value, e.Stack)
-}
-
-// Unwrap returns the value the read panicked with when it is an error,
-// else nil.
-func (e *PanicError) Unwrap() error {
-	err, _ := e.Value.(error)
-	return err
-}
-
 // Identity is what a guard bound to: the checkout's source directory and
 // module file (absolute, symbolic links resolved) and the revision of HEAD
 // then. An empty Revision means the module is not in a tracked Git
@@ -661,3 +613,23 @@ type env struct {
 }
 
 var systemEnv = &env{now: time.Now, git: gitread.System, upd: updater.System, marker: systemMarkers, watch: watch.Shared}
+
+// inert handles a binding b of the configured path abs that found no
+// revision: with [Options.RequireCheckout] or [Options.ExpectRevision] it
+// is an error matching [ErrNotCheckout]; otherwise the guard takes it,
+// guarding nothing, and says why once at Warn: not again for a Capture
+// that finds the same module inert for the same reason.
+func (g *Guard) inert(cfg *config, b *binding, abs string) error {
+	why := cmp.Or(b.reason, "HEAD names no commit")
+	switch {
+	case cfg.expect != "":
+		return classed(ErrNotCheckout, "runtimeguard: bind %s with ExpectRevision %s: %s (%s)", abs, cfg.expect, classWords(ErrNotCheckout), why)
+	case cfg.requireCheckout:
+		return classed(ErrNotCheckout, "runtimeguard: bind %s with RequireCheckout: %s (%s)", abs, classWords(ErrNotCheckout), why)
+	}
+	if old := g.bound.Load(); old != nil && old.id.Revision == "" && old.id.ModulePath == b.id.ModulePath && old.reason == b.reason {
+		return nil // said already: a Capture again finds the same
+	}
+	cfg.log().Warn("runtimeguard: the guard guards nothing: every check passes", "module", b.id.ModulePath, "reason", why)
+	return nil
+}

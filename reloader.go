@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -433,4 +434,76 @@ func (g *gate) open() {
 		g.idle = nil
 		close(g.openc)
 	}
+}
+
+// A Reloader under a service manager that set NOTIFY_SOCKET (systemd's
+// Type=notify or Type=notify-reload) tells it what it does, as
+// sd_notify(3) describes: READY=1 when it starts on the bound code,
+// RELOADING=1 with MONOTONIC_USEC= when a reload is scheduled, READY=1
+// once the new code is bound or the reload is abandoned (the old code
+// serves on, stale), and STATUS= lines that say which revision serves and
+// why a stale one waits. A handover to a new process image sends
+// RELOADING=1; the new image's Reloader sends READY=1.
+
+// initNotifier sets the notifier of the service manager that set
+// NOTIFY_SOCKET; nil, which sends nothing, without one.
+func (rl *Reloader) initNotifier() {
+	n, err := systemd.FromEnv()
+	if err != nil {
+		rl.logger.Warn("runtimeguard: the service manager is not told of reloads", "error", err)
+	}
+	rl.notifier = n
+}
+
+// notify sends what send says to the service manager, if there is one; a
+// failure is logged, and changes nothing else.
+func (rl *Reloader) notify(send func(*systemd.Notifier, string) error, status string) {
+	if rl.notifier == nil {
+		return
+	}
+	if err := send(rl.notifier, status); err != nil {
+		rl.logger.Debug("runtimeguard: the service manager was not told", "status", status, "error", err)
+	}
+}
+
+// shortRev is a revision as a person reads it in a status line.
+func shortRev(rev string) string {
+	if len(rev) > 12 {
+		return rev[:12]
+	}
+	if rev == "" {
+		return "no revision"
+	}
+	return rev
+}
+
+// statusAwaiting is the status line of a stale server in the Reloader's
+// state.
+func statusAwaiting(from string, state int32, why string) string {
+	if state == autoWaiting {
+		return "serving " + shortRev(from) + ", stale: the checkout moved; reloading once the update is proven"
+	}
+	why = strings.TrimPrefix(why, "runtimeguard: ")
+	return "serving " + shortRev(from) + ", stale: the checkout moved and no reload can follow (" + why + "); restart to load the new code"
+}
+
+// Notify tells the service manager that set NOTIFY_SOCKET (systemd's
+// Type=notify or Type=notify-reload units) the assignments, such as
+// "READY=1", "STOPPING=1" or "STATUS=serving abc123", in one datagram, as
+// sd_notify(3) does; without NOTIFY_SOCKET it does nothing. "RELOADING=1"
+// gets MONOTONIC_USEC=, the time now on CLOCK_MONOTONIC, unless it is
+// given. A name that begins with "@" is in Linux's abstract namespace.
+//
+// A [Reloader] tells the service manager of its reloads by itself; Notify
+// is for what a host does besides: its readiness when it reloads nothing,
+// its stop, its answer to a reload signal.
+func Notify(assignments ...string) error {
+	n, err := systemd.FromEnv()
+	if err == nil {
+		err = n.Send(assignments...)
+	}
+	if err != nil {
+		return fmt.Errorf("runtimeguard: %w", err)
+	}
+	return nil
 }

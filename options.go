@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -335,4 +337,232 @@ func homeDir(dir string, l *Layout) string {
 		}
 	}
 	return ""
+}
+
+// Layout describes where an updater keeps the files a guard reads: its home
+// directory, the marker it keeps while it runs, the recovery markers an
+// interrupted update leaves in an install root, the receipt it writes after
+// each run, and the lock file it holds while it runs. Paths are relative to
+// the home directory.
+//
+// The zero Layout is [HermesLayout]. Any other Layout is taken as it is: a
+// field left empty means the updater has no such file.
+type Layout struct {
+	// HomeEnv names the environment variable that holds the home
+	// directory, such as "HERMES_HOME". Empty: none.
+	HomeEnv string
+	// DefaultHome is the home directory, relative to the user's home
+	// directory, when HomeEnv is unset or empty, such as ".hermes". Empty:
+	// none, and without [Options.HomeDir] the home is unknown.
+	DefaultHome string
+	// Marker is the in-progress marker, relative to the home. Required,
+	// unless Link is set.
+	Marker string
+	// RecoveryMarkers are the file names of the recovery markers an
+	// interrupted update leaves in an install root.
+	RecoveryMarkers []string
+	// Receipt is the updater's latest receipt, relative to the home: the
+	// file it rewrites after each run. Empty: none.
+	Receipt string
+	// ReceiptHistory names the receipts the updater keeps of each run,
+	// relative to the home, its last element a pattern as [path.Match]
+	// takes it, such as "logs/update_receipts/update_*.json". The newest
+	// receipt of these and Receipt is the one that counts: an updater may
+	// write its own run's file and leave an older run's latest receipt.
+	// Empty: none. With neither Receipt nor ReceiptHistory, no reload is
+	// ever planned.
+	ReceiptHistory string
+	// Lock is the lock file the updater holds while it runs, relative to
+	// the home: a reload plan holds it shared until the new code is bound.
+	// Empty: the updater takes none.
+	Lock string
+	// CheckoutLock is the file name of the kernel lock the updater holds
+	// on the checkout it updates, for its whole process tree (its
+	// children inherit it): in the checkout's common Git directory, or,
+	// with a dot before it, in an install root without .git. While any
+	// process holds it an update is in progress, whatever the marker
+	// says. Empty: the updater takes none.
+	CheckoutLock string
+	// Profiles names the directory of a home that holds the homes of
+	// named profiles, which share its install, such as "profiles". The
+	// updater may run in any of them: a guard whose home is
+	// <root>/<Profiles>/<name> or <root> reads the marker and the receipts
+	// of <root> and of every profile home under it. Past 64 profile homes
+	// (or a profiles directory that cannot be listed) none is read, and
+	// the marker is unknown: a home that is not read may hold an update
+	// in progress, so no reload is proven. Empty: only the guard's own
+	// home.
+	Profiles string
+	// Link is the link an updater flips to publish a revision, as
+	// git-sync does: <root>/<link> -> .worktrees/<hash>, the complete
+	// worktree of <hash> checked out first (see [GitSyncLayout]). Where it
+	// is set, a flip of it is the layout's only proof of a finished
+	// update, in place of receipts: a flip made after the guard bound, to
+	// a worktree named by the revision its HEAD is at and holding the
+	// tracked module, proves a reload, once. The link stamped when the
+	// guard bound proves nothing, whatever it leads to. Relative to the
+	// working directory when not absolute. Empty: none.
+	Link string
+}
+
+// GitSyncLayout is the layout of kubernetes/git-sync (v4) publishing into
+// the link at the path link (its --link, under its --root where
+// relative): no home, marker, receipt or lock, and a flip of the link
+// proves the update (see [Layout].Link). A guard with it binds to the
+// module through the link, such as <root>/<link>/run_agent.py.
+func GitSyncLayout(link string) Layout {
+	return Layout{Link: link}
+}
+
+// HermesLayout is the layout of the Hermes Agent's updater (hermes
+// update), which the zero [Layout] stands for: home $HERMES_HOME or
+// ~/.hermes, marker .hermes-update-in-progress, recovery markers
+// .update-incomplete and .lazy-refresh-incomplete, receipts
+// logs/update_receipts/latest.json and the retained
+// logs/update_receipts/update_*.json, named profiles' homes under
+// profiles, no lock file in the home, and the checkout lock
+// hermes-update.lock.
+//
+// Hermes's updater keeps the marker in the root of its homes ($HERMES_HOME,
+// else ~/.hermes, less any profiles/<name>; older ones in the profile's
+// home) and the receipts in the home of the profile it updates for, which
+// may be <root>/profiles/<name>: so a guard reads both, wherever its own
+// home is. Copy it to describe an
+// updater that differs in a field; changing it changes nothing else (the
+// zero Layout keeps meaning the Hermes layout).
+var HermesLayout = hermesLayout()
+
+// hermesLayout returns a fresh copy of the Hermes layout.
+func hermesLayout() Layout {
+	return Layout{
+		HomeEnv:         "HERMES_HOME",
+		DefaultHome:     ".hermes",
+		Marker:          ".hermes-update-in-progress",
+		RecoveryMarkers: []string{".update-incomplete", ".lazy-refresh-incomplete"},
+		Receipt:         "logs/update_receipts/latest.json",
+		ReceiptHistory:  "logs/update_receipts/update_*.json",
+		CheckoutLock:    "hermes-update.lock",
+		Profiles:        "profiles",
+	}
+}
+
+// isZero reports whether l is the zero Layout.
+func (l *Layout) isZero() bool {
+	return l.HomeEnv == "" && l.DefaultHome == "" && l.Marker == "" &&
+		len(l.RecoveryMarkers) == 0 && l.Receipt == "" && l.ReceiptHistory == "" && l.Lock == "" && l.CheckoutLock == "" && l.Profiles == "" && l.Link == ""
+}
+
+// validate checks that every path stays inside the home and every recovery
+// marker is a file name.
+func (l *Layout) validate() error {
+	if l.Link != "" && (l.Receipt != "" || l.ReceiptHistory != "") {
+		return optionError("Layout.Link", l.Link, "is set with receipts: a flip of the link is the proof where there is one")
+	}
+	if l.Marker == "" && l.Link == "" {
+		return optionError("Layout.Marker", "", "is empty: a Layout other than the zero one is taken as it is; copy HermesLayout to change some of its fields")
+	}
+	for _, f := range []struct{ name, path string }{
+		{"DefaultHome", l.DefaultHome}, {"Marker", l.Marker}, {"Receipt", l.Receipt},
+		{"ReceiptHistory", l.ReceiptHistory}, {"Lock", l.Lock}, {"Profiles", l.Profiles},
+	} {
+		if f.path != "" && !filepath.IsLocal(filepath.FromSlash(f.path)) {
+			return optionError("Layout."+f.name, f.path, "is not a relative path that stays inside its directory")
+		}
+	}
+	if l.ReceiptHistory != "" {
+		if _, err := path.Match(path.Base(l.ReceiptHistory), ""); err != nil || strings.ContainsAny(path.Dir(l.ReceiptHistory), "*?[\\") {
+			return optionError("Layout.ReceiptHistory", l.ReceiptHistory, "is not a directory and a file name pattern")
+		}
+	}
+	if l.CheckoutLock != "" && (strings.ContainsAny(l.CheckoutLock, `/\`) || !filepath.IsLocal(l.CheckoutLock)) {
+		return optionError("Layout.CheckoutLock", l.CheckoutLock, "is not a file name")
+	}
+	if l.Profiles != "" && strings.ContainsAny(l.Profiles, `/\`) {
+		return optionError("Layout.Profiles", l.Profiles, "is not a directory name")
+	}
+	for _, name := range l.RecoveryMarkers {
+		if name == "" || strings.ContainsAny(name, `/\`) || !filepath.IsLocal(name) {
+			return optionError("Layout.RecoveryMarkers", name, "is not a file name")
+		}
+	}
+	return nil
+}
+
+// Paths are the files and directories a guard's [Options] resolve to:
+// resolved once, by [New], with every default applied
+// and every path absolute, and used by everything the guard reads after.
+// A later change of the working directory or of the environment moves
+// none of them.
+type Paths struct {
+	// Home is the updater's home directory: [Options.HomeDir], else the
+	// Layout's HomeEnv variable, else its DefaultHome under the user's home
+	// directory. Empty when none is known, and so are Marker, Receipt,
+	// ReceiptHistory and Lock.
+	Home string `json:"home"`
+	// Marker is the update marker in Home, where an updater that speaks
+	// the protocol claims it. Where the layout has profiles, the markers
+	// of the other homes are read too (see [Layout].Profiles).
+	Marker string `json:"marker"`
+	// Receipt is the updater's latest receipt in Home; empty when the
+	// layout has none.
+	Receipt string `json:"receipt,omitempty"`
+	// ReceiptHistory is the pattern of the receipts the updater keeps of
+	// each run, in Home; empty when the layout has none.
+	ReceiptHistory string `json:"receipt_history,omitempty"`
+	// Lock is the updater's lock file in Home; empty when the layout has
+	// none.
+	Lock string `json:"lock,omitempty"`
+	// Python is [Options.Python], absolute (its links not resolved); empty
+	// when none was given.
+	Python string `json:"python,omitempty"`
+	// InstallRoot is <root> for a Python at <root>/venv/bin (or .venv, or
+	// Scripts): the install root searched for recovery markers beside the
+	// module's source directory. Empty when Python is in no venv.
+	InstallRoot string `json:"install_root,omitempty"`
+	// RecoveryMarkers are the file names of the recovery markers searched
+	// for in the install roots.
+	RecoveryMarkers []string `json:"recovery_markers"`
+}
+
+// Paths returns the paths the guard's options resolved to at [New]. A
+// tool that writes the updater's files, or shows where a guard would look,
+// makes a guard with no [Options.ModulePath] for them: New then reads
+// neither the checkout nor the updater's files.
+func (g *Guard) Paths() Paths {
+	return g.config().paths()
+}
+
+// paths returns the resolved paths, in a copy the caller may keep.
+func (c *config) paths() Paths {
+	p := Paths{
+		Marker:          c.markerPath,
+		Receipt:         c.receiptPath,
+		Lock:            c.lockPath,
+		Python:          c.python,
+		InstallRoot:     c.installRoot,
+		RecoveryMarkers: nonNil(slices.Clone(c.recovery)),
+	}
+	if c.homes != nil {
+		p.Home = c.homes.home
+		if c.historyRel != "" {
+			p.ReceiptHistory = filepath.Join(p.Home, c.historyRel)
+		}
+	}
+	return p
+}
+
+// installRoots are the directories searched for recovery markers for the
+// installs whose source directories are srcs: each of them, then the
+// interpreter's install root, once each.
+func (c *config) installRoots(srcs ...string) []string {
+	var roots []string
+	for _, dir := range append(srcs, c.installRoot) {
+		if dir == "" {
+			continue
+		}
+		if dir = filepath.Clean(dir); !slices.Contains(roots, dir) {
+			roots = append(roots, dir)
+		}
+	}
+	return roots
 }

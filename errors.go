@@ -1,0 +1,112 @@
+package runtimeguard
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Errors a host can tell apart with errors.Is. A repository format this
+// package cannot read (a split index, an unknown extension, refs stored
+// elsewhere) matches [errors.ErrUnsupported].
+var (
+	// ErrStale matches every [StaleError].
+	ErrStale = errors.New("runtimeguard: the loaded runtime is stale")
+	// ErrReadTimeout matches the error of a check that gave up waiting for
+	// the file system (a stat or a full read of the checkout): see
+	// [Options.ReadTimeout].
+	ErrReadTimeout = errors.New("runtimeguard: read timed out")
+	// ErrNoModule matches the error of binding to a module path that leads
+	// to no file, or to a directory.
+	ErrNoModule = errors.New("runtimeguard: the module path leads to no file")
+	// ErrNotCheckout matches the error of New with an
+	// [Options.ExpectRevision] or [Options.RequireCheckout] for a module
+	// that is not in a tracked Git checkout (a guard that could never be
+	// current), and the [StaleError].Err of a check that found the bound
+	// checkout naming no revision any more.
+	ErrNotCheckout = errors.New("runtimeguard: the module is not in a tracked Git checkout")
+)
+
+// classError is an error that also matches one of the package's classes.
+type classError struct{ err, class error }
+
+func (e *classError) Error() string   { return e.err.Error() }
+func (e *classError) Unwrap() []error { return []error{e.err, e.class} }
+
+// PanicError is a panic recovered from a read of the checkout: the check
+// fails closed, and the host lives on.
+type PanicError struct {
+	// Value is the value the read panicked with.
+	Value any
+	// Stack is the goroutine's stack when it panicked.
+	Stack []byte
+}
+
+// Error returns the panic's value and stack.
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("runtimeguard: read panicked: %v\n\n%s", e.Value, e.Stack)
+}
+
+// Unwrap returns the value the read panicked with when it is an error,
+// else nil.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}
+
+// noRevision is why a read of the checkout found no revision, as an
+// error that matches [ErrNotCheckout].
+func noRevision(reason string) error {
+	return &classError{errors.New(cmp.Or(reason, "HEAD names no commit")), ErrNotCheckout}
+}
+
+// classed is the error format and args say, matching class too.
+func classed(class error, format string, args ...any) error {
+	return &classError{fmt.Errorf(format, args...), class}
+}
+
+// classWords is what class, one of the package's errors, says without the
+// package's prefix: for a message that names it and has the prefix once,
+// at its start, already.
+func classWords(class error) string {
+	return strings.TrimPrefix(class.Error(), "runtimeguard: ")
+}
+
+// OptionError is a field of [Options], its [Layout] or [ReloaderOptions]
+// that describes no guard: New (also for an [Options.ExpectRevision] of
+// another length than the repository's object ids), [Observe],
+// [NewReloader] return one, which a caller gets with
+// errors.As. Its message is "runtimeguard: ", the field, the
+// value and the reason.
+type OptionError struct {
+	// Field names the field as its type spells it, such as
+	// "Options.ReadTimeout", "Layout.Marker" or
+	// "ReloaderOptions.DrainTimeout".
+	Field string
+	// Value is the value rejected: for Layout.RecoveryMarkers, the one
+	// name rejected.
+	Value any
+	// Reason says why it is rejected.
+	Reason string
+}
+
+// Error returns the field, the value and why it is rejected.
+func (e *OptionError) Error() string {
+	var v string
+	switch x := e.Value.(type) {
+	case string:
+		v = fmt.Sprintf("%q", x)
+	case time.Duration:
+		v = x.String()
+	default:
+		v = fmt.Sprint(x)
+	}
+	return "runtimeguard: " + e.Field + " " + v + ": " + e.Reason
+}
+
+// optionError returns an *OptionError.
+func optionError(field string, value any, reason string) error {
+	return &OptionError{Field: field, Value: value, Reason: reason}
+}

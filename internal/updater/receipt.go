@@ -34,8 +34,8 @@ const (
 
 // Receipt is what the updater wrote after a run (or, with outcome
 // "running", while it runs): schema 1 of the updater's receipt, as a
-// reader takes it. Package runtimeguard exports it as its Receipt; its
-// JSON (MarshalJSON) is the command-line tool's, not the file's.
+// reader takes it. Package runtimeguard converts it to its Receipt, whose
+// JSON is the command-line tool's.
 type Receipt struct {
 	// ID identifies the receipt: "update_id:" and the update_id where the
 	// updater wrote one, else "correlation_id:" and the correlation_id,
@@ -58,26 +58,6 @@ type Receipt struct {
 	// StartedAt and FinishedAt are when the run began and ended; FinishedAt
 	// is the zero time while it runs.
 	StartedAt, FinishedAt time.Time
-}
-
-// receiptView is a Receipt with the command-line tool's snake_case keys.
-type receiptView struct {
-	ID            string    `json:"id"`
-	UpdateID      string    `json:"update_id,omitempty"`
-	CorrelationID string    `json:"correlation_id,omitempty"`
-	Outcome       string    `json:"outcome"`
-	From          string    `json:"from,omitempty"`
-	To            string    `json:"to,omitempty"`
-	StartedAt     time.Time `json:"started_at"`
-	FinishedAt    time.Time `json:"finished_at,omitzero"`
-}
-
-// MarshalJSON writes the receipt with snake_case keys, as the tool does.
-func (r Receipt) MarshalJSON() ([]byte, error) { return json.Marshal(receiptView(r)) }
-
-// UnmarshalJSON reads what MarshalJSON writes.
-func (r *Receipt) UnmarshalJSON(data []byte) error {
-	return json.Unmarshal(data, (*receiptView)(r))
 }
 
 // receiptFile is a receipt as WriteReceipt writes it: the schema's keys.

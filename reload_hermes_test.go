@@ -215,7 +215,8 @@ func TestPlanReloadProfiles(t *testing.T) {
 func TestScheduleRacingRelease(t *testing.T) {
 	c := newReloadCase(t)
 	b := c.g.bound.Load()
-	for i := 0; i < 100000; i++ {
+	// Every round runs the race; RUNTIMEGUARD_LONG runs it more often.
+	for i := 0; i < loopLength(100000, 20000); i++ {
 		r := &Plan{From: c.loaded, To: c.moved, Receipt: Receipt{ID: fmt.Sprint("race:", i)}, g: c.g, b: b}
 		var wg sync.WaitGroup
 		wg.Add(2)

@@ -13,8 +13,10 @@ import (
 // 409s, the full reads (every check with AlwaysRead, none while nothing
 // changed otherwise), and the checks that timed out.
 func TestStatsCount(t *testing.T) {
+	t.Parallel() // repositories and guards of its own; each waits out Git's racy window
 	for _, alwaysRead := range []bool{false, true} {
 		t.Run(map[bool]string{false: "stat", true: "always read"}[alwaysRead], func(t *testing.T) {
+			t.Parallel()
 			dir := tempDir(t)
 			mod, _ := agentRepo(t, dir)
 			// The stat path: a change of the mount table (another

@@ -199,10 +199,9 @@ func (opts *Options) resolveOn(e *env, x *executor) (*config, error) {
 	if opts.NoWatch {
 		ec.watch = func() (*watch.Watcher, error) { return nil, errors.New("Options.NoWatch") }
 	}
-	u := *ec.upd // a cache of the guard's own receipts
+	u := *ec.upd // a cache of the guard's own receipts and marker
 	u.Cache = new(updater.Cache)
 	ec.upd = &u
-	ec.marker = ec.marker.withCache() // and of its own marker
 	e = &ec
 	c := &config{
 		env:          e,

@@ -69,7 +69,8 @@ func TestFactsAreJudgedNow(t *testing.T) {
 	child := longChild(t)
 	start := time.Now()
 	writeMarker(t, path, child.Process.Pid, start)
-	e := cachedEnv()
+	e := testEnv()
+	e.Cache = new(Cache) // as a guard's
 	var now time.Time
 	e.Now = func() time.Time {
 		if now.IsZero() {

@@ -45,14 +45,6 @@ func probedEnv(probe func(int64) ProcInfo) *Env {
 	return e
 }
 
-// cachedEnv is a copy of the system environment with a cache of its own,
-// as a guard's.
-func cachedEnv() *Env {
-	e := testEnv()
-	e.Cache = new(Cache)
-	return e
-}
-
 // readMarker classifies the marker at path as a guard with the default
 // options does.
 func readMarker(path string) MarkerState {

@@ -16,7 +16,7 @@ import (
 // empty and ready; it is safe for concurrent use.
 type Cache struct {
 	mu       sync.Mutex               // protects the fields below
-	receipts map[string]cachedReceipt // parses of receipt files, by path
+	receipts stampMemo[cachedReceipt] // parses of receipt files, by path
 	// The marker's parse, while its stamp is stamp.
 	path    string
 	stamp   fsread.Stamp
@@ -25,46 +25,71 @@ type Cache struct {
 	ids     Identities
 	proc    *procHandle          // the marker's process, where the platform keeps one
 	closed  bool                 // its guard was closed: no process handle is kept
-	dirs    map[string]cachedDir // listings of marker directories, by path
+	dirs    stampMemo[cachedDir] // listings of marker directories, by path
 }
 
-// cachedReceipt is the parse of a receipt file while its stamp is stamp.
-type cachedReceipt struct {
+// stampMemo keeps a value for each path while the path's stamp is the
+// one it was kept with; holding max paths, it starts over. Its Cache's
+// lock guards it; the zero stampMemo is empty.
+type stampMemo[V any] struct {
+	entries map[string]stamped[V]
+}
+
+// stamped is a value kept while its path's stamp is stamp.
+type stamped[V any] struct {
 	stamp fsread.Stamp
-	r     *Receipt
-	why   string
+	v     V
 }
 
-// maxCachedReceipts bounds the receipts a Cache keeps: beyond it, the
-// cache starts over.
-const maxCachedReceipts = 2 * MaxReceiptFiles
+// get returns the value kept for path, when its stamp is still st.
+func (m *stampMemo[V]) get(path string, st fsread.Stamp) (V, bool) {
+	e, ok := m.entries[path]
+	if !ok || e.stamp != st {
+		var zero V
+		return zero, false
+	}
+	return e.v, true
+}
+
+// put keeps v for path, stamped st.
+func (m *stampMemo[V]) put(path string, st fsread.Stamp, v V, max int) {
+	if m.entries == nil || len(m.entries) >= max {
+		m.entries = make(map[string]stamped[V])
+	}
+	m.entries[path] = stamped[V]{st, v}
+}
+
+// cachedReceipt is the parse of a receipt file.
+type cachedReceipt struct {
+	r   *Receipt
+	why string
+}
+
+// maxCachedReceipts bounds the receipts a Cache keeps, and maxCachedDirs
+// the marker directories: beyond them, the memo starts over.
+const (
+	maxCachedReceipts = 2 * MaxReceiptFiles
+	maxCachedDirs     = 64
+)
 
 // receipt returns the cached parse of the receipt at path, when its stamp
 // is still st.
 func (c *Cache) receipt(path string, st fsread.Stamp) (*Receipt, string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e, ok := c.receipts[path]
-	if !ok || e.stamp != st {
-		return nil, "", false
-	}
-	return e.r, e.why, true
+	e, ok := c.receipts.get(path, st)
+	return e.r, e.why, ok
 }
 
 // rememberReceipt keeps the parse of the receipt at path, stamped st.
 func (c *Cache) rememberReceipt(path string, st fsread.Stamp, r *Receipt, why string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.receipts == nil || len(c.receipts) >= maxCachedReceipts {
-		c.receipts = make(map[string]cachedReceipt)
-	}
-	c.receipts[path] = cachedReceipt{st, r, why}
+	c.receipts.put(path, st, cachedReceipt{r, why}, maxCachedReceipts)
 }
 
-// cachedDir is the artifacts found beside a marker while the directory's
-// stamp is stamp.
+// cachedDir is the artifacts found beside a marker.
 type cachedDir struct {
-	stamp fsread.Stamp
 	names []string
 	why   string
 }
@@ -136,19 +161,13 @@ func (c *Cache) Close() {
 func (c *Cache) dir(dir string, st fsread.Stamp) ([]string, string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	d, ok := c.dirs[dir]
-	if !ok || d.stamp != st {
-		return nil, "", false
-	}
-	return d.names, d.why, true
+	d, ok := c.dirs.get(dir, st)
+	return d.names, d.why, ok
 }
 
 // rememberDir keeps the artifacts of dir, stamped st.
 func (c *Cache) rememberDir(dir string, st fsread.Stamp, names []string, why string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.dirs == nil || len(c.dirs) > 64 {
-		c.dirs = make(map[string]cachedDir)
-	}
-	c.dirs[dir] = cachedDir{st, names, why}
+	c.dirs.put(dir, st, cachedDir{names, why}, maxCachedDirs)
 }

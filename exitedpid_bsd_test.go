@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
 
 // exitedPID returns the ID of a child that has exited but is not reaped
@@ -20,7 +22,7 @@ func exitedPID(t *testing.T) int {
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Wait() })
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if probeProcess(int64(cmd.Process.Pid)).State == processGone {
+		if updater.ProbeProcess(int64(cmd.Process.Pid)).State == updater.ProcessGone {
 			return cmd.Process.Pid
 		}
 	}

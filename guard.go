@@ -123,8 +123,8 @@ func (g *Guard) config() *config {
 		}
 		// A guard dropped without Close closes the pidfd its stale
 		// answers kept once the collector finds it.
-		if c := g.cfg.env.marker.cache; c != nil {
-			runtime.AddCleanup(g, func(c *markerCache) { c.close() }, c)
+		if c := g.cfg.env.upd.Cache; c != nil {
+			runtime.AddCleanup(g, func(c *updater.Cache) { c.Close() }, c)
 		}
 	})
 	return g.cfg
@@ -270,7 +270,7 @@ func (g *Guard) Close() error {
 	if b != nil {
 		b.close()
 	}
-	g.config().env.marker.close()
+	g.config().env.upd.Cache.Close()
 	return nil
 }
 
@@ -485,7 +485,7 @@ func Observe(opts Options) (Observation, error) {
 		}
 		t.val = cfg.observeAt(newestReceipt, dir)
 	}, nil)
-	cfg.env.marker.close() // the options' guard lives no longer than the call
+	cfg.env.upd.Cache.Close() // the options' guard lives no longer than the call
 	if stuck != nil {
 		return cfg.unknownObservation(readStuck(stuck), src), nil
 	}
@@ -606,13 +606,11 @@ type env struct {
 	git *gitread.FS
 	// upd reads the updater's files.
 	upd *updater.Env
-	// marker classifies the update markers.
-	marker *markerEnv
 	// watch is the process's inotify watcher, or why there is none.
 	watch func() (*watch.Watcher, error)
 }
 
-var systemEnv = &env{now: time.Now, git: gitread.System, upd: updater.System, marker: systemMarkers, watch: watch.Shared}
+var systemEnv = &env{now: time.Now, git: gitread.System, upd: updater.System, watch: watch.Shared}
 
 // inert handles a binding b of the configured path abs that found no
 // revision: with [Options.RequireCheckout] or [Options.ExpectRevision] it

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
-
 	"github.com/runtimeguard/runtimeguard/internal/gittest"
+	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
 
 // The shared harness under the names the tests use.
@@ -49,14 +49,12 @@ func writeMarker(t testing.TB, path string, pid int, started time.Time) {
 }
 
 // testEnv is the system environment with a fixed process probe.
-func testEnv(probe func(int64) procInfo) *env {
+func testEnv(probe func(int64) updater.ProcInfo) *env {
 	e := *systemEnv
 	u := *e.upd
 	e.upd = &u
-	m := *e.marker
-	e.marker = &m
 	if probe != nil {
-		m.probe = probe
+		u.Probe = probe
 	}
 	return &e
 }
@@ -72,7 +70,7 @@ const (
 // readMarker classifies the marker at path as a guard with the default
 // options does.
 func readMarker(path string) MarkerState {
-	return systemMarkers.read(path, DefaultMaxMarkerAge).State
+	return MarkerState(updater.System.ClassifyMarker(path, DefaultMaxMarkerAge).State)
 }
 
 // inspectRevision is the revision gitread.Inspect finds for module.

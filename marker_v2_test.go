@@ -5,94 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
-
-// createdAt is the creation time of a live process as the updater records
-// it on a marker's third line.
-func createdAt(t *testing.T, pid int, offset float64) string {
-	t.Helper()
-	ct := updater.CreationTime(pid)
-	if ct == "" {
-		t.Skip("this platform does not tell when a process started")
-	}
-	v, err := strconv.ParseFloat(ct, 64)
-	require.NoError(t, err)
-	return strconv.FormatFloat(v+offset, 'f', 3, 64)
-}
-
-// Markers of the updater's second format are judged by the identities
-// they name, as the updater's own reader judges them: an owner that runs
-// with the recorded creation time is live however old the marker, a
-// delegate that runs keeps a dead owner's update in progress, and a live
-// process created at another time holds a reused ID. A byte order mark,
-// CRLF and spaces are tolerated.
-func TestMarkerSecondFormat(t *testing.T) {
-	live := longChild(t).Process.Pid
-	dead := exitedPID(t)
-	ct := createdAt(t, live, 0)
-	now := time.Now()
-	old := now.Add(-25 * time.Minute).Unix()
-	cases := []struct {
-		name, body string
-		want       MarkerState
-		reason     string
-	}{
-		{"a live owner older than 20 minutes", fmt.Sprintf("%d\n%d\nct:%s\n", live, old, ct), MarkerActive, "its owner process"},
-		{"a killed owner with a running delegate", fmt.Sprintf("%d\n%d\nct:1.000\ndelegate:%d ct:%s\n", dead, now.Unix(), live, ct), MarkerActive, "its delegate process"},
-		{"a killed owner, its delegate old and running", fmt.Sprintf("%d\n%d\nct:1.000\ndelegate:%d ct:%s\nrun:r-1\n", dead, old, live, ct), MarkerActive, "its delegate"},
-		{"a reused ID: another creation time", fmt.Sprintf("%d\n%d\nct:%s\n", live, now.Unix(), createdAt(t, live, -100)), MarkerAbandoned, "its ID was reused"},
-		{"a reused ID of the delegate, its owner dead", fmt.Sprintf("%d\n%d\nct:1.000\ndelegate:%d ct:%s\n", dead, now.Unix(), live, createdAt(t, live, -100)), MarkerAbandoned, "reused"},
-		{"a dead owner, no delegate", fmt.Sprintf("%d\n%d\nct:1.000\n", dead, now.Unix()), MarkerAbandoned, "is gone"},
-		{"a byte order mark", fmt.Sprintf("\ufeff%d\n%d\nct:%s\n", live, now.Unix(), ct), MarkerActive, "its owner"},
-		{"a byte order mark, first format", fmt.Sprintf("\ufeff%d\n%d\n", live, now.Unix()), MarkerActive, "is alive"},
-		{"CRLF, a running delegate", fmt.Sprintf("%d\r\n%d\r\nct:1.000\r\ndelegate:%d ct:%s\r\n", dead, now.Unix(), live, ct), MarkerActive, "its delegate"},
-		{"spaces around the values", fmt.Sprintf(" %d \n\t%d\t\n ct:%s \n", live, old, ct), MarkerActive, "its owner"},
-		{"a malformed creation time: the first format's age limit", fmt.Sprintf("%d\n%d\nct:abc\n", live, old), MarkerAbandoned, "older than"},
-		{"a delegate on line 3 is no delegate", fmt.Sprintf("%d\n%d\ndelegate:%d ct:%s\n", dead, now.Unix(), live, ct), MarkerAbandoned, "is gone"},
-		{"a spaced delegate is no delegate", fmt.Sprintf("%d\n%d\nct:1.000\ndelegate: %d ct:%s\n", dead, now.Unix(), live, ct), MarkerAbandoned, "is gone"},
-		{"first format, a killed owner with a running delegate", fmt.Sprintf("%d\n%d\n\ndelegate:%d ct:%s\n", dead, now.Unix(), live, ct), MarkerActive, "its delegate process"},
-		{"first format, older than 20 minutes, a running delegate", fmt.Sprintf("%d\n%d\n\ndelegate:%d ct:%s\n", dead, old, live, ct), MarkerActive, "its delegate process"},
-		{"a malformed creation time, a running delegate", fmt.Sprintf("%d\n%d\nct:abc\ndelegate:%d ct:%s\n", dead, now.Unix(), live, ct), MarkerActive, "its delegate process"},
-		{"first format, a killed owner, its delegate's ID reused", fmt.Sprintf("%d\n%d\n\ndelegate:%d ct:%s\n", dead, now.Unix(), live, createdAt(t, live, -100)), MarkerAbandoned, "reused"},
-		{"first format, a running owner, too old, its delegate gone", fmt.Sprintf("%d\n%d\n\ndelegate:%d ct:1.000\n", live, old, dead), MarkerAbandoned, "older than"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(tempDir(t), hermesMarker)
-			writeFile(t, path, tc.body)
-			m := systemMarkers.read(path, DefaultMaxMarkerAge)
-			assert.Equal(t, tc.want, m.State, "%q: %s", tc.body, m.Reason)
-			assert.Contains(t, m.Reason, tc.reason)
-		})
-	}
-}
-
-// An empty marker is a claim being published for 5 seconds after it was
-// written (a writer without hard links creates it, then writes it), and a
-// claim never finished after: judged on a clock set on either side.
-func TestEmptyMarkerAge(t *testing.T) {
-	path := filepath.Join(tempDir(t), hermesMarker)
-	writeFile(t, path, "")
-	fi, err := os.Stat(path)
-	require.NoError(t, err)
-	at := func(d time.Duration) MarkerState {
-		e := *systemMarkers
-		e.now = func() time.Time { return fi.ModTime().Add(d) }
-		return e.read(path, DefaultMaxMarkerAge).State
-	}
-	assert.Equal(t, MarkerActive, at(0))
-	assert.Equal(t, MarkerActive, at(updater.EmptyMarkerGrace-time.Millisecond))
-	assert.Equal(t, MarkerAbandoned, at(updater.EmptyMarkerGrace))
-	assert.Equal(t, MarkerAbandoned, at(time.Hour))
-}
 
 // symlinkOrSkip makes a symbolic link, or skips the test where none can be made
 // (Windows without the privilege, Wine).

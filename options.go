@@ -211,10 +211,9 @@ func (opts *Options) resolveOn(e *env, x *executor) (*config, error) {
 	default:
 		return nil, optionError("Options.Check", opts.Check, `is none of "watch", "stat" and "read"`)
 	}
-	u := *ec.upd // a cache of the guard's own receipts
+	u := *ec.upd // a cache of the guard's own receipts and marker
 	u.Cache = new(updater.Cache)
 	ec.upd = &u
-	ec.marker = ec.marker.withCache() // and of its own marker
 	e = &ec
 	c := &config{
 		env:          e,

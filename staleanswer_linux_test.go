@@ -43,14 +43,11 @@ func newStaleCase(t *testing.T) *staleCase {
 	}
 	u := *e.upd
 	u.Now, u.Open = now, open
-	e.upd = &u
-	m := *e.marker
-	m.now, m.open = now, open
-	m.probe = func(pid int64) procInfo {
+	u.Probe = func(pid int64) updater.ProcInfo {
 		c.probes.Add(1)
-		return probeProcess(pid)
+		return updater.ProbeProcess(pid)
 	}
-	e.marker = &m
+	e.upd = &u
 	g, err := newGuard(Options{ModulePath: module, HomeDir: c.home}, e)
 	require.NoError(t, err)
 	t.Cleanup(func() { g.Close() })

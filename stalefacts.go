@@ -7,9 +7,9 @@ import "github.com/runtimeguard/runtimeguard/internal/updater"
 // are applied: the facts of every home's marker, why the homes are not
 // all known, the install roots and their recovery markers.
 type staleFacts struct {
-	markers   []markerFacts // the guard's own home first; one of path "" when no home is known
-	problem   string        // why not every home was read, or ""
-	links     []string      // the profiles directory's links that lead to no directory
+	markers   []updater.MarkerFacts // the guard's own home first; one of path "" when no home is known
+	problem   string                // why not every home was read, or ""
+	links     []string              // the profiles directory's links that lead to no directory
 	roots     []string
 	locks     []string // the checkout locks of the roots
 	present   []string
@@ -28,7 +28,7 @@ func (c *config) readStaleFacts(srcs []string) staleFacts {
 		paths = []string{""}
 	}
 	for _, p := range paths {
-		f.markers = append(f.markers, c.env.marker.readFacts(p))
+		f.markers = append(f.markers, c.env.upd.ReadMarker(p))
 	}
 	f.present, f.rootsRead = updater.RecoveryMarkers(f.roots, c.recovery)
 	return f
@@ -38,19 +38,19 @@ func (c *config) readStaleFacts(srcs []string) staleFacts {
 // counts, with its path: the guard's own, unless another home's says
 // more. It is the one classification of the updater's markers, of a
 // read of the updater's files.
-func (c *config) judgeMarkers(f *staleFacts) (marker, string) {
+func (c *config) judgeMarkers(f *staleFacts) (updater.Verdict, string) {
 	if c.noMarker {
-		return marker{MarkerAbsent, "the updater's layout has no update marker"}, ""
+		return updater.Verdict{State: updater.MarkerAbsent, Reason: "the updater's layout has no update marker"}, ""
 	}
-	best, bestPath := c.env.marker.judge(&f.markers[0], c.maxAge), f.markers[0].Path
-	for i := 1; i < len(f.markers) && best.State != MarkerActive; i++ {
-		if m := c.env.marker.judge(&f.markers[i], c.maxAge); markerRank[m.State] > markerRank[best.State] {
+	best, bestPath := c.env.upd.JudgeMarker(&f.markers[0], c.maxAge), f.markers[0].Path
+	for i := 1; i < len(f.markers) && best.State != updater.MarkerActive; i++ {
+		if m := c.env.upd.JudgeMarker(&f.markers[i], c.maxAge); m.State.Rank() > best.State.Rank() {
 			best, bestPath = m, f.markers[i].Path
 		}
 	}
-	if f.problem != "" && markerRank[best.State] < markerRank[MarkerUnknown] {
+	if f.problem != "" && best.State.Rank() < updater.MarkerUnknown.Rank() {
 		// A home not read may hold an active marker.
-		return marker{State: MarkerUnknown, Reason: f.problem}, bestPath
+		return updater.Verdict{State: updater.MarkerUnknown, Reason: f.problem}, bestPath
 	}
 	return best, bestPath
 }
@@ -61,11 +61,11 @@ func (c *config) staleObservation(f *staleFacts) Observation {
 	m, mpath := c.judgeMarkers(f)
 	o := Observation{
 		MarkerPath:      mpath,
-		Marker:          m.State,
+		Marker:          MarkerState(m.State),
 		MarkerReason:    m.Reason,
 		InstallRoots:    nonNil(f.roots),
 		RecoveryMarkers: nonNil(f.present),
-		State:           combine(m.State, len(f.present) > 0, f.rootsRead),
+		State:           combine(MarkerState(m.State), len(f.present) > 0, f.rootsRead),
 		ReceiptPath:     c.receiptPath,
 		LockPath:        c.lockPath,
 	}

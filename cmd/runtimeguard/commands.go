@@ -267,7 +267,7 @@ func cmdMarker(args []string, stdout, stderr io.Writer) error {
 	if path == "" {
 		return usagef("the marker PATH is empty")
 	}
-	word, reason := updater.GuardJudge(*maxAge).Read(path)
+	word, reason := updater.System.Judge(*maxAge).Read(path)
 	state := runtimeguard.MarkerState(word)
 	if *asJSON {
 		if err := json.NewEncoder(stdout).Encode(markerJSON{Path: path, State: word, Reason: reason}); err != nil {

@@ -114,7 +114,7 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	res, err := updater.System.Run(ctx, updater.Update{
 		Marker: paths.Marker, Receipt: paths.Receipt, Lock: paths.Lock, LockWait: *wait,
 		CheckoutLock: checkoutLock,
-		Judge:        updater.GuardJudge(runtimeguard.DefaultMaxMarkerAge),
+		Judge:        updater.System.Judge(runtimeguard.DefaultMaxMarkerAge),
 		Argv:         c.args, Dir: dir, Stdin: os.Stdin, Stdout: stdout, Stderr: stderr,
 		Markers: func() (string, string, string) {
 			o := observe() // every home's marker, where the layout has profiles

@@ -32,3 +32,21 @@ func testEnv() *Env {
 	e := *System
 	return &e
 }
+
+// defaultMaxAge is the age limit of a guard with the default options
+// (runtimeguard.DefaultMaxMarkerAge).
+const defaultMaxAge = 20 * time.Minute
+
+// probedEnv is a copy of the system environment with a fixed process
+// probe.
+func probedEnv(probe func(int64) ProcInfo) *Env {
+	e := testEnv()
+	e.Probe = probe
+	return e
+}
+
+// readMarker classifies the marker at path as a guard with the default
+// options does.
+func readMarker(path string) MarkerState {
+	return System.ClassifyMarker(path, defaultMaxAge).State
+}

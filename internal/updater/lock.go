@@ -2,10 +2,9 @@
 // guarded server: the formats of the in-progress marker and of the receipt
 // the updater writes after each run, the reads of the recovery markers and
 // the receipts, the lock file the updater holds while it runs, and the
-// writer side (claiming and releasing the marker, writing receipts). What a
-// marker means (absent, active, stale or unknown, and what can be told of
-// its process) is package runtimeguard's classification, which a claim is
-// given (Judge).
+// writer side (claiming and releasing the marker, writing receipts); and
+// what a marker means (absent, active, stale or unknown, and what can be
+// told of its process: Env.ClassifyMarker), which a claim obeys (Judge).
 package updater
 
 import (

@@ -32,13 +32,16 @@ type Env struct {
 	// most limit+1 bytes, a regular file only, and why not when it is not
 	// one (see SafeOpen).
 	Open func(path string, limit int64) (body []byte, kind FileKind, why string)
-	// Cache, when not nil, spares a read of an unchanged receipt its
-	// parse.
+	// Probe reports whether pid is alive and when it started (see
+	// ProbeProcess).
+	Probe func(pid int64) ProcInfo
+	// Cache, when not nil, spares a read of an unchanged receipt or
+	// marker its parse.
 	Cache *Cache
 }
 
 // System is the real environment.
-var System = &Env{Now: time.Now, Open: SafeOpen}
+var System = &Env{Now: time.Now, Open: SafeOpen, Probe: ProbeProcess}
 
 // lstatOnly is the open of a platform without a safe one: it never opens
 // the file, so nothing at the path is absent and anything there proves
@@ -56,7 +59,7 @@ func lstatOnly(path string, _ int64) ([]byte, FileKind, string) {
 // order mark, which the updater's own reader drops. It reports ok
 // false for anything that is not UTF-8, has fewer than two lines, or holds
 // a value that does not parse. Whether the values make sense is for the
-// classification (package runtimeguard's): pid may be any integer (clamped
+// classification (Env.ClassifyMarker): pid may be any integer (clamped
 // to int64), started an infinity or NaN.
 func ParseMarker(body []byte) (pid int64, started float64, ok bool) {
 	if len(body) > MaxMarkerBytes || !utf8.Valid(body) {

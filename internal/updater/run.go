@@ -42,7 +42,7 @@ type Update struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	// Markers classifies the marker that says the most of every home an
-	// updater may run in: its state's word (a runtimeguard.MarkerState),
+	// updater may run in: its state's word (a MarkerState),
 	// why, and its path; an active or unknown one refuses the update. It
 	// is read once the lock is held. Nil: Marker alone, through Judge.
 	Markers func() (state, reason, path string)

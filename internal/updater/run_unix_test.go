@@ -6,11 +6,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"math"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -20,63 +17,8 @@ import (
 	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
-// testJudge classifies markers for Run's tests as a guard does in the
-// cases they make (the guard's own classification is package
-// runtimeguard's, which this package cannot import; the claim's tests
-// there run it): nothing is absent, a marker over testMaxAge old is stale,
-// one whose process lives active, one whose process is gone stale, and
-// anything else, or any artifact beside it, unknown.
-type testJudge struct{}
-
-// testMaxAge is testJudge's age limit.
+// testMaxAge is the age limit of the markers Run's tests claim.
 const testMaxAge = 10 * time.Minute
-
-func (testJudge) Read(path string) (string, string) {
-	body, kind, why := SafeOpen(path, MaxMarkerBytes)
-	switch kind {
-	case FileAbsent:
-		if b := (testJudge{}).Beside(path); b != "" {
-			return "unknown", b
-		}
-		return "absent", "no file"
-	case FileUnusable:
-		return "unknown", why
-	}
-	pid, started, ok := ParseMarker(body)
-	switch {
-	case !ok || pid <= 0 || pid > math.MaxInt32:
-		return "unknown", "not a marker"
-	case float64(time.Now().Unix())-started > testMaxAge.Seconds():
-		return "stale", "over the age limit"
-	}
-	if err := syscall.Kill(int(pid), 0); err == nil || errors.Is(err, syscall.EPERM) {
-		return "active", "its process is alive"
-	}
-	return "stale", "its process is gone"
-}
-
-func (j testJudge) Marker(path string) ([]byte, bool, string) {
-	state, reason := j.Read(path)
-	body, _, _ := SafeOpen(path, MaxMarkerBytes)
-	switch state {
-	case "absent":
-		return nil, false, ""
-	case "stale":
-		return body, true, ""
-	}
-	return body, false, state + " (" + reason + ")"
-}
-
-func (testJudge) Beside(path string) string {
-	names, why := ListArtifacts(filepath.Dir(path), filepath.Base(path))
-	if why != "" {
-		return why
-	}
-	if len(names) > 0 {
-		return names[0] + " lies beside the marker"
-	}
-	return ""
-}
 
 // runCase is a clone of an upstream one commit ahead, and a home for the
 // updater's files.
@@ -105,7 +47,7 @@ func (c *runCase) receipt() string {
 func (c *runCase) update(t *testing.T, argv ...string) Update {
 	return Update{
 		Marker: c.marker(), Receipt: c.receipt(), Lock: filepath.Join(c.home, "update.lock"),
-		LockWait: 100 * time.Millisecond, Judge: testJudge{},
+		LockWait: 100 * time.Millisecond, Judge: System.Judge(testMaxAge),
 		Argv: argv, Dir: c.dir, Stdout: &c.stderr, Stderr: &c.stderr,
 		Revision: func() (string, string, error) {
 			return gittest.Git(t, c.dir, "rev-parse", "HEAD"), "", nil

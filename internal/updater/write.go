@@ -21,14 +21,11 @@ import (
 var ErrMarkerHeld = errors.New("the update marker is held")
 
 // Judge is the classification of the marker that a claim obeys: a guard's
-// own, so that a claim replaces only a marker a guard reads as stale and
-// yields to anything a guard does not read as absent. Package runtimeguard
-// owns the classification (the age and process rules, the effect of a
-// release in flight) and provides it (see GuardJudge); this package, which
-// that one imports, only asks it.
+// own (Env.Judge), so that a claim replaces only a marker a guard reads as
+// stale and yields to anything a guard does not read as absent.
 type Judge interface {
 	// Read classifies the marker at path, with what lies beside it: the
-	// state's word (a runtimeguard.MarkerState) and why.
+	// state's word (a MarkerState) and why.
 	Read(path string) (state, reason string)
 	// Marker reads the marker at path and judges it, with what lies
 	// beside it: body is the file's bytes where a guard read them as
@@ -41,11 +38,6 @@ type Judge interface {
 	// updater's unresolved cleanup), "" when nothing there counts.
 	Beside(path string) string
 }
-
-// GuardJudge returns a guard's classification of markers with the age
-// limit maxAge. Package runtimeguard sets it when it is initialized: a
-// program that claims or reads markers through this package imports it.
-var GuardJudge func(maxAge time.Duration) Judge
 
 // ClaimMarker writes the in-progress marker at path for process pid, which
 // started the update at started (line 1 the process ID, line 2 the Unix

@@ -1,6 +1,6 @@
 //go:build unix
 
-package runtimeguard
+package updater
 
 import (
 	"os"
@@ -12,8 +12,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
-
-	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
 
 // readWithin classifies path in a goroutine and fails the test if that does
@@ -32,7 +30,7 @@ func readWithin(t *testing.T, path string) MarkerState {
 }
 
 func TestFIFOMarkerIsUnknownWithoutBlocking(t *testing.T) {
-	fifo := filepath.Join(tempDir(t), hermesMarker)
+	fifo := filepath.Join(tempDir(t), markerName)
 	mkfifo(t, fifo)
 	assert.Equal(t, MarkerUnknown, readWithin(t, fifo), "no writer")
 
@@ -50,7 +48,7 @@ func TestSymlinkMarkerIsNotFollowed(t *testing.T) {
 	target := filepath.Join(dir, "real-marker")
 	writeMarker(t, target, os.Getpid(), time.Now())
 	require.Equal(t, MarkerActive, readMarker(target))
-	link := filepath.Join(dir, hermesMarker)
+	link := filepath.Join(dir, markerName)
 	require.NoError(t, os.Symlink(target, link))
 	assert.Equal(t, MarkerUnknown, readMarker(link))
 	dangling := filepath.Join(dir, "dangling")
@@ -69,21 +67,21 @@ func TestDeviceAndSocketMarkersAreUnknown(t *testing.T) {
 }
 
 func TestProbeProcess(t *testing.T) {
-	self := probeProcess(int64(os.Getpid()))
-	assert.Equal(t, processAlive, self.State)
+	self := ProbeProcess(int64(os.Getpid()))
+	assert.Equal(t, ProcessAlive, self.State)
 	cmd := exec.Command("git", "--version")
 	require.NoError(t, cmd.Run())
-	assert.Equal(t, processGone, probeProcess(int64(cmd.Process.Pid)).State)
+	assert.Equal(t, ProcessGone, ProbeProcess(int64(cmd.Process.Pid)).State)
 	// Values kill(2) would truncate are never asked about.
-	assert.Equal(t, livenessUnknown, probeProcess(1<<32+int64(os.Getpid())).State)
-	assert.Equal(t, livenessUnknown, probeProcess(-1).State)
+	assert.Equal(t, LivenessUnknown, ProbeProcess(1<<32+int64(os.Getpid())).State)
+	assert.Equal(t, LivenessUnknown, ProbeProcess(-1).State)
 }
 
 // A marker naming a live child is stale when the child started more than
 // pidReuseSlack after the marker's time (the child holds a reused process
 // ID), and active when it started before, or after by less than the slack.
 func TestReusedPIDMarker(t *testing.T) {
-	if start, _ := updater.ProcessStart(int64(os.Getpid())); start.IsZero() {
+	if start, _ := ProcessStart(int64(os.Getpid())); start.IsZero() {
 		t.Skip("this platform does not tell when a process started")
 	}
 	before := time.Now()
@@ -104,7 +102,7 @@ func TestReusedPIDMarker(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(tempDir(t), hermesMarker)
+			path := filepath.Join(tempDir(t), markerName)
 			writeMarker(t, path, cmd.Process.Pid, tc.written)
 			got := readMarker(path)
 			assert.Equal(t, tc.want, got, "readMarker(%q) = %q, want %q (marker time %v before Start was called, which took %v)",

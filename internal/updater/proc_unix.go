@@ -1,14 +1,12 @@
 //go:build unix
 
-package runtimeguard
+package updater
 
 import (
 	"errors"
 	"math"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
 
 // maxPID is the largest process ID kill(2) can be asked about: pid_t is a
@@ -18,18 +16,18 @@ const maxPID int64 = math.MaxInt32
 // probeLiveness asks with signal 0 whether pid exists: EPERM means it exists
 // but belongs to someone else. Where the platform says when the process
 // started, or that it is a zombie, the answer says so too.
-func probeLiveness(pid int64) procInfo {
+func probeLiveness(pid int64) ProcInfo {
 	err := unix.Kill(int(pid), 0)
 	switch {
 	case err == nil || errors.Is(err, unix.EPERM):
 	case errors.Is(err, unix.ESRCH):
-		return procInfo{State: processGone}
+		return ProcInfo{State: ProcessGone}
 	default:
-		return procInfo{}
+		return ProcInfo{}
 	}
-	start, zombie := updater.ProcessStart(pid)
+	start, zombie := ProcessStart(pid)
 	if zombie {
-		return procInfo{State: processGone}
+		return ProcInfo{State: ProcessGone}
 	}
-	return procInfo{State: processAlive, Start: start}
+	return ProcInfo{State: ProcessAlive, Start: start}
 }

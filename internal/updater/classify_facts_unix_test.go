@@ -1,6 +1,6 @@
 //go:build unix
 
-package runtimeguard
+package updater
 
 import (
 	"fmt"
@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runtimeguard/runtimeguard/internal/updater"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -19,8 +18,8 @@ import (
 // read as of facts kept.
 func TestJudgedFactsAreRead(t *testing.T) {
 	live, dead := os.Getpid(), exitedPID(t)
-	release := func(pid int) string { return fmt.Sprintf("%s%d-x", updater.ReleaseInfix, pid) }
-	e := systemMarkers
+	release := func(pid int) string { return fmt.Sprintf("%s%d-x", ReleaseInfix, pid) }
+	e := System
 	for _, tc := range []struct {
 		name   string
 		marker string // "" for none
@@ -39,10 +38,10 @@ func TestJudgedFactsAreRead(t *testing.T) {
 		{name: "dead-marker-live-release", marker: fmt.Sprintf("%d\n%d\n", dead, time.Now().Unix()), beside: []string{release(live)}},
 		{name: "claim", beside: []string{".cas-claim-1"}},
 		{name: "garbage-and-claim", marker: "garbage", beside: []string{".cas-claim-1"}},
-		{name: "no-process", beside: []string{updater.ReleaseInfix + "abc-x"}},
+		{name: "no-process", beside: []string{ReleaseInfix + "abc-x"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(tempDir(t), hermesMarker)
+			path := filepath.Join(tempDir(t), markerName)
 			switch {
 			case tc.dir:
 				require.NoError(t, os.Mkdir(path, 0o755))
@@ -52,13 +51,13 @@ func TestJudgedFactsAreRead(t *testing.T) {
 			for _, b := range tc.beside {
 				require.NoError(t, os.WriteFile(path+b, nil, 0o644))
 			}
-			want := e.read(path, DefaultMaxMarkerAge)
-			f := e.readFacts(path)
-			assert.Equal(t, want, e.judge(&f, DefaultMaxMarkerAge))
+			want := e.ClassifyMarker(path, defaultMaxAge)
+			f := e.ReadMarker(path)
+			assert.Equal(t, want, e.JudgeMarker(&f, defaultMaxAge))
 		})
 	}
-	f := e.readFacts("")
-	assert.Equal(t, e.read("", DefaultMaxMarkerAge), e.judge(&f, DefaultMaxMarkerAge))
+	f := e.ReadMarker("")
+	assert.Equal(t, e.ClassifyMarker("", defaultMaxAge), e.JudgeMarker(&f, defaultMaxAge))
 }
 
 // Facts kept while no file changed are judged again on each use: the
@@ -66,35 +65,36 @@ func TestJudgedFactsAreRead(t *testing.T) {
 // the age limit, and they are stale; a release's process exits, and it
 // counts for nothing.
 func TestFactsAreJudgedNow(t *testing.T) {
-	path := filepath.Join(tempDir(t), hermesMarker)
+	path := filepath.Join(tempDir(t), markerName)
 	child := longChild(t)
 	start := time.Now()
 	writeMarker(t, path, child.Process.Pid, start)
-	e := testEnv(nil).marker.withCache()
+	e := testEnv()
+	e.Cache = new(Cache) // as a guard's
 	var now time.Time
-	e.now = func() time.Time {
+	e.Now = func() time.Time {
 		if now.IsZero() {
 			return time.Now()
 		}
 		return now
 	}
-	maxAge := DefaultMaxMarkerAge
-	f := e.readFacts(path)
-	require.Equal(t, MarkerActive, e.judge(&f, maxAge).State)
+	maxAge := defaultMaxAge
+	f := e.ReadMarker(path)
+	require.Equal(t, MarkerActive, e.JudgeMarker(&f, maxAge).State)
 	now = start.Add(maxAge + time.Second)
-	assert.Equal(t, MarkerAbandoned, e.judge(&f, maxAge).State, "past the age limit")
+	assert.Equal(t, MarkerAbandoned, e.JudgeMarker(&f, maxAge).State, "past the age limit")
 	now = time.Time{}
-	require.Equal(t, MarkerActive, e.judge(&f, maxAge).State)
+	require.Equal(t, MarkerActive, e.JudgeMarker(&f, maxAge).State)
 	require.NoError(t, child.Process.Kill())
 	_, _ = child.Process.Wait()
-	assert.Equal(t, MarkerAbandoned, e.judge(&f, maxAge).State, "the marker's process exited")
+	assert.Equal(t, MarkerAbandoned, e.JudgeMarker(&f, maxAge).State, "the marker's process exited")
 
 	require.NoError(t, os.Remove(path))
 	releaser := longChild(t)
-	require.NoError(t, os.WriteFile(fmt.Sprintf("%s%s%d-x", path, updater.ReleaseInfix, releaser.Process.Pid), nil, 0o644))
-	f = e.readFacts(path)
-	require.Equal(t, MarkerActive, e.judge(&f, maxAge).State)
+	require.NoError(t, os.WriteFile(fmt.Sprintf("%s%s%d-x", path, ReleaseInfix, releaser.Process.Pid), nil, 0o644))
+	f = e.ReadMarker(path)
+	require.Equal(t, MarkerActive, e.JudgeMarker(&f, maxAge).State)
 	require.NoError(t, releaser.Process.Kill())
 	_, _ = releaser.Process.Wait()
-	assert.Equal(t, MarkerAbsent, e.judge(&f, maxAge).State, "the releaser exited")
+	assert.Equal(t, MarkerAbsent, e.JudgeMarker(&f, maxAge).State, "the releaser exited")
 }

@@ -1,6 +1,6 @@
 //go:build windows
 
-package runtimeguard
+package updater
 
 import (
 	"fmt"
@@ -15,12 +15,11 @@ import (
 	"golang.org/x/sys/windows"
 
 	"github.com/runtimeguard/runtimeguard/internal/gittest"
-	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
 
 func TestWindowsMarkerKinds(t *testing.T) {
 	dir := tempDir(t)
-	regular := filepath.Join(dir, hermesMarker)
+	regular := filepath.Join(dir, markerName)
 	writeMarker(t, regular, os.Getpid(), time.Now())
 	assert.Equal(t, MarkerActive, readMarker(regular), "a regular file")
 	assert.Equal(t, MarkerAbsent, readMarker(filepath.Join(dir, "missing")))
@@ -30,7 +29,7 @@ func TestWindowsMarkerKinds(t *testing.T) {
 	assert.Equal(t, MarkerUnknown, readMarker(filepath.Join(dir, "NUL")), "a reserved device name")
 
 	big := filepath.Join(dir, "big")
-	writeFile(t, big, fmt.Sprintf("%d\n%d\n", os.Getpid(), time.Now().Unix())+strings.Repeat("x", updater.MaxMarkerBytes))
+	writeFile(t, big, fmt.Sprintf("%d\n%d\n", os.Getpid(), time.Now().Unix())+strings.Repeat("x", MaxMarkerBytes))
 	assert.Equal(t, MarkerUnknown, readMarker(big), "over the size cap")
 }
 
@@ -38,7 +37,7 @@ func TestWindowsSymlinkMarkerIsNotFollowed(t *testing.T) {
 	dir := tempDir(t)
 	target := filepath.Join(dir, "real-marker")
 	writeMarker(t, target, os.Getpid(), time.Now())
-	link := filepath.Join(dir, hermesMarker)
+	link := filepath.Join(dir, markerName)
 	if err := os.Symlink(target, link); err != nil {
 		t.Skipf("this host cannot make a symbolic link: %v", err)
 	}
@@ -50,8 +49,8 @@ func TestWindowsSymlinkMarkerIsNotFollowed(t *testing.T) {
 }
 
 func TestWindowsProbeProcess(t *testing.T) {
-	self := probeProcess(int64(os.Getpid()))
-	assert.Equal(t, processAlive, self.State)
+	self := ProbeProcess(int64(os.Getpid()))
+	assert.Equal(t, ProcessAlive, self.State)
 	assert.False(t, self.Start.IsZero(), "GetProcessTimes gave no start time")
 	assert.True(t, self.Start.Before(time.Now().Add(time.Second)))
 
@@ -60,13 +59,13 @@ func TestWindowsProbeProcess(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, child.Start())
 	pid := child.Process.Pid
-	assert.Equal(t, processAlive, probeProcess(int64(pid)).State, "a running child")
+	assert.Equal(t, ProcessAlive, ProbeProcess(int64(pid)).State, "a running child")
 	require.NoError(t, stdin.Close())
 	require.NoError(t, child.Wait())
-	assert.Equal(t, processGone, probeProcess(int64(pid)).State, "an exited child")
+	assert.Equal(t, ProcessGone, ProbeProcess(int64(pid)).State, "an exited child")
 
-	assert.Equal(t, livenessUnknown, probeProcess(maxPID+1).State)
-	assert.Equal(t, livenessUnknown, probeProcess(0).State)
+	assert.Equal(t, LivenessUnknown, ProbeProcess(maxPID+1).State)
+	assert.Equal(t, LivenessUnknown, ProbeProcess(0).State)
 }
 
 // A process that exited with 259 (STILL_ACTIVE) is gone: liveness comes from
@@ -86,7 +85,7 @@ func TestWindowsExitCode259IsGone(t *testing.T) {
 	var code uint32
 	require.NoError(t, windows.GetExitCodeProcess(h, &code))
 	require.Equal(t, uint32(259), code)
-	assert.Equal(t, processGone, probeProcess(int64(child.Process.Pid)).State)
+	assert.Equal(t, ProcessGone, ProbeProcess(int64(child.Process.Pid)).State)
 }
 
 // A live process that started after the marker's time did not write it.
@@ -98,7 +97,7 @@ func TestWindowsReusedPIDMarkerIsStale(t *testing.T) {
 	require.NoError(t, child.Start())
 	defer func() { _ = stdin.Close(); _ = child.Wait() }()
 
-	path := filepath.Join(tempDir(t), hermesMarker)
+	path := filepath.Join(tempDir(t), markerName)
 	writeMarker(t, path, child.Process.Pid, written)
 	assert.Equal(t, MarkerAbandoned, readMarker(path))
 	writeMarker(t, path, child.Process.Pid, time.Now())

@@ -1,4 +1,4 @@
-package runtimeguard
+package updater
 
 import (
 	"bytes"
@@ -14,8 +14,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
-
-	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
 
 func TestZombieProcessIsGone(t *testing.T) {
@@ -24,14 +22,14 @@ func TestZombieProcessIsGone(t *testing.T) {
 	// Wait for the exit without reaping: the child stays a zombie.
 	var info unix.Siginfo
 	require.NoError(t, unix.Waitid(unix.P_PID, cmd.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil))
-	_, zombie := updater.ProcessStart(int64(cmd.Process.Pid))
-	assert.True(t, zombie, "updater.ProcessStart(%d) of an unreaped child", cmd.Process.Pid)
-	assert.Equal(t, processGone, probeProcess(int64(cmd.Process.Pid)).State)
+	_, zombie := ProcessStart(int64(cmd.Process.Pid))
+	assert.True(t, zombie, "ProcessStart(%d) of an unreaped child", cmd.Process.Pid)
+	assert.Equal(t, ProcessGone, ProbeProcess(int64(cmd.Process.Pid)).State)
 	require.NoError(t, cmd.Wait())
 }
 
 func TestProcessStartOfSelf(t *testing.T) {
-	start, zombie := updater.ProcessStart(int64(os.Getpid()))
+	start, zombie := ProcessStart(int64(os.Getpid()))
 	require.False(t, zombie)
 	require.False(t, start.IsZero())
 	assert.True(t, start.Before(time.Now().Add(time.Second)), "start %v is in the future", start)
@@ -68,15 +66,15 @@ func recordedCreation(t *testing.T, pid int) float64 {
 func TestCreationTimeOnTheUpdatersClock(t *testing.T) {
 	live := longChild(t).Process.Pid
 	ct := recordedCreation(t, live)
-	assert.Equal(t, fmt.Sprintf("%.3f", ct), updater.CreationTime(live), "the creation time a marker written here records")
+	assert.Equal(t, fmt.Sprintf("%.3f", ct), CreationTime(live), "the creation time a marker written here records")
 	now := time.Now().Unix()
 	for _, tc := range []struct {
 		offset float64
 		want   MarkerState
 	}{{-1.995, MarkerActive}, {1.995, MarkerActive}, {-2.05, MarkerAbandoned}, {2.05, MarkerAbandoned}} {
-		path := filepath.Join(tempDir(t), hermesMarker)
+		path := filepath.Join(tempDir(t), markerName)
 		writeFile(t, path, fmt.Sprintf("%d\n%d\nct:%.3f\n", live, now, ct+tc.offset))
-		m := systemMarkers.read(path, DefaultMaxMarkerAge)
+		m := System.ClassifyMarker(path, defaultMaxAge)
 		assert.Equal(t, tc.want, m.State, "recorded %+.3f s from the updater's reading: %s", tc.offset, m.Reason)
 	}
 }

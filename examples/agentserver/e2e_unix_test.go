@@ -446,6 +446,11 @@ func TestCommandLine(t *testing.T) {
 	assert.Equal(t, 0, code)
 	assert.Contains(t, stdout, "Usage: agentserver --module FILE")
 	assert.Contains(t, stdout, "-reload")
+	// What a deployment wires besides the flags: the probes, the service
+	// manager's variables, the signal it sends.
+	for _, s := range []string{"GET /livez", "GET /readyz", "NOTIFY_SOCKET", "LISTEN_FDS", "SIGHUP", "docs/deploy.md"} {
+		assert.Contains(t, stdout, s)
+	}
 	assert.Empty(t, stderr)
 	for _, args := range []string{"--bogus", "--reload sometimes --module x.py", "--addr 127.0.0.1:0",
 		"--module x.py --layout git-sync", "--module x.py --link /git/agent", "--module x.py --layout other",

@@ -128,3 +128,17 @@ func TestNotifyPostponedReload(t *testing.T) {
 	}
 	assert.Equal(t, []string{"READY=1", "STATUS=serving " + c.moved[:12] + ", reloaded from " + c.loaded[:12]}, msg)
 }
+
+// A move that nothing proves gets a status that says why, and asks for the
+// restart once.
+func TestNotifyUnprovenMove(t *testing.T) {
+	next := notifySocket(t)
+	c := newReloaderCase(t, nil)
+	assert.Equal(t, "READY=1", next()[0])
+	c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
+	status := next()
+	require.Len(t, status, 1)
+	assert.True(t, strings.HasPrefix(status[0], "STATUS=serving "+c.loaded[:12]+", stale: the checkout moved and no reload can follow (no reload is proven safe: no update is in progress and no receipt was written since the guard bound at "), status[0])
+	assert.True(t, strings.HasSuffix(status[0], ": nothing proves this move of the checkout); restart to load the new code"), status[0])
+	assert.Equal(t, 1, strings.Count(status[0], "restart"), status[0])
+}

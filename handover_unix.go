@@ -127,7 +127,8 @@ func execKeeping(exe string, files []*os.File, plan *Plan) error {
 		}
 		env = append(env, handoverLockEnv+"="+strconv.Itoa(fd))
 	}
-	return syscall.Exec(exe, os.Args, env)
+	err := syscall.Exec(exe, os.Args, env)
+	return &os.PathError{Op: "exec", Path: exe, Err: err} // the program it could not execute
 }
 
 func isHandoverEnv(name string) bool {

@@ -170,7 +170,13 @@ func main() {
 		return
 	}
 	id := guard.Identity()
-	logger.Info("bound", "source_dir", id.SourceDir, "revision", id.Revision, "sessions", *state)
+	if opts.ExpectRevision != "" {
+		// The image before this one scheduled the reload and logged that;
+		// this line says it was done.
+		logger.Info("bound after an exec reload", "revision", id.Revision, "receipt", opts.ExpectReceipt, "source_dir", id.SourceDir, "sessions", *state)
+	} else {
+		logger.Info("bound", "source_dir", id.SourceDir, "revision", id.Revision, "sessions", *state)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -62,14 +62,3 @@ func (in *Inherited) Release() {
 		in.lock = nil
 	}
 }
-
-// The environment an ExecHandover passes the new image; Inherit unsets it.
-const (
-	handoverPIDEnv      = "RUNTIMEGUARD_HANDOVER_PID"      // the process the handover is for
-	handoverFDsEnv      = "RUNTIMEGUARD_HANDOVER_FDS"      // the kept sockets' descriptors, comma-separated
-	handoverRevisionEnv = "RUNTIMEGUARD_HANDOVER_REVISION" // the plan's revision
-	handoverReceiptEnv  = "RUNTIMEGUARD_HANDOVER_RECEIPT"  // the plan's receipt
-	handoverLockEnv     = "RUNTIMEGUARD_HANDOVER_LOCK_FD"  // the plan's lock
-)
-
-var handoverEnv = []string{handoverPIDEnv, handoverFDsEnv, handoverRevisionEnv, handoverReceiptEnv, handoverLockEnv}

@@ -15,6 +15,17 @@ import (
 	"github.com/runtimeguard/runtimeguard/internal/systemd"
 )
 
+// The environment an ExecHandover passes the new image; Inherit unsets it.
+const (
+	handoverPIDEnv      = "RUNTIMEGUARD_HANDOVER_PID"      // the process the handover is for
+	handoverFDsEnv      = "RUNTIMEGUARD_HANDOVER_FDS"      // the kept sockets' descriptors, comma-separated
+	handoverRevisionEnv = "RUNTIMEGUARD_HANDOVER_REVISION" // the plan's revision
+	handoverReceiptEnv  = "RUNTIMEGUARD_HANDOVER_RECEIPT"  // the plan's receipt
+	handoverLockEnv     = "RUNTIMEGUARD_HANDOVER_LOCK_FD"  // the plan's lock
+)
+
+var handoverEnv = []string{handoverPIDEnv, handoverFDsEnv, handoverRevisionEnv, handoverReceiptEnv, handoverLockEnv}
+
 // Handover quiesces the host, then replaces the process image with the
 // program's own (os.Executable, with the same arguments and environment),
 // passing it the listening sockets, the plan's revision and receipt, and
@@ -127,7 +138,8 @@ func execKeeping(exe string, files []*os.File, plan *Plan) error {
 		}
 		env = append(env, handoverLockEnv+"="+strconv.Itoa(fd))
 	}
-	return syscall.Exec(exe, os.Args, env)
+	err := syscall.Exec(exe, os.Args, env)
+	return &os.PathError{Op: "exec", Path: exe, Err: err} // the program it could not execute
 }
 
 func isHandoverEnv(name string) bool {

@@ -181,13 +181,8 @@ type config struct {
 	unsupportedMessage string
 }
 
-// resolve validates opts and applies its defaults.
-func (opts *Options) resolve(e *env) (*config, error) {
-	return opts.resolveOn(e, new(executor))
-}
-
-// resolveOn is resolve, with what it reads of the file system (the
-// links of the home) run on x: a guard's executor for the updater's
+// resolveOn validates opts and applies its defaults, with what it reads
+// of the file system (the links of the home) run on x: a guard's executor for the updater's
 // files.
 func (opts *Options) resolveOn(e *env, x *executor) (*config, error) {
 	if opts.MaxMarkerAge < 0 {

@@ -478,12 +478,14 @@ func shortRev(rev string) string {
 }
 
 // statusAwaiting is the status line of a stale server in the Reloader's
-// state.
+// state. It asks for the restart once: a why that asks for it already
+// loses those words.
 func statusAwaiting(from string, state int32, why string) string {
 	if state == autoWaiting {
 		return "serving " + shortRev(from) + ", stale: the checkout moved; reloading once the update is proven"
 	}
 	why = strings.TrimPrefix(why, "runtimeguard: ")
+	why = strings.TrimSuffix(why, "; restart to load it")
 	return "serving " + shortRev(from) + ", stale: the checkout moved and no reload can follow (" + why + "); restart to load the new code"
 }
 

@@ -2,9 +2,11 @@ package runtimeguard
 
 import (
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -93,4 +95,50 @@ func TestNotifyByTheHost(t *testing.T) {
 	assert.ErrorContains(t, Notify("READY"), "runtimeguard: ")
 	t.Setenv("NOTIFY_SOCKET", "")
 	assert.NoError(t, Notify("READY=1"))
+}
+
+// A reload postponed at the drain deadline is followed by READY=1 on the
+// old code, whose status says it is postponed (not abandoned: it is tried
+// again), and once the work ended, by the reload.
+func TestNotifyPostponedReload(t *testing.T) {
+	next := notifySocket(t)
+	c := newReloaderCaseWith(t, nil, func(o *ReloaderOptions) { o.DrainTimeout = 50 * time.Millisecond })
+	var once sync.Once
+	free := func() { once.Do(func() { close(c.release) }) }
+	t.Cleanup(free) // before the server closes: it waits for /slow
+	assert.Equal(t, "READY=1", next()[0])
+	slow := make(chan answer, 1)
+	go func() { slow <- c.get(t, "/slow") }()
+	<-c.entered
+	c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
+	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
+	msg := next()
+	if msg[0] != "RELOADING=1" { // the move was seen before the receipt
+		msg = next()
+	}
+	assert.Equal(t, []string{"RELOADING=1", "MONOTONIC_USEC=", "STATUS=reloading " + c.loaded[:12] + " to " + c.moved[:12]}, msg)
+	assert.Equal(t, []string{"READY=1", "STATUS=serving " + c.loaded[:12] + ", stale: reload postponed: guarded work still ran at the drain deadline"}, next())
+	free()
+	assert.Equal(t, answer{code: http.StatusOK, body: "done"}, <-slow)
+	for {
+		msg = next()
+		if msg[0] == "READY=1" && strings.Contains(msg[1], "reloaded from") {
+			break
+		}
+	}
+	assert.Equal(t, []string{"READY=1", "STATUS=serving " + c.moved[:12] + ", reloaded from " + c.loaded[:12]}, msg)
+}
+
+// A move that nothing proves gets a status that says why, and asks for the
+// restart once.
+func TestNotifyUnprovenMove(t *testing.T) {
+	next := notifySocket(t)
+	c := newReloaderCase(t, nil)
+	assert.Equal(t, "READY=1", next()[0])
+	c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
+	status := next()
+	require.Len(t, status, 1)
+	assert.True(t, strings.HasPrefix(status[0], "STATUS=serving "+c.loaded[:12]+", stale: the checkout moved and no reload can follow (no reload is proven safe: no update is in progress and no receipt was written since the guard bound at "), status[0])
+	assert.True(t, strings.HasSuffix(status[0], ": nothing proves this move of the checkout); restart to load the new code"), status[0])
+	assert.Equal(t, 1, strings.Count(status[0], "restart"), status[0])
 }

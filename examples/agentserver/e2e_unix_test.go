@@ -81,6 +81,14 @@ type deployment struct {
 	pid                        int
 	prepare                    func(*exec.Cmd) // changes how the server is started, if set
 	link                       string          // git-sync's link, where the server loads through it
+	logs                       *syncWriter     // the server's standard error
+}
+
+// log is what the server logged so far.
+func (d *deployment) log() string {
+	d.logs.mu.Lock()
+	defer d.logs.mu.Unlock()
+	return d.logs.w.(*bytes.Buffer).String()
 }
 
 func newDeployment(t *testing.T) *deployment {
@@ -110,13 +118,14 @@ func (d *deployment) start(t *testing.T, mode string, env ...string) {
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	var logs bytes.Buffer
-	cmd.Stderr = &syncWriter{w: &logs}
+	d.logs = &syncWriter{w: &logs}
+	cmd.Stderr = d.logs
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
 		if t.Failed() {
-			t.Logf("server log:\n%s", logs.String())
+			t.Logf("server log:\n%s", d.log())
 		}
 	})
 	line := make(chan string, 1)
@@ -289,6 +298,12 @@ func TestReloadEndToEnd(t *testing.T) {
 			t.Logf("%d answers: %d old, %d 409, %d new", len(answers), olds, conflicts, news)
 			assert.Positive(t, olds)
 			assert.Positive(t, news)
+			// The log says the reload was done, whichever image did it.
+			done := `msg="runtimeguard: reloaded" from=` + d.loaded + " to=" + d.ahead
+			if mode == reloadExec {
+				done = `msg="bound after an exec reload" revision=` + d.ahead + " receipt="
+			}
+			assert.Contains(t, d.log(), done)
 			for i, a := range answers {
 				if a.status == http.StatusOK {
 					assert.Equal(t, float64(d.pid), a.pid, "the same process serves, before and after")
@@ -446,6 +461,11 @@ func TestCommandLine(t *testing.T) {
 	assert.Equal(t, 0, code)
 	assert.Contains(t, stdout, "Usage: agentserver --module FILE")
 	assert.Contains(t, stdout, "-reload")
+	// What a deployment wires besides the flags: the probes, the service
+	// manager's variables, the signal it sends.
+	for _, s := range []string{"GET /livez", "GET /readyz", "NOTIFY_SOCKET", "LISTEN_FDS", "SIGHUP", "docs/deploy.md"} {
+		assert.Contains(t, stdout, s)
+	}
 	assert.Empty(t, stderr)
 	for _, args := range []string{"--bogus", "--reload sometimes --module x.py", "--addr 127.0.0.1:0",
 		"--module x.py --layout git-sync", "--module x.py --link /git/agent", "--module x.py --layout other",

@@ -75,6 +75,17 @@ func usage(w io.Writer) {
 	flag.CommandLine.SetOutput(w)
 	flag.PrintDefaults()
 	flag.CommandLine.SetOutput(io.Discard)
+	fmt.Fprint(w, `
+Probes (never answered with the 409):
+  GET /livez    200 while the process serves
+  GET /readyz   200 while current or stale with no reload coming; 503 while a reload is under way
+
+Under a service manager, on Unix (docs/deploy.md):
+  NOTIFY_SOCKET   READY=1, RELOADING=1, STATUS= and STOPPING=1 are sent to it;
+                  SIGHUP (systemctl reload) is acknowledged and loads nothing
+  LISTEN_PID, LISTEN_FDS, LISTEN_FDNAMES
+                  socket activation: the first socket passed is served instead of --addr
+`)
 }
 
 func main() {
@@ -159,7 +170,13 @@ func main() {
 		return
 	}
 	id := guard.Identity()
-	logger.Info("bound", "source_dir", id.SourceDir, "revision", id.Revision, "sessions", *state)
+	if opts.ExpectRevision != "" {
+		// The image before this one scheduled the reload and logged that;
+		// this line says it was done.
+		logger.Info("bound after an exec reload", "revision", id.Revision, "receipt", opts.ExpectReceipt, "source_dir", id.SourceDir, "sessions", *state)
+	} else {
+		logger.Info("bound", "source_dir", id.SourceDir, "revision", id.Revision, "sessions", *state)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -1,8 +1,13 @@
 package runtimeguard
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
+	"github.com/runtimeguard/runtimeguard/internal/gitread"
 	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
 
@@ -260,4 +265,203 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// staleFacts is what a look at the updater's files for a stale answer
+// found, before the rules that move with the clock and with processes
+// are applied: the facts of every home's marker, why the homes are not
+// all known, the install roots and their recovery markers.
+type staleFacts struct {
+	markers   []updater.MarkerFacts // the guard's own home first; one of path "" when no home is known
+	problem   string                // why not every home was read, or ""
+	links     []string              // the profiles directory's links that lead to no directory
+	roots     []string
+	locks     []string // the checkout locks of the roots
+	present   []string
+	rootsRead bool
+}
+
+// readStaleFacts reads the updater's files for the installs whose source
+// directories are srcs: each home's marker and the artifacts beside it,
+// and the recovery markers of every install root.
+func (c *config) readStaleFacts(srcs []string) staleFacts {
+	f := staleFacts{roots: c.installRoots(srcs...)}
+	f.locks = c.checkoutLocks(f.roots)
+	paths, links, problem := c.markerPathsAndLinks()
+	f.problem, f.links = problem, links
+	if len(paths) == 0 {
+		paths = []string{""}
+	}
+	for _, p := range paths {
+		f.markers = append(f.markers, c.env.upd.ReadMarker(p))
+	}
+	f.present, f.rootsRead = updater.RecoveryMarkers(f.roots, c.recovery)
+	return f
+}
+
+// judgeMarkers classifies the markers of f now and returns the one that
+// counts, with its path: the guard's own, unless another home's says
+// more. It is the one classification of the updater's markers, of a
+// read of the updater's files.
+func (c *config) judgeMarkers(f *staleFacts) (updater.Verdict, string) {
+	if c.noMarker {
+		return updater.Verdict{State: updater.MarkerAbsent, Reason: "the updater's layout has no update marker"}, ""
+	}
+	best, bestPath := c.env.upd.JudgeMarker(&f.markers[0], c.maxAge), f.markers[0].Path
+	for i := 1; i < len(f.markers) && best.State != updater.MarkerActive; i++ {
+		if m := c.env.upd.JudgeMarker(&f.markers[i], c.maxAge); m.State.Rank() > best.State.Rank() {
+			best, bestPath = m, f.markers[i].Path
+		}
+	}
+	if f.problem != "" && best.State.Rank() < updater.MarkerUnknown.Rank() {
+		// A home not read may hold an active marker.
+		return updater.Verdict{State: updater.MarkerUnknown, Reason: f.problem}, bestPath
+	}
+	return best, bestPath
+}
+
+// staleObservation is the observation of a stale answer (no receipt read)
+// that the facts f add up to now.
+func (c *config) staleObservation(f *staleFacts) Observation {
+	m, mpath := c.judgeMarkers(f)
+	o := Observation{
+		MarkerPath:      mpath,
+		Marker:          MarkerState(m.State),
+		MarkerReason:    m.Reason,
+		InstallRoots:    nonNil(f.roots),
+		RecoveryMarkers: nonNil(f.present),
+		State:           combine(MarkerState(m.State), len(f.present) > 0, f.rootsRead),
+		ReceiptPath:     c.receiptPath,
+		LockPath:        c.lockPath,
+	}
+	probeCheckoutLocks(&o, f.locks)
+	return o
+}
+
+// The states of the updater's checkout lock in an [Observation].
+const (
+	lockFree    = "free"    // no process holds it, or it has no file
+	lockHeld    = "held"    // a process holds it: an update runs
+	lockUnknown = "unknown" // this platform cannot tell
+)
+
+// checkoutLocks are the checkout locks of the install roots: none for a
+// layout without one.
+func (c *config) checkoutLocks(roots []string) []string {
+	if c.checkoutLock == "" {
+		return nil
+	}
+	return updater.CheckoutLockPaths(roots, c.checkoutLock)
+}
+
+// probeCheckoutLocks probes the checkout locks at paths, now, and sets
+// what they say in o: the first held (else unknown, else the first) lock,
+// its state and why; a held lock makes the update active, one that
+// cannot be probed unknown where nothing else says it is active. A lock
+// is probed on each look, as a process's liveness is: whether a process
+// holds it changes with no change of any file.
+func probeCheckoutLocks(o *Observation, paths []string) {
+	for _, p := range paths {
+		state, why := updater.ProbeCheckoutLock(p)
+		word := map[updater.LockState]string{updater.LockFree: lockFree, updater.LockHeld: lockHeld, updater.LockUnknown: lockUnknown}[state]
+		if o.CheckoutLockPath == "" || word == lockHeld || word == lockUnknown && o.CheckoutLock == lockFree {
+			o.CheckoutLockPath, o.CheckoutLock, o.CheckoutLockReason = p, word, why
+		}
+		if word == lockHeld {
+			break
+		}
+	}
+	switch o.CheckoutLock {
+	case lockHeld:
+		o.State = UpdateActive
+	case lockUnknown:
+		if o.State != UpdateActive {
+			o.State = UpdateUnknown
+		}
+	}
+}
+
+// flipPrefix starts the ID of the receipt a flip of the layout's link
+// stands for.
+const flipPrefix = "link:"
+
+// worktreesDir is the directory of an updater's worktrees that a link may
+// lead into, named by their revisions: <root>/.worktrees/<hash>.
+const worktreesDir = ".worktrees"
+
+// stampLink stamps the layout's link as it is at a binding: a flip proves
+// a reload only where the link is no longer the one stamped.
+func (c *config) stampLink() *updater.ReceiptFiles {
+	rf := updater.ReceiptFiles{Stamps: make(map[string]fsread.Stamp)}
+	st, err := fsread.LstatStamp(c.link)
+	switch {
+	case err != nil:
+		rf.Problem = err.Error()
+	case st.Present():
+		rf.Stamps[c.link] = st
+	}
+	return &rf
+}
+
+// observeFlip reads the layout's link into o as the receipt of the update
+// that flipped it since the stamps in since (nil: whatever it is now): a
+// receipt of outcome success for the revision of the worktree the link is
+// named after, identified by the link's file and target, with no receipt
+// where the link is the one stamped. A link that does not lead to a
+// worktree named by a revision is a receipt problem.
+func (c *config) observeFlip(o *Observation, since *updater.ReceiptFiles) {
+	o.ReceiptPath = c.link
+	problem := func(why string) { o.ReceiptProblem = "the link " + c.link + " " + why }
+	if since != nil && since.Problem != "" {
+		problem("could not be read when the guard bound: " + since.Problem)
+		return
+	}
+	st, err := fsread.LstatStamp(c.link)
+	if err != nil {
+		problem("cannot be read: " + err.Error())
+		return
+	}
+	if since != nil {
+		if old, ok := since.Stamps[c.link]; ok && old == st {
+			return // the flip seen at the binding proves nothing
+		}
+	}
+	if !st.Present() {
+		problem("is missing")
+		return
+	}
+	if !st.IsLink() {
+		problem("is not a symbolic link")
+		return
+	}
+	target, err := os.Readlink(c.link)
+	if err != nil {
+		problem("cannot be read: " + err.Error())
+		return
+	}
+	if again, err := fsread.LstatStamp(c.link); err != nil || again != st {
+		problem("changed while it was read")
+		return
+	}
+	hash := filepath.Base(target)
+	if filepath.Base(filepath.Dir(target)) != worktreesDir || !gitread.IsRevision(hash) {
+		problem("leads to " + target + ", not to a worktree " + worktreesDir + "/<revision>")
+		return
+	}
+	dir := target
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(filepath.Dir(c.link), dir)
+	}
+	dir, err = filepath.EvalSymlinks(dir)
+	if err != nil {
+		problem("leads to a worktree that cannot be resolved: " + err.Error())
+		return
+	}
+	o.worktree = dir
+	o.Receipt = &Receipt{
+		ID:         flipPrefix + c.link + "@" + st.FileID() + " -> " + target,
+		Outcome:    updater.OutcomeSuccess,
+		To:         strings.ToLower(hash),
+		FinishedAt: st.ChangedAt(),
+	}
 }

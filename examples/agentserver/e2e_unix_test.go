@@ -61,7 +61,11 @@ func buildRuntimeguard(t *testing.T) string {
 		dir, err := os.MkdirTemp("", "runtimeguard-e2e-")
 		require.NoError(t, err)
 		bin := filepath.Join(dir, "runtimeguard")
-		out, err := exec.Command("go", "build", "-o", bin, "github.com/runtimeguard/runtimeguard/cmd/runtimeguard").CombinedOutput()
+		args := []string{"build", "-o", bin}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		out, err := exec.Command("go", append(args, "github.com/runtimeguard/runtimeguard/cmd/runtimeguard")...).CombinedOutput()
 		require.NoError(t, err, "go build: %s", out)
 		runtimeguardBin = bin
 	})
@@ -247,6 +251,34 @@ func (c *client) until(t *testing.T, what string, ok func(answer) bool) {
 	t.Fatalf("no answer %s within 60 s", what)
 }
 
+// mark is how many answers the client saw so far, for seen to look at the
+// ones after it.
+func (c *client) mark() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.answers)
+}
+
+// seen waits for an answer after the first from that satisfies ok, at
+// most 60 s: unlike until, it finds an answer that a newer one has
+// followed already.
+func (c *client) seen(t *testing.T, from int, what string, ok func(answer) bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		c.mu.Lock()
+		for ; from < len(c.answers); from++ {
+			if ok(c.answers[from]) {
+				c.mu.Unlock()
+				return
+			}
+		}
+		c.mu.Unlock()
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no answer %s within 60 s", what)
+}
+
 // finish stops the client and returns what it saw.
 func (c *client) finish() []answer {
 	close(c.stop)
@@ -352,13 +384,17 @@ func TestNoReloadAfterAFailedUpdate(t *testing.T) {
 // The checkout moves again during an exec handoff, to a commit that no
 // longer tracks the module: the new image cannot bind. It fails closed and
 // stays up: no connection error, no 5xx, and it answers 409 at the end.
+// The 409 the update causes is looked for among every answer since the
+// update started: the handoff may be done before the update command has
+// exited, and the image it started then sees the move and answers 409.
 func TestExecHandoffWhenTheCheckoutMovesAgain(t *testing.T) {
 	d := newDeployment(t)
 	d.start(t, reloadExec)
 	c := d.client(t)
 	c.until(t, "from the old code", func(a answer) bool { return a.revision == d.loaded })
+	updating := c.mark()
 	d.update(t, "git", "pull", "-q", "--ff-only")
-	c.until(t, "a 409", func(a answer) bool { return a.status == http.StatusConflict })
+	c.seen(t, updating, "a 409", func(a answer) bool { return a.status == http.StatusConflict })
 	gittest.Git(t, d.dir, "rm", "-q", "--cached", "run_agent.py")
 	gittest.Git(t, d.dir, "commit", "-q", "-m", "untrack the module")
 	c.until(t, "a 409 after the move", func(a answer) bool { return a.status == http.StatusConflict && !a.restartScheduled })

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -61,7 +62,11 @@ func buildRuntimeguard(t *testing.T) string {
 		dir, err := os.MkdirTemp("", "runtimeguard-e2e-")
 		require.NoError(t, err)
 		bin := filepath.Join(dir, "runtimeguard")
-		out, err := exec.Command("go", "build", "-o", bin, "github.com/runtimeguard/runtimeguard/cmd/runtimeguard").CombinedOutput()
+		args := []string{"build", "-o", bin}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		out, err := exec.Command("go", append(args, "github.com/runtimeguard/runtimeguard/cmd/runtimeguard")...).CombinedOutput()
 		require.NoError(t, err, "go build: %s", out)
 		runtimeguardBin = bin
 	})
@@ -247,6 +252,46 @@ func (c *client) until(t *testing.T, what string, ok func(answer) bool) {
 	t.Fatalf("no answer %s within 60 s", what)
 }
 
+// mark is how many answers the client saw so far, for seen to look at the
+// ones after it.
+func (c *client) mark() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.answers)
+}
+
+// seen waits for an answer after the first from that satisfies ok, at
+// most 60 s: unlike until, it finds an answer that a newer one has
+// followed already.
+func (c *client) seen(t *testing.T, from int, what string, ok func(answer) bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		c.mu.Lock()
+		for ; from < len(c.answers); from++ {
+			if ok(c.answers[from]) {
+				c.mu.Unlock()
+				return
+			}
+		}
+		c.mu.Unlock()
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no answer %s within 60 s", what)
+}
+
+// waitLog waits, at most 60 s, until the server logged want.
+func waitLog(t *testing.T, d *deployment, want string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(d.log(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server did not log %s within 60 s", want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // finish stops the client and returns what it saw.
 func (c *client) finish() []answer {
 	close(c.stop)
@@ -349,18 +394,59 @@ func TestNoReloadAfterAFailedUpdate(t *testing.T) {
 	}
 }
 
+// held is a chat turn the server has begun, its request's body not all
+// sent yet: the turn is guarded work in flight, which a reload drains,
+// until it is released (within the drain time).
+type held struct {
+	conn net.Conn
+	rest string // the body's end, not sent yet
+}
+
+// hold begins a chat turn: the server runs it (while the runtime is
+// current) up to reading the body, and waits there for the rest.
+func (d *deployment) hold(t *testing.T) *held {
+	t.Helper()
+	conn, err := net.Dial("tcp", d.addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	body := `{"session_id":"s1","message":"held"}`
+	_, err = fmt.Fprintf(conn, "POST /api/chat/start HTTP/1.1\r\nHost: agent\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body[:len(body)-1])
+	require.NoError(t, err)
+	return &held{conn: conn, rest: body[len(body)-1:]}
+}
+
+// release sends the rest of the body and returns the answer's status.
+func (h *held) release(t *testing.T) int {
+	t.Helper()
+	defer h.conn.Close()
+	_, err := io.WriteString(h.conn, h.rest)
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(h.conn), nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
 // The checkout moves again during an exec handoff, to a commit that no
 // longer tracks the module: the new image cannot bind. It fails closed and
 // stays up: no connection error, no 5xx, and it answers 409 at the end.
+// A chat turn held in flight since before the update keeps the handoff
+// draining until the checkout moved. The 409 the update causes is looked
+// for among every answer since the update started: the handoff may begin
+// before the update command has exited.
 func TestExecHandoffWhenTheCheckoutMovesAgain(t *testing.T) {
 	d := newDeployment(t)
 	d.start(t, reloadExec)
 	c := d.client(t)
 	c.until(t, "from the old code", func(a answer) bool { return a.revision == d.loaded })
+	updating := c.mark()
+	h := d.hold(t)
 	d.update(t, "git", "pull", "-q", "--ff-only")
-	c.until(t, "a 409", func(a answer) bool { return a.status == http.StatusConflict })
+	c.seen(t, updating, "a 409", func(a answer) bool { return a.status == http.StatusConflict })
+	waitLog(t, d, `msg="runtimeguard: reload scheduled"`)
 	gittest.Git(t, d.dir, "rm", "-q", "--cached", "run_agent.py")
 	gittest.Git(t, d.dir, "commit", "-q", "-m", "untrack the module")
+	assert.Less(t, h.release(t), 500, "the held request")
 	c.until(t, "a 409 after the move", func(a answer) bool { return a.status == http.StatusConflict && !a.restartScheduled })
 	time.Sleep(500 * time.Millisecond)
 	answers := c.finish()
@@ -368,6 +454,7 @@ func TestExecHandoffWhenTheCheckoutMovesAgain(t *testing.T) {
 		require.NoError(t, a.err, "answer %d", i)
 		require.Less(t, a.status, 500, "answer %d: %+v", i, a)
 	}
+	assert.Contains(t, d.log(), "the reloaded code could not be bound", "the handoff saw the move")
 	last := answers[len(answers)-1]
 	assert.Equal(t, http.StatusConflict, last.status, "the server is up and fails closed")
 	assert.True(t, last.retryable)

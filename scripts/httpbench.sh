@@ -16,11 +16,10 @@
 # the same machine. REV's tree is exported with git archive into a
 # temporary directory (nothing in this checkout changes, no hook runs);
 # where it has no internal/cmd/httpbench of its own, this tree's is copied
-# in. That builds as long as REV has the names the program uses: the
-# public API (New, Options, Middleware, EnsureCurrent, ErrStale, Close,
-# and the stat-path switch and check path of serve.go's first two
-# functions) and internal/gittest's Command. Once a tree renames them, its
-# own copy of the program has the new names and is the one built.
+# in, and where that does not build against REV's API (the public names
+# serve.go's first two functions use, and internal/gittest's Command),
+# the newest version of the program in this repository's history that
+# does.
 #
 # The table's server column says "before" (REV) and "after" (the working
 # tree), or "tree" where there is no REV. It fails when any port answers
@@ -51,11 +50,28 @@ if [ -n "$rev" ]; then
 	commit=$(git rev-parse --verify "$rev^{commit}")
 	mkdir "$work/tree"
 	git archive "$commit" | tar -x -C "$work/tree"
-	if [ ! -d "$work/tree/internal/cmd/httpbench" ]; then
+	if [ -d "$work/tree/internal/cmd/httpbench" ]; then
+		(cd "$work/tree" && go build -o "$work/before" ./internal/cmd/httpbench)
+	else
+		# This tree's program, else the newest one of the history that
+		# builds against REV's API.
 		mkdir -p "$work/tree/internal/cmd"
-		cp -R internal/cmd/httpbench "$work/tree/internal/cmd/"
+		built=
+		for from in tree $(git log --format=%H -- internal/cmd/httpbench); do
+			rm -rf "$work/tree/internal/cmd/httpbench"
+			if [ "$from" = tree ]; then
+				cp -R internal/cmd/httpbench "$work/tree/internal/cmd/"
+			else
+				git archive "$from" internal/cmd/httpbench | tar -x -C "$work/tree"
+			fi
+			if (cd "$work/tree" && go build -o "$work/before" ./internal/cmd/httpbench 2>/dev/null); then
+				built=$from
+				break
+			fi
+		done
+		[ -n "$built" ] || { echo "httpbench: no version of the program builds against $rev" >&2; exit 1; }
+		[ "$built" = tree ] || echo "httpbench: $rev is built with the program of $(git log -1 --format=%h "$built")"
 	fi
-	(cd "$work/tree" && go build -o "$work/before" ./internal/cmd/httpbench)
 	servers+=("before=$work/before")
 	echo "before: $rev ($(git log -1 --format='%h %s' "$commit"))"
 	after=after

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/runtimeguard/runtimeguard/internal/check"
 	"github.com/runtimeguard/runtimeguard/internal/fsread"
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
 	"github.com/runtimeguard/runtimeguard/internal/updater"
@@ -60,7 +61,7 @@ type Guard struct {
 	// x runs the guard's reads of its checkout, ux its reads of the
 	// updater's files (and plans): a home that hangs does not hold up the
 	// checks of a checkout that answers.
-	x, ux      executor
+	x, ux      check.Executor
 	bindMu     sync.Mutex // serializes the swaps of bound, and Close's look at it
 	bound      atomic.Pointer[binding]
 	first      atomic.Pointer[signal] // the change signal of Capture's bindings
@@ -71,10 +72,10 @@ type Guard struct {
 	staleLogged   atomic.Int64
 	staleUnlogged atomic.Uint64
 
-	unboundObs  lane[Observation] // the reads of the updater's files of an unbound guard
-	unboundDiag lane[Observation] // and of its diagnostics
-	closed      atomic.Bool       // set by Close
-	closedSig   signal            // fired by Close; its channel made on first use
+	unboundObs  check.Lane[Observation] // the reads of the updater's files of an unbound guard
+	unboundDiag check.Lane[Observation] // and of its diagnostics
+	closed      atomic.Bool             // set by Close
+	closedSig   signal                  // fired by Close; its channel made on first use
 	closedOnce  sync.Once
 
 	scheduled  atomic.Pointer[Plan] // the reload the host carries out, if any
@@ -178,13 +179,13 @@ func (g *Guard) Capture(modulePath string) error {
 // path must lead to the same module.
 func (g *Guard) captureBound(cfg *config, b *binding, abs string) error {
 	if abs != b.configured { // the same path is verified as a check is, within ReadTimeout
-		t, stuck := submit(context.Background(), &g.x, nil, cfg.timeout, func(t *task[string]) {
-			t.val, _ = gitread.ResolvePath(abs)
+		t, stuck := check.Submit(context.Background(), &g.x, nil, cfg.timeout, func(t *check.Task[string]) {
+			t.Val, _ = gitread.ResolvePath(abs)
 		}, nil)
 		if stuck != nil {
 			return classed(ErrReadTimeout, "runtimeguard: capture %s: its path did not resolve within %v: %s", abs, cfg.timeout, classWords(ErrReadTimeout))
 		}
-		if t.val != b.id.ModulePath {
+		if t.Val != b.id.ModulePath {
 			return fmt.Errorf("runtimeguard: capture %s: the guard is bound to %s at %s; a guard binds once", abs, b.configured, b.id.Revision)
 		}
 	}
@@ -319,24 +320,24 @@ func (g *Guard) bind(ctx context.Context, cfg *config, abs string) (*binding, er
 		b := newBinding(&g.x, abs, e.now(), &g.closed)
 		b.counts = &g.counts
 		// The receipts are listed before the read: see binding.receiptsAt.
-		rf, stuck := submit(ctx, &g.ux, nil, cfg.timeout, func(t *task[*updater.ReceiptFiles]) {
-			t.val = cfg.listReceipts()
+		rf, stuck := check.Submit(ctx, &g.ux, nil, cfg.timeout, func(t *check.Task[*updater.ReceiptFiles]) {
+			t.Val = cfg.listReceipts()
 		}, nil)
 		if stuck != nil {
-			if stuck.ctx != nil {
-				return nil, stuck.ctx
+			if stuck.Ctx != nil {
+				return nil, stuck.Ctx
 			}
 			g.counts.readTimeouts.Add(1)
 			on := ""
-			if stuck.at != "" {
-				on = ", blocked on " + stuck.at
+			if stuck.At != "" {
+				on = ", blocked on " + stuck.At
 			}
 			return nil, classed(ErrReadTimeout, "the listing of the updater's receipts did not return within %v%s: %s", cfg.timeout, on, classWords(ErrReadTimeout))
 		}
-		b.receiptsAt = rf.val
+		b.receiptsAt = rf.Val
 		call, err := b.look(ctx, e, cfg.alwaysRead, cfg.timeout, true)
 		if err == nil {
-			err = call.val.err
+			err = call.Val.err
 		}
 		switch {
 		case err != nil && errors.Is(err, fsread.ErrChanged):
@@ -346,16 +347,16 @@ func (g *Guard) bind(ctx context.Context, cfg *config, abs string) (*binding, er
 		case err != nil:
 			b.close()
 			return nil, err
-		case call.val.checkout.Transient:
-			moving = fmt.Errorf("HEAD names %s, which does not exist while other refs do (a branch being renamed or deleted, or an orphan branch)", call.val.checkout.Head)
+		case call.Val.checkout.Transient:
+			moving = fmt.Errorf("HEAD names %s, which does not exist while other refs do (a branch being renamed or deleted, or an orphan branch)", call.Val.checkout.Head)
 			b.close()
 			continue
-		case !call.val.unchanged:
+		case !call.Val.unchanged:
 			moving = errors.New("the checkout changed while it was read")
 			b.close()
 			continue
 		}
-		c := call.val.checkout
+		c := call.Val.checkout
 		b.id = Identity{SourceDir: c.SourceDir, ModulePath: c.ModulePath, Revision: c.Revision}
 		b.reason = c.Reason
 		return b, nil
@@ -461,7 +462,7 @@ func (g *Guard) Observe() Observation {
 // [*OptionError], for options that describe no install, or a module path
 // that cannot be made absolute.
 func Observe(opts Options) (Observation, error) {
-	var x executor // the options' own, as a guard's
+	var x check.Executor // the options' own, as a guard's
 	cfg, err := opts.resolveOn(systemEnv, &x)
 	if err != nil {
 		return Observation{}, err
@@ -474,7 +475,7 @@ func Observe(opts Options) (Observation, error) {
 		}
 		src = filepath.Dir(abs)
 	}
-	t, stuck := submit(context.Background(), &x, nil, cfg.timeout, func(t *task[Observation]) {
+	t, stuck := check.Submit(context.Background(), &x, nil, cfg.timeout, func(t *check.Task[Observation]) {
 		dir := src
 		if opts.ModulePath != "" {
 			// A module path that leads nowhere still names a directory
@@ -483,16 +484,16 @@ func Observe(opts Options) (Observation, error) {
 				dir = filepath.Dir(mod)
 			}
 		}
-		t.val = cfg.observeAt(newestReceipt, dir)
+		t.Val = cfg.observeAt(newestReceipt, dir)
 	}, nil)
 	cfg.env.upd.Cache.Close() // the options' guard lives no longer than the call
 	if stuck != nil {
 		return cfg.unknownObservation(readStuck(stuck), src), nil
 	}
-	if t.err != nil {
-		return cfg.unknownObservation("reading the updater's files ended: "+t.err.Error(), src), nil
+	if t.Err != nil {
+		return cfg.unknownObservation("reading the updater's files ended: "+pieceErr(t.Err).Error(), src), nil
 	}
-	return t.val, nil
+	return t.Val, nil
 }
 
 // observe reads the updater's files for b (nil: for no source
@@ -519,42 +520,42 @@ func (g *Guard) observeRead(ctx context.Context, cfg *config, b *binding, rr rec
 	if rr.since != nil {
 		l = nil // a read of its own
 	}
-	t, stuck := submit(ctx, &g.ux, l, cfg.timeout, func(t *task[Observation]) {
+	t, stuck := check.Submit(ctx, &g.ux, l, cfg.timeout, func(t *check.Task[Observation]) {
 		defer func() {
 			if p := recover(); p != nil {
-				t.val = cfg.unknownObservation(fmt.Sprintf("reading the updater's files panicked: %v", p), src)
+				t.Val = cfg.unknownObservation(fmt.Sprintf("reading the updater's files panicked: %v", p), src)
 			}
 		}()
 		if b == nil {
-			t.val = cfg.observeAt(rr, "")
+			t.Val = cfg.observeAt(rr, "")
 			return
 		}
-		t.val = cfg.observeAt(rr, b.installDirs()...)
+		t.Val = cfg.observeAt(rr, b.installDirs()...)
 	}, nil)
 	switch {
 	case stuck != nil:
 		return cfg.unknownObservation(readStuck(stuck), src)
-	case t.err != nil:
-		return cfg.unknownObservation("reading the updater's files ended: "+t.err.Error(), src)
+	case t.Err != nil:
+		return cfg.unknownObservation("reading the updater's files ended: "+pieceErr(t.Err).Error(), src)
 	}
-	return t.val
+	return t.Val
 }
 
 // readStuck is why a read of the updater's files is unknown, for a caller
 // that gave up on it.
-func readStuck(s *stuck) string {
-	if s.ctx != nil {
-		return "the read of the updater's files was abandoned: " + s.ctx.Error()
+func readStuck(s *check.Stuck) string {
+	if s.Ctx != nil {
+		return "the read of the updater's files was abandoned: " + s.Ctx.Error()
 	}
 	verb := "did not return within"
-	if s.before {
+	if s.Before {
 		verb = "has not returned in"
 	}
 	on := ""
-	if s.at != "" {
-		on = ", blocked on " + s.at
+	if s.At != "" {
+		on = ", blocked on " + s.At
 	}
-	return fmt.Sprintf("a read of the updater's files (the marker, the recovery markers of the install roots, the receipt) %s %v%s: %v", verb, s.since.Round(time.Millisecond), on, ErrReadTimeout)
+	return fmt.Sprintf("a read of the updater's files (the marker, the recovery markers of the install roots, the receipt) %s %v%s: %v", verb, s.Since.Round(time.Millisecond), on, ErrReadTimeout)
 }
 
 // staleLogInterval is the least time between two logs of repeated stale

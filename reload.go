@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runtimeguard/runtimeguard/internal/check"
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
 	"github.com/runtimeguard/runtimeguard/internal/updater"
 	"github.com/runtimeguard/runtimeguard/internal/watch"
@@ -112,29 +113,29 @@ func (g *Guard) PlanReload(ctx context.Context) (*Plan, error) {
 	if b.receiptsAt == nil {
 		return nil, notReady("the updater's layout has no receipt, or no home directory is known")
 	}
-	t, stuck := submit(ctx, &g.ux, nil, cfg.timeout, func(t *task[planResult]) {
-		t.val.r, t.val.err = g.lockAndPlan(ctx, cfg, b)
-	}, func(t *task[planResult]) {
-		if t.val.r != nil {
-			t.val.r.Release() // no caller took the plan
+	t, stuck := check.Submit(ctx, &g.ux, nil, cfg.timeout, func(t *check.Task[planResult]) {
+		t.Val.r, t.Val.err = g.lockAndPlan(ctx, cfg, b)
+	}, func(t *check.Task[planResult]) {
+		if t.Val.r != nil {
+			t.Val.r.Release() // no caller took the plan
 		}
 	})
 	switch {
-	case stuck != nil && stuck.ctx != nil:
-		return nil, stuck.ctx
+	case stuck != nil && stuck.Ctx != nil:
+		return nil, stuck.Ctx
 	case stuck != nil:
 		g.counts.readTimeouts.Add(1)
 		on := ""
-		if stuck.at != "" {
-			on = ", blocked on " + stuck.at
+		if stuck.At != "" {
+			on = ", blocked on " + stuck.At
 		}
 		// No duration in the reason: a Reloader logs it once, not at
 		// every plan while the file system hangs.
 		return nil, notReady(pending(fmt.Sprintf("the reads of the updater's files and the checkout did not return within %v%s: %v", cfg.timeout, on, ErrReadTimeout)))
-	case t.err != nil:
-		return nil, fmt.Errorf("%w: %w", ErrNotReady, t.err)
+	case t.Err != nil:
+		return nil, fmt.Errorf("%w: %w", ErrNotReady, pieceErr(t.Err))
 	}
-	return t.val.r, t.val.err
+	return t.Val.r, t.Val.err
 }
 
 // planResult is what a plan's piece of work on the file system returns.

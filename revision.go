@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/runtimeguard/runtimeguard/internal/check"
 	"github.com/runtimeguard/runtimeguard/internal/fsread"
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
 	"github.com/runtimeguard/runtimeguard/internal/updater"
@@ -74,10 +75,10 @@ type binding struct {
 	// looks (the stats of the stat path, full reads), obs of the reads of
 	// a stale answer, diag of a diagnostic's (Guard.Observe), which reads
 	// the receipts too.
-	x     *executor
-	looks lane[readResult]
-	obs   lane[Observation]
-	diag  lane[Observation]
+	x     *check.Executor
+	looks check.Lane[readResult]
+	obs   check.Lane[Observation]
+	diag  check.Lane[Observation]
 	// counts are the guard's, counting full reads and timeouts; nil for
 	// none.
 	counts *counters
@@ -95,7 +96,7 @@ type subRef struct{ atomic.Pointer[watch.Sub] }
 
 // newBinding returns a binding of the configured path abs that has read
 // nothing yet.
-func newBinding(x *executor, abs string, boundAt time.Time, guardClosed *atomic.Bool) *binding {
+func newBinding(x *check.Executor, abs string, boundAt time.Time, guardClosed *atomic.Bool) *binding {
 	return &binding{x: x, configured: abs, boundAt: boundAt, sig: newSignal(), replaced: newSignal(), sub: new(subRef), guardClosed: guardClosed}
 }
 
@@ -131,7 +132,7 @@ type readResult struct {
 
 // readCall is one look at the checkout: a stat of each file the snapshot
 // depends on, or a full read.
-type readCall = task[readResult]
+type readCall = check.Task[readResult]
 
 // current returns the checkout's revision now: from the snapshot when the
 // watch proves nothing changed (one system call, in the caller's
@@ -165,7 +166,7 @@ func (b *binding) current(e *env, alwaysRead bool, timeout time.Duration) (strin
 		if !waited {
 			since, waited = time.Now(), true
 		}
-		if !await(b.x, &b.looks, timeout-time.Since(since)) {
+		if !check.Await(b.x, &b.looks, timeout-time.Since(since)) {
 			break
 		}
 	}
@@ -181,10 +182,10 @@ func (b *binding) current(e *env, alwaysRead bool, timeout time.Duration) (strin
 	if err != nil {
 		return "", err
 	}
-	if r := &call.val; r.err == nil && r.snap != nil {
+	if r := &call.Val; r.err == nil && r.snap != nil {
 		return r.rev, r.snap.noRev
 	}
-	return call.val.rev, call.val.err
+	return call.Val.rev, call.Val.err
 }
 
 // maxOvertaken bounds the reads a check waits for, each of which began
@@ -206,32 +207,32 @@ func (b *binding) look(ctx context.Context, e *env, alwaysRead bool, timeout tim
 	if mustExist {
 		l = nil // a bind's read is its own
 	}
-	call, stuck := submit(ctx, b.x, l, timeout, func(c *readCall) { b.run(c, e, alwaysRead, mustExist) }, nil)
+	call, stuck := check.Submit(ctx, b.x, l, timeout, func(c *readCall) { b.run(c, e, alwaysRead, mustExist) }, nil)
 	if stuck == nil {
-		if call.err != nil {
-			return nil, call.err
+		if call.Err != nil {
+			return nil, pieceErr(call.Err)
 		}
 		return call, nil
 	}
-	if stuck.ctx != nil {
-		return nil, stuck.ctx
+	if stuck.Ctx != nil {
+		return nil, stuck.Ctx
 	}
 	b.countTimeout()
 	on := ""
-	if stuck.at != "" {
-		on = ", blocked on " + stuck.at
+	if stuck.At != "" {
+		on = ", blocked on " + stuck.At
 	}
-	if stuck.before {
-		return nil, classed(ErrReadTimeout, "a look at %s has not returned in %v%s: %s", b.configured, stuck.since.Round(time.Millisecond), on, classWords(ErrReadTimeout))
+	if stuck.Before {
+		return nil, classed(ErrReadTimeout, "a look at %s has not returned in %v%s: %s", b.configured, stuck.Since.Round(time.Millisecond), on, classWords(ErrReadTimeout))
 	}
-	return nil, classed(ErrReadTimeout, "a look at %s did not return within %v%s: %s", b.configured, stuck.since, on, classWords(ErrReadTimeout))
+	return nil, classed(ErrReadTimeout, "a look at %s did not return within %v%s: %s", b.configured, stuck.Since, on, classWords(ErrReadTimeout))
 }
 
 // statsUnchanged stats each of deps and reports whether all still have
 // their stamps; c names the one being statted.
 func statsUnchanged(c *readCall, fs *gitread.FS, deps gitread.Deps) bool {
 	for i := range deps {
-		c.at.Store(&deps[i].Path)
+		c.At.Store(&deps[i].Path)
 		if !deps[i].Unchanged(fs) {
 			return false
 		}
@@ -280,7 +281,7 @@ var arming = "the inotify watches of its files"
 // The previous snapshot stays published while the read runs: it remains a
 // valid proof for any check whose stats still match it.
 func (b *binding) run(call *readCall, e *env, alwaysRead, mustExist bool) {
-	r := &call.val
+	r := &call.Val
 	defer func() {
 		if p := recover(); p != nil {
 			r.rev, r.snap = "", nil
@@ -297,7 +298,7 @@ func (b *binding) run(call *readCall, e *env, alwaysRead, mustExist bool) {
 	}
 	start := e.now()
 	claim, watching := b.armable(e, alwaysRead)
-	fsys := tracking(e.git, &call.at)
+	fsys := tracking(e.git, &call.At)
 	b.countRead()
 	var prevIndex *gitread.Index
 	if s := b.snap.Load(); s != nil && !alwaysRead && !mustExist {
@@ -329,7 +330,7 @@ func (b *binding) run(call *readCall, e *env, alwaysRead, mustExist bool) {
 		s.noRev = noRevision(c.Reason)
 	}
 	if watching && b.sub.Load() == claim.Sub() {
-		call.at.Store(&arming)
+		call.At.Store(&arming)
 		if b.arm(fsys, claim.Sub(), deps, routes, start) {
 			s.claim = &claim
 		}

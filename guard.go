@@ -158,16 +158,16 @@ func (g *Guard) Capture(modulePath string) error {
 		g.bindMu.Lock()
 		if cur := g.bound.Load(); cur != nil && cur.id.Revision != "" {
 			g.bindMu.Unlock()
-			b.close() // another Capture bound meanwhile: verify against it
+			b.Close() // another Capture bound meanwhile: verify against it
 			continue
 		}
 		old := g.bound.Swap(b)
 		if g.closed.Load() {
-			b.close()
+			b.Close()
 		}
 		g.bindMu.Unlock()
 		if old != nil {
-			old.close() // an inert binding replaced
+			old.Close() // an inert binding replaced
 			old.replaced.fire()
 		}
 		return nil
@@ -178,7 +178,7 @@ func (g *Guard) Capture(modulePath string) error {
 // revision: the path b was bound to is verified as a check is; another
 // path must lead to the same module.
 func (g *Guard) captureBound(cfg *config, b *binding, abs string) error {
-	if abs != b.configured { // the same path is verified as a check is, within ReadTimeout
+	if abs != b.Configured() { // the same path is verified as a check is, within ReadTimeout
 		t, stuck := check.Submit(context.Background(), &g.x, nil, cfg.timeout, func(t *check.Task[string]) {
 			t.Val, _ = gitread.ResolvePath(abs)
 		}, nil)
@@ -186,7 +186,7 @@ func (g *Guard) captureBound(cfg *config, b *binding, abs string) error {
 			return classed(ErrReadTimeout, "runtimeguard: capture %s: its path did not resolve within %v: %s", abs, cfg.timeout, classWords(ErrReadTimeout))
 		}
 		if t.Val != b.id.ModulePath {
-			return fmt.Errorf("runtimeguard: capture %s: the guard is bound to %s at %s; a guard binds once", abs, b.configured, b.id.Revision)
+			return fmt.Errorf("runtimeguard: capture %s: the guard is bound to %s at %s; a guard binds once", abs, b.Configured(), b.id.Revision)
 		}
 	}
 	return g.EnsureCurrent()
@@ -209,13 +209,13 @@ func (g *Guard) captureNew(cfg *config, abs string) (*binding, error) {
 	b.sig = g.firstSignal()
 	if b.id.Revision == "" {
 		if err := g.inert(cfg, b, abs); err != nil {
-			b.close()
+			b.Close()
 			return nil, err
 		}
 	}
 	if cfg.expect != "" {
 		if len(cfg.expect) != len(b.id.Revision) {
-			b.close()
+			b.Close()
 			return nil, optionError("Options.ExpectRevision", cfg.expect, fmt.Sprintf("has %d hex digits; the object ids of the repository of %s have %d", len(cfg.expect), abs, len(b.id.Revision)))
 		}
 		b.id.Revision = cfg.expect
@@ -235,7 +235,7 @@ func (g *Guard) captureNew(cfg *config, abs string) (*binding, error) {
 			why = "the newest receipt is no longer " + cfg.expectReceipt
 		}
 		if why != "" {
-			b.close()
+			b.Close()
 			return nil, classed(ErrNotReady, "runtimeguard: bind %s with ExpectReceipt: %s: %s", abs, why, classWords(ErrNotReady))
 		}
 	}
@@ -269,7 +269,7 @@ func (g *Guard) Close() error {
 	b := g.bound.Load()
 	g.bindMu.Unlock()
 	if b != nil {
-		b.close()
+		b.Close()
 	}
 	g.config().env.upd.Cache.Close()
 	return nil
@@ -317,8 +317,7 @@ func (g *Guard) bind(ctx context.Context, cfg *config, abs string) (*binding, er
 			}
 			backoff = min(2*backoff, maxBindBackoff)
 		}
-		b := newBinding(&g.x, abs, e.now(), &g.closed)
-		b.counts = &g.counts
+		b := newBinding(&g.x, abs, e.now(), &g.closed, &g.counts)
 		// The receipts are listed before the read: see binding.receiptsAt.
 		rf, stuck := check.Submit(ctx, &g.ux, nil, cfg.timeout, func(t *check.Task[*updater.ReceiptFiles]) {
 			t.Val = cfg.listReceipts()
@@ -335,29 +334,30 @@ func (g *Guard) bind(ctx context.Context, cfg *config, abs string) (*binding, er
 			return nil, classed(ErrReadTimeout, "the listing of the updater's receipts did not return within %v%s: %s", cfg.timeout, on, classWords(ErrReadTimeout))
 		}
 		b.receiptsAt = rf.Val
-		call, err := b.look(ctx, e, cfg.alwaysRead, cfg.timeout, true)
+		call, err := b.Look(ctx, e, cfg.alwaysRead, cfg.timeout, true)
 		if err == nil {
-			err = call.Val.err
+			err = call.Val.Err
 		}
 		switch {
 		case err != nil && errors.Is(err, fsread.ErrChanged):
 			moving = err
-			b.close()
+			b.Close()
 			continue
 		case err != nil:
-			b.close()
+			b.Close()
 			return nil, err
-		case call.Val.checkout.Transient:
-			moving = fmt.Errorf("HEAD names %s, which does not exist while other refs do (a branch being renamed or deleted, or an orphan branch)", call.Val.checkout.Head)
-			b.close()
+		case call.Val.Checkout.Transient:
+			moving = fmt.Errorf("HEAD names %s, which does not exist while other refs do (a branch being renamed or deleted, or an orphan branch)", call.Val.Checkout.Head)
+			b.Close()
 			continue
-		case !call.Val.unchanged:
+		case !call.Val.Unchanged:
 			moving = errors.New("the checkout changed while it was read")
-			b.close()
+			b.Close()
 			continue
 		}
-		c := call.Val.checkout
+		c := call.Val.Checkout
 		b.id = Identity{SourceDir: c.SourceDir, ModulePath: c.ModulePath, Revision: c.Revision}
+		b.Bind(c.ModulePath)
 		b.reason = c.Reason
 		return b, nil
 	}
@@ -397,7 +397,7 @@ func (g *Guard) EnsureCurrent() error {
 		return nil
 	}
 	cfg := g.config()
-	rev, err := b.current(cfg.env, cfg.alwaysRead, cfg.timeout)
+	rev, err := b.Current(cfg.env, cfg.alwaysRead, cfg.timeout)
 	if err == nil && rev == b.id.Revision {
 		if g.staleSeen.Load() {
 			g.staleSeen.Store(false)
@@ -445,7 +445,7 @@ func (g *Guard) Observe() Observation {
 	o := g.observeRead(context.Background(), cfg, b, newestReceipt)
 	switch {
 	case b != nil && b.id.Revision != "":
-		o.Check, o.CheckReason = b.path(cfg.alwaysRead)
+		o.Check, o.CheckReason = b.Path(cfg.alwaysRead)
 	case b != nil:
 		o.Unguarded = cmp.Or(b.reason, "HEAD names no commit")
 	}

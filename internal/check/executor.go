@@ -1,7 +1,10 @@
-// Package check is the engine of a guard's checks: the bounded executor
+// Package check is the engine of a guard's checks: the bounded [Executor]
 // every file-system touch of a guard runs on, so that no caller waits past
 // its timeout and a file system that never answers holds at most one
-// goroutine per executor.
+// goroutine per executor; and the [Binding] of one checkout, which proves
+// between checks that its files did not change (by watching them, or by
+// a stat of each) and reads it again once they did. Its errors are its
+// owner's, through [Errors].
 package check
 
 import (

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/runtimeguard/runtimeguard/internal/check"
 )
 
 // Errors a host can tell apart with errors.Is. A repository format this
@@ -53,6 +55,15 @@ func (e *PanicError) Error() string {
 // else nil.
 func (e *PanicError) Unwrap() error {
 	err, _ := e.Value.(error)
+	return err
+}
+
+// pieceErr is the error of a piece of an executor's work as the package
+// reports it: a panic the executor recovered is a *[PanicError].
+func pieceErr(err error) error {
+	if p, ok := err.(*check.Panic); ok {
+		return &PanicError{Value: p.Value, Stack: p.Stack}
+	}
 	return err
 }
 

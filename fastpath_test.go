@@ -45,7 +45,7 @@ func watchEnv(t testing.TB) *env {
 // onWatchPath reports whether the guard's checks of an unchanged checkout
 // take the watch path.
 func onWatchPath(g *Guard) bool {
-	check, _ := g.bound.Load().path(false)
+	check, _ := g.bound.Load().Path(false)
 	return check == "watch"
 }
 
@@ -73,8 +73,8 @@ func bindFast(t *testing.T, module string, e *env) *Guard {
 }
 
 func trusted(g *Guard) bool {
-	s := g.bound.Load().snap.Load()
-	return s != nil && s.trusted
+	s := g.bound.Load().Snap()
+	return s != nil && s.Trusted
 }
 
 // Every change is seen by the next check, whether the check takes the fast

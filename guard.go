@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/runtimeguard/runtimeguard/internal/check"
 	"github.com/runtimeguard/runtimeguard/internal/fsread"
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
 	"github.com/runtimeguard/runtimeguard/internal/updater"
@@ -60,7 +61,7 @@ type Guard struct {
 	// x runs the guard's reads of its checkout, ux its reads of the
 	// updater's files (and plans): a home that hangs does not hold up the
 	// checks of a checkout that answers.
-	x, ux      executor
+	x, ux      check.Executor
 	bindMu     sync.Mutex // serializes the swaps of bound, and Close's look at it
 	bound      atomic.Pointer[binding]
 	first      atomic.Pointer[signal] // the change signal of Capture's bindings
@@ -71,10 +72,10 @@ type Guard struct {
 	staleLogged   atomic.Int64
 	staleUnlogged atomic.Uint64
 
-	unboundObs  lane[Observation] // the reads of the updater's files of an unbound guard
-	unboundDiag lane[Observation] // and of its diagnostics
-	closed      atomic.Bool       // set by Close
-	closedSig   signal            // fired by Close; its channel made on first use
+	unboundObs  check.Lane[Observation] // the reads of the updater's files of an unbound guard
+	unboundDiag check.Lane[Observation] // and of its diagnostics
+	closed      atomic.Bool             // set by Close
+	closedSig   signal                  // fired by Close; its channel made on first use
 	closedOnce  sync.Once
 
 	scheduled  atomic.Pointer[Plan] // the reload the host carries out, if any
@@ -157,16 +158,16 @@ func (g *Guard) Capture(modulePath string) error {
 		g.bindMu.Lock()
 		if cur := g.bound.Load(); cur != nil && cur.id.Revision != "" {
 			g.bindMu.Unlock()
-			b.close() // another Capture bound meanwhile: verify against it
+			b.Close() // another Capture bound meanwhile: verify against it
 			continue
 		}
 		old := g.bound.Swap(b)
 		if g.closed.Load() {
-			b.close()
+			b.Close()
 		}
 		g.bindMu.Unlock()
 		if old != nil {
-			old.close() // an inert binding replaced
+			old.Close() // an inert binding replaced
 			old.replaced.fire()
 		}
 		return nil
@@ -177,15 +178,15 @@ func (g *Guard) Capture(modulePath string) error {
 // revision: the path b was bound to is verified as a check is; another
 // path must lead to the same module.
 func (g *Guard) captureBound(cfg *config, b *binding, abs string) error {
-	if abs != b.configured { // the same path is verified as a check is, within ReadTimeout
-		t, stuck := submit(context.Background(), &g.x, nil, cfg.timeout, func(t *task[string]) {
-			t.val, _ = gitread.ResolvePath(abs)
+	if abs != b.Configured() { // the same path is verified as a check is, within ReadTimeout
+		t, stuck := check.Submit(context.Background(), &g.x, nil, cfg.timeout, func(t *check.Task[string]) {
+			t.Val, _ = gitread.ResolvePath(abs)
 		}, nil)
 		if stuck != nil {
 			return classed(ErrReadTimeout, "runtimeguard: capture %s: its path did not resolve within %v: %s", abs, cfg.timeout, classWords(ErrReadTimeout))
 		}
-		if t.val != b.id.ModulePath {
-			return fmt.Errorf("runtimeguard: capture %s: the guard is bound to %s at %s; a guard binds once", abs, b.configured, b.id.Revision)
+		if t.Val != b.id.ModulePath {
+			return fmt.Errorf("runtimeguard: capture %s: the guard is bound to %s at %s; a guard binds once", abs, b.Configured(), b.id.Revision)
 		}
 	}
 	return g.EnsureCurrent()
@@ -208,13 +209,13 @@ func (g *Guard) captureNew(cfg *config, abs string) (*binding, error) {
 	b.sig = g.firstSignal()
 	if b.id.Revision == "" {
 		if err := g.inert(cfg, b, abs); err != nil {
-			b.close()
+			b.Close()
 			return nil, err
 		}
 	}
 	if cfg.expect != "" {
 		if len(cfg.expect) != len(b.id.Revision) {
-			b.close()
+			b.Close()
 			return nil, optionError("Options.ExpectRevision", cfg.expect, fmt.Sprintf("has %d hex digits; the object ids of the repository of %s have %d", len(cfg.expect), abs, len(b.id.Revision)))
 		}
 		b.id.Revision = cfg.expect
@@ -234,7 +235,7 @@ func (g *Guard) captureNew(cfg *config, abs string) (*binding, error) {
 			why = "the newest receipt is no longer " + cfg.expectReceipt
 		}
 		if why != "" {
-			b.close()
+			b.Close()
 			return nil, classed(ErrNotReady, "runtimeguard: bind %s with ExpectReceipt: %s: %s", abs, why, classWords(ErrNotReady))
 		}
 	}
@@ -268,7 +269,7 @@ func (g *Guard) Close() error {
 	b := g.bound.Load()
 	g.bindMu.Unlock()
 	if b != nil {
-		b.close()
+		b.Close()
 	}
 	g.config().env.upd.Cache.Close()
 	return nil
@@ -316,47 +317,47 @@ func (g *Guard) bind(ctx context.Context, cfg *config, abs string) (*binding, er
 			}
 			backoff = min(2*backoff, maxBindBackoff)
 		}
-		b := newBinding(&g.x, abs, e.now(), &g.closed)
-		b.counts = &g.counts
+		b := newBinding(&g.x, abs, e.now(), &g.closed, &g.counts)
 		// The receipts are listed before the read: see binding.receiptsAt.
-		rf, stuck := submit(ctx, &g.ux, nil, cfg.timeout, func(t *task[*updater.ReceiptFiles]) {
-			t.val = cfg.listReceipts()
+		rf, stuck := check.Submit(ctx, &g.ux, nil, cfg.timeout, func(t *check.Task[*updater.ReceiptFiles]) {
+			t.Val = cfg.listReceipts()
 		}, nil)
 		if stuck != nil {
-			if stuck.ctx != nil {
-				return nil, stuck.ctx
+			if stuck.Ctx != nil {
+				return nil, stuck.Ctx
 			}
 			g.counts.readTimeouts.Add(1)
 			on := ""
-			if stuck.at != "" {
-				on = ", blocked on " + stuck.at
+			if stuck.At != "" {
+				on = ", blocked on " + stuck.At
 			}
 			return nil, classed(ErrReadTimeout, "the listing of the updater's receipts did not return within %v%s: %s", cfg.timeout, on, classWords(ErrReadTimeout))
 		}
-		b.receiptsAt = rf.val
-		call, err := b.look(ctx, e, cfg.alwaysRead, cfg.timeout, true)
+		b.receiptsAt = rf.Val
+		call, err := b.Look(ctx, e, cfg.alwaysRead, cfg.timeout, true)
 		if err == nil {
-			err = call.val.err
+			err = call.Val.Err
 		}
 		switch {
 		case err != nil && errors.Is(err, fsread.ErrChanged):
 			moving = err
-			b.close()
+			b.Close()
 			continue
 		case err != nil:
-			b.close()
+			b.Close()
 			return nil, err
-		case call.val.checkout.Transient:
-			moving = fmt.Errorf("HEAD names %s, which does not exist while other refs do (a branch being renamed or deleted, or an orphan branch)", call.val.checkout.Head)
-			b.close()
+		case call.Val.Checkout.Transient:
+			moving = fmt.Errorf("HEAD names %s, which does not exist while other refs do (a branch being renamed or deleted, or an orphan branch)", call.Val.Checkout.Head)
+			b.Close()
 			continue
-		case !call.val.unchanged:
+		case !call.Val.Unchanged:
 			moving = errors.New("the checkout changed while it was read")
-			b.close()
+			b.Close()
 			continue
 		}
-		c := call.val.checkout
+		c := call.Val.Checkout
 		b.id = Identity{SourceDir: c.SourceDir, ModulePath: c.ModulePath, Revision: c.Revision}
+		b.Bind(c.ModulePath)
 		b.reason = c.Reason
 		return b, nil
 	}
@@ -396,7 +397,7 @@ func (g *Guard) EnsureCurrent() error {
 		return nil
 	}
 	cfg := g.config()
-	rev, err := b.current(cfg.env, cfg.alwaysRead, cfg.timeout)
+	rev, err := b.Current(cfg.env, cfg.alwaysRead, cfg.timeout)
 	if err == nil && rev == b.id.Revision {
 		if g.staleSeen.Load() {
 			g.staleSeen.Store(false)
@@ -444,7 +445,7 @@ func (g *Guard) Observe() Observation {
 	o := g.observeRead(context.Background(), cfg, b, newestReceipt)
 	switch {
 	case b != nil && b.id.Revision != "":
-		o.Check, o.CheckReason = b.path(cfg.alwaysRead)
+		o.Check, o.CheckReason = b.Path(cfg.alwaysRead)
 	case b != nil:
 		o.Unguarded = cmp.Or(b.reason, "HEAD names no commit")
 	}
@@ -461,7 +462,7 @@ func (g *Guard) Observe() Observation {
 // [*OptionError], for options that describe no install, or a module path
 // that cannot be made absolute.
 func Observe(opts Options) (Observation, error) {
-	var x executor // the options' own, as a guard's
+	var x check.Executor // the options' own, as a guard's
 	cfg, err := opts.resolveOn(systemEnv, &x)
 	if err != nil {
 		return Observation{}, err
@@ -474,7 +475,7 @@ func Observe(opts Options) (Observation, error) {
 		}
 		src = filepath.Dir(abs)
 	}
-	t, stuck := submit(context.Background(), &x, nil, cfg.timeout, func(t *task[Observation]) {
+	t, stuck := check.Submit(context.Background(), &x, nil, cfg.timeout, func(t *check.Task[Observation]) {
 		dir := src
 		if opts.ModulePath != "" {
 			// A module path that leads nowhere still names a directory
@@ -483,16 +484,16 @@ func Observe(opts Options) (Observation, error) {
 				dir = filepath.Dir(mod)
 			}
 		}
-		t.val = cfg.observeAt(newestReceipt, dir)
+		t.Val = cfg.observeAt(newestReceipt, dir)
 	}, nil)
 	cfg.env.upd.Cache.Close() // the options' guard lives no longer than the call
 	if stuck != nil {
 		return cfg.unknownObservation(readStuck(stuck), src), nil
 	}
-	if t.err != nil {
-		return cfg.unknownObservation("reading the updater's files ended: "+t.err.Error(), src), nil
+	if t.Err != nil {
+		return cfg.unknownObservation("reading the updater's files ended: "+pieceErr(t.Err).Error(), src), nil
 	}
-	return t.val, nil
+	return t.Val, nil
 }
 
 // observe reads the updater's files for b (nil: for no source
@@ -519,42 +520,42 @@ func (g *Guard) observeRead(ctx context.Context, cfg *config, b *binding, rr rec
 	if rr.since != nil {
 		l = nil // a read of its own
 	}
-	t, stuck := submit(ctx, &g.ux, l, cfg.timeout, func(t *task[Observation]) {
+	t, stuck := check.Submit(ctx, &g.ux, l, cfg.timeout, func(t *check.Task[Observation]) {
 		defer func() {
 			if p := recover(); p != nil {
-				t.val = cfg.unknownObservation(fmt.Sprintf("reading the updater's files panicked: %v", p), src)
+				t.Val = cfg.unknownObservation(fmt.Sprintf("reading the updater's files panicked: %v", p), src)
 			}
 		}()
 		if b == nil {
-			t.val = cfg.observeAt(rr, "")
+			t.Val = cfg.observeAt(rr, "")
 			return
 		}
-		t.val = cfg.observeAt(rr, b.installDirs()...)
+		t.Val = cfg.observeAt(rr, b.installDirs()...)
 	}, nil)
 	switch {
 	case stuck != nil:
 		return cfg.unknownObservation(readStuck(stuck), src)
-	case t.err != nil:
-		return cfg.unknownObservation("reading the updater's files ended: "+t.err.Error(), src)
+	case t.Err != nil:
+		return cfg.unknownObservation("reading the updater's files ended: "+pieceErr(t.Err).Error(), src)
 	}
-	return t.val
+	return t.Val
 }
 
 // readStuck is why a read of the updater's files is unknown, for a caller
 // that gave up on it.
-func readStuck(s *stuck) string {
-	if s.ctx != nil {
-		return "the read of the updater's files was abandoned: " + s.ctx.Error()
+func readStuck(s *check.Stuck) string {
+	if s.Ctx != nil {
+		return "the read of the updater's files was abandoned: " + s.Ctx.Error()
 	}
 	verb := "did not return within"
-	if s.before {
+	if s.Before {
 		verb = "has not returned in"
 	}
 	on := ""
-	if s.at != "" {
-		on = ", blocked on " + s.at
+	if s.At != "" {
+		on = ", blocked on " + s.At
 	}
-	return fmt.Sprintf("a read of the updater's files (the marker, the recovery markers of the install roots, the receipt) %s %v%s: %v", verb, s.since.Round(time.Millisecond), on, ErrReadTimeout)
+	return fmt.Sprintf("a read of the updater's files (the marker, the recovery markers of the install roots, the receipt) %s %v%s: %v", verb, s.Since.Round(time.Millisecond), on, ErrReadTimeout)
 }
 
 // staleLogInterval is the least time between two logs of repeated stale

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runtimeguard/runtimeguard/internal/check"
 	"github.com/runtimeguard/runtimeguard/internal/fsread"
 	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
@@ -49,16 +50,16 @@ type updaterHomes struct {
 // under the profiles directory has the root above it. The links are
 // resolved on x, waited for at most timeout: a home on a file system
 // that does not answer is taken as spelt.
-func newUpdaterHomes(home, profiles string, now func() time.Time, x *executor, timeout time.Duration) *updaterHomes {
+func newUpdaterHomes(home, profiles string, now func() time.Time, x *check.Executor, timeout time.Duration) *updaterHomes {
 	h := &updaterHomes{home: home, root: home, profiles: profiles, now: now}
 	if profiles == "" {
 		return h
 	}
 	real := filepath.Clean(home)
-	if t, stuck := submit(context.Background(), x, nil, timeout, func(t *task[string]) {
-		t.val, _ = filepath.EvalSymlinks(home)
-	}, nil); stuck == nil && t.err == nil && t.val != "" {
-		real = t.val
+	if t, stuck := check.Submit(context.Background(), x, nil, timeout, func(t *check.Task[string]) {
+		t.Val, _ = filepath.EvalSymlinks(home)
+	}, nil); stuck == nil && t.Err == nil && t.Val != "" {
+		real = t.Val
 	}
 	if filepath.Base(filepath.Dir(real)) == profiles {
 		h.root = filepath.Dir(filepath.Dir(real))

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runtimeguard/runtimeguard/internal/check"
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
 	"github.com/runtimeguard/runtimeguard/internal/updater"
 	"github.com/runtimeguard/runtimeguard/internal/watch"
@@ -184,7 +185,7 @@ type config struct {
 // resolveOn validates opts and applies its defaults, with what it reads
 // of the file system (the links of the home) run on x: a guard's executor for the updater's
 // files.
-func (opts *Options) resolveOn(e *env, x *executor) (*config, error) {
+func (opts *Options) resolveOn(e *env, x *check.Executor) (*config, error) {
 	if opts.MaxMarkerAge < 0 {
 		return nil, optionError("Options.MaxMarkerAge", opts.MaxMarkerAge, "is negative")
 	}

@@ -136,7 +136,7 @@ func rearmCalls(t *testing.T, change func(t testing.TB, dir string)) (first, all
 		e, reads := countingEnv(t)
 		g := watched(t, module, e)
 		steady(t, g, reads)
-		sub := g.bound.Load().sub.Load()
+		sub := g.bound.Load().Sub()
 		mounts, before := w.MountChanges(), sub.Calls()
 		change(t, dir)
 		require.NoError(t, g.EnsureCurrent())

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runtimeguard/runtimeguard/internal/check"
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
 	"github.com/runtimeguard/runtimeguard/internal/updater"
 	"github.com/runtimeguard/runtimeguard/internal/watch"
@@ -112,29 +113,29 @@ func (g *Guard) PlanReload(ctx context.Context) (*Plan, error) {
 	if b.receiptsAt == nil {
 		return nil, notReady("the updater's layout has no receipt, or no home directory is known")
 	}
-	t, stuck := submit(ctx, &g.ux, nil, cfg.timeout, func(t *task[planResult]) {
-		t.val.r, t.val.err = g.lockAndPlan(ctx, cfg, b)
-	}, func(t *task[planResult]) {
-		if t.val.r != nil {
-			t.val.r.Release() // no caller took the plan
+	t, stuck := check.Submit(ctx, &g.ux, nil, cfg.timeout, func(t *check.Task[planResult]) {
+		t.Val.r, t.Val.err = g.lockAndPlan(ctx, cfg, b)
+	}, func(t *check.Task[planResult]) {
+		if t.Val.r != nil {
+			t.Val.r.Release() // no caller took the plan
 		}
 	})
 	switch {
-	case stuck != nil && stuck.ctx != nil:
-		return nil, stuck.ctx
+	case stuck != nil && stuck.Ctx != nil:
+		return nil, stuck.Ctx
 	case stuck != nil:
 		g.counts.readTimeouts.Add(1)
 		on := ""
-		if stuck.at != "" {
-			on = ", blocked on " + stuck.at
+		if stuck.At != "" {
+			on = ", blocked on " + stuck.At
 		}
 		// No duration in the reason: a Reloader logs it once, not at
 		// every plan while the file system hangs.
 		return nil, notReady(pending(fmt.Sprintf("the reads of the updater's files and the checkout did not return within %v%s: %v", cfg.timeout, on, ErrReadTimeout)))
-	case t.err != nil:
-		return nil, fmt.Errorf("%w: %w", ErrNotReady, t.err)
+	case t.Err != nil:
+		return nil, fmt.Errorf("%w: %w", ErrNotReady, pieceErr(t.Err))
 	}
-	return t.val.r, t.val.err
+	return t.Val.r, t.Val.err
 }
 
 // planResult is what a plan's piece of work on the file system returns.
@@ -180,7 +181,7 @@ func (g *Guard) plan(ctx context.Context, cfg *config, b *binding) (*Plan, error
 		srcs := b.installDirs()
 		rr := receiptsSince(b.receiptsAt)
 		before := cfg.observeAt(rr, srcs...)
-		c, deps, err := gitread.Read(cfg.env.git, b.configured, false)
+		c, deps, err := gitread.Read(cfg.env.git, b.Configured(), false)
 		after := cfg.observeAt(rr, srcs...)
 		if err != nil {
 			return nil, notReady(pending("the checkout cannot be read: " + err.Error()))
@@ -431,12 +432,12 @@ func (r *Plan) Bind(ctx context.Context) error {
 	}
 	// Nothing is read while the lock is held: Close never waits on a
 	// file system.
-	b, err := g.bind(ctx, cfg, r.b.configured)
+	b, err := g.bind(ctx, cfg, r.b.Configured())
 	if err != nil {
-		return fmt.Errorf("runtimeguard: bind %s: %w", r.b.configured, err)
+		return fmt.Errorf("runtimeguard: bind %s: %w", r.b.Configured(), err)
 	}
 	if b.id.Revision != r.To || b.id.ModulePath != r.Identity.ModulePath {
-		b.close()
+		b.Close()
 		return classed(ErrStale, "runtimeguard: bind: the checkout is at %q (%s), not at the planned %s: %s",
 			b.id.Revision, b.id.ModulePath, r.To, classWords(ErrStale))
 	}
@@ -445,21 +446,21 @@ func (r *Plan) Bind(ctx context.Context) error {
 	// what the plan proved.
 	o := g.observeRead(ctx, cfg, b, receiptsSince(r.b.receiptsAt))
 	if why := stillProven(&o, &r.Receipt); why != "" {
-		b.close()
+		b.Close()
 		return classed(ErrNotReady, "runtimeguard: bind: %s: %s", why, classWords(ErrNotReady))
 	}
 	g.bindMu.Lock()
 	if g.bound.Load() != r.b {
 		g.bindMu.Unlock()
-		b.close()
+		b.Close()
 		return errors.New("runtimeguard: bind: the guard was bound anew since the plan was made")
 	}
 	g.bound.Store(b)
 	if g.closed.Load() {
-		b.close()
+		b.Close()
 	}
 	g.bindMu.Unlock()
-	r.b.close() // the old binding's watches
+	r.b.Close() // the old binding's watches
 	r.b.replaced.fire()
 	g.staleSeen.Store(false)
 	cfg.log().Info("runtimeguard: bound to the reloaded code", "from", r.From, "to", r.To, "receipt", r.Receipt.ID)
@@ -563,8 +564,8 @@ func (g *Guard) Watch(ctx context.Context, interval time.Duration) error {
 // can answer from it: there is none, it is not watched, or an event touched
 // what it depends on since its read began.
 func dirty(b *binding) bool {
-	s := b.snap.Load()
-	return s == nil || s.claim == nil || s.claim.Dirty()
+	s := b.Snap()
+	return s == nil || s.Claim == nil || s.Claim.Dirty()
 }
 
 // afterChan is time.After as a channel of struct{}.
@@ -583,14 +584,14 @@ const watchEventGap = 5 * time.Millisecond
 // the guard is closed, or ctx is done; only the last is an error.
 func (g *Guard) watchBinding(ctx context.Context, b *binding, interval time.Duration) error {
 	closed := g.closedSignal().c
-	moved := b.pathSignal() // before the path is looked at: a change after it fires
+	moved := b.PathChanged() // before the path is looked at: a change after it fires
 	if wt := g.waiter(b); wt != nil {
 		defer wt.Close()
 		wctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		go func() {
 			select {
-			case <-moved.c:
+			case <-moved:
 			case <-closed:
 			case <-b.sig.c:
 			case <-b.replaced.c:
@@ -604,7 +605,7 @@ func (g *Guard) watchBinding(ctx context.Context, b *binding, interval time.Dura
 			if dirty(b) {
 				_ = g.EnsureCurrent()
 			}
-			if b.sig.fired() || b.replaced.fired() || moved.fired() {
+			if b.sig.fired() || b.replaced.fired() || isClosed(moved) {
 				return nil
 			}
 			// Wait only while the snapshot is clean: events that came
@@ -627,7 +628,7 @@ func (g *Guard) watchBinding(ctx context.Context, b *binding, interval time.Dura
 			return nil
 		case <-b.replaced.c:
 			return nil
-		case <-moved.c:
+		case <-moved:
 			return nil
 		case <-t.C:
 		}
@@ -640,8 +641,8 @@ func (g *Guard) watchBinding(ctx context.Context, b *binding, interval time.Dura
 
 // waiter is an event source for watching b, when b is on the watch path.
 func (g *Guard) waiter(b *binding) *watch.Waiter {
-	s := b.snap.Load()
-	if s == nil || s.claim == nil || b.unused() {
+	s := b.Snap()
+	if s == nil || s.Claim == nil || b.Unused() {
 		return nil
 	}
 	w, err := g.config().env.watch()
@@ -653,6 +654,16 @@ func (g *Guard) waiter(b *binding) *watch.Waiter {
 		return nil
 	}
 	return wt
+}
+
+// isClosed reports whether c is closed.
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // newSignal returns a signal that has not fired.

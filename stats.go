@@ -58,17 +58,3 @@ func (g *Guard) Stats() Stats {
 		ReloadsAbandoned: c.abandoned.Load(),
 	}
 }
-
-// countRead counts one full read of the checkout of b, for its guard.
-func (b *binding) countRead() {
-	if b.counts != nil {
-		b.counts.fullReads.Add(1)
-	}
-}
-
-// countTimeout counts one check of b that gave up waiting.
-func (b *binding) countTimeout() {
-	if b.counts != nil {
-		b.counts.readTimeouts.Add(1)
-	}
-}

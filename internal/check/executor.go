@@ -1,15 +1,23 @@
-package runtimeguard
+// Package check is the engine of a guard's checks: the bounded [Executor]
+// every file-system touch of a guard runs on, so that no caller waits past
+// its timeout and a file system that never answers holds at most one
+// goroutine per executor; and the [Binding] of one checkout, which proves
+// between checks that its files did not change (by watching them, or by
+// a stat of each) and reads it again once they did. Its errors are its
+// owner's, through [Errors].
+package check
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// executor runs a guard's work on one kind of files (a guard has two:
+// Executor runs a guard's work on one kind of files (a guard has two:
 // one for its checkout, its binds and the looks of its checks; one for
 // the updater's files, its plans and receipt listings) one piece at a
 // time, in order, on a goroutine that lives while work is queued. A caller waits for its work at most its timeout, or
@@ -22,8 +30,11 @@ import (
 // waits, and a caller that comes once the piece has run longer than its
 // timeout gives up at once, queueing nothing.
 //
-// The zero executor is ready.
-type executor struct {
+// Its methods and the functions that take it ([Submit], [Await]) are safe
+// for concurrent use; an Executor must not be copied once used.
+//
+// The zero Executor is ready.
+type Executor struct {
 	mu      sync.Mutex
 	queue   []*job
 	running *job // the piece the worker runs, or nil
@@ -31,7 +42,7 @@ type executor struct {
 }
 
 // job is one piece of work. done is closed once it returned, under the
-// executor's lock.
+// executor's lock. Its exported fields are promoted to [Task].
 type job struct {
 	run     func()
 	release func() // run once it returned, when no caller waited for it any more
@@ -39,69 +50,98 @@ type job struct {
 	done    chan struct{}
 	start   time.Time // when the worker took it; zero while queued
 	waiters int       // callers waiting for it
-	// at names what the piece is waiting on now (a path, or what it
+	// At names what the piece is waiting on now (a path, or what it
 	// does), for the error of a caller that gave up on it; nil when
-	// nothing is known.
-	at atomic.Pointer[string]
-	// err is set when the piece panicked (a *PanicError) or ended its
-	// goroutine (errExited), rather than return.
-	err error
+	// nothing is known. The piece stores it as it goes; the executor
+	// loads it, concurrently.
+	At atomic.Pointer[string]
+	// Err is set when the piece panicked (a *[Panic]) or ended its
+	// goroutine ([ErrExited]), rather than return. It is written before
+	// the piece's callers are answered, and read only after.
+	Err error
 }
 
-// errExited is the error of work that ended its goroutine (runtime.Goexit).
-var errExited = errors.New("the read ended its goroutine")
+// ErrExited is the error of work that ended its goroutine (runtime.Goexit).
+var ErrExited = errors.New("the read ended its goroutine")
+
+// Panic is the error of work that panicked and did not recover.
+type Panic struct {
+	// Value is the value the work panicked with.
+	Value any
+	// Stack is the goroutine's stack when it panicked.
+	Stack []byte
+}
+
+// Error returns the panic's value and stack.
+func (p *Panic) Error() string {
+	return fmt.Sprintf("read panicked: %v\n\n%s", p.Value, p.Stack)
+}
 
 // where is what the piece is on now, or "".
 func (j *job) where() string {
-	if p := j.at.Load(); p != nil {
+	if p := j.At.Load(); p != nil {
 		return *p
 	}
 	return ""
 }
 
-// task is a job with its result.
-type task[T any] struct {
+// Task is a piece of work with its result. The piece writes Val as it
+// runs; its callers read it once [Submit] returned the Task, and a Task
+// shared by the callers of a [Lane] must not be written by them.
+type Task[T any] struct {
 	job
-	val T
+	// Val is the piece's result.
+	Val T
 }
 
-// lane is a kind of work whose callers share pieces: one that comes while
+// Lane is a kind of work whose callers share pieces: one that comes while
 // a piece of the lane is queued, not yet begun, waits for that one rather
 // than queue another. So every caller is answered by a piece that began
-// after it came. Its fields are protected by the executor's lock.
-type lane[T any] struct {
-	pending *task[T] // queued, not yet begun
-	latest  *task[T] // the latest piece queued
+// after it came. Its fields are protected by the executor's lock: a Lane
+// belongs to one [Executor]. The zero Lane is ready.
+type Lane[T any] struct {
+	pending *Task[T] // queued, not yet begun
+	latest  *Task[T] // the latest piece queued
 }
 
-// stuck says why a caller gave up: what the piece it waited behind is on,
+// Stuck says why a caller gave up: what the piece it waited behind is on,
 // and for how long it waited or that piece had run; or its context's end.
-type stuck struct {
-	at    string
-	since time.Duration
-	// before is true when the piece running was past the caller's
+type Stuck struct {
+	// At is what the piece running was on ("" when unknown).
+	At string
+	// Since is how long the caller waited, or, when Before, how long the
+	// piece running had run when the caller came.
+	Since time.Duration
+	// Before is true when the piece running was past the caller's
 	// timeout already when it came.
-	before bool
-	ctx    error // the caller's context ended
+	Before bool
+	// Ctx is the caller's context's error when it ended; nil otherwise.
+	Ctx error
 }
 
-// submit runs fn on x, sharing the piece queued on l (nil: a piece of its
+// Submit runs fn on x, sharing the piece queued on l (nil: a piece of its
 // own), and waits for it at most timeout, or until ctx ends. release, when
-// not nil, releases what a piece that no caller took holds.
-func submit[T any](ctx context.Context, x *executor, l *lane[T], timeout time.Duration, fn func(*task[T]), release func(*task[T])) (*task[T], *stuck) {
+// not nil, releases what a piece that no caller took holds; it runs on the
+// executor's goroutine once fn returned.
+//
+// It returns the Task once the piece returned (its Err says whether it
+// panicked or ended its goroutine), else why the caller gave up; a caller
+// that comes while the piece running is past its timeout gives up at
+// once, queueing nothing.
+func Submit[T any](ctx context.Context, x *Executor, l *Lane[T], timeout time.Duration, fn func(*Task[T]), release func(*Task[T])) (*Task[T], *Stuck) {
 	x.mu.Lock()
 	if r := x.running; r != nil {
 		if since := time.Since(r.start); since > timeout {
 			x.mu.Unlock()
-			return nil, &stuck{at: r.where(), since: since, before: true}
+			return nil, &Stuck{At: r.where(), Since: since, Before: true}
 		}
 	}
-	var t *task[T]
+	var t *Task[T]
 	if l != nil && l.pending != nil {
 		t = l.pending
 		t.waiters++
 	} else {
-		t = &task[T]{job: job{done: make(chan struct{}), waiters: 1}}
+		t = &Task[T]{job: job{done: make(chan struct{}), waiters: 1}}
 		t.run = func() { fn(t) }
 		if release != nil {
 			t.release = func() { release(t) }
@@ -127,9 +167,9 @@ func submit[T any](ctx context.Context, x *executor, l *lane[T], timeout time.Du
 	return t, nil
 }
 
-// await waits at most timeout for the latest piece of l, if any, to
+// Await waits at most timeout for the latest piece of l, if any, to
 // return, and reports whether it did. It queues nothing.
-func await[T any](x *executor, l *lane[T], timeout time.Duration) bool {
+func Await[T any](x *Executor, l *Lane[T], timeout time.Duration) bool {
 	x.mu.Lock()
 	t := l.latest
 	x.mu.Unlock()
@@ -151,8 +191,8 @@ func await[T any](x *executor, l *lane[T], timeout time.Duration) bool {
 	}
 }
 
-// wait waits for j as submit does; shared is true for a piece of a lane.
-func (x *executor) wait(ctx context.Context, j *job, timeout time.Duration, shared bool) *stuck {
+// wait waits for j as Submit does; shared is true for a piece of a lane.
+func (x *Executor) wait(ctx context.Context, j *job, timeout time.Duration, shared bool) *Stuck {
 	select {
 	case <-j.done:
 		return nil
@@ -160,13 +200,13 @@ func (x *executor) wait(ctx context.Context, j *job, timeout time.Duration, shar
 	}
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	s := &stuck{since: timeout}
+	s := &Stuck{Since: timeout}
 	select {
 	case <-j.done:
 		return nil
 	case <-timer.C:
 	case <-ctx.Done():
-		s.ctx = ctx.Err()
+		s.Ctx = ctx.Err()
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -189,13 +229,13 @@ func (x *executor) wait(ctx context.Context, j *job, timeout time.Duration, shar
 		close(j.done)
 	}
 	if r := x.running; r != nil {
-		s.at = r.where()
+		s.At = r.where()
 	}
 	return s
 }
 
 // serve is the worker: it runs the queue's pieces until it is empty.
-func (x *executor) serve() {
+func (x *Executor) serve() {
 	for {
 		x.mu.Lock()
 		if len(x.queue) == 0 {
@@ -220,15 +260,15 @@ func (x *executor) serve() {
 
 // runOne runs j and reports whether the worker may go on: false when j
 // ended its goroutine, in which case another worker takes the queue. A
-// panic that j did not recover becomes its *PanicError.
-func (x *executor) runOne(j *job) (ok bool) {
+// panic that j did not recover becomes its *Panic.
+func (x *Executor) runOne(j *job) (ok bool) {
 	defer func() {
 		if !ok {
 			if p := recover(); p != nil {
-				j.err = &PanicError{Value: p, Stack: debug.Stack()}
+				j.Err = &Panic{Value: p, Stack: debug.Stack()}
 				ok = true
 			} else {
-				j.err = errExited
+				j.Err = ErrExited
 			}
 		}
 		x.mu.Lock()

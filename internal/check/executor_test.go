@@ -1,4 +1,4 @@
-package runtimeguard
+package check
 
 import (
 	"context"
@@ -15,11 +15,11 @@ import (
 
 // blocked queues a piece on x that runs until release is closed, and
 // returns once it runs.
-func blocked(t *testing.T, x *executor, release <-chan struct{}) {
+func blocked(t *testing.T, x *Executor, release <-chan struct{}) {
 	t.Helper()
 	running := make(chan struct{})
 	go func() {
-		_, _ = submit(context.Background(), x, nil, time.Hour, func(t *task[int]) {
+		_, _ = Submit(context.Background(), x, nil, time.Hour, func(t *Task[int]) {
 			close(running)
 			<-release
 		}, nil)
@@ -31,8 +31,8 @@ func blocked(t *testing.T, x *executor, release <-chan struct{}) {
 // share that piece: behind a piece that blocks, a hundred callers are
 // answered by one run, which began after each of them came.
 func TestExecutorCallersShareAPiece(t *testing.T) {
-	var x executor
-	var l lane[int]
+	var x Executor
+	var l Lane[int]
 	release := make(chan struct{})
 	blocked(t, &x, release)
 	var runs atomic.Int32
@@ -42,11 +42,11 @@ func TestExecutorCallersShareAPiece(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tk, s := submit(context.Background(), &x, &l, time.Minute, func(t *task[int]) {
-				t.val = int(runs.Add(1))
+			tk, s := Submit(context.Background(), &x, &l, time.Minute, func(t *Task[int]) {
+				t.Val = int(runs.Add(1))
 			}, nil)
 			if assert.Nil(t, s) {
-				vals[i] = tk.val
+				vals[i] = tk.Val
 			}
 		}()
 	}
@@ -62,9 +62,9 @@ func TestExecutorCallersShareAPiece(t *testing.T) {
 		assert.Equal(t, 1, v)
 	}
 	// A caller that comes after the piece began gets a piece of its own.
-	tk, s := submit(context.Background(), &x, &l, time.Minute, func(t *task[int]) { t.val = int(runs.Add(1)) }, nil)
+	tk, s := Submit(context.Background(), &x, &l, time.Minute, func(t *Task[int]) { t.Val = int(runs.Add(1)) }, nil)
 	require.Nil(t, s)
-	assert.Equal(t, 2, tk.val)
+	assert.Equal(t, 2, tk.Val)
 }
 
 // A piece that never returns holds the executor's goroutine: its caller
@@ -73,73 +73,73 @@ func TestExecutorCallersShareAPiece(t *testing.T) {
 // is dropped, never run; once the piece returns, the executor serves
 // again, and what an abandoned piece holds is released.
 func TestExecutorHungPieceTimesOut(t *testing.T) {
-	var x executor
+	var x Executor
 	release := make(chan struct{})
 	var held atomic.Int32
 	at := "/hung/file"
-	_, s := submit(context.Background(), &x, nil, 50*time.Millisecond, func(t *task[int]) {
-		t.at.Store(&at)
+	_, s := Submit(context.Background(), &x, nil, 50*time.Millisecond, func(t *Task[int]) {
+		t.At.Store(&at)
 		held.Add(1)
 		<-release
-		t.val = 1
-	}, func(t *task[int]) { held.Add(-1) })
+		t.Val = 1
+	}, func(t *Task[int]) { held.Add(-1) })
 	require.NotNil(t, s)
-	assert.Equal(t, at, s.at)
-	assert.False(t, s.before)
+	assert.Equal(t, at, s.At)
+	assert.False(t, s.Before)
 
 	var behind atomic.Bool
-	_, s = submit(context.Background(), &x, nil, 10*time.Millisecond, func(*task[int]) { behind.Store(true) }, nil)
+	_, s = Submit(context.Background(), &x, nil, 10*time.Millisecond, func(*Task[int]) { behind.Store(true) }, nil)
 	require.NotNil(t, s, "the piece running is past this caller's timeout")
-	assert.True(t, s.before)
-	assert.Equal(t, at, s.at)
+	assert.True(t, s.Before)
+	assert.Equal(t, at, s.At)
 	x.mu.Lock()
 	assert.Empty(t, x.queue, "queued behind a piece past the timeout")
 	x.mu.Unlock()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var ran atomic.Bool
-	done := make(chan *stuck)
+	done := make(chan *Stuck)
 	go func() {
-		_, s := submit(ctx, &x, nil, time.Hour, func(t *task[int]) { ran.Store(true) }, nil)
+		_, s := Submit(ctx, &x, nil, time.Hour, func(t *Task[int]) { ran.Store(true) }, nil)
 		done <- s
 	}()
 	require.Eventually(t, func() bool { x.mu.Lock(); defer x.mu.Unlock(); return len(x.queue) == 1 }, 10*time.Second, time.Millisecond)
 	cancel()
 	s = <-done
 	require.NotNil(t, s)
-	assert.ErrorIs(t, s.ctx, context.Canceled)
+	assert.ErrorIs(t, s.Ctx, context.Canceled)
 
 	close(release)
 	require.Eventually(t, func() bool { return held.Load() == 0 }, 10*time.Second, time.Millisecond, "the abandoned piece's hold released")
-	tk, s := submit(context.Background(), &x, nil, time.Minute, func(t *task[int]) { t.val = 2 }, nil)
+	tk, s := Submit(context.Background(), &x, nil, time.Minute, func(t *Task[int]) { t.Val = 2 }, nil)
 	require.Nil(t, s)
-	assert.Equal(t, 2, tk.val)
+	assert.Equal(t, 2, tk.Val)
 	assert.False(t, ran.Load(), "the piece whose caller gave up in the queue ran")
 	assert.False(t, behind.Load(), "a piece queued behind the hung one ran")
 }
 
-// A piece that panics answers its callers with a *PanicError, and one that
+// A piece that panics answers its callers with a *Panic, and one that
 // ends its goroutine (runtime.Goexit, as t.FailNow does) with an error;
 // neither wedges the executor, which answers the pieces queued behind
 // them and the next.
 func TestExecutorPanicAndGoexit(t *testing.T) {
-	var x executor
+	var x Executor
 	release := make(chan struct{})
 	blocked(t, &x, release)
 	type result struct {
-		tk *task[int]
-		s  *stuck
+		tk *Task[int]
+		s  *Stuck
 	}
-	fns := []func(*task[int]){
-		func(*task[int]) { panic(errors.New("the reader broke")) },
-		func(*task[int]) { runtime.Goexit() },
-		func(t *task[int]) { t.val = 3 },
+	fns := []func(*Task[int]){
+		func(*Task[int]) { panic(errors.New("the reader broke")) },
+		func(*Task[int]) { runtime.Goexit() },
+		func(t *Task[int]) { t.Val = 3 },
 	}
 	results := make([]chan result, len(fns))
 	for i, fn := range fns {
 		results[i] = make(chan result, 1)
 		go func() {
-			tk, s := submit(context.Background(), &x, nil, time.Minute, fn, nil)
+			tk, s := Submit(context.Background(), &x, nil, time.Minute, fn, nil)
 			results[i] <- result{tk, s}
 		}()
 		require.Eventually(t, func() bool { x.mu.Lock(); defer x.mu.Unlock(); return len(x.queue) == i+1 }, 10*time.Second, time.Millisecond)
@@ -147,30 +147,31 @@ func TestExecutorPanicAndGoexit(t *testing.T) {
 	close(release)
 	r := <-results[0]
 	require.Nil(t, r.s)
-	var pe *PanicError
-	require.ErrorAs(t, r.tk.err, &pe)
-	assert.EqualError(t, pe.Unwrap(), "the reader broke")
+	var pe *Panic
+	require.ErrorAs(t, r.tk.Err, &pe)
+	assert.EqualError(t, pe.Value.(error), "the reader broke")
+	assert.NotEmpty(t, pe.Stack)
 	r = <-results[1]
 	require.Nil(t, r.s)
-	assert.ErrorIs(t, r.tk.err, errExited)
+	assert.ErrorIs(t, r.tk.Err, ErrExited)
 	r = <-results[2]
 	require.Nil(t, r.s)
-	assert.NoError(t, r.tk.err)
-	assert.Equal(t, 3, r.tk.val)
-	tk, s := submit(context.Background(), &x, nil, time.Minute, func(t *task[int]) { runtime.Goexit() }, nil)
+	assert.NoError(t, r.tk.Err)
+	assert.Equal(t, 3, r.tk.Val)
+	tk, s := Submit(context.Background(), &x, nil, time.Minute, func(t *Task[int]) { runtime.Goexit() }, nil)
 	require.Nil(t, s)
-	assert.ErrorIs(t, tk.err, errExited)
-	tk, s = submit(context.Background(), &x, nil, time.Minute, func(t *task[int]) { t.val = 4 }, nil)
+	assert.ErrorIs(t, tk.Err, ErrExited)
+	tk, s = Submit(context.Background(), &x, nil, time.Minute, func(t *Task[int]) { t.Val = 4 }, nil)
 	require.Nil(t, s)
-	assert.Equal(t, 4, tk.val)
+	assert.Equal(t, 4, tk.Val)
 }
 
 // An executor with nothing to do holds no goroutine: its worker ends once
 // the queue is empty.
 func TestExecutorIdleHoldsNoGoroutine(t *testing.T) {
-	var x executor
+	var x Executor
 	for i := 0; i < 100; i++ {
-		_, s := submit(context.Background(), &x, nil, time.Minute, func(t *task[int]) {}, nil)
+		_, s := Submit(context.Background(), &x, nil, time.Minute, func(t *Task[int]) {}, nil)
 		require.Nil(t, s)
 	}
 	require.Eventually(t, func() bool { x.mu.Lock(); defer x.mu.Unlock(); return !x.working }, 10*time.Second, time.Millisecond)

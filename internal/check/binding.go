@@ -1,0 +1,555 @@
+package check
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
+	"github.com/runtimeguard/runtimeguard/internal/gitread"
+	"github.com/runtimeguard/runtimeguard/internal/watch"
+)
+
+// Binding is one bound checkout and the proof, kept between checks, that
+// its files did not change: the watch path (an inotify subscription armed
+// by each full read, so that a check costs one system call) where the
+// platform and file system allow, else the stat path (a stat of every file
+// the answer depends on).
+//
+// Its methods are safe for concurrent use. Every stat and read of the
+// checkout runs on its [Executor], on the lane of its looks, so that the
+// checks in flight around one look share it; no caller waits for one
+// past its timeout. A Binding is made by [NewBinding].
+type Binding struct {
+	// configured is the module path as configured, absolute (see
+	// gitread.Abs: on Unix, not cleaned) with its links unresolved: every
+	// full read resolves it again, and a path that now leads to another
+	// module file makes the runtime stale.
+	configured string
+	// module is the module file the binding bound to (see Bind); "" until
+	// then.
+	module string
+
+	snap atomic.Pointer[Snapshot]
+	// failed is the latest full read's failure, when what decided it is
+	// the content of files it depends on, settled: while a stat of each
+	// finds them unchanged, it is the answer, and nothing is read again
+	// (a sparse index of 256 MiB is not read whole on every check).
+	failed atomic.Pointer[failure]
+
+	// sub is the binding's inotify subscription, on the watch path; nil
+	// on the stat path, and watchWhy then says why (for diagnostics). A
+	// binding whose arming failed subscribes again on its next full read,
+	// unless watchOff (no watcher in this process, or Options.Check "stat") or
+	// closed (the guard no longer uses it, or was closed).
+	sub      *subRef
+	watchWhy atomic.Pointer[string]
+	watchOff atomic.Bool
+	closed   atomic.Bool
+	// guardClosed is the guard's: set by Guard.Close.
+	guardClosed *atomic.Bool
+	// pathSig fires, and is replaced, whenever checks of the unchanged
+	// checkout change path (watch or stat): a Guard.Watch picks its event
+	// source again.
+	pathSig atomic.Pointer[signal]
+	cleanup sync.Once // registers the closing of sub with the collector
+	// readModule is the module file the configured path led to at the
+	// latest full read, when it succeeded (links resolved): see
+	// InstallDirs.
+	readModule atomic.Pointer[string]
+
+	// x is the guard's executor, which runs every look at the checkout;
+	// looks is the lane of the binding's looks (the stats of the stat
+	// path, full reads).
+	x     *Executor
+	looks Lane[Result]
+	// reads and timeouts count full reads and the checks that gave up
+	// waiting; nil for none.
+	reads, timeouts *atomic.Uint64
+	errs            Errors
+}
+
+// Errors are the errors a [Binding] answers with, in its owner's words.
+// Each func is called with what the binding knows and must not be nil.
+type Errors struct {
+	// Timeout is the error of a check that gave up waiting for the
+	// checkout; msg says what it waited for, and for how long.
+	Timeout func(msg string) error
+	// NoRevision is why a read of the checkout found no revision, from
+	// the read's reason (possibly "").
+	NoRevision func(reason string) error
+	// Panic is the error of a read that panicked.
+	Panic func(value any, stack []byte) error
+}
+
+// Env is what a binding reads the checkout through. Its methods are
+// called from the executor's goroutine.
+type Env interface {
+	// Now is the time now.
+	Now() time.Time
+	// FS is the file system the checkout is read from.
+	FS() *gitread.FS
+	// Watcher is the process's inotify watcher, or why there is none.
+	Watcher() (*watch.Watcher, error)
+}
+
+// NewBinding returns a binding of the configured path abs that has read
+// nothing yet, whose looks run on x. guardClosed, when not nil, is set
+// once the guard that uses the binding is closed; reads and timeouts,
+// when not nil, count its full reads and the checks that gave up waiting.
+func NewBinding(x *Executor, abs string, guardClosed *atomic.Bool, reads, timeouts *atomic.Uint64, errs Errors) *Binding {
+	return &Binding{x: x, configured: abs, sub: new(subRef), guardClosed: guardClosed, reads: reads, timeouts: timeouts, errs: errs}
+}
+
+// Bind records the module file the binding bound to: a later full read
+// whose configured path leads to another is an error matching
+// [ErrElsewhere]. It must be called before the binding is shared, not
+// concurrently with a look.
+func (b *Binding) Bind(module string) { b.module = module }
+
+// Configured is the module path as configured (see [NewBinding]).
+func (b *Binding) Configured() string { return b.configured }
+
+// Snap is the latest full read's snapshot, or nil before the first.
+func (b *Binding) Snap() *Snapshot { return b.snap.Load() }
+
+// Sub is the binding's inotify subscription, or nil off the watch path.
+func (b *Binding) Sub() *watch.Sub { return b.sub.Load() }
+
+func (b *Binding) countRead() {
+	if b.reads != nil {
+		b.reads.Add(1)
+	}
+}
+
+func (b *Binding) countTimeout() {
+	if b.timeouts != nil {
+		b.timeouts.Add(1)
+	}
+}
+
+// failure is a full read's failure and the files that decided it.
+type failure struct {
+	deps gitread.Deps
+	err  error
+}
+
+// subRef holds a binding's subscription apart from the binding, so that
+// the garbage collector can close it once the binding is unreachable.
+type subRef struct{ atomic.Pointer[watch.Sub] }
+
+// Snapshot is the result of a full read with the stamps of every file it
+// depends on. Trusted is false when a stamp could hide a later change.
+// Claim, when the binding's inotify subscription was armed for these files
+// by the read, proves them unchanged: the watch path; nil on the stat
+// path. A published Snapshot is never written again.
+type Snapshot struct {
+	// Rev is the revision the read found, or "".
+	Rev string
+	// Deps are the files the answer depends on, with their stamps.
+	Deps gitread.Deps
+	// Trusted is true when no stamp of Deps could hide a later change.
+	Trusted bool
+	// Claim is the watch's proof of Deps; nil on the stat path.
+	Claim *watch.Read
+	// NoRev is why Rev is empty (see Errors.NoRevision); nil otherwise.
+	NoRev error
+	// Index is the read's answer of the index, when its stamp was settled
+	// as the read began: the next read takes it again where a stat finds
+	// the index unchanged, and does not read it.
+	Index *gitread.Index
+}
+
+// Result is what one look at the checkout found: the revision, or why
+// there is none.
+type Result struct {
+	// Rev is the revision, or "".
+	Rev string
+	// Err is why the look found no answer.
+	Err error
+	// Checkout is what a full read found (zero for a look answered by
+	// stats).
+	Checkout gitread.Checkout
+	// Snap is the snapshot of the answer; nil unless the look succeeded.
+	Snap *Snapshot
+	// Unchanged, for a binding's first read, is true when a stat of every
+	// file it depended on, after it returned, found it unchanged.
+	Unchanged bool
+}
+
+// readCall is one look at the checkout: a stat of each file the snapshot
+// depends on, or a full read.
+type readCall = Task[Result]
+
+// Current returns the checkout's revision now: from the snapshot when the
+// watch proves nothing changed (one system call, in the caller's
+// goroutine: it cannot block), or a stat of each of its files does, else
+// from a full read. Stats and reads run on a goroutine of their own: see
+// look.
+//
+// A check whose snapshot's read was overtaken by a read that began
+// meanwhile (another check found a change, or its own poll was not sure)
+// waits for that read and asks again of its snapshot: a read not
+// overtaken answers for now, whenever it began, since every change after
+// it began is reported. So the checks in flight around one read of a herd
+// start no read each after it.
+//
+// The waits for those reads and the check's own look share one timeout:
+// no check waits longer than timeout for the checkout in all.
+func (b *Binding) Current(e Env, alwaysRead bool, timeout time.Duration) (string, error) {
+	var since time.Time // when the first wait for a read began
+	waited := false
+	for retry := 0; !alwaysRead; retry++ {
+		s := b.snap.Load()
+		if s == nil || s.Claim == nil {
+			break
+		}
+		if s.Claim.Unchanged() || s.Claim.Recheck() {
+			return s.Rev, s.NoRev
+		}
+		if retry == maxOvertaken || !s.Claim.Overtaken() {
+			break
+		}
+		if !waited {
+			since, waited = time.Now(), true
+		}
+		if !Await(b.x, &b.looks, timeout-time.Since(since)) {
+			break
+		}
+	}
+	if waited {
+		left := timeout - time.Since(since)
+		if left <= 0 {
+			b.countTimeout()
+			return "", b.errs.Timeout(fmt.Sprintf("the reads of %s a check waited for took its whole %v", b.configured, timeout))
+		}
+		timeout = left
+	}
+	call, err := b.Look(context.Background(), e, alwaysRead, timeout, false)
+	if err != nil {
+		return "", err
+	}
+	if r := &call.Val; r.Err == nil && r.Snap != nil {
+		return r.Rev, r.Snap.NoRev
+	}
+	return call.Val.Rev, call.Val.Err
+}
+
+// maxOvertaken bounds the reads a check waits for, each of which began
+// after its snapshot's, before it starts one of its own.
+const maxOvertaken = 2
+
+// Look returns a look at the checkout that began after the caller
+// arrived: one queued on the binding's lane and not yet begun, else a new
+// one. Looks run on the guard's executor, and no caller waits longer than
+// timeout, or past ctx: a stat or read that never returns (a hung file
+// system) costs one goroutine, and every check meanwhile fails closed,
+// naming what it is blocked on.
+//
+// A look first stats the files of a trusted snapshot of the stat path,
+// unless mustExist (a first read) or alwaysRead; where they are
+// unchanged it answers with the snapshot, else it reads the checkout.
+func (b *Binding) Look(ctx context.Context, e Env, alwaysRead bool, timeout time.Duration, mustExist bool) (*Task[Result], error) {
+	l := &b.looks
+	if mustExist {
+		l = nil // a bind's read is its own
+	}
+	call, stuck := Submit(ctx, b.x, l, timeout, func(c *readCall) { b.run(c, e, alwaysRead, mustExist) }, nil)
+	if stuck == nil {
+		if p, ok := call.Err.(*Panic); ok {
+			return nil, b.errs.Panic(p.Value, p.Stack)
+		}
+		if call.Err != nil {
+			return nil, call.Err
+		}
+		return call, nil
+	}
+	if stuck.Ctx != nil {
+		return nil, stuck.Ctx
+	}
+	b.countTimeout()
+	on := ""
+	if stuck.At != "" {
+		on = ", blocked on " + stuck.At
+	}
+	if stuck.Before {
+		return nil, b.errs.Timeout(fmt.Sprintf("a look at %s has not returned in %v%s", b.configured, stuck.Since.Round(time.Millisecond), on))
+	}
+	return nil, b.errs.Timeout(fmt.Sprintf("a look at %s did not return within %v%s", b.configured, stuck.Since, on))
+}
+
+// statsUnchanged stats each of deps and reports whether all still have
+// their stamps; c names the one being statted.
+func statsUnchanged(c *readCall, fs *gitread.FS, deps gitread.Deps) bool {
+	for i := range deps {
+		c.At.Store(&deps[i].Path)
+		if !deps[i].Unchanged(fs) {
+			return false
+		}
+	}
+	return true
+}
+
+// tracking is fs with every call naming its path in at first.
+func tracking(fs *gitread.FS, at *atomic.Pointer[string]) *gitread.FS {
+	t := &gitread.FS{
+		Stat: func(p string) (fsread.Stamp, error) {
+			at.Store(&p)
+			return fs.Stat(p)
+		},
+		Lstat: func(p string) (fsread.Stamp, error) {
+			at.Store(&p)
+			return fs.Lstat(p)
+		},
+		ReadFile: func(p string, limit int64, nofollow bool) ([]byte, fsread.Stamp, error) {
+			at.Store(&p)
+			return fs.ReadFile(p, limit, nofollow)
+		},
+	}
+	if fs.Open != nil {
+		t.Open = func(p string, limit int64, nofollow bool) (io.ReadCloser, fsread.Stamp, error) {
+			at.Store(&p)
+			return fs.Open(p, limit, nofollow)
+		}
+	}
+	if fs.ReadEnds != nil {
+		t.ReadEnds = func(p string, n int, nofollow bool) ([]byte, []byte, fsread.Stamp, error) {
+			at.Store(&p)
+			return fs.ReadEnds(p, n, nofollow)
+		}
+	}
+	return t
+}
+
+// arming is what a read is on while it adds its inotify watches.
+var arming = "the inotify watches of its files"
+
+// run performs one full read, publishes its snapshot and hands its result
+// to the waiting callers. A panic in the read becomes the error of
+// Errors.Panic: the runtime is then stale, and the host lives on.
+//
+// The previous snapshot stays published while the read runs: it remains a
+// valid proof for any check whose stats still match it.
+func (b *Binding) run(call *readCall, e Env, alwaysRead, mustExist bool) {
+	r := &call.Val
+	defer func() {
+		if p := recover(); p != nil {
+			r.Rev, r.Snap = "", nil
+			r.Err = b.errs.Panic(p, debug.Stack())
+		}
+	}()
+	if s := b.snap.Load(); s != nil && !alwaysRead && !mustExist && s.Claim == nil && s.Trusted && statsUnchanged(call, e.FS(), s.Deps) {
+		r.Rev, r.Snap = s.Rev, s
+		return
+	}
+	if f := b.failed.Load(); f != nil && !alwaysRead && !mustExist && statsUnchanged(call, e.FS(), f.deps) {
+		r.Err = f.err // the same files: the same failure, not read again
+		return
+	}
+	start := e.Now()
+	claim, watching := b.armable(e, alwaysRead)
+	fsys := tracking(e.FS(), &call.At)
+	b.countRead()
+	var prevIndex *gitread.Index
+	if s := b.snap.Load(); s != nil && !alwaysRead && !mustExist {
+		prevIndex = s.Index
+	}
+	c, deps, routes, index, err := gitread.ReadWith(fsys, b.configured, mustExist, prevIndex, watching)
+	r.Checkout = c
+	if err == nil {
+		b.readModule.Store(&c.ModulePath)
+	} else {
+		b.readModule.Store(nil)
+	}
+	switch {
+	case err != nil:
+		r.Err = err
+		if !alwaysRead && gitread.FromContent(err) && deps.Settled(start) {
+			b.failed.Store(&failure{deps: deps, err: err})
+		}
+		return
+	case b.module != "" && c.ModulePath != b.module:
+		r.Err = fmt.Errorf("%s now leads to %s, not to %s: %w", b.configured, c.ModulePath, b.module, ErrElsewhere)
+		return
+	}
+	s := &Snapshot{Rev: c.Revision, Deps: deps, Trusted: !alwaysRead && deps.Settled(start)}
+	if index != nil && !alwaysRead && index.Settled(start) {
+		s.Index = index
+	}
+	if c.Revision == "" {
+		s.NoRev = b.errs.NoRevision(c.Reason)
+	}
+	if watching && b.sub.Load() == claim.Sub() {
+		call.At.Store(&arming)
+		if b.arm(fsys, claim.Sub(), deps, routes, start) {
+			s.Claim = &claim
+		}
+	}
+	if mustExist {
+		r.Unchanged = deps.Unchanged(fsys)
+	}
+	b.failed.Store(nil)
+	if prev := b.snap.Swap(s); prev == nil || (prev.Claim != nil) != (s.Claim != nil) {
+		b.pathChanged()
+	}
+	r.Rev, r.Snap = c.Revision, s
+}
+
+// signal is a channel closed once.
+type signal struct {
+	c    chan struct{}
+	once sync.Once
+}
+
+func newSignal() *signal { return &signal{c: make(chan struct{})} }
+
+func (s *signal) fire() { s.once.Do(func() { close(s.c) }) }
+
+// PathChanged returns a channel closed when checks of the unchanged
+// checkout change path (watch or stat) next.
+func (b *Binding) PathChanged() <-chan struct{} {
+	if s := b.pathSig.Load(); s != nil {
+		return s.c
+	}
+	b.pathSig.CompareAndSwap(nil, newSignal())
+	return b.pathSig.Load().c
+}
+
+// pathChanged fires the path signal and makes a new one.
+func (b *Binding) pathChanged() {
+	if old := b.pathSig.Swap(newSignal()); old != nil {
+		old.fire()
+	}
+}
+
+// Unused reports whether the binding may no longer watch: its guard no
+// longer uses it (see Close), or was closed.
+func (b *Binding) Unused() bool {
+	return b.closed.Load() || b.guardClosed != nil && b.guardClosed.Load()
+}
+
+// InstallDirs are the source directories whose recovery markers count:
+// the bound one, sourceDir, and, where the configured path now leads to
+// another directory (a deploy flipped a link), that one, whose code a
+// reload would load.
+//
+// Where the latest full read succeeded, the directory it resolved the
+// configured path to is the one: every check looks at the checkout first,
+// and reads it again once anything on the way to the module changed. Else
+// the path is resolved again.
+func (b *Binding) InstallDirs(sourceDir string) []string {
+	if b.configured == "" {
+		return []string{sourceDir}
+	}
+	dirs := []string{sourceDir}
+	mod, err := "", error(nil)
+	if m := b.readModule.Load(); m != nil {
+		mod = *m
+	} else if mod, err = gitread.ResolvePath(b.configured); err != nil {
+		return dirs
+	}
+	if filepath.Dir(mod) != sourceDir {
+		dirs = append(dirs, filepath.Dir(mod))
+	}
+	return dirs
+}
+
+// ErrElsewhere is a configured module path that now leads to another file
+// than the one the guard bound to.
+var ErrElsewhere = errors.New("the module path leads elsewhere")
+
+// armable prepares a full read on the watch path: it subscribes the
+// binding, where the platform has inotify, on its first read and on every
+// read after an arming failed (a file system that now reports its
+// changes, a watch limit no longer reached), and begins the read on the
+// subscription, so that every change from here on is seen. It returns the
+// read's claim, and false on the stat path.
+func (b *Binding) armable(e Env, alwaysRead bool) (watch.Read, bool) {
+	if alwaysRead || b.watchOff.Load() || b.Unused() {
+		return watch.Read{}, false
+	}
+	sub := b.sub.Load()
+	if sub == nil {
+		w, err := e.Watcher()
+		if err != nil {
+			b.watchOff.Store(true)
+			b.setWatchWhy(err.Error())
+			return watch.Read{}, false
+		}
+		sub = w.Subscribe()
+		if !b.sub.CompareAndSwap(nil, sub) {
+			sub.Close()
+			return watch.Read{}, false
+		}
+		b.cleanup.Do(func() {
+			runtime.AddCleanup(b, func(r *subRef) {
+				if s := r.Swap(nil); s != nil {
+					s.Close()
+				}
+			}, b.sub)
+		})
+		if b.Unused() { // closed meanwhile
+			b.Close()
+			return watch.Read{}, false
+		}
+	}
+	return sub.Begin(), true
+}
+
+// arm watches what a read found its answer depends on, as it reached it,
+// and reports whether the watch may vouch for it (see watch.Sub.Arm). A
+// file system that does not report its changes, or the watch limit, keeps
+// the stat path, and says why.
+func (b *Binding) arm(fsys *gitread.FS, sub *watch.Sub, deps gitread.Deps, routes []gitread.Route, start time.Time) bool {
+	if err := sub.Arm(deps, routes, fsys, start); err != nil {
+		b.setWatchWhy(err.Error())
+		if b.sub.CompareAndSwap(sub, nil) {
+			sub.Close()
+		}
+		return false
+	}
+	return true
+}
+
+func (b *Binding) setWatchWhy(why string) { b.watchWhy.Store(&why) }
+
+// The words of Options.Check and Observation.Check.
+const (
+	Watch = "watch" // checks watch the checkout's files
+	Stat  = "stat"  // checks stat them
+	Read  = "read"  // checks read the checkout
+)
+
+// Path says how a check of the unchanged checkout proves it unchanged
+// ([Watch], [Stat] or [Read]), and why not by watching.
+func (b *Binding) Path(alwaysRead bool) (check, why string) {
+	if alwaysRead {
+		return Read, `Options.Check is "read"`
+	}
+	if s := b.snap.Load(); s != nil && s.Claim != nil {
+		return Watch, ""
+	}
+	if w := b.watchWhy.Load(); w != nil {
+		why = *w
+	}
+	return Stat, why
+}
+
+// Close drops the binding's subscription for good: a binding no guard
+// uses, or a closed guard's. A read still in flight finds it closed, and
+// no later read subscribes again. Checks on the watch path turn to the
+// stat path.
+func (b *Binding) Close() {
+	b.closed.Store(true)
+	if sub := b.sub.Swap(nil); sub != nil {
+		sub.Close()
+	}
+	b.pathChanged()
+}

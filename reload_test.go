@@ -473,3 +473,21 @@ func (w countingWriter) Write(p []byte) (int, error) {
 	w.h.lines += strings.Count(string(p), "\n")
 	return len(p), nil
 }
+
+// A Plan that Guard.PlanReload did not make (a nil one, the zero Plan)
+// answers every method with an error or nothing, never a panic.
+func TestPlanNotMadeByPlanReload(t *testing.T) {
+	for name, p := range map[string]*Plan{"nil": nil, "zero": new(Plan)} {
+		t.Run(name, func(t *testing.T) {
+			assert.NotPanics(t, p.Release)
+			assert.Nil(t, p.LockFile())
+			assert.NotPanics(t, func() {
+				assert.Error(t, p.Schedule())
+			})
+			assert.NotPanics(t, func() {
+				assert.ErrorContains(t, p.Bind(context.Background()), "not made by Guard.PlanReload")
+			})
+			assert.NotPanics(t, p.Release)
+		})
+	}
+}

@@ -426,7 +426,7 @@ func (r *Plan) Bind(ctx context.Context) error {
 	g := r.g
 	defer r.Release()
 	if r.isDone() {
-		return errors.New("runtimeguard: bind: the plan was released")
+		return errors.New("runtimeguard: bind: the plan was released or carried out")
 	}
 	cfg := g.config()
 	if g.bound.Load() != r.b {

@@ -188,7 +188,7 @@ func TestWatchBindMountOverRefs(t *testing.T) {
 	assert.Equal(t, moved, se.Current)
 }
 
-// A guard that cannot watch keeps the stat path and says why; AlwaysRead
+// A guard that cannot watch keeps the stat path and says why; Options.Check "read"
 // reads.
 func TestCheckPathIsReported(t *testing.T) {
 	dir := tempDir(t)

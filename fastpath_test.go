@@ -273,8 +273,8 @@ func TestSwappedLinkToCheckoutIsStale(t *testing.T) {
 	assert.ErrorIs(t, se, errElsewhere)
 }
 
-// With AlwaysRead no snapshot is trusted: every check reads.
-func TestAlwaysReadNeverTrusts(t *testing.T) {
+// With Options.Check "read" no snapshot is trusted: every check reads.
+func TestCheckReadNeverTrusts(t *testing.T) {
 	dir := tempDir(t)
 	module, _ := agentRepo(t, dir)
 	g, err := newGuard(Options{ModulePath: module, HomeDir: dir, Check: "read"}, settledEnv())

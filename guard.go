@@ -143,6 +143,9 @@ func (g *Guard) Capture(modulePath string) error {
 	cfg := g.config()
 	abs, err := gitread.Abs(modulePath)
 	if err != nil {
+		if modulePath == "" { // leads to no file
+			err = &classError{err, ErrNoModule}
+		}
 		return fmt.Errorf("runtimeguard: %w", err)
 	}
 	for {

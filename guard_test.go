@@ -596,3 +596,13 @@ func TestZeroGuardIsUsable(t *testing.T) {
 	assert.Equal(t, defaultMessage, se.Message)
 	assert.Equal(t, UpdateUnverified, se.State)
 }
+
+// An empty module path leads to no file: Capture's error says so in the
+// class a host acts on, as for a path that names a missing file.
+func TestCaptureEmptyPathIsNoModule(t *testing.T) {
+	var g Guard
+	err := g.Capture("")
+	require.ErrorIs(t, err, ErrNoModule)
+	assert.Equal(t, "runtimeguard: empty module path", err.Error())
+	assert.Empty(t, g.Identity())
+}

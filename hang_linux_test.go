@@ -207,7 +207,7 @@ func TestNewWithAHungHome(t *testing.T) {
 // Close returns at once while a Plan.Bind waits on a home that does not
 // answer (Plan.Bind holds no lock of the guard while it reads), and the
 // Plan.Bind returns once its context ends.
-func TestCloseWithARebindHung(t *testing.T) {
+func TestCloseWithAPlanBindHung(t *testing.T) {
 	c, f := hungHome(t, time.Hour)
 	c.success(t)
 	require.ErrorIs(t, c.g.EnsureCurrent(), ErrStale)

@@ -132,8 +132,8 @@ func TestSameTickIndexRewriteIsRead(t *testing.T) {
 	assert.ErrorIs(t, g.EnsureCurrent(), ErrStale)
 }
 
-// With AlwaysRead every check reads the index too: no stamp is trusted.
-func TestAlwaysReadReadsTheIndex(t *testing.T) {
+// With Options.Check "read" every check reads the index too: no stamp is trusted.
+func TestCheckReadReadsTheIndex(t *testing.T) {
 	dir := tempDir(t)
 	module, _ := agentRepo(t, dir)
 	reads := &readCounter{path: filepath.Join(dir, ".git", "index")}

@@ -519,7 +519,8 @@ type Paths struct {
 	RecoveryMarkers []string `json:"recovery_markers"`
 }
 
-// Paths returns the paths the guard's options resolved to at [New]. A
+// Paths returns the paths the guard's options resolved to at [New] (the
+// zero Guard's, those of a zero [Options], at its first use). A
 // tool that writes the updater's files, or shows where a guard would look,
 // makes a guard with no [Options.ModulePath] for them: New then reads
 // neither the checkout nor the updater's files.

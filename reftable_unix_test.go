@@ -42,7 +42,7 @@ func manyBranches(t *testing.T, dir string, n int) {
 // A reftable checkout, SHA-1 and SHA-256, the module in the main or in a
 // linked worktree: bound to git's HEAD, and after each ref operation the
 // guard agrees with git rev-parse HEAD in the module's directory, right
-// after and on the next check, on every path (AlwaysRead, the stat path
+// after and on the next check, on every path (Options.Check "read", the stat path
 // settled and not, the watch path). Each step says whether it moves HEAD,
 // so that agreement is not reached by saying nothing.
 func TestReftableAgainstGit(t *testing.T) {

@@ -321,8 +321,8 @@ func isPending(err error) bool {
 // the host must not carry it out. Scheduling a scheduled plan again is a
 // no-op.
 func (r *Plan) Schedule() error {
-	if r == nil {
-		return errors.New("runtimeguard: schedule: no plan")
+	if r == nil || r.g == nil {
+		return errors.New("runtimeguard: schedule: the plan was not made by Guard.PlanReload")
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -346,7 +346,7 @@ func (r *Plan) Schedule() error {
 // scheduled, and the layout's lock is released. It is safe to call more
 // than once, after [Plan.Bind], concurrently with [Plan.Schedule], and
 // on a nil plan (defer it right after [Guard.PlanReload], whatever that
-// returned).
+// returned) or one that PlanReload did not make.
 func (r *Plan) Release() {
 	if r == nil {
 		return // the plan PlanReload did not make
@@ -354,7 +354,9 @@ func (r *Plan) Release() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.state = planDone
-	r.g.scheduled.CompareAndSwap(r, nil)
+	if r.g != nil { // nil for a Plan that PlanReload did not make
+		r.g.scheduled.CompareAndSwap(r, nil)
+	}
 	if r.lock != nil {
 		r.lock.Close()
 		r.lock = nil
@@ -424,7 +426,7 @@ func (r *Plan) Bind(ctx context.Context) error {
 	g := r.g
 	defer r.Release()
 	if r.isDone() {
-		return errors.New("runtimeguard: bind: the plan was released")
+		return errors.New("runtimeguard: bind: the plan was released or carried out")
 	}
 	cfg := g.config()
 	if g.bound.Load() != r.b {

@@ -473,3 +473,56 @@ func (w countingWriter) Write(p []byte) (int, error) {
 	w.h.lines += strings.Count(string(p), "\n")
 	return len(p), nil
 }
+
+// A Plan that Guard.PlanReload did not make (a nil one, the zero Plan)
+// answers every method with an error or nothing, never a panic.
+func TestPlanNotMadeByPlanReload(t *testing.T) {
+	for name, p := range map[string]*Plan{"nil": nil, "zero": new(Plan)} {
+		t.Run(name, func(t *testing.T) {
+			assert.NotPanics(t, p.Release)
+			assert.Nil(t, p.LockFile())
+			assert.NotPanics(t, func() {
+				assert.Error(t, p.Schedule())
+			})
+			assert.NotPanics(t, func() {
+				assert.ErrorContains(t, p.Bind(context.Background()), "not made by Guard.PlanReload")
+			})
+			assert.NotPanics(t, p.Release)
+		})
+	}
+}
+
+// A plan binds once: Bind after Bind or after Release is an error that
+// leaves the guard as it was, and Schedule then is refused.
+func TestPlanBindsOnce(t *testing.T) {
+	c := newReloadCase(t)
+	c.success(t)
+	require.ErrorIs(t, c.g.EnsureCurrent(), ErrStale)
+	r, err := c.g.PlanReload(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, r.Bind(context.Background()))
+	assert.Equal(t, c.moved, c.g.Identity().Revision)
+	assert.ErrorContains(t, r.Bind(context.Background()), "released or carried out")
+	assert.Error(t, r.Schedule())
+	assert.Equal(t, c.moved, c.g.Identity().Revision)
+	assert.NoError(t, c.g.EnsureCurrent())
+
+	c2 := newReloadCase(t)
+	c2.success(t)
+	r, err = c2.g.PlanReload(context.Background())
+	require.NoError(t, err)
+	r.Release()
+	assert.ErrorContains(t, r.Bind(context.Background()), "released or carried out")
+	assert.Equal(t, c2.loaded, c2.g.Identity().Revision)
+	assert.ErrorIs(t, c2.g.EnsureCurrent(), ErrStale)
+}
+
+// A closed guard: Close again is nil, and a check still answers, on the
+// stat path, for the checkout as it is.
+func TestCloseTwiceThenCheck(t *testing.T) {
+	c := newReloadCase(t)
+	require.NoError(t, c.g.Close())
+	require.NoError(t, c.g.Close())
+	assert.ErrorIs(t, c.g.EnsureCurrent(), ErrStale)
+	assert.NotEqual(t, "watch", c.g.Observe().Check)
+}

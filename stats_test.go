@@ -10,7 +10,7 @@ import (
 )
 
 // The counts follow what the checks did on a real checkout: checks, the
-// 409s, the full reads (every check with AlwaysRead, none while nothing
+// 409s, the full reads (every check with Options.Check "read", none while nothing
 // changed otherwise), and the checks that timed out.
 func TestStatsCount(t *testing.T) {
 	t.Parallel() // repositories and guards of its own; each waits out Git's racy window

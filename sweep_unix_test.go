@@ -152,7 +152,7 @@ func gitVerdict(t *testing.T, configured string) (dir, rev string, tracked, ok b
 // The sweep: bind, change the checkout or what the configured path leads
 // to, and compare the guard with git right after the change and again on
 // the next check, on the fast path (a settled clock), with the real clock,
-// and with AlwaysRead. The guard may answer "current" only where git agrees
+// and with Options.Check "read". The guard may answer "current" only where git agrees
 // that the module the path leads to is the bound one, at the bound revision,
 // and tracked; "stale" where git agrees is allowed only for the cases
 // marked failClosed, and each case says which answer it wants.

@@ -242,7 +242,7 @@ func TestWatchPathUnseenWrites(t *testing.T) {
 				}
 			}()
 			assert.Equal(t, moved, git(t, dir, "rev-parse", "HEAD"), "git names the new commit")
-			for name, g := range map[string]*Guard{"stat path": stat, "AlwaysRead": read} {
+			for name, g := range map[string]*Guard{"stat path": stat, "read path": read} {
 				var se *StaleError
 				if assert.ErrorAs(t, g.EnsureCurrent(), &se, "%s: the write is seen", name) {
 					assert.Equal(t, moved, se.Current, name)

@@ -188,7 +188,7 @@ func TestWatchBindMountOverRefs(t *testing.T) {
 	assert.Equal(t, moved, se.Current)
 }
 
-// A guard that cannot watch keeps the stat path and says why; AlwaysRead
+// A guard that cannot watch keeps the stat path and says why; Options.Check "read"
 // reads.
 func TestCheckPathIsReported(t *testing.T) {
 	dir := tempDir(t)
@@ -207,4 +207,21 @@ func TestCheckPathIsReported(t *testing.T) {
 
 	var unbound Guard
 	assert.Empty(t, unbound.Observe().Check)
+}
+
+// A closed guard checks on the stat path from Close on, and its
+// Observation says so at once, before any check.
+func TestClosedGuardReportsTheStatPath(t *testing.T) {
+	dir := tempDir(t)
+	module, _ := agentRepo(t, dir)
+	g, err := newGuard(Options{ModulePath: module, HomeDir: dir}, watchEnv(t))
+	require.NoError(t, err)
+	require.NoError(t, g.EnsureCurrent())
+	require.Equal(t, "watch", g.Observe().Check)
+	require.NoError(t, g.Close())
+	o := g.Observe()
+	assert.Equal(t, "stat", o.Check)
+	assert.Equal(t, "the guard is closed", o.CheckReason)
+	require.NoError(t, g.EnsureCurrent())
+	assert.Equal(t, "stat", g.Observe().Check)
 }

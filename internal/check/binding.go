@@ -528,10 +528,18 @@ const (
 )
 
 // Path says how a check of the unchanged checkout proves it unchanged
-// ([Watch], [Stat] or [Read]), and why not by watching.
+// ([Watch], [Stat] or [Read]), and why not by watching. A binding that
+// may no longer watch (see [Binding.Unused]) is on the stat path from
+// then on, whatever its last snapshot claimed.
 func (b *Binding) Path(alwaysRead bool) (check, why string) {
 	if alwaysRead {
 		return Read, `Options.Check is "read"`
+	}
+	if b.guardClosed != nil && b.guardClosed.Load() {
+		return Stat, "the guard is closed"
+	}
+	if b.closed.Load() {
+		return Stat, "the guard was bound anew"
 	}
 	if s := b.snap.Load(); s != nil && s.Claim != nil {
 		return Watch, ""

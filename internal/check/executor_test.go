@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -166,13 +167,55 @@ func TestExecutorPanicAndGoexit(t *testing.T) {
 	assert.Equal(t, 4, tk.Val)
 }
 
-// An executor with nothing to do holds no goroutine: its worker ends once
-// the queue is empty.
-func TestExecutorIdleHoldsNoGoroutine(t *testing.T) {
+// goroutineID is the number of the calling goroutine, from its stack.
+func goroutineID(t *testing.T) string {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	f := strings.Fields(string(buf))
+	require.GreaterOrEqual(t, len(f), 2)
+	return f[1]
+}
+
+// working reports whether x has a worker.
+func working(x *Executor) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.working
+}
+
+// Pieces that come one after another, each once the one before returned,
+// run on one worker, which waits for the next rather than end; an
+// executor with nothing to do holds no goroutine once that wait is over.
+func TestExecutorWorkerWaitsForMoreThenEnds(t *testing.T) {
 	var x Executor
+	ids := map[string]int{}
 	for i := 0; i < 100; i++ {
-		_, s := Submit(context.Background(), &x, nil, time.Minute, func(t *Task[int]) {}, nil)
+		tk, s := Submit(context.Background(), &x, nil, time.Minute, func(tk *Task[string]) { tk.Val = goroutineID(t) }, nil)
 		require.Nil(t, s)
+		ids[tk.Val]++
 	}
-	require.Eventually(t, func() bool { x.mu.Lock(); defer x.mu.Unlock(); return !x.working }, 10*time.Second, time.Millisecond)
+	assert.Len(t, ids, 1, "the pieces ran on one goroutine: %v", ids)
+	require.Eventually(t, func() bool { return !working(&x) }, 10*time.Second, time.Millisecond)
+	start := time.Now()
+	_, s := Submit(context.Background(), &x, nil, time.Minute, func(*Task[int]) {}, nil)
+	require.Nil(t, s)
+	require.Eventually(t, func() bool { return !working(&x) }, 10*time.Second, time.Millisecond)
+	assert.GreaterOrEqual(t, time.Since(start), linger, "the worker waited for more work")
+}
+
+// Close ends the idle worker at once, and a closed executor still runs
+// work, with a worker that ends once its queue is empty.
+func TestExecutorCloseEndsTheWorker(t *testing.T) {
+	x := Executor{lingers: time.Hour} // only Close ends the worker
+	_, s := Submit(context.Background(), &x, nil, time.Minute, func(*Task[int]) {}, nil)
+	require.Nil(t, s)
+	time.Sleep(10 * time.Millisecond)
+	require.True(t, working(&x), "the worker waits for more")
+	x.Close()
+	require.Eventually(t, func() bool { return !working(&x) }, 10*time.Second, 100*time.Microsecond, "Close ended the waiting worker")
+	tk, s := Submit(context.Background(), &x, nil, time.Minute, func(tk *Task[int]) { tk.Val = 7 }, nil)
+	require.Nil(t, s)
+	assert.Equal(t, 7, tk.Val)
+	require.Eventually(t, func() bool { return !working(&x) }, 10*time.Second, 100*time.Microsecond, "a closed executor's worker ends with its queue")
+	x.Close() // again: nothing to end
 }

@@ -37,6 +37,18 @@ type binding struct {
 	// (Guard.Observe), which reads the receipts too.
 	obs  check.Lane[Observation]
 	diag check.Lane[Observation]
+	// answered is the latest stale answer's read of the updater's files:
+	// see Guard.observe.
+	answered atomic.Pointer[answeredRead]
+}
+
+// answeredRead is an observation of a stale answer, when its read was
+// asked for, and the binding's full read it used (see
+// check.Binding.ReadModule).
+type answeredRead struct {
+	at     time.Time
+	module *string
+	o      Observation
 }
 
 // newBinding returns a binding of the configured path abs that has read

@@ -64,6 +64,7 @@ func newStaleCase(t *testing.T) *staleCase {
 // after checking that it says what a read of the same files says now.
 func (c *staleCase) state(t *testing.T) UpdateState {
 	t.Helper()
+	time.Sleep(staleReuse) // past the answer before's read
 	err := c.g.EnsureCurrent()
 	var se *StaleError
 	require.ErrorAs(t, err, &se)
@@ -121,6 +122,39 @@ func TestStaleAnswerMarkerProcessDies(t *testing.T) {
 	require.NoError(t, live.Process.Kill())
 	_, _ = live.Process.Wait()
 	assert.Equal(t, UpdateAbandoned, c.state(t), "the marker's process is gone")
+}
+
+// Stale answers that come within staleReuse of one that read the
+// updater's files answer with its read, reading and probing nothing; the
+// first after it reads them again and sees the updater's process gone.
+func TestStaleAnswersShareARecentRead(t *testing.T) {
+	c := newStaleCase(t)
+	live := sleeper(t)
+	writeMarker(t, c.marker, live.Process.Pid, time.Now())
+	assert.Equal(t, UpdateActive, c.state(t))
+	for tries := 0; ; tries++ {
+		start := time.Now()
+		opens, probes := c.opens.Load(), c.probes.Load()
+		var se *StaleError
+		require.ErrorAs(t, c.g.EnsureCurrent(), &se)
+		n := 0
+		for ; n < 20 && time.Since(start) < staleReuse/2; n++ {
+			require.ErrorAs(t, c.g.EnsureCurrent(), &se)
+			assert.Equal(t, UpdateActive, se.State)
+		}
+		if time.Since(start) >= staleReuse/2 && tries < 20 {
+			continue // the machine paused: again
+		}
+		require.Equal(t, 20, n)
+		// The first check may read (the one before is older); the
+		// twenty after it read nothing.
+		assert.LessOrEqual(t, c.opens.Load()-opens, int64(1), "safe opens of the updater's files")
+		assert.LessOrEqual(t, c.probes.Load()-probes, int64(1), "probes of the updater's process")
+		break
+	}
+	require.NoError(t, live.Process.Kill())
+	_, _ = live.Process.Wait()
+	assert.Equal(t, UpdateAbandoned, c.state(t), "past staleReuse, the marker's process is gone")
 }
 
 // The clock passes the marker's age limit between two stale answers: the
@@ -215,6 +249,7 @@ func TestStaleAnswerHungHomeOnTheWatchPath(t *testing.T) {
 	assert.Equal(t, UpdateUnverified, se.State)
 
 	f.Hang()
+	time.Sleep(staleReuse) // past the answer before's read
 	for _, err := range checksReturn(t, g) {
 		require.ErrorAs(t, err, &se)
 		assert.NoError(t, se.Err, "the checkout itself was read")

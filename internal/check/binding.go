@@ -435,6 +435,11 @@ func (b *Binding) Unused() bool {
 	return b.closed.Load() || b.guardClosed != nil && b.guardClosed.Load()
 }
 
+// ReadModule is the module file the configured path led to at the latest
+// full read, when it succeeded; nil otherwise. Each full read stores a new
+// pointer: one equal to an earlier one means no full read since.
+func (b *Binding) ReadModule() *string { return b.readModule.Load() }
+
 // InstallDirs are the source directories whose recovery markers count:
 // the bound one, sourceDir, and, where the configured path now leads to
 // another directory (a deploy flipped a link), that one, whose code a

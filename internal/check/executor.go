@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -230,6 +231,16 @@ func Await[T any](x *Executor, l *Lane[T], timeout time.Duration) bool {
 
 // wait waits for j as Submit does; shared is true for a piece of a lane.
 func (x *Executor) wait(ctx context.Context, j *job, timeout time.Duration, shared bool) *Stuck {
+	select {
+	case <-j.done:
+		return nil
+	default:
+	}
+	// Let the worker run first: a piece that returns meanwhile (a stat of
+	// a few files) answers with no timer made and no park. In
+	// internal/cmd/httpbench the stat port serves 5 to 7% more requests
+	// per second with it.
+	runtime.Gosched()
 	select {
 	case <-j.done:
 		return nil

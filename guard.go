@@ -103,11 +103,13 @@ func newGuard(opts Options, e *env) (*Guard, error) {
 	g := new(Guard)
 	cfg, err := opts.resolveOn(e, &g.ux)
 	if err != nil {
+		g.ux.Close()
 		return nil, err
 	}
 	g.cfg = cfg
 	if opts.ModulePath != "" {
 		if err := g.Capture(opts.ModulePath); err != nil {
+			g.Close() // nothing of a guard that failed lives on
 			return nil, err
 		}
 	}
@@ -469,6 +471,7 @@ func (g *Guard) Observe() Observation {
 // that cannot be made absolute.
 func Observe(opts Options) (Observation, error) {
 	var x check.Executor // the options' own, as a guard's
+	defer x.Close()
 	cfg, err := opts.resolveOn(systemEnv, &x)
 	if err != nil {
 		return Observation{}, err
@@ -507,16 +510,18 @@ func Observe(opts Options) (Observation, error) {
 // them, waiting for it at most ReadTimeout: past it the observation is
 // unknown, with the reason.
 //
-// A read asked for within staleReuse of the one before, with no full read
-// of the checkout between them (the same install directories), answers
-// again: a server answering nothing but 409s reads the updater's files
-// once per staleReuse, not once per request. Measured end to end
+// A read asked for within staleReuse of the one before, for the same
+// install directories (the module file the checkout's latest full read
+// led to is the same one), answers again: a server answering nothing but
+// 409s reads the updater's files once per staleReuse, not once per
+// request. Where the checkout's latest read failed, each answer reads
+// them. Measured end to end
 // (internal/cmd/httpbench, the stale port), that doubles the 409s a server
 // serves per second; a 409's update state is at most staleReuse older
 // than the request.
 func (g *Guard) observe(cfg *config, b *binding) Observation {
 	now, mod := time.Now(), b.ReadModule()
-	if a := b.answered.Load(); a != nil && mod != nil && a.module == mod && now.Sub(a.at) < staleReuse {
+	if a := b.answered.Load(); a != nil && mod != nil && a.module != nil && *a.module == *mod && now.Sub(a.at) < staleReuse {
 		return a.o
 	}
 	o := g.observeRead(context.Background(), cfg, b, noReceipt)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -47,6 +48,48 @@ func TestStaleAnswerFollowsTheFlippedLink(t *testing.T) {
 					assert.Equal(t, []string{filepath.Join(resolved(t, dir), hermesIncomplete)}, o.RecoveryMarkers)
 				}
 				require.NoError(t, os.Remove(filepath.Join(dir, hermesIncomplete)))
+			}
+		})
+	}
+}
+
+// After a deploy flipped the link, each check reads the checkout again
+// (its configured path leads to another module file than the bound one),
+// yet the stale answers of one window of staleReuse still share one read
+// of the updater's files: the install directories are the same.
+func TestStaleAnswersShareAReadAfterAFlip(t *testing.T) {
+	for _, mode := range pathModes {
+		t.Run(mode.name, func(t *testing.T) {
+			tmp := tempDir(t)
+			a, b := filepath.Join(tmp, "a"), filepath.Join(tmp, "b")
+			agentRepo(t, a)
+			agentRepo(t, b)
+			commit(t, b, "run_agent.py", "class AIAgent: clone = 2\n")
+			current := filepath.Join(tmp, "current")
+			flip := func(to string) {
+				require.NoError(t, os.Symlink(to, current+".new"))
+				require.NoError(t, os.Rename(current+".new", current))
+			}
+			flip(a)
+			g := bindFast(t, filepath.Join(current, "run_agent.py"), mode.env(t))
+			flip(b)
+			bd := g.bound.Load()
+			for tries := 0; ; tries++ {
+				time.Sleep(staleReuse)
+				start := time.Now()
+				answers := map[*answeredRead]bool{}
+				n := 0
+				for ; n < 20 && time.Since(start) < staleReuse/2; n++ {
+					var se *StaleError
+					require.ErrorAs(t, g.EnsureCurrent(), &se)
+					answers[bd.answered.Load()] = true
+				}
+				if time.Since(start) >= staleReuse && tries < 20 || n < 2 {
+					require.Less(t, tries, 20, "two stale checks never took less than %v", staleReuse/2)
+					continue // the machine paused: again
+				}
+				assert.Len(t, answers, 1, "reads of the updater's files by %d stale answers", n)
+				break
 			}
 		})
 	}

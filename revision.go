@@ -43,8 +43,8 @@ type binding struct {
 }
 
 // answeredRead is an observation of a stale answer, when its read was
-// asked for, and the binding's full read it used (see
-// check.Binding.ReadModule).
+// asked for, and the module file the checkout's latest full read led to
+// then (see check.Binding.ReadModule): its install directories.
 type answeredRead struct {
 	at     time.Time
 	module *string

@@ -436,8 +436,8 @@ func (b *Binding) Unused() bool {
 }
 
 // ReadModule is the module file the configured path led to at the latest
-// full read, when it succeeded; nil otherwise. Each full read stores a new
-// pointer: one equal to an earlier one means no full read since.
+// full read, when it succeeded (links resolved); nil otherwise. It names
+// the install directories of [Binding.InstallDirs].
 func (b *Binding) ReadModule() *string { return b.readModule.Load() }
 
 // InstallDirs are the source directories whose recovery markers count:

@@ -187,7 +187,7 @@ func working(x *Executor) bool {
 // run on one worker, which waits for the next rather than end; an
 // executor with nothing to do holds no goroutine once that wait is over.
 func TestExecutorWorkerWaitsForMoreThenEnds(t *testing.T) {
-	var x Executor
+	x := Executor{lingers: time.Hour} // a pause of the test cannot end it
 	ids := map[string]int{}
 	for i := 0; i < 100; i++ {
 		tk, s := Submit(context.Background(), &x, nil, time.Minute, func(tk *Task[string]) { tk.Val = goroutineID(t) }, nil)
@@ -195,7 +195,9 @@ func TestExecutorWorkerWaitsForMoreThenEnds(t *testing.T) {
 		ids[tk.Val]++
 	}
 	assert.Len(t, ids, 1, "the pieces ran on one goroutine: %v", ids)
+	x.Close()
 	require.Eventually(t, func() bool { return !working(&x) }, 10*time.Second, time.Millisecond)
+	x = Executor{} // the real linger
 	start := time.Now()
 	_, s := Submit(context.Background(), &x, nil, time.Minute, func(*Task[int]) {}, nil)
 	require.Nil(t, s)

@@ -2,6 +2,7 @@ package fsread
 
 import (
 	"io/fs"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -28,4 +29,21 @@ func TestOpenNoFollowOpensTheLink(t *testing.T) {
 	assert.NotZero(t, fi.Mode()&fs.ModeSymlink, "openNoFollow(%q) opened %v, want the link", link, fi.Mode())
 	_, _, err = readOpened(link, f, fi, 100)
 	assert.True(t, IsLinkLoop(err), "readOpened of the link = %v, want a symbolic link refused", err)
+}
+
+// A file open for a read, followed or not, does not stop a writer that
+// deletes it (as an updater clearing its marker, or a writer that deletes
+// a file before it renames another to its name): the read shares it for
+// deletes, which os.Open does not.
+func TestOpenFileMayBeDeleted(t *testing.T) {
+	for _, nofollow := range []bool{false, true} {
+		dir := gittest.TempDir(t)
+		ref := filepath.Join(dir, "main")
+		gittest.WriteFile(t, ref, "1111111111111111111111111111111111111111\n")
+		r, st, err := OpenRegular(ref, 1<<20, nofollow)
+		require.NoError(t, err)
+		require.NotNil(t, r, "%v", st)
+		assert.NoError(t, os.Remove(ref), "a delete of the file while it is open (nofollow %v)", nofollow)
+		require.NoError(t, r.Close())
+	}
 }

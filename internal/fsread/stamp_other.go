@@ -13,3 +13,6 @@ func finalMissing(error) bool { return false }
 // followed. Callers that must not follow one, the updater's marker reads,
 // do not open files here.
 func openNoFollow(path string) (*os.File, error) { return os.Open(path) }
+
+// OpenShared is os.Open: this platform has no sharing modes to set.
+func OpenShared(path string) (*os.File, error) { return os.Open(path) }

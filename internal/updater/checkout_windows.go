@@ -7,12 +7,14 @@ import (
 	"os"
 
 	"golang.org/x/sys/windows"
+
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
 )
 
 // openLockProbe opens the lock file for a probe, sharing it with every
-// other opener.
+// other opener, for deletes and renames too.
 func openLockProbe(path string) (*os.File, error) {
-	return os.Open(path)
+	return fsread.OpenShared(path)
 }
 
 // lockRange locks n bytes of f at off exclusively, without waiting;

@@ -306,10 +306,23 @@ func writeAtomic(path string, data []byte) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(lock, path)
+		err = rename(lock, path)
 	}
 	if err != nil {
 		os.Remove(lock)
+	}
+	return err
+}
+
+// rename renames lock over path. On Windows a rename over a file that a
+// reader holds open (a guard's check reading the ref) is refused until
+// the reader closes it: there, as Git for Windows does, it tries again for
+// a while before it gives up.
+func rename(lock, path string) error {
+	err := os.Rename(lock, path)
+	for wait := time.Millisecond; err != nil && runtime.GOOS == "windows" && errors.Is(err, fs.ErrPermission) && wait < time.Second; wait *= 2 {
+		time.Sleep(wait)
+		err = os.Rename(lock, path)
 	}
 	return err
 }

@@ -18,34 +18,29 @@ func finalMissing(err error) bool { return errors.Is(err, syscall.ERROR_FILE_NOT
 // OpenShared opens path for reading as os.Open does (a final link
 // followed), and shares the file with every other opener for deletes and
 // renames too (FILE_SHARE_DELETE), which os.Open does not: a writer that
-// replaces the file by renaming another over it (git updating a ref, the
-// index or HEAD; the updater writing its files) is never refused while
-// the file is open here.
+// deletes the file is never refused while it is open here.
 func OpenShared(path string) (*os.File, error) {
-	p, err := windows.UTF16PtrFromString(path)
-	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
-	}
-	h, err := windows.CreateFile(p, windows.GENERIC_READ,
-		windows.FILE_SHARE_READ|windows.FILE_SHARE_WRITE|windows.FILE_SHARE_DELETE,
-		nil, windows.OPEN_EXISTING, windows.FILE_ATTRIBUTE_NORMAL, 0)
-	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
-	}
-	return os.NewFile(uintptr(h), path), nil
+	return openShared(path, windows.FILE_ATTRIBUTE_NORMAL)
 }
 
 // openNoFollow opens path itself, never what a reparse point there (a
 // symbolic link or a junction) names: a link swapped in after the lstat is
-// then the opened file's type, which the read refuses.
+// then the opened file's type, which the read refuses. It shares the file
+// as OpenShared does.
 func openNoFollow(path string) (*os.File, error) {
+	return openShared(path, windows.FILE_FLAG_OPEN_REPARSE_POINT)
+}
+
+// openShared opens path for reading, shared with every other opener for
+// reads, writes and deletes, with CreateFile's flags.
+func openShared(path string, flags uint32) (*os.File, error) {
 	p, err := windows.UTF16PtrFromString(path)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
 	h, err := windows.CreateFile(p, windows.GENERIC_READ,
 		windows.FILE_SHARE_READ|windows.FILE_SHARE_WRITE|windows.FILE_SHARE_DELETE,
-		nil, windows.OPEN_EXISTING, windows.FILE_FLAG_OPEN_REPARSE_POINT, 0)
+		nil, windows.OPEN_EXISTING, flags, 0)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}

@@ -287,6 +287,11 @@ func cmdMarker(args []string, stdout, stderr io.Writer) error {
 	return exitCode(exitMarkerUnknown)
 }
 
+// minInterval is the shortest --interval of watch: where no events are
+// watched it checks the checkout and reads the updater's files that
+// often.
+const minInterval = time.Millisecond
+
 // watchEvent is a line of 'runtimeguard watch --json'.
 type watchEvent struct {
 	Time        string `json:"time"`
@@ -308,7 +313,7 @@ in no tracked Git checkout ends it with 1: a guard there is inert.
 	var gf guardFlags
 	gf.register(c.fs)
 	asJSON := c.fs.Bool("json", false, "print a JSON object a line")
-	interval := c.fs.Duration("interval", time.Second, "how often to check where no events are watched, a `DURATION` such as 500ms")
+	interval := c.fs.Duration("interval", time.Second, "how often to check where no events are watched, a `DURATION` of at least 1ms such as 500ms")
 	if err := c.parse(args, 0); err != nil {
 		return err
 	}
@@ -318,8 +323,8 @@ in no tracked Git checkout ends it with 1: a guard there is inert.
 	if gf.module == "" {
 		return usagef("--module is required")
 	}
-	if *interval <= 0 {
-		return usagef("--interval must be positive")
+	if *interval < minInterval {
+		return usagef("--interval must be at least %v: a shorter one only spends a processor on checks", minInterval)
 	}
 	if err := gf.checkModule(); err != nil {
 		return err

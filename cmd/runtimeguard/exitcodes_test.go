@@ -154,7 +154,7 @@ func TestExitCodesAreOneTable(t *testing.T) {
 		{"marker", "--bogus", "x"}, {"marker"}, {"marker", "--max-age", "soon", "x"}, {"marker", ""},
 		{"version", "--bogus"}, {"version", "extra"},
 		{"status", "--module", module, "extra"}, {"check", "--module", module, "--expect", rev, "--repeat", "x"},
-		{"watch", "--module", module, "--interval", "0"}, {"update", "--module", module, "--wait", "-1s", "--", "true"},
+		{"watch", "--module", module, "--interval", "0"}, {"watch", "--module", module, "--interval", "1ns"}, {"update", "--module", module, "--wait", "-1s", "--", "true"},
 		// A full hex id of the other object format: a value --expect does
 		// not take for this checkout, known once the checkout is read.
 		{"check", "--module", module, "--expect", strings.Repeat("a", 64)},

@@ -515,10 +515,9 @@ func Observe(opts Options) (Observation, error) {
 // led to is the same one), answers again: a server answering nothing but
 // 409s reads the updater's files once per staleReuse, not once per
 // request. Where the checkout's latest read failed, each answer reads
-// them. Measured end to end
-// (internal/cmd/httpbench, the stale port), that doubles the 409s a server
-// serves per second; a 409's update state is at most staleReuse older
-// than the request.
+// them. Measured end to end (internal/cmd/httpbench, the stale port),
+// that doubles the 409s a server serves per second; a 409's update state
+// is at most staleReuse older than the request.
 func (g *Guard) observe(cfg *config, b *binding) Observation {
 	now, mod := time.Now(), b.ReadModule()
 	if a := b.answered.Load(); a != nil && mod != nil && a.module != nil && *a.module == *mod && now.Sub(a.at) < staleReuse {

@@ -171,7 +171,7 @@ func openChecked(path string, limit int64, nofollow bool) (f *os.File, fi fs.Fil
 	if s, done, err := checkInfo(path, fi, limit); done {
 		return nil, nil, s, err
 	}
-	open := OpenShared // a writer may rename over the file while it is open
+	open := OpenShared // a writer may delete the file while it is open
 	if nofollow {
 		open = openNoFollow
 	}

@@ -16,9 +16,10 @@ import (
 func finalMissing(err error) bool { return errors.Is(err, syscall.ERROR_FILE_NOT_FOUND) }
 
 // OpenShared opens path for reading as os.Open does (a final link
-// followed), and shares the file with every other opener for deletes and
-// renames too (FILE_SHARE_DELETE), which os.Open does not: a writer that
-// deletes the file is never refused while it is open here.
+// followed), and shares the file with every other opener for deleting it
+// or renaming it away too (FILE_SHARE_DELETE), which os.Open does not: a
+// writer that deletes the file is never refused while it is open here.
+// (A rename of another file over it is still refused while it is open.)
 func OpenShared(path string) (*os.File, error) {
 	return openShared(path, windows.FILE_ATTRIBUTE_NORMAL)
 }

@@ -30,6 +30,12 @@ type Dep struct {
 	Stamp    fsread.Stamp
 	// searchable is what access(2) for X_OK said of an Identity dep.
 	searchable bool
+	// settled, for an Identity dep, is true when its whole stamp was
+	// settled as its read began (see Deps.Settle): a stat that finds the
+	// stamp unchanged, change time included, then proves that access(2)
+	// would say what it said, since every change of the mode, owner, group
+	// or an ACL sets the change time to now.
+	settled bool
 }
 
 // Deps are the files one read depended on.
@@ -52,21 +58,34 @@ func (d *Dep) Unchanged(fs *FS) bool {
 		stat = fs.Lstat
 	}
 	st, err := stat(d.Path)
-	if err != nil || !(st == d.Stamp || d.Identity && st.SameIdentity(d.Stamp)) {
+	switch {
+	case err != nil:
 		return false
+	case st == d.Stamp:
+		return !d.Identity || d.settled || fsread.Searchable(d.Path, st) == d.searchable
 	}
-	return !d.Identity || fsread.Searchable(d.Path, st) == d.searchable
+	return d.Identity && st.SameIdentity(d.Stamp) && fsread.Searchable(d.Path, st) == d.searchable
 }
 
-// Settled reports whether every stamp can be trusted to change if its file
-// changes after readStart: see Stamp.Settled.
-func (d Deps) Settled(readStart time.Time) bool {
+// Settle reports whether every stamp can be trusted to change if its file
+// changes after readStart (see Stamp.Settled); an Identity dep is trusted
+// by its identity, whatever its timestamps. It also records which Identity
+// deps have a stamp settled at readStart, whose access(2) answer a stat
+// that finds that stamp again proves: Dep.Unchanged then asks it no more.
+// It is for the read that made d, before d is shared.
+func (d Deps) Settle(readStart time.Time) bool {
+	all := true
 	for i := range d {
-		if !(d[i].Identity && d[i].Stamp.HasIdentity()) && !d[i].Stamp.Settled(readStart) {
-			return false
+		settled := d[i].Stamp.Settled(readStart)
+		if d[i].Identity {
+			d[i].settled = settled && d[i].Stamp.KnowsChangeTime()
+			if d[i].Stamp.HasIdentity() {
+				continue
+			}
 		}
+		all = all && settled
 	}
-	return true
+	return all
 }
 
 // unique drops repeated dependencies: a file read twice with the same

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -130,34 +129,13 @@ func (h *updaterHomes) profileHomes() (list, links []string, problem string) {
 // links in it that lead to no directory (dangling, or to something else):
 // whether one is a home can change with no change of dir.
 func listProfileHomes(dir string) (list, links []string, problem string) {
-	f, err := os.Open(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return []string{}, nil, ""
-	}
+	names, err := fsread.ReadNames(dir, maxProfileEntries, func(n string) bool { return !strings.HasPrefix(n, ".") })
 	if err != nil {
 		return []string{}, nil, "the profile homes " + dir + " cannot be listed: " + err.Error()
-	}
-	defer f.Close()
-	var names []string
-	for {
-		batch, err := f.Readdirnames(256)
-		names = append(names, batch...)
-		if len(names) > maxProfileEntries {
-			return []string{}, nil, fmt.Sprintf("%s has more than %d entries: its profile homes are not read", dir, maxProfileEntries)
-		}
-		if err == io.EOF || len(batch) == 0 {
-			break
-		}
-		if err != nil {
-			return []string{}, nil, "the profile homes " + dir + " cannot be listed: " + err.Error()
-		}
 	}
 	slices.Sort(names)
 	list = []string{}
 	for _, n := range names {
-		if strings.HasPrefix(n, ".") {
-			continue
-		}
 		p := filepath.Join(dir, n)
 		fi, err := os.Stat(p)
 		switch {

@@ -16,3 +16,6 @@ func openNoFollow(path string) (*os.File, error) { return os.Open(path) }
 
 // OpenShared is os.Open: this platform has no sharing modes to set.
 func OpenShared(path string) (*os.File, error) { return os.Open(path) }
+
+// openDir opens the directory dir for a listing.
+func openDir(dir string) (*os.File, error) { return os.Open(dir) }

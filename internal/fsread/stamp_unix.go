@@ -5,6 +5,7 @@ package fsread
 import (
 	"errors"
 	"io/fs"
+	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -299,4 +300,19 @@ func absentStamp(err error) (Stamp, bool) {
 		return Stamp{notDir: true}, true
 	}
 	return Stamp{}, false
+}
+
+// openDir opens the directory dir for a listing. Something else there
+// is refused as it is opened (ENOTDIR): a FIFO is never waited on.
+func openDir(dir string) (*os.File, error) {
+	var fd int
+	err := IgnoringEINTR(func() error {
+		var err error
+		fd, err = unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		return err
+	})
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: dir, Err: err}
+	}
+	return os.NewFile(uintptr(fd), dir), nil
 }

@@ -47,3 +47,21 @@ func openShared(path string, flags uint32) (*os.File, error) {
 	}
 	return os.NewFile(uintptr(h), path), nil
 }
+
+// openDir opens the directory dir for a listing, shared as OpenShared
+// shares a file. Something else there is refused: Windows opens a file
+// with the flag a directory needs.
+func openDir(dir string) (*os.File, error) {
+	f, err := openShared(dir, windows.FILE_FLAG_BACKUP_SEMANTICS)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.IsDir() {
+		f.Close()
+		if err == nil {
+			err = &fs.PathError{Op: "open", Path: dir, Err: windows.ERROR_DIRECTORY}
+		}
+		return nil, err
+	}
+	return f, nil
+}

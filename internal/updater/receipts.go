@@ -1,10 +1,7 @@
 package updater
 
 import (
-	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -88,56 +85,24 @@ func ListReceipts(sources []ReceiptSource) ReceiptFiles {
 }
 
 // matchingNames lists the names in dir that match pattern, reading at
-// most maxReceiptEntries entries; a missing directory has none.
+// most maxReceiptEntries entries; a missing directory has none, and so has
+// a file (or a FIFO) where the directory would be.
 func matchingNames(dir, pattern string) ([]string, error) {
 	if _, err := filepath.Match(pattern, ""); err != nil {
 		return nil, fmt.Errorf("receipt pattern %q: %w", pattern, err)
 	}
-	f, err := os.Open(filepath.Clean(dir))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		if fi, serr := os.Stat(dir); serr == nil && !fi.IsDir() {
-			return nil, nil // a file where the directory would be: no receipts
-		}
-		return nil, err
-	}
-	defer f.Close()
-	names, err := readNames(f, maxReceiptEntries, func(n string) bool {
+	names, err := fsread.ReadNames(filepath.Clean(dir), maxReceiptEntries, func(n string) bool {
 		ok, _ := filepath.Match(pattern, n)
 		return ok
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", dir, err)
+		if st, serr := fsread.StatStamp(dir); serr == nil && st.Present() && !st.IsDir() {
+			return nil, nil // something else where the directory would be: no receipts
+		}
+		return nil, err
 	}
 	sort.Strings(names)
 	return names, nil
-}
-
-// readNames reads the names of the open directory f that keep takes, at
-// most max entries in all: a directory with more is an error.
-func readNames(f *os.File, max int, keep func(string) bool) ([]string, error) {
-	var names []string
-	read := 0
-	for {
-		batch, err := f.Readdirnames(256)
-		read += len(batch)
-		if read > max {
-			return nil, fmt.Errorf("more than %d entries", max)
-		}
-		for _, n := range batch {
-			if keep(n) {
-				names = append(names, n)
-			}
-		}
-		if err == io.EOF || len(batch) == 0 {
-			return names, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
 }
 
 // FoundReceipt is a receipt as read from its file.

@@ -1,11 +1,10 @@
 package updater
 
 import (
-	"errors"
-	"io/fs"
-	"os"
 	"strconv"
 	"strings"
+
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
 )
 
 // ReleaseInfix is what an updater puts between the marker's name and its
@@ -47,15 +46,7 @@ func ListArtifacts(dir, base string) ([]string, string) {
 }
 
 func listArtifacts(dir, prefix string) ([]string, string) {
-	f, err := os.Open(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, ""
-	}
-	if err != nil {
-		return nil, err.Error()
-	}
-	defer f.Close()
-	names, err := readNames(f, maxMarkerDirEntries, func(n string) bool { return strings.HasPrefix(n, prefix) })
+	names, err := fsread.ReadNames(dir, maxMarkerDirEntries, func(n string) bool { return strings.HasPrefix(n, prefix) })
 	if err != nil {
 		return nil, err.Error()
 	}

@@ -97,16 +97,19 @@ type OptionError struct {
 	// "ReloaderOptions.DrainTimeout".
 	Field string
 	// Value is the value rejected: for Layout.RecoveryMarkers, the one
-	// name rejected.
+	// name rejected; nil for a func field (ReloaderOptions.Restart and
+	// Handover), whose value says nothing.
 	Value any
 	// Reason says why it is rejected.
 	Reason string
 }
 
-// Error returns the field, the value and why it is rejected.
+// Error returns the field, the value (unless nil) and why it is rejected.
 func (e *OptionError) Error() string {
 	var v string
 	switch x := e.Value.(type) {
+	case nil:
+		return "runtimeguard: " + e.Field + ": " + e.Reason
 	case string:
 		v = fmt.Sprintf("%q", x)
 	case time.Duration:

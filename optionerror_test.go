@@ -3,6 +3,7 @@ package runtimeguard
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -84,12 +85,22 @@ func TestReloaderOptionErrors(t *testing.T) {
 	}{
 		{ReloaderOptions{Restart: restart, DrainTimeout: -time.Second}, "ReloaderOptions.DrainTimeout", -time.Second},
 		{ReloaderOptions{Restart: restart, ProofInterval: -time.Second}, "ReloaderOptions.ProofInterval", -time.Second},
+		{ReloaderOptions{}, "ReloaderOptions.Restart", nil},
+		{ReloaderOptions{Restart: restart, Handover: restart}, "ReloaderOptions.Restart", nil},
 	} {
 		_, err := NewReloader(context.Background(), g, c.opts)
 		var oe *OptionError
 		require.ErrorAs(t, err, &oe, c.field)
 		assert.Equal(t, c.field, oe.Field)
 		assert.Equal(t, c.value, oe.Value)
+		// The value as it is (a func has none worth printing), the field
+		// and why, with the prefix once.
+		want := "runtimeguard: " + c.field + " " + fmt.Sprint(c.value) + ": "
+		if c.value == nil {
+			want = "runtimeguard: " + c.field + ": "
+		}
+		assert.True(t, strings.HasPrefix(err.Error(), want), "%q", err)
+		assert.Contains(t, err.Error(), oe.Reason)
 	}
 }
 

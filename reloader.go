@@ -111,9 +111,9 @@ func NewReloader(ctx context.Context, g *Guard, opts ReloaderOptions) (*Reloader
 	case g == nil:
 		return nil, errors.New("runtimeguard: NewReloader: no guard")
 	case opts.Restart == nil && opts.Handover == nil:
-		return nil, optionError("ReloaderOptions.Restart", "nil", "one of Restart and Handover must be set")
+		return nil, optionError("ReloaderOptions.Restart", nil, "is nil, and so is Handover: exactly one of them must be set")
 	case opts.Restart != nil && opts.Handover != nil:
-		return nil, optionError("ReloaderOptions.Restart", "set", "Handover is set too: exactly one of them may be")
+		return nil, optionError("ReloaderOptions.Restart", nil, "is set, and so is Handover: exactly one of them must be set")
 	case opts.DrainTimeout < 0:
 		return nil, optionError("ReloaderOptions.DrainTimeout", opts.DrainTimeout, "is negative")
 	case opts.ProofInterval < 0:

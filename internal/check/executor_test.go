@@ -221,3 +221,55 @@ func TestExecutorCloseEndsTheWorker(t *testing.T) {
 	require.Eventually(t, func() bool { return !working(&x) }, 10*time.Second, 100*time.Microsecond, "a closed executor's worker ends with its queue")
 	x.Close() // again: nothing to end
 }
+
+// Callers behind a piece that never returns each give up at their own
+// timeout, whatever the order they came in: a caller of a short timeout
+// that comes after one of a long timeout, or of none to speak of, is not
+// held to the other's; one whose context ends gives up then. None gives up
+// before its timeout.
+func TestExecutorCallersGiveUpAtTheirOwnTimeouts(t *testing.T) {
+	var x Executor
+	release := make(chan struct{})
+	defer close(release)
+	blocked(t, &x, release)
+	type result struct {
+		waited time.Duration
+		stuck  *Stuck
+	}
+	timeouts := []time.Duration{time.Hour, 300 * time.Millisecond, 20 * time.Millisecond, 150 * time.Millisecond}
+	results := make([]chan result, len(timeouts))
+	ctx, cancel := context.WithCancel(context.Background())
+	for i, timeout := range timeouts {
+		results[i] = make(chan result, 1)
+		c := context.Background()
+		if timeout == time.Hour {
+			c = ctx
+		}
+		go func() {
+			start := time.Now()
+			_, s := Submit(c, &x, nil, timeout, func(*Task[int]) {}, nil)
+			results[i] <- result{time.Since(start), s}
+		}()
+		time.Sleep(2 * time.Millisecond) // in this order
+	}
+	for _, i := range []int{2, 3, 1} {
+		var r result
+		select {
+		case r = <-results[i]:
+		case <-time.After(timeouts[i] + 10*time.Second):
+			t.Fatalf("the caller of timeout %v is held past it", timeouts[i])
+		}
+		require.NotNil(t, r.stuck, "a caller behind a hung piece")
+		assert.Nil(t, r.stuck.Ctx)
+		assert.GreaterOrEqual(t, r.waited, timeouts[i], "a caller gave up before its timeout")
+	}
+	select {
+	case r := <-results[0]:
+		t.Fatalf("the caller of an hour gave up after %v", r.waited)
+	default:
+	}
+	cancel()
+	r := <-results[0]
+	require.NotNil(t, r.stuck)
+	assert.ErrorIs(t, r.stuck.Ctx, context.Canceled)
+}

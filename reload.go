@@ -173,12 +173,22 @@ func (g *Guard) lockAndPlan(ctx context.Context, cfg *config, b *binding) (*Plan
 const maxPlanReads = 3
 
 // plan reads the view and checks the conditions of PlanReload.
+//
+// The updater's files are observed in the install directories as the
+// guard's latest look at the checkout resolved them, and in the one the
+// plan's own read resolved the module path to: where the read finds the
+// path leading to another directory (a link flipped since that look), the
+// view is read again with that directory's recovery markers.
 func (g *Guard) plan(ctx context.Context, cfg *config, b *binding) (*Plan, error) {
+	resolved := "" // the source directory the previous try's read found
 	for try := 0; try < maxPlanReads; try++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		srcs := b.installDirs()
+		if resolved != "" && !slices.Contains(srcs, resolved) {
+			srcs = append(srcs, resolved)
+		}
 		rr := receiptsSince(b.receiptsAt)
 		before := cfg.observeAt(rr, srcs...)
 		c, deps, err := gitread.Read(cfg.env.git, b.Configured(), false)
@@ -187,6 +197,7 @@ func (g *Guard) plan(ctx context.Context, cfg *config, b *binding) (*Plan, error
 			return nil, notReady(pending("the checkout cannot be read: " + err.Error()))
 		}
 		if !deps.Unchanged(cfg.env.git) || !sameObservation(&before, &after) || !slices.Contains(srcs, c.SourceDir) {
+			resolved = c.SourceDir
 			continue
 		}
 		if why := g.unproven(b, &c, &after, cfg.env.now()); why != "" {

@@ -190,3 +190,18 @@ func TestGitSyncLayoutValidation(t *testing.T) {
 	l.Receipt = "latest.json"
 	assert.ErrorContains(t, l.validate(), "Layout.Link")
 }
+
+// A plan made right after the flip, before any check read the checkout
+// again, sees the same: the directory the link now leads to is one whose
+// recovery markers count, found by the plan's own read, not a change
+// while it read.
+func TestGitSyncFlipProvesAReloadBeforeAnyCheck(t *testing.T) {
+	c := newGitSyncCase(t)
+	g := c.guard(t)
+	c.flip(t, c.worktree(t, c.revs[1], c.revs[1]))
+	r, err := g.PlanReload(context.Background())
+	require.NoError(t, err)
+	defer r.Release()
+	assert.Equal(t, c.revs[1], r.To)
+	assert.Equal(t, filepath.Join(c.root, ".worktrees", c.revs[1]), r.Identity.SourceDir)
+}

@@ -229,7 +229,7 @@ func (g *Guard) captureNew(cfg *config, abs string) (*binding, error) {
 		// The new process of a handover: an update begun since the plan
 		// (a marker, a recovery marker, another receipt) means the code
 		// on disk may not be what the plan proved.
-		o := g.observeRead(context.Background(), cfg, b, newestReceipt)
+		o := g.observeRead(context.Background(), cfg, b, newestReceipt, false)
 		why := updaterBusy(&o)
 		switch {
 		case why != "":
@@ -450,7 +450,7 @@ func (g *Guard) Identity() Identity {
 func (g *Guard) Observe() Observation {
 	cfg := g.config()
 	b := g.bound.Load()
-	o := g.observeRead(context.Background(), cfg, b, newestReceipt)
+	o := g.observeRead(context.Background(), cfg, b, newestReceipt, true)
 	switch {
 	case b != nil && b.id.Revision != "":
 		o.Check, o.CheckReason = b.Path(cfg.alwaysRead)
@@ -523,7 +523,7 @@ func (g *Guard) observe(cfg *config, b *binding) Observation {
 	if a := b.answered.Load(); a != nil && mod != nil && a.module != nil && *a.module == *mod && now.Sub(a.at) < staleReuse {
 		return a.o
 	}
-	o := g.observeRead(context.Background(), cfg, b, noReceipt)
+	o := g.observeRead(context.Background(), cfg, b, noReceipt, false)
 	b.answered.Store(&answeredRead{at: now, module: mod, o: o})
 	return o
 }
@@ -534,7 +534,10 @@ const staleReuse = 10 * time.Millisecond
 
 // observeRead is observe, reading the receipt rr asks for: the stale
 // answer's reads and the diagnostic's each share pieces of their own.
-func (g *Guard) observeRead(ctx context.Context, cfg *config, b *binding, rr receiptRead) Observation {
+// resolve is for a caller that did not look at the checkout just before:
+// the install directories are those the module path leads to now (see
+// check.Binding.InstallDirs).
+func (g *Guard) observeRead(ctx context.Context, cfg *config, b *binding, rr receiptRead, resolve bool) Observation {
 	l, src := &g.unboundObs, ""
 	if rr.read {
 		l = &g.unboundDiag
@@ -558,7 +561,7 @@ func (g *Guard) observeRead(ctx context.Context, cfg *config, b *binding, rr rec
 			t.Val = cfg.observeAt(rr, "")
 			return
 		}
-		t.Val = cfg.observeAt(rr, b.installDirs()...)
+		t.Val = cfg.observeAt(rr, b.installDirs(resolve)...)
 	}, nil)
 	switch {
 	case stuck != nil:

@@ -53,6 +53,30 @@ func TestStaleAnswerFollowsTheFlippedLink(t *testing.T) {
 	}
 }
 
+// Guard.Observe reads the updater's files now, as a stale check does:
+// right after a deploy flipped the link, before any check read the
+// checkout again, it names the install directory the link leads to now,
+// and that directory's recovery markers.
+func TestObserveFollowsTheFlippedLink(t *testing.T) {
+	tmp := tempDir(t)
+	a, b := filepath.Join(tmp, "a"), filepath.Join(tmp, "b")
+	agentRepo(t, a)
+	agentRepo(t, b)
+	current := filepath.Join(tmp, "current")
+	flip := func(to string) {
+		require.NoError(t, os.Symlink(to, current+".new"))
+		require.NoError(t, os.Rename(current+".new", current))
+	}
+	flip(a)
+	g := bindFast(t, filepath.Join(current, "run_agent.py"), statEnv())
+	flip(b)
+	writeFile(t, filepath.Join(b, hermesIncomplete), "")
+	o := g.Observe()
+	assert.Contains(t, o.InstallRoots, resolved(t, b))
+	assert.Equal(t, []string{filepath.Join(resolved(t, b), hermesIncomplete)}, o.RecoveryMarkers)
+	assert.Equal(t, UpdateIncomplete, o.State)
+}
+
 // After a deploy flipped the link, each check reads the checkout again
 // (its configured path leads to another module file than the bound one),
 // yet the stale answers of one window of staleReuse still share one read

@@ -81,7 +81,9 @@ type Observation struct {
 	// Marker is the marker's state, and MarkerReason why.
 	Marker       MarkerState `json:"update_marker"`
 	MarkerReason string      `json:"update_marker_reason,omitempty"`
-	// InstallRoots are the directories searched for recovery markers.
+	// InstallRoots are the directories searched for recovery markers:
+	// those of the bound module and, where the module path now leads to
+	// another module (a deploy flipped a link), those of that one.
 	InstallRoots []string `json:"install_roots"`
 	// RecoveryMarkers are the recovery markers found there.
 	RecoveryMarkers []string `json:"recovery_markers"`

@@ -173,22 +173,15 @@ func (g *Guard) lockAndPlan(ctx context.Context, cfg *config, b *binding) (*Plan
 const maxPlanReads = 3
 
 // plan reads the view and checks the conditions of PlanReload.
-//
-// The updater's files are observed in the install directories as the
-// guard's latest look at the checkout resolved them, and in the one the
-// plan's own read resolved the module path to: where the read finds the
-// path leading to another directory (a link flipped since that look), the
-// view is read again with that directory's recovery markers.
+// The install directories are those the module path leads to as each try
+// begins (a plan follows no check): a try whose read finds the path
+// leading elsewhere, a link flipped meanwhile, is tried again.
 func (g *Guard) plan(ctx context.Context, cfg *config, b *binding) (*Plan, error) {
-	resolved := "" // the source directory the previous try's read found
 	for try := 0; try < maxPlanReads; try++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		srcs := b.installDirs()
-		if resolved != "" && !slices.Contains(srcs, resolved) {
-			srcs = append(srcs, resolved)
-		}
+		srcs := b.installDirs(true)
 		rr := receiptsSince(b.receiptsAt)
 		before := cfg.observeAt(rr, srcs...)
 		c, deps, err := gitread.Read(cfg.env.git, b.Configured(), false)
@@ -197,7 +190,6 @@ func (g *Guard) plan(ctx context.Context, cfg *config, b *binding) (*Plan, error
 			return nil, notReady(pending("the checkout cannot be read: " + err.Error()))
 		}
 		if !deps.Unchanged(cfg.env.git) || !sameObservation(&before, &after) || !slices.Contains(srcs, c.SourceDir) {
-			resolved = c.SourceDir
 			continue
 		}
 		if why := g.unproven(b, &c, &after, cfg.env.now()); why != "" {
@@ -457,7 +449,7 @@ func (r *Plan) Bind(ctx context.Context) error {
 	// Without a lock, an update may have begun since the plan: a marker, a
 	// recovery marker or another receipt says the code on disk may not be
 	// what the plan proved.
-	o := g.observeRead(ctx, cfg, b, receiptsSince(r.b.receiptsAt))
+	o := g.observeRead(ctx, cfg, b, receiptsSince(r.b.receiptsAt), false)
 	if why := stillProven(&o, &r.Receipt); why != "" {
 		b.Close()
 		return classed(ErrNotReady, "runtimeguard: bind: %s: %s", why, classWords(ErrNotReady))

@@ -79,7 +79,7 @@ var checkErrors = check.Errors{
 
 // installDirs are the source directories whose recovery markers count:
 // see check.Binding.InstallDirs.
-func (b *binding) installDirs() []string { return b.InstallDirs(b.id.SourceDir) }
+func (b *binding) installDirs(resolve bool) []string { return b.InstallDirs(b.id.SourceDir, resolve) }
 
 // errElsewhere is a configured module path that now leads to another file
 // than the one the guard bound to.

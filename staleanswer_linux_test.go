@@ -69,7 +69,7 @@ func (c *staleCase) state(t *testing.T) UpdateState {
 	var se *StaleError
 	require.ErrorAs(t, err, &se)
 	b := c.g.bound.Load()
-	o := c.g.config().observeAt(noReceipt, b.installDirs()...)
+	o := c.g.config().observeAt(noReceipt, b.installDirs(true)...)
 	assert.Equal(t, o.State, se.State, "the stale answer against a read of the updater's files")
 	return se.State
 }

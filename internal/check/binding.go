@@ -445,17 +445,20 @@ func (b *Binding) ReadModule() *string { return b.readModule.Load() }
 // another directory (a deploy flipped a link), that one, whose code a
 // reload would load.
 //
-// Where the latest full read succeeded, the directory it resolved the
-// configured path to is the one: every check looks at the checkout first,
-// and reads it again once anything on the way to the module changed. Else
-// the path is resolved again.
-func (b *Binding) InstallDirs(sourceDir string) []string {
+// For a caller that has just looked at the checkout (a stale answer
+// after its check, a binding just read), where that look's full read
+// succeeded, the directory it resolved the configured path to is the one:
+// every check looks at the checkout first, and reads it again once
+// anything on the way to the module changed. Else, and always where
+// resolve is true (a caller that did not look first), the path is
+// resolved again.
+func (b *Binding) InstallDirs(sourceDir string, resolve bool) []string {
 	if b.configured == "" {
 		return []string{sourceDir}
 	}
 	dirs := []string{sourceDir}
 	mod, err := "", error(nil)
-	if m := b.readModule.Load(); m != nil {
+	if m := b.readModule.Load(); m != nil && !resolve {
 		mod = *m
 	} else if mod, err = gitread.ResolvePath(b.configured); err != nil {
 		return dirs

@@ -77,7 +77,9 @@ func TestBindingFollowsHEAD(t *testing.T) {
 	got, err = b.Current(e, false, time.Minute)
 	require.NoError(t, err)
 	assert.Equal(t, next, got)
-	assert.Equal(t, []string{filepath.Dir(gittest.Resolved(t, module))}, b.InstallDirs(filepath.Dir(gittest.Resolved(t, module))))
+	for _, resolve := range []bool{false, true} {
+		assert.Equal(t, []string{filepath.Dir(gittest.Resolved(t, module))}, b.InstallDirs(filepath.Dir(gittest.Resolved(t, module)), resolve))
+	}
 }
 
 // A look that its caller gave up on answers with Errors.Timeout, naming

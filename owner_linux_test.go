@@ -55,6 +55,18 @@ func TestAccessChild(t *testing.T) {
 	fmt.Println("ready", g.Identity().Revision, g.Observe().Check)
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
+		if in.Text() == "drop" { // to the server's uid and group, for good
+			if err := syscall.Setresgid(serverUID, serverUID, serverUID); err != nil {
+				fmt.Println("error", err)
+				continue
+			}
+			if err := syscall.Setresuid(serverUID, serverUID, serverUID); err != nil {
+				fmt.Println("error", err)
+				continue
+			}
+			fmt.Println("dropped")
+			continue
+		}
 		if err := g.EnsureCurrent(); err != nil {
 			fmt.Println("stale", strings.ReplaceAll(err.Error(), "\n", " "))
 		} else {
@@ -214,6 +226,57 @@ func TestAccessChangeOfObjects(t *testing.T) {
 			})
 		}
 	}
+}
+
+// A server that binds as root and then drops to its user changes no file:
+// what changes is what access(2) says of objects, which only root could
+// search. git run as that user then finds no repository, and the stat
+// path, which asks access(2) on each check, answers stale. (The watch
+// path sees no change of the process's own credentials: see
+// docs/checking.md.)
+func TestAccessAfterCredentialsDropped(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("dropping credentials needs root")
+	}
+	gittest.Need(t)
+	base := tempDir(t)
+	require.NoError(t, os.Chmod(base, 0o755))
+	require.NoError(t, os.Chmod(filepath.Dir(base), 0o755))
+	self := filepath.Join(base, "server.test")
+	copyExecutable(t, os.Args[0], self)
+	dir := filepath.Join(base, "agent")
+	module, rev := agentRepo(t, dir)
+	home := filepath.Join(base, "home")
+	require.NoError(t, os.Mkdir(home, 0o755))
+	objects := filepath.Join(dir, ".git", "objects")
+	require.NoError(t, os.Chown(objects, otherUID, otherUID))
+	require.NoError(t, os.Chmod(objects, 0o700))
+
+	cmd := exec.Command(self, "-test.run=^TestAccessChild$")
+	cmd.Env = append(os.Environ(), envOwnerChild+"="+module, "RUNTIMEGUARD_TEST_HOME="+home, "RUNTIMEGUARD_TEST_NOWATCH=1", "GORACE=atexit_sleep_ms=0")
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	cmd.Stderr = os.Stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { stdin.Close(); _ = cmd.Wait() })
+	lines := bufio.NewScanner(stdout)
+	say := func(line string) string {
+		_, err := io.WriteString(stdin, line+"\n")
+		require.NoError(t, err)
+		if !lines.Scan() {
+			t.Fatalf("the server said nothing more: %v", lines.Err())
+		}
+		return lines.Text()
+	}
+	require.True(t, lines.Scan())
+	require.Equal(t, "ready "+rev+" stat", lines.Text())
+	require.Equal(t, "current", say("check"), "root searches objects")
+	require.Equal(t, "dropped", say("drop"))
+	out, err := asUser(gittest.Command(dir, "rev-parse", "--verify", "HEAD"), serverUID).CombinedOutput()
+	require.Error(t, err, "git as uid %d: %s", serverUID, out)
+	assert.True(t, strings.HasPrefix(say("check"), "stale "), "a check after the server dropped to uid %d", serverUID)
 }
 
 // copyExecutable copies the program at from to to, executable by all.

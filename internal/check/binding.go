@@ -371,7 +371,7 @@ func (b *Binding) run(call *readCall, e Env, alwaysRead, mustExist bool) {
 	switch {
 	case err != nil:
 		r.Err = err
-		if !alwaysRead && gitread.FromContent(err) && deps.Settle(start) {
+		if !alwaysRead && gitread.FromContent(err) && deps.Settled(start) {
 			b.failed.Store(&failure{deps: deps, err: err})
 		}
 		return
@@ -379,7 +379,7 @@ func (b *Binding) run(call *readCall, e Env, alwaysRead, mustExist bool) {
 		r.Err = fmt.Errorf("%s now leads to %s, not to %s: %w", b.configured, c.ModulePath, b.module, ErrElsewhere)
 		return
 	}
-	s := &Snapshot{Rev: c.Revision, Deps: deps, Trusted: !alwaysRead && deps.Settle(start)}
+	s := &Snapshot{Rev: c.Revision, Deps: deps, Trusted: !alwaysRead && deps.Settled(start)}
 	if index != nil && !alwaysRead && index.Settled(start) {
 		s.Index = index
 	}

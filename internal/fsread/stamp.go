@@ -37,10 +37,6 @@ const (
 // HasIdentity reports whether s tells one file from another by its inode.
 func (s Stamp) HasIdentity() bool { return s.present && s.ino != 0 }
 
-// KnowsChangeTime reports whether s holds the change time of a file that
-// is there: every change of its mode, owner, group, ACLs or links sets it.
-func (s Stamp) KnowsChangeTime() bool { return s.present && s.ctime != 0 }
-
 // SameIdentity reports whether s and o stamp the same file, of the same
 // type, permissions, owner and group (what access(2) depends on, ACLs
 // aside), whatever its timestamps and size. Without inode numbers it is

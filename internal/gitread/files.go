@@ -30,12 +30,6 @@ type Dep struct {
 	Stamp    fsread.Stamp
 	// searchable is what access(2) for X_OK said of an Identity dep.
 	searchable bool
-	// settled, for an Identity dep, is true when its whole stamp was
-	// settled as its read began (see Deps.Settle): a stat that finds the
-	// stamp unchanged, change time included, then proves that access(2)
-	// would say what it said, since every change of the mode, owner, group
-	// or an ACL sets the change time to now.
-	settled bool
 }
 
 // Deps are the files one read depended on.
@@ -58,34 +52,21 @@ func (d *Dep) Unchanged(fs *FS) bool {
 		stat = fs.Lstat
 	}
 	st, err := stat(d.Path)
-	switch {
-	case err != nil:
+	if err != nil || !(st == d.Stamp || d.Identity && st.SameIdentity(d.Stamp)) {
 		return false
-	case st == d.Stamp:
-		return !d.Identity || d.settled || fsread.Searchable(d.Path, st) == d.searchable
 	}
-	return d.Identity && st.SameIdentity(d.Stamp) && fsread.Searchable(d.Path, st) == d.searchable
+	return !d.Identity || fsread.Searchable(d.Path, st) == d.searchable
 }
 
-// Settle reports whether every stamp can be trusted to change if its file
-// changes after readStart (see Stamp.Settled); an Identity dep is trusted
-// by its identity, whatever its timestamps. It also records which Identity
-// deps have a stamp settled at readStart, whose access(2) answer a stat
-// that finds that stamp again proves: Dep.Unchanged then asks it no more.
-// It is for the read that made d, before d is shared.
-func (d Deps) Settle(readStart time.Time) bool {
-	all := true
+// Settled reports whether every stamp can be trusted to change if its file
+// changes after readStart: see Stamp.Settled.
+func (d Deps) Settled(readStart time.Time) bool {
 	for i := range d {
-		settled := d[i].Stamp.Settled(readStart)
-		if d[i].Identity {
-			d[i].settled = settled && d[i].Stamp.KnowsChangeTime()
-			if d[i].Stamp.HasIdentity() {
-				continue
-			}
+		if !(d[i].Identity && d[i].Stamp.HasIdentity()) && !d[i].Stamp.Settled(readStart) {
+			return false
 		}
-		all = all && settled
 	}
-	return all
+	return true
 }
 
 // unique drops repeated dependencies: a file read twice with the same

@@ -541,7 +541,7 @@ func (s *Sub) Arm(deps gitread.Deps, routes []gitread.Route, fsys *gitread.FS, r
 	if err != nil {
 		return err
 	}
-	if len(fresh) > 0 && !(deps.Settle(readStart) && deps.Unchanged(fsys)) {
+	if len(fresh) > 0 && !(deps.Settled(readStart) && deps.Unchanged(fsys)) {
 		s.distrust(fresh)
 	}
 	return nil

@@ -21,6 +21,7 @@ const (
 	opReadlink    = 5
 	opStatfs      = 17
 	opInit        = 26
+	opReaddir     = 28
 	opInterrupt   = 36
 	opDestroy     = 38
 	opBatchForget = 42
@@ -197,6 +198,8 @@ func (f *FS) handle(req []byte) {
 			return
 		}
 		f.reply(unique, 0, []byte(f.links[f.names[node-2]]))
+	case opReaddir:
+		f.reply(unique, 0, f.dirents(le.Uint64(body[8:]), int(le.Uint32(body[16:]))))
 	case opStatfs:
 		out := make([]byte, 80)
 		le.PutUint32(out[40:], 4096) // bsize
@@ -206,6 +209,36 @@ func (f *FS) handle(req []byte) {
 	default:
 		f.reply(unique, -int32(unix.ENOSYS), nil)
 	}
+}
+
+// dirents are the root's entries from the one at offset on (".", "..",
+// then the links), as struct fuse_dirent records of at most size bytes in
+// all: each names the offset of the one after it.
+func (f *FS) dirents(offset uint64, size int) []byte {
+	type entry struct {
+		ino  uint64
+		typ  uint32
+		name string
+	}
+	entries := []entry{{rootID, unix.DT_DIR, "."}, {rootID, unix.DT_DIR, ".."}}
+	for i, n := range f.names {
+		entries = append(entries, entry{uint64(i + 2), unix.DT_LNK, n})
+	}
+	var out []byte
+	for i := offset; i < uint64(len(entries)); i++ {
+		e := entries[i]
+		rec := make([]byte, (24+len(e.name)+7)&^7)
+		le.PutUint64(rec[0:], e.ino)
+		le.PutUint64(rec[8:], i+1) // the offset of the next entry
+		le.PutUint32(rec[16:], uint32(len(e.name)))
+		le.PutUint32(rec[20:], e.typ)
+		copy(rec[24:], e.name)
+		if len(out)+len(rec) > size {
+			break
+		}
+		out = append(out, rec...)
+	}
+	return out
 }
 
 // attr writes the attributes of node: the root directory, or a link.

@@ -22,6 +22,11 @@ func TestHangs(t *testing.T) {
 	assert.Equal(t, dir, target)
 	_, err = os.Lstat(filepath.Join(mnt, "missing"))
 	assert.ErrorIs(t, err, os.ErrNotExist)
+	entries, err := os.ReadDir(mnt)
+	require.NoError(t, err, "the directory is listed, as a directory of a real file system is")
+	require.Len(t, entries, 1)
+	assert.Equal(t, "link", entries[0].Name())
+	assert.Equal(t, os.ModeSymlink, entries[0].Type())
 
 	f.Hang()
 	done := make(chan error, 1)

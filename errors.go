@@ -90,7 +90,7 @@ func classWords(class error) string {
 // another length than the repository's object ids), [Observe],
 // [NewReloader] return one, which a caller gets with
 // errors.As. Its message is "runtimeguard: ", the field, the
-// value and the reason.
+// value (none for a func field) and the reason.
 type OptionError struct {
 	// Field names the field as its type spells it, such as
 	// "Options.ReadTimeout", "Layout.Marker" or

@@ -131,7 +131,7 @@ func (h *updaterHomes) profileHomes() (list, links []string, problem string) {
 func listProfileHomes(dir string) (list, links []string, problem string) {
 	names, err := fsread.ReadNames(dir, maxProfileEntries, func(n string) bool { return !strings.HasPrefix(n, ".") })
 	if err != nil {
-		return []string{}, nil, "the profile homes " + dir + " cannot be listed: " + err.Error()
+		return []string{}, nil, "the profile homes cannot be listed: " + err.Error()
 	}
 	slices.Sort(names)
 	list = []string{}

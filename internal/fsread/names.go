@@ -31,6 +31,9 @@ func ReadNames(dir string, max int, keep func(name string) bool) ([]string, erro
 		if read > max {
 			return nil, fmt.Errorf("%s holds more than %d entries", dir, max)
 		}
+		if err != nil && err != io.EOF {
+			return nil, err // never a part of the listing
+		}
 		for _, n := range batch {
 			if keep(n) {
 				names = append(names, n)
@@ -38,9 +41,6 @@ func ReadNames(dir string, max int, keep func(name string) bool) ([]string, erro
 		}
 		if err == io.EOF || len(batch) == 0 {
 			return names, nil
-		}
-		if err != nil {
-			return nil, err
 		}
 	}
 }

@@ -96,7 +96,7 @@ func matchingNames(dir, pattern string) ([]string, error) {
 		return ok
 	})
 	if err != nil {
-		if st, serr := fsread.StatStamp(dir); serr == nil && st.Present() && !st.IsDir() {
+		if st, serr := fsread.StatStamp(filepath.Clean(dir)); serr == nil && st.Present() && !st.IsDir() {
 			return nil, nil // something else where the directory would be: no receipts
 		}
 		return nil, err

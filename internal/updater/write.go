@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/runtimeguard/runtimeguard/internal/durable"
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
 )
 
 // ErrMarkerHeld is the error of ClaimMarker when another update holds the
@@ -169,7 +170,9 @@ func RemoveMarker(path string, pid int, started time.Time) (bool, error) {
 		}
 		return false, err
 	}
-	data, err := os.ReadFile(aside)
+	// What was renamed aside may not be what was statted: read it as a
+	// marker is read, never waiting on a FIFO swapped in.
+	data, _, err := fsread.ReadRegular(aside, MaxMarkerBytes, true)
 	if err != nil || !bytes.Equal(data, markerBodyOf(pid, started)) {
 		if lerr := os.Link(aside, path); lerr != nil && !errors.Is(lerr, fs.ErrExist) {
 			return false, fmt.Errorf("restoring the update marker %s from %s: %w", path, aside, lerr)

@@ -163,16 +163,8 @@ func TestAccessChangeOfObjects(t *testing.T) {
 		for _, tc := range cases {
 			t.Run(path+"/"+tc.name, func(t *testing.T) {
 				t.Parallel() // a server process, a repository and a home of its own
-				base := tempDir(t)
-				// t.TempDir's directories are private to root.
-				require.NoError(t, os.Chmod(base, 0o755))
-				require.NoError(t, os.Chmod(filepath.Dir(base), 0o755))
-				self := filepath.Join(base, "server.test")
-				copyExecutable(t, os.Args[0], self)
-				dir := filepath.Join(base, "agent")
-				module, rev := agentRepo(t, dir)
-				home := filepath.Join(base, "home")
-				require.NoError(t, os.Mkdir(home, 0o755))
+				c := newAccessCase(t)
+				dir, rev, home := c.dir, c.rev, c.home
 				chownTree(t, dir, serverUID)
 				objects := filepath.Join(dir, ".git", "objects")
 				tc.before(t, objects)
@@ -189,31 +181,9 @@ func TestAccessChangeOfObjects(t *testing.T) {
 				}
 				require.Equal(t, rev, out)
 
-				cmd := asUser(exec.Command(self, "-test.run=^TestAccessChild$"), serverUID)
-				cmd.Env = append(os.Environ(), envOwnerChild+"="+module, "RUNTIMEGUARD_TEST_HOME="+home, "GORACE=atexit_sleep_ms=0")
-				if path == "stat" {
-					cmd.Env = append(cmd.Env, "RUNTIMEGUARD_TEST_NOWATCH=1")
-				}
-				stdin, err := cmd.StdinPipe()
-				require.NoError(t, err)
-				stdout, err := cmd.StdoutPipe()
-				require.NoError(t, err)
-				cmd.Stderr = os.Stderr
-				require.NoError(t, cmd.Start())
-				t.Cleanup(func() { stdin.Close(); _ = cmd.Wait() })
-				lines := bufio.NewScanner(stdout)
-				next := func() string {
-					if !lines.Scan() {
-						t.Fatalf("the server said nothing more: %v", lines.Err())
-					}
-					return lines.Text()
-				}
-				require.Equal(t, "ready "+rev+" "+path, next(), "the server binds on the %s path", path)
-				ask := func() string {
-					_, err := io.WriteString(stdin, "check\n")
-					require.NoError(t, err)
-					return next()
-				}
+				ready, say := c.serve(t, path == "stat", true)
+				require.Equal(t, "ready "+rev+" "+path, ready, "the server binds on the %s path", path)
+				ask := func() string { return say("check") }
 				require.Equal(t, "current", ask())
 
 				tc.change(t, objects)
@@ -239,21 +209,52 @@ func TestAccessAfterCredentialsDropped(t *testing.T) {
 		t.Skip("dropping credentials needs root")
 	}
 	gittest.Need(t)
-	base := tempDir(t)
-	require.NoError(t, os.Chmod(base, 0o755))
-	require.NoError(t, os.Chmod(filepath.Dir(base), 0o755))
-	self := filepath.Join(base, "server.test")
-	copyExecutable(t, os.Args[0], self)
-	dir := filepath.Join(base, "agent")
-	module, rev := agentRepo(t, dir)
-	home := filepath.Join(base, "home")
-	require.NoError(t, os.Mkdir(home, 0o755))
-	objects := filepath.Join(dir, ".git", "objects")
+	c := newAccessCase(t)
+	objects := filepath.Join(c.dir, ".git", "objects")
 	require.NoError(t, os.Chown(objects, otherUID, otherUID))
 	require.NoError(t, os.Chmod(objects, 0o700))
 
-	cmd := exec.Command(self, "-test.run=^TestAccessChild$")
-	cmd.Env = append(os.Environ(), envOwnerChild+"="+module, "RUNTIMEGUARD_TEST_HOME="+home, "RUNTIMEGUARD_TEST_NOWATCH=1", "GORACE=atexit_sleep_ms=0")
+	ready, say := c.serve(t, true, false)
+	require.Equal(t, "ready "+c.rev+" stat", ready)
+	require.Equal(t, "current", say("check"), "root searches objects")
+	require.Equal(t, "dropped", say("drop"))
+	out, err := asUser(gittest.Command(c.dir, "rev-parse", "--verify", "HEAD"), serverUID).CombinedOutput()
+	require.Error(t, err, "git as uid %d: %s", serverUID, out)
+	assert.True(t, strings.HasPrefix(say("check"), "stale "), "a check after the server dropped to uid %d", serverUID)
+}
+
+// accessCase is a repository, a home and a copy of the test binary, in a
+// directory every user can search (t.TempDir's are private to root).
+type accessCase struct {
+	self, dir, module, rev, home string
+}
+
+func newAccessCase(t *testing.T) *accessCase {
+	t.Helper()
+	base := tempDir(t)
+	require.NoError(t, os.Chmod(base, 0o755))
+	require.NoError(t, os.Chmod(filepath.Dir(base), 0o755))
+	c := &accessCase{self: filepath.Join(base, "server.test"), dir: filepath.Join(base, "agent"), home: filepath.Join(base, "home")}
+	copyExecutable(t, os.Args[0], c.self)
+	c.module, c.rev = agentRepo(t, c.dir)
+	require.NoError(t, os.Mkdir(c.home, 0o755))
+	return c
+}
+
+// serve starts the server of the case (TestAccessChild), on the stat path
+// or the watch path, as the server's uid or (asServer false) as root. It
+// returns the server's first line and what sends it a line and returns
+// its answer; the server ends with the test.
+func (c *accessCase) serve(t *testing.T, stat, asServer bool) (first string, say func(line string) string) {
+	t.Helper()
+	cmd := exec.Command(c.self, "-test.run=^TestAccessChild$")
+	if asServer {
+		asUser(cmd, serverUID)
+	}
+	cmd.Env = append(os.Environ(), envOwnerChild+"="+c.module, "RUNTIMEGUARD_TEST_HOME="+c.home, "GORACE=atexit_sleep_ms=0")
+	if stat {
+		cmd.Env = append(cmd.Env, "RUNTIMEGUARD_TEST_NOWATCH=1")
+	}
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
 	stdout, err := cmd.StdoutPipe()
@@ -262,21 +263,17 @@ func TestAccessAfterCredentialsDropped(t *testing.T) {
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { stdin.Close(); _ = cmd.Wait() })
 	lines := bufio.NewScanner(stdout)
-	say := func(line string) string {
-		_, err := io.WriteString(stdin, line+"\n")
-		require.NoError(t, err)
+	next := func() string {
 		if !lines.Scan() {
 			t.Fatalf("the server said nothing more: %v", lines.Err())
 		}
 		return lines.Text()
 	}
-	require.True(t, lines.Scan())
-	require.Equal(t, "ready "+rev+" stat", lines.Text())
-	require.Equal(t, "current", say("check"), "root searches objects")
-	require.Equal(t, "dropped", say("drop"))
-	out, err := asUser(gittest.Command(dir, "rev-parse", "--verify", "HEAD"), serverUID).CombinedOutput()
-	require.Error(t, err, "git as uid %d: %s", serverUID, out)
-	assert.True(t, strings.HasPrefix(say("check"), "stale "), "a check after the server dropped to uid %d", serverUID)
+	return next(), func(line string) string {
+		_, err := io.WriteString(stdin, line+"\n")
+		require.NoError(t, err)
+		return next()
+	}
 }
 
 // copyExecutable copies the program at from to to, executable by all.

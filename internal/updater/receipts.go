@@ -91,12 +91,13 @@ func matchingNames(dir, pattern string) ([]string, error) {
 	if _, err := filepath.Match(pattern, ""); err != nil {
 		return nil, fmt.Errorf("receipt pattern %q: %w", pattern, err)
 	}
-	names, err := fsread.ReadNames(filepath.Clean(dir), maxReceiptEntries, func(n string) bool {
+	dir = filepath.Clean(dir) // as filepath.Split left it, with its slash
+	names, err := fsread.ReadNames(dir, maxReceiptEntries, func(n string) bool {
 		ok, _ := filepath.Match(pattern, n)
 		return ok
 	})
 	if err != nil {
-		if st, serr := fsread.StatStamp(filepath.Clean(dir)); serr == nil && st.Present() && !st.IsDir() {
+		if st, serr := fsread.StatStamp(dir); serr == nil && st.Present() && !st.IsDir() {
 			return nil, nil // something else where the directory would be: no receipts
 		}
 		return nil, err

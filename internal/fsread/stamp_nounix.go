@@ -202,6 +202,10 @@ func IsLinkLoop(err error) bool {
 // for Windows drops X_OK from access(2): anything there will do.
 func Searchable(_ string, st Stamp) bool { return st.present }
 
+// SearchableNow is Searchable asked of what is at path now, with no stamp:
+// ok is false, since here the answer is a stamp's.
+func SearchableNow(string) (searchable, ok bool) { return false, false }
+
 // OpenRegular opens the regular file at path for one read from its start
 // to its end, with the care of ReadRegular. The Reader gives the bytes the
 // opened file's stat counted and then io.EOF, or fails with ErrGrew or

@@ -289,6 +289,10 @@ func Searchable(path string, _ Stamp) bool {
 	}
 }
 
+// SearchableNow is Searchable asked of what is at path now, with no stamp:
+// access(2) itself. ok is false where the answer needs a fresh stamp.
+func SearchableNow(path string) (searchable, ok bool) { return Searchable(path, Stamp{}), true }
+
 // absentStamp is the stamp of nothing at a path, for the errors that mean
 // nothing is there: ENOENT, and ENOTDIR (a part of the path is not a
 // directory), which git tells apart.

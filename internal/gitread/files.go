@@ -47,6 +47,14 @@ func (d Deps) Unchanged(fs *FS) bool {
 
 // Unchanged reports whether the dependency still has the stamp it had.
 func (d *Dep) Unchanged(fs *FS) bool {
+	if d.Identity && d.searchable {
+		// Of a Git directory's objects and refs git asks only that
+		// access(2) for X_OK passes (see isGitDir): while it does, its
+		// verdict stands, whatever is there now.
+		if ok, asked := fsread.SearchableNow(d.Path); asked {
+			return ok
+		}
+	}
 	stat := fs.Stat
 	if d.NoFollow {
 		stat = fs.Lstat

@@ -19,13 +19,15 @@ type Dep struct {
 	Path     string
 	NoFollow bool
 	// Identity, for a directory whose entries do not matter (a Git
-	// directory's objects and refs), compares what is at Path, not its
+	// directory's objects and refs), is one of which git asks only that
+	// access(2) for X_OK passes. Where it passed, Unchanged asks that
+	// alone, no stat (where there is no access(2), it compares the
+	// stamps); where it did not, it compares what is at Path (not its
 	// timestamps: a commit that adds an object directory reads nothing
-	// again. Where a stamp has no inode number it is the whole stamp.
-	// What git asks of such a directory, access(2) for X_OK, is asked
-	// again too: it depends on the owner, the group, the mode and any ACL,
-	// and an ACL changed in place changes nothing of the stamp but its
-	// change time.
+	// again; where a stamp has no inode number, the whole stamp) and asks
+	// access(2) again. On Unix it is asked anew either way: it depends on
+	// the owner, the group, the mode, any ACL (changed in place, it moves
+	// no stamp but the change time) and the process's own credentials.
 	Identity bool
 	Stamp    fsread.Stamp
 	// searchable is what access(2) for X_OK said of an Identity dep.

@@ -84,7 +84,7 @@ func TestExitCodesAreOneTable(t *testing.T) {
 		{name: "module is a directory", flags: []string{"--module", dir}, code: map[string]int{"": exitUsage}, want: "--module " + dir + ": a directory"},
 		{name: "module is a dangling link", flags: []string{"--module", dangling}, code: map[string]int{"": exitUsage}, want: "--module " + dangling + ": a symbolic link to " + missing + ", which leads to no file"},
 		{name: "module is a device", flags: []string{"--module", "/dev/null"}, code: map[string]int{"": exitUsage}, want: "--module /dev/null: a character device, not the module file"},
-		{name: "module is a pipe", flags: []string{"--module", "/dev/stdin"}, stdin: true, code: map[string]int{"": exitUsage}, want: "--module /dev/stdin: a pipe, not the module file"},
+		{name: "module is a pipe", flags: []string{"--module", "/dev/stdin"}, stdin: true, code: map[string]int{"": exitUsage}, want: "--module /dev/stdin: a named pipe, not the module file"},
 		{name: "marker outside the home", flags: []string{"--module", module, "--marker", "../x"}, code: map[string]int{"": exitUsage}, want: "--marker"},
 		// An empty --home ("$UNSET") is no home, not the default one.
 		{name: "empty home", flags: []string{"--module", module, "--home", ""}, code: map[string]int{"": exitUsage}, want: "--home is empty"},

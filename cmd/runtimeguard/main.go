@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/runtimeguard/runtimeguard"
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
 )
 
 // Exit codes.
@@ -380,25 +381,9 @@ func (f *guardFlags) checkModule() error {
 	case fi.IsDir():
 		return usagef("--module %s: a directory, not the module file", text(f.module))
 	case !fi.Mode().IsRegular():
-		return usagef("--module %s: %s, not the module file", text(f.module), fileKind(fi.Mode()))
+		return usagef("--module %s: %s, not the module file", text(f.module), "a "+fsread.TypeName(fi.Mode()))
 	}
 	return nil
-}
-
-// fileKind names the type of a file that is neither regular nor a
-// directory.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeNamedPipe != 0:
-		return "a pipe"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a block device"
-	}
-	return "not a regular file"
 }
 
 // set reports whether the flag was given on the command line.

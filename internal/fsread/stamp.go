@@ -121,7 +121,7 @@ var ErrNotRegular = errors.New("not a regular file")
 
 // TypeError says what was found where a regular file was expected: Kind
 // is "directory", "symbolic link", "named pipe", "socket", "character
-// device", "block device", "device" or "special file".
+// device", "block device" or "special file" (see TypeName).
 type TypeError struct{ Kind string }
 
 func (e *TypeError) Error() string { return "is a " + e.Kind + ", not a regular file" }

@@ -76,23 +76,6 @@ func stampOfInfo(fi fs.FileInfo) Stamp {
 	}
 }
 
-// typeName names a file type for an error.
-func typeName(mode fs.FileMode) string {
-	switch {
-	case mode&fs.ModeNamedPipe != 0:
-		return "named pipe"
-	case mode&fs.ModeSocket != 0:
-		return "socket"
-	case mode&fs.ModeDevice != 0:
-		return "device"
-	case mode&fs.ModeSymlink != 0:
-		return "symbolic link"
-	case mode.IsDir():
-		return "directory"
-	}
-	return "special file"
-}
-
 // checkInfo decides on a stat before a read: done is true when there is
 // nothing to read, with the Stamp of a directory or an error.
 func checkInfo(path string, fi fs.FileInfo, limit int64) (s Stamp, done bool, err error) {
@@ -101,7 +84,7 @@ func checkInfo(path string, fi fs.FileInfo, limit int64) (s Stamp, done bool, er
 	case fi.IsDir():
 		return stampOfInfo(fi), true, nil
 	default:
-		return Stamp{}, true, &fs.PathError{Op: "read", Path: path, Err: &TypeError{Kind: typeName(fi.Mode())}}
+		return Stamp{}, true, &fs.PathError{Op: "read", Path: path, Err: &TypeError{Kind: TypeName(fi.Mode())}}
 	}
 	if fi.Size() > limit {
 		return Stamp{}, true, &fs.PathError{Op: "read", Path: path, Err: &TooLargeError{Size: fi.Size(), Limit: limit}}

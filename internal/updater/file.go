@@ -40,7 +40,7 @@ func unusable(err error, limit int64) string {
 	switch {
 	case errors.As(err, &te):
 		switch te.Kind {
-		case "character device", "block device", "device":
+		case "character device", "block device":
 			return "a device"
 		case "special file":
 			return "not a regular file"

@@ -285,12 +285,13 @@ func (b *Binding) Look(ctx context.Context, e Env, alwaysRead bool, timeout time
 	return nil, b.errs.Timeout(fmt.Sprintf("a look at %s did not return within %v%s", b.configured, stuck.Since, on))
 }
 
-// statsUnchanged stats each of deps and reports whether all still have
-// their stamps; c names the one being statted.
+// statsUnchanged asks of each of deps, by its path, whether what the read
+// found there still holds for git (see gitread.Dep.Holds); c names the one
+// being asked.
 func statsUnchanged(c *readCall, fs *gitread.FS, deps gitread.Deps) bool {
 	for i := range deps {
 		c.At.Store(&deps[i].Path)
-		if !deps[i].Unchanged(fs) {
+		if !deps[i].Holds(fs) {
 			return false
 		}
 	}

@@ -20,14 +20,13 @@ type Dep struct {
 	NoFollow bool
 	// Identity, for a directory whose entries do not matter (a Git
 	// directory's objects and refs), is one of which git asks only that
-	// access(2) for X_OK passes. Where it passed, Unchanged asks that
-	// alone, no stat (where there is no access(2), it compares the
-	// stamps); where it did not, it compares what is at Path (not its
-	// timestamps: a commit that adds an object directory reads nothing
-	// again; where a stamp has no inode number, the whole stamp) and asks
-	// access(2) again. On Unix it is asked anew either way: it depends on
-	// the owner, the group, the mode, any ACL (changed in place, it moves
-	// no stamp but the change time) and the process's own credentials.
+	// access(2) for X_OK passes. Unchanged compares what is at Path, not
+	// its timestamps (a commit that adds an object directory reads
+	// nothing again; where a stamp has no inode number, the whole stamp),
+	// and asks access(2) again: it depends on the owner, the group, the
+	// mode, any ACL (changed in place, it moves no stamp but the change
+	// time) and the process's own credentials. Holds, where it passed,
+	// asks access(2) alone.
 	Identity bool
 	Stamp    fsread.Stamp
 	// searchable is what access(2) for X_OK said of an Identity dep.
@@ -49,14 +48,6 @@ func (d Deps) Unchanged(fs *FS) bool {
 
 // Unchanged reports whether the dependency still has the stamp it had.
 func (d *Dep) Unchanged(fs *FS) bool {
-	if d.Identity && d.searchable {
-		// Of a Git directory's objects and refs git asks only that
-		// access(2) for X_OK passes (see isGitDir): while it does, its
-		// verdict stands, whatever is there now.
-		if ok, asked := fsread.SearchableNow(d.Path); asked {
-			return ok
-		}
-	}
 	stat := fs.Stat
 	if d.NoFollow {
 		stat = fs.Lstat
@@ -66,6 +57,22 @@ func (d *Dep) Unchanged(fs *FS) bool {
 		return false
 	}
 	return !d.Identity || fsread.Searchable(d.Path, st) == d.searchable
+}
+
+// Holds reports whether what the read found at the dependency still
+// stands for git: Unchanged, but of an Identity dep found searchable it
+// asks only what git asks, access(2) for X_OK (see isGitDir), where there
+// is one: whatever is there now, git's verdict is the same while that
+// passes. It proves an answer whose every dependency is asked anew by its
+// path (the stat path); not what a watch armed on the read's routes
+// watches, which Unchanged proves.
+func (d *Dep) Holds(fs *FS) bool {
+	if d.Identity && d.searchable {
+		if ok, asked := fsread.SearchableNow(d.Path); asked {
+			return ok
+		}
+	}
+	return d.Unchanged(fs)
 }
 
 // Settled reports whether every stamp can be trusted to change if its file

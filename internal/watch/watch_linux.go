@@ -514,8 +514,9 @@ type entry struct {
 //
 // Where Arm registers a name the subscription did not before, a change
 // between the read and now went unreported: the files must be settled
-// (their timestamps old enough to tell a later change) and unchanged, else
-// the subscription is dirty, and the next arm watches those names anew.
+// (their timestamps old enough to tell a later change) and unchanged, and
+// reached by the routes the read took, else the subscription is dirty,
+// and the next arm watches those names anew.
 //
 // An error (a file system whose changes may not be reported, the watch
 // limit) means the subscription cannot be trusted: the caller keeps the
@@ -541,10 +542,26 @@ func (s *Sub) Arm(deps gitread.Deps, routes []gitread.Route, fsys *gitread.FS, r
 	if err != nil {
 		return err
 	}
-	if len(fresh) > 0 && !(deps.Settled(readStart) && deps.Unchanged(fsys)) {
+	if len(fresh) > 0 && !(deps.Settled(readStart) && deps.Unchanged(fsys) && routesHold(deps, routes, fsys)) {
 		s.distrust(fresh)
 	}
 	return nil
+}
+
+// routesHold reports whether the kernel's routes to deps are still the
+// read's: a link swapped in on the way since, even to the very file the
+// read found (which no stamp tells), moves what must be watched.
+func routesHold(deps gitread.Deps, routes []gitread.Route, fsys *gitread.FS) bool {
+	paths := make([]string, len(deps))
+	for i := range deps {
+		paths[i] = deps[i].Path
+	}
+	for i, now := range gitread.Routes(fsys, paths) {
+		if now.Resolved != routes[i].Resolved || !slices.Equal(now.Links, routes[i].Links) {
+			return false
+		}
+	}
+	return true
 }
 
 // distrust makes the subscription dirty and the next arm watch anew what

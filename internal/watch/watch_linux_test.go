@@ -17,6 +17,7 @@ import (
 
 	"github.com/runtimeguard/runtimeguard/internal/fusehang"
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
 // liveWDs lists the watch descriptors the kernel holds on the inotify fd.
@@ -284,4 +285,52 @@ func TestRearmAddsOnlyWhatMoved(t *testing.T) {
 	require.True(t, s.recheck(gen))
 	require.NoError(t, os.WriteFile(file, []byte("3"), 0o644))
 	assert.False(t, s.recheck(gen), "a write in the directory that replaced a/b is seen")
+}
+
+// A change between a read and the arm of its watches is unreported: Arm
+// must see it by what it proves of the read's files afterwards. Here
+// objects is swapped, in that window, for a link to a directory
+// elsewhere, which git follows: the read's route for objects has no link,
+// so nothing watches where the link leads, and a later removal of that
+// directory (after which git finds no repository) would raise no event.
+// The link leads to another directory, or to the read's own objects
+// directory moved there: the same inode, which no stamp tells apart, but
+// the route does.
+func TestArmDistrustsObjectsSwappedForALinkBeforeItsWatch(t *testing.T) {
+	t.Run("another directory", func(t *testing.T) { armAfterObjectsSwap(t, false) })
+	t.Run("the same directory, moved", func(t *testing.T) { armAfterObjectsSwap(t, true) })
+}
+
+func armAfterObjectsSwap(t *testing.T, sameInode bool) {
+	gittest.Need(t)
+	w := privateWatcher(t)
+	root := t.TempDir()
+	dir := filepath.Join(root, "repo")
+	rev := gittest.Init(t, dir, map[string]string{"run_agent.py": "x\n"})
+	gitSays := func() bool {
+		out, err := gittest.Command(dir, "rev-parse", "--verify", "HEAD").Output()
+		return err == nil && strings.TrimSpace(string(out)) == rev
+	}
+	s := w.Subscribe()
+	defer s.Close()
+	r := s.Begin()
+	_, deps, routes, _, err := gitread.ReadWith(gitread.System, filepath.Join(dir, "run_agent.py"), true, nil, true)
+	require.NoError(t, err)
+	objects := filepath.Join(dir, ".git", "objects")
+	elsewhere := filepath.Join(root, "elsewhere")
+	if sameInode {
+		require.NoError(t, os.Rename(objects, elsewhere))
+	} else {
+		require.NoError(t, os.Rename(objects, filepath.Join(root, "old-objects")))
+		require.NoError(t, os.Mkdir(elsewhere, 0o755))
+	}
+	require.NoError(t, os.Symlink(elsewhere, objects))
+	require.True(t, gitSays(), "git follows the link")
+	// A read that began an hour from now: every stamp is settled, so that
+	// only what Arm proves of the files decides.
+	require.NoError(t, s.Arm(deps, routes, gitread.System, time.Now().Add(time.Hour)))
+	clean := r.Recheck()
+	require.NoError(t, os.Rename(elsewhere, elsewhere+".gone"))
+	require.False(t, gitSays(), "git once the link leads nowhere")
+	assert.False(t, clean && r.Recheck(), "the watch vouches for a checkout git no longer reads")
 }

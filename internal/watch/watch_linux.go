@@ -100,6 +100,21 @@ type Watcher struct {
 	armers    int
 	removals  uint64
 	removedAt map[int32]uint64
+
+	// An event drained while a subscription arms reaches only those that
+	// registered its watch, and an arming one has not yet: while any
+	// subscription arms, touched records which names of which watches
+	// events touched (name "" for the watch itself), as the count of
+	// events then; touchedAll, the count when touched grew too large to
+	// hold.
+	events       uint64
+	touched      map[int32]map[string]uint64
+	touchedNames int
+	touchedAll   uint64
+
+	// beforeRegister, for tests, runs in each arm after its watches were
+	// added and before they are registered.
+	beforeRegister func()
 }
 
 // slot is an epoll set holding the inotify descriptor and a descriptor of
@@ -143,7 +158,7 @@ func newWatcher() (*Watcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inotify_init1: %w", err)
 	}
-	w := &Watcher{fd: fd, byWD: map[int32]*dir{}, subs: map[*Sub]struct{}{}, buf: make([]byte, 64<<10), pins: map[int32]int{}, removedAt: map[int32]uint64{}}
+	w := &Watcher{fd: fd, byWD: map[int32]*dir{}, subs: map[*Sub]struct{}{}, buf: make([]byte, 64<<10), pins: map[int32]int{}, removedAt: map[int32]uint64{}, touched: map[int32]map[string]uint64{}}
 	n := min(max(2*runtime.GOMAXPROCS(0), 4), 64)
 	for i := 0; i < n; i++ {
 		s, err := newSlot(fd)
@@ -434,6 +449,9 @@ func (w *Watcher) drain() {
 
 // dispatch marks the subscriptions one event touches; w.mu is held.
 func (w *Watcher) dispatch(wd int32, m uint32, name string) {
+	if w.armers > 0 {
+		w.touch(wd, name)
+	}
 	if m&unix.IN_Q_OVERFLOW != 0 {
 		w.dirtyAll()
 		return
@@ -464,6 +482,60 @@ func (w *Watcher) dispatch(wd int32, m uint32, name string) {
 			s.markMoved(reg{d, name})
 		}
 	}
+}
+
+// maxTouched bounds the names touched holds, across its watches.
+const maxTouched = 4096
+
+// touch records an event of name in the watch wd while a subscription
+// arms; w.mu is held.
+func (w *Watcher) touch(wd int32, name string) {
+	w.events++
+	if w.touchedAll > 0 {
+		w.touchedAll = w.events
+		return
+	}
+	names := w.touched[wd]
+	if _, ok := names[name]; !ok {
+		if w.touchedNames >= maxTouched {
+			w.touchedAll = w.events
+			return
+		}
+		w.touchedNames++
+		if names == nil {
+			names = map[string]uint64{}
+			w.touched[wd] = names
+		}
+	}
+	names[name] = w.events
+}
+
+// touchedSince reports whether an event drained after the count since
+// touched a watch an arm added (dirWDs, by path, each for the names of
+// want; fileWDs, a file each) in a name it needs or itself; w.mu is held.
+func (w *Watcher) touchedSince(since uint64, want map[string]map[string]bool, dirWDs, fileWDs map[string]int32) bool {
+	if w.touchedAll > since {
+		return true
+	}
+	for path, wd := range dirWDs {
+		names := w.touched[wd]
+		if names[""] > since {
+			return true
+		}
+		for name := range want[path] {
+			if names[name] > since {
+				return true
+			}
+		}
+	}
+	for _, wd := range fileWDs {
+		for _, at := range w.touched[wd] {
+			if at > since {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // dirtyAll makes every subscription dirty, and distrusts every watch: an
@@ -516,7 +588,11 @@ type entry struct {
 // between the read and now went unreported: the files must be settled
 // (their timestamps old enough to tell a later change) and unchanged, and
 // reached by the routes the read took, else the subscription is dirty,
-// and the next arm watches those names anew.
+// and the next arm watches those names anew. So also where an event,
+// read by another check, touched a name that a watch this call added
+// needs before the watch was registered: a change made and undone in
+// that time leaves the files as the read found them, but the watch may
+// be on what was there meanwhile.
 //
 // An error (a file system whose changes may not be reported, the watch
 // limit) means the subscription cannot be trusted: the caller keeps the
@@ -538,11 +614,11 @@ func (s *Sub) Arm(deps gitread.Deps, routes []gitread.Route, fsys *gitread.FS, r
 			file:  d.Stamp.Present() && !d.Stamp.IsDir() && !(d.NoFollow && d.Stamp.IsLink()),
 		}
 	}
-	fresh, err := s.arm(entries)
+	fresh, raced, err := s.arm(entries)
 	if err != nil {
 		return err
 	}
-	if len(fresh) > 0 && !(deps.Settled(readStart) && deps.Unchanged(fsys) && routesHold(deps, routes, fsys)) {
+	if raced || len(fresh) > 0 && !(deps.Settled(readStart) && deps.Unchanged(fsys) && routesHold(deps, routes, fsys)) {
 		s.distrust(fresh)
 	}
 	return nil
@@ -580,11 +656,12 @@ func (s *Sub) distrust(fresh []reg) {
 }
 
 // arm registers entries (see Arm) and returns the registrations the
-// subscription did not have before.
-func (s *Sub) arm(entries []entry) (fresh []reg, err error) {
+// subscription did not have before, and whether an event touched one of
+// the watches it added before it registered them (see touched).
+func (s *Sub) arm(entries []entry) (fresh []reg, raced bool, err error) {
 	want, files, err := plan(entries)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	w := s.w
 	w.mu.Lock()
@@ -593,18 +670,25 @@ func (s *Sub) arm(entries []entry) (fresh []reg, err error) {
 	w.seq.Add(1)
 	w.drain()
 	w.seq.Add(1)
+	since := w.events
 	keptDirs, keptFiles := s.unmoved(want, files)
 	s.moved, s.movedAll = nil, false
 	w.mu.Unlock()
 	dirWDs, fileWDs, added, missing, err := w.addWatches(s, want, files, keptDirs, keptFiles)
+	if w.beforeRegister != nil {
+		w.beforeRegister()
+	}
 	w.mu.Lock()
 	if err == nil {
 		fresh, err = s.register(want, dirWDs, fileWDs, keptDirs, keptFiles)
+		raced = err == nil && w.touchedSince(since, want, dirWDs, fileWDs)
 	}
 	w.unpin(s, added) // and, on failure, remove what no one registered
 	w.armers--
 	if w.armers == 0 {
 		clear(w.removedAt)
+		clear(w.touched)
+		w.touchedNames, w.touchedAll = 0, 0
 	}
 	w.mu.Unlock()
 	if err == nil && len(missing) > 0 && anyExists(missing) {
@@ -612,7 +696,7 @@ func (s *Sub) arm(entries []entry) (fresh []reg, err error) {
 		// registration went unreported: read again.
 		s.markDirty()
 	}
-	return fresh, err
+	return fresh, raced, err
 }
 
 // unmoved returns the watches of want's directories and of files that the

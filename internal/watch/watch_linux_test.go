@@ -3,6 +3,7 @@ package watch
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -51,7 +52,7 @@ func TestArmWhileOthersClose(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Dir(file), 0o755))
 	require.NoError(t, os.WriteFile(file, []byte("a"), 0o644))
 	probe := w.Subscribe()
-	_, err = probe.arm([]entry{fileEntry(file)})
+	_, _, err = probe.arm([]entry{fileEntry(file)})
 	probe.Close() // a subscription left open would keep the watches alive
 	if err != nil {
 		t.Skipf("no watch path for %s: %v", root, err)
@@ -63,7 +64,7 @@ func TestArmWhileOthersClose(t *testing.T) {
 		for !stop.Load() {
 			s := w.Subscribe()
 			s.begin()
-			_, _ = s.arm([]entry{fileEntry(path)})
+			_, _, _ = s.arm([]entry{fileEntry(path)})
 			s.Close()
 		}
 	}
@@ -84,7 +85,7 @@ func TestArmWhileOthersClose(t *testing.T) {
 	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); rounds++ {
 		s := w.Subscribe()
 		gen := s.begin()
-		_, err := s.arm([]entry{fileEntry(file)})
+		_, _, err := s.arm([]entry{fileEntry(file)})
 		require.NoError(t, err)
 		w.mu.Lock()
 		var wds []int32
@@ -139,7 +140,7 @@ func TestFailedArmLeavesNoWatch(t *testing.T) {
 	require.NoError(t, os.WriteFile(file, nil, 0o644))
 
 	keeper := w.Subscribe()
-	_, err := keeper.arm([]entry{fileEntry(file)})
+	_, _, err := keeper.arm([]entry{fileEntry(file)})
 	require.NoError(t, err)
 	kept := liveWDs(t, w.fd)
 	require.NotEmpty(t, kept)
@@ -149,7 +150,7 @@ func TestFailedArmLeavesNoWatch(t *testing.T) {
 	require.NoError(t, os.WriteFile(other, nil, 0o644))
 	for i := 0; i < 30; i++ {
 		s := w.Subscribe()
-		_, err := s.arm([]entry{fileEntry(other), fileEntry(remote)})
+		_, _, err := s.arm([]entry{fileEntry(other), fileEntry(remote)})
 		require.Error(t, err)
 		s.Close()
 	}
@@ -170,7 +171,7 @@ func TestArmWatchesTheNearestDirectoryThatExists(t *testing.T) {
 	ref := filepath.Join(heads, "release", "1.2")
 	s := w.Subscribe()
 	gen := s.begin()
-	_, err := s.arm([]entry{{Route: gitread.Route{Resolved: ref}}})
+	_, _, err := s.arm([]entry{{Route: gitread.Route{Resolved: ref}}})
 	require.NoError(t, err)
 	require.True(t, s.recheck(gen), "clean once armed")
 	require.NoError(t, os.Mkdir(filepath.Dir(ref), 0o755))
@@ -179,7 +180,7 @@ func TestArmWatchesTheNearestDirectoryThatExists(t *testing.T) {
 	// Armed again with the directory there (and the ref not yet), the
 	// ref's creation is seen.
 	gen = s.begin()
-	_, err = s.arm([]entry{{Route: gitread.Route{Resolved: ref}}})
+	_, _, err = s.arm([]entry{{Route: gitread.Route{Resolved: ref}}})
 	require.NoError(t, err)
 	require.True(t, s.recheck(gen))
 	require.NoError(t, os.WriteFile(ref, []byte("x\n"), 0o644))
@@ -210,7 +211,7 @@ func TestArmOnAHungFileSystemHoldsUpNoOther(t *testing.T) {
 	hung := w.Subscribe()
 	started = true
 	go func() {
-		_, err := hung.arm([]entry{{Route: gitread.Route{Resolved: mnt}, dir: true}}) // statfs of mnt hangs
+		_, _, err := hung.arm([]entry{{Route: gitread.Route{Resolved: mnt}, dir: true}}) // statfs of mnt hangs
 		hungDone <- err
 	}()
 	require.Eventually(t, func() bool { return f.Pending() > 0 }, 5*time.Second, time.Millisecond, "the arm reached the hung file system")
@@ -223,7 +224,7 @@ func TestArmOnAHungFileSystemHoldsUpNoOther(t *testing.T) {
 		defer close(done)
 		s := w.Subscribe()
 		gen := s.begin()
-		if _, err := s.arm([]entry{fileEntry(file)}); err != nil {
+		if _, _, err := s.arm([]entry{fileEntry(file)}); err != nil {
 			t.Error(err)
 		}
 		s.recheck(gen)
@@ -258,7 +259,7 @@ func TestRearmAddsOnlyWhatMoved(t *testing.T) {
 		t.Helper()
 		before := s.Calls()
 		s.begin()
-		_, err := s.arm([]entry{fileEntry(file)})
+		_, _, err := s.arm([]entry{fileEntry(file)})
 		require.NoError(t, err)
 		after := s.Calls()
 		return Calls{after.Statfs - before.Statfs, after.AddWatch - before.AddWatch, after.RmWatch - before.RmWatch}
@@ -280,7 +281,7 @@ func TestRearmAddsOnlyWhatMoved(t *testing.T) {
 	assert.Equal(t, uint64(2), calls.AddWatch, "the replaced directory and the file in it")
 	assert.Equal(t, uint64(2), calls.Statfs)
 	gen := s.begin()
-	_, err := s.arm([]entry{fileEntry(file)})
+	_, _, err := s.arm([]entry{fileEntry(file)})
 	require.NoError(t, err)
 	require.True(t, s.recheck(gen))
 	require.NoError(t, os.WriteFile(file, []byte("3"), 0o644))
@@ -333,4 +334,105 @@ func armAfterObjectsSwap(t *testing.T, sameInode bool) {
 	require.NoError(t, os.Rename(elsewhere, elsewhere+".gone"))
 	require.False(t, gitSays(), "git once the link leads nowhere")
 	assert.False(t, clean && r.Recheck(), "the watch vouches for a checkout git no longer reads")
+}
+
+// An event on a watch an arm added, drained by another check before the
+// arm registered the watch, reaches no subscription: a change made and
+// undone in that window (which leaves every file and route as the read
+// found them) must still make the arm distrust what it watched. Here
+// .git is a link to a copy of itself while its watch is added, so the
+// watch is on the copy, and is put back before the watch is registered;
+// a later removal of the real objects (after which git finds no
+// repository) raises no event on the copy. The directories are watched
+// by this subscription alone, or also by another one, which the events
+// then reach instead.
+func TestArmDistrustsAChangeUndoneBeforeItRegisters(t *testing.T) {
+	t.Run("its own watches", func(t *testing.T) { armAcrossAnUndoneSwap(t, false) })
+	t.Run("watches another subscription shares", func(t *testing.T) { armAcrossAnUndoneSwap(t, true) })
+}
+
+func armAcrossAnUndoneSwap(t *testing.T, shared bool) {
+	gittest.Need(t)
+	w := privateWatcher(t)
+	root := t.TempDir()
+	dir := filepath.Join(root, "repo")
+	rev := gittest.Init(t, dir, map[string]string{"run_agent.py": "x\n"})
+	gitSays := func() bool {
+		out, err := gittest.Command(dir, "rev-parse", "--verify", "HEAD").Output()
+		return err == nil && strings.TrimSpace(string(out)) == rev
+	}
+	dotgit, copied, aside := filepath.Join(dir, ".git"), filepath.Join(root, "copy.git"), filepath.Join(root, "aside.git")
+	require.NoError(t, exec.Command("cp", "-a", dotgit, copied).Run())
+	module := filepath.Join(dir, "run_agent.py")
+	if shared {
+		other := w.Subscribe()
+		defer other.Close()
+		other.Begin()
+		_, deps, routes, _, err := gitread.ReadWith(gitread.System, module, true, nil, true)
+		require.NoError(t, err)
+		require.NoError(t, other.Arm(deps, routes, gitread.System, time.Now().Add(time.Hour)))
+	}
+	s := w.Subscribe()
+	defer s.Close()
+	r := s.Begin()
+	_, deps, routes, _, err := gitread.ReadWith(gitread.System, module, true, nil, true)
+	require.NoError(t, err)
+	require.NoError(t, os.Rename(dotgit, aside))
+	require.NoError(t, os.Symlink(copied, dotgit))
+	w.beforeRegister = func() {
+		require.NoError(t, os.Remove(dotgit))
+		require.NoError(t, os.Rename(aside, dotgit))
+		drainer := w.Subscribe() // another check drains the events
+		drainer.Begin().Recheck()
+		drainer.Close()
+	}
+	require.NoError(t, s.Arm(deps, routes, gitread.System, time.Now().Add(time.Hour)))
+	w.beforeRegister = nil
+	if r.Recheck() {
+		objects := filepath.Join(dotgit, "objects")
+		require.NoError(t, os.Rename(objects, objects+".gone"))
+		require.False(t, gitSays(), "git once objects is gone")
+		assert.False(t, r.Recheck(), "the watch vouches for a checkout git no longer reads")
+		return
+	}
+	// Distrusted: the next read arms on what is there now, and sees.
+	r = s.Begin()
+	_, deps, routes, _, err = gitread.ReadWith(gitread.System, module, true, nil, true)
+	require.NoError(t, err)
+	require.NoError(t, s.Arm(deps, routes, gitread.System, time.Now().Add(time.Hour)))
+	require.True(t, r.Recheck(), "armed again on the checkout as it is")
+	objects := filepath.Join(dotgit, "objects")
+	require.NoError(t, os.Rename(objects, objects+".gone"))
+	require.False(t, gitSays(), "git once objects is gone")
+	assert.False(t, r.Recheck(), "the watch of the checkout as it is sees objects go")
+}
+
+// What an arm learns of the events drained while it armed is bounded:
+// past maxTouched names, every arm that was under way counts as touched,
+// whichever watch the later events were in. An arm counts only events
+// drained after it began.
+func TestTouchedIsBoundedAndErrsTowardDistrust(t *testing.T) {
+	w := privateWatcher(t)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.armers = 1
+	want := map[string]map[string]bool{"/a": {"HEAD": true}}
+	dirWDs := map[string]int32{"/a": 7}
+	before := w.events
+	w.touch(7, "unrelated")
+	assert.False(t, w.touchedSince(before, want, dirWDs, nil), "a name the arm does not need")
+	w.touch(7, "HEAD")
+	assert.True(t, w.touchedSince(before, want, dirWDs, nil), "a name it needs")
+	after := w.events
+	assert.False(t, w.touchedSince(after, want, dirWDs, nil), "an event before the arm began")
+	assert.True(t, w.touchedSince(before, nil, nil, map[string]int32{"/f": 7}), "a file's own watch: any event")
+	for i := 0; w.touchedNames < maxTouched; i++ {
+		w.touch(1, strconv.Itoa(i))
+	}
+	assert.Zero(t, w.touchedAll, "within the bound")
+	last := w.events
+	w.touch(2, "x")
+	assert.LessOrEqual(t, w.touchedNames, maxTouched)
+	assert.True(t, w.touchedSince(last, want, dirWDs, nil), "past the bound, any event counts")
+	assert.False(t, w.touchedSince(w.events, want, dirWDs, nil), "but not one before the arm began")
 }

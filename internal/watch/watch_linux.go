@@ -511,13 +511,15 @@ func (w *Watcher) touch(wd int32, name string) {
 }
 
 // touchedSince reports whether an event drained after the count since
-// touched a watch an arm added (dirWDs, by path, each for the names of
-// want; fileWDs, a file each) in a name it needs or itself; w.mu is held.
-func (w *Watcher) touchedSince(since uint64, want map[string]map[string]bool, dirWDs, fileWDs map[string]int32) bool {
+// touched, in a name the arm needs (want, by path) or in itself, a
+// directory's watch it added (dirWDs) or kept (keptDirs: a name it needs
+// there may be new to it), or a file's watch it added (fileWDs); w.mu is
+// held.
+func (w *Watcher) touchedSince(since uint64, want map[string]map[string]bool, dirWDs map[string]int32, keptDirs map[string]*dir, fileWDs map[string]int32) bool {
 	if w.touchedAll > since {
 		return true
 	}
-	for path, wd := range dirWDs {
+	dirTouched := func(path string, wd int32) bool {
 		names := w.touched[wd]
 		if names[""] > since {
 			return true
@@ -526,6 +528,17 @@ func (w *Watcher) touchedSince(since uint64, want map[string]map[string]bool, di
 			if names[name] > since {
 				return true
 			}
+		}
+		return false
+	}
+	for path, wd := range dirWDs {
+		if dirTouched(path, wd) {
+			return true
+		}
+	}
+	for path, d := range keptDirs {
+		if dirTouched(path, d.wd) {
+			return true
 		}
 	}
 	for _, wd := range fileWDs {
@@ -589,10 +602,11 @@ type entry struct {
 // (their timestamps old enough to tell a later change) and unchanged, and
 // reached by the routes the read took, else the subscription is dirty,
 // and the next arm watches those names anew. So also where an event,
-// read by another check, touched a name that a watch this call added
-// needs before the watch was registered: a change made and undone in
-// that time leaves the files as the read found them, but the watch may
-// be on what was there meanwhile.
+// read by another check before this call registered its watches,
+// touched a name it needs in a directory it watches (one it added, or one
+// it kept, where the name may be new to it): a change made and undone in
+// that time leaves the files as the read found them, but a watch added
+// meanwhile may be on what was there then.
 //
 // An error (a file system whose changes may not be reported, the watch
 // limit) means the subscription cannot be trusted: the caller keeps the
@@ -681,7 +695,7 @@ func (s *Sub) arm(entries []entry) (fresh []reg, raced bool, err error) {
 	w.mu.Lock()
 	if err == nil {
 		fresh, err = s.register(want, dirWDs, fileWDs, keptDirs, keptFiles)
-		raced = err == nil && w.touchedSince(since, want, dirWDs, fileWDs)
+		raced = err == nil && w.touchedSince(since, want, dirWDs, keptDirs, fileWDs)
 	}
 	w.unpin(s, added) // and, on failure, remove what no one registered
 	w.armers--

@@ -349,6 +349,58 @@ func armAfterObjectsSwap(t *testing.T, sameInode bool) {
 func TestArmDistrustsAChangeUndoneBeforeItRegisters(t *testing.T) {
 	t.Run("its own watches", func(t *testing.T) { armAcrossAnUndoneSwap(t, false) })
 	t.Run("watches another subscription shares", func(t *testing.T) { armAcrossAnUndoneSwap(t, true) })
+	t.Run("a name new to a directory it keeps", armAcrossAnUndoneSwapInAKeptDirectory)
+}
+
+// Here HEAD moved from main to feature/x: the re-arm keeps its watch of
+// refs/heads, in which feature is a name new to it, and adds one of
+// refs/heads/feature, which is a link to a copy of itself while that is
+// added.
+func armAcrossAnUndoneSwapInAKeptDirectory(t *testing.T) {
+	gittest.Need(t)
+	w := privateWatcher(t)
+	root := t.TempDir()
+	dir := filepath.Join(root, "repo")
+	gittest.Init(t, dir, map[string]string{"run_agent.py": "x\n"})
+	gittest.Git(t, dir, "branch", "feature/x")
+	module := filepath.Join(dir, "run_agent.py")
+	s := w.Subscribe()
+	defer s.Close()
+	arm := func() Read {
+		r := s.Begin()
+		_, deps, routes, _, err := gitread.ReadWith(gitread.System, module, true, nil, true)
+		require.NoError(t, err)
+		require.NoError(t, s.Arm(deps, routes, gitread.System, time.Now().Add(time.Hour)))
+		return r
+	}
+	r := arm()
+	require.True(t, r.Recheck(), "armed on main")
+	gittest.Git(t, dir, "symbolic-ref", "HEAD", "refs/heads/feature/x")
+	require.False(t, r.Recheck(), "HEAD moved")
+	feature := filepath.Join(dir, ".git", "refs", "heads", "feature")
+	copied, aside := filepath.Join(root, "copy"), filepath.Join(root, "aside")
+	require.NoError(t, exec.Command("cp", "-a", feature, copied).Run())
+	w.beforeRegister = func() {
+		w.beforeRegister = nil
+		require.NoError(t, os.Remove(feature))
+		require.NoError(t, os.Rename(aside, feature))
+		drainer := w.Subscribe() // another check drains the events
+		drainer.Begin().Recheck()
+		drainer.Close()
+	}
+	// arm, with the swap in place while it adds its watches.
+	r = s.Begin()
+	_, deps, routes, _, err := gitread.ReadWith(gitread.System, module, true, nil, true)
+	require.NoError(t, err)
+	require.NoError(t, os.Rename(feature, aside))
+	require.NoError(t, os.Symlink(copied, feature))
+	require.NoError(t, s.Arm(deps, routes, gitread.System, time.Now().Add(time.Hour)))
+	if !r.Recheck() {
+		r = arm() // distrusted: the next read arms on what is there now
+		require.True(t, r.Recheck(), "armed again on the checkout as it is")
+	}
+	gittest.Git(t, dir, "commit", "-q", "--allow-empty", "-m", "on feature")
+	assert.False(t, r.Recheck(), "the watch sees the commit that moved refs/heads/feature/x")
 }
 
 func armAcrossAnUndoneSwap(t *testing.T, shared bool) {
@@ -420,12 +472,13 @@ func TestTouchedIsBoundedAndErrsTowardDistrust(t *testing.T) {
 	dirWDs := map[string]int32{"/a": 7}
 	before := w.events
 	w.touch(7, "unrelated")
-	assert.False(t, w.touchedSince(before, want, dirWDs, nil), "a name the arm does not need")
+	assert.False(t, w.touchedSince(before, want, dirWDs, nil, nil), "a name the arm does not need")
 	w.touch(7, "HEAD")
-	assert.True(t, w.touchedSince(before, want, dirWDs, nil), "a name it needs")
+	assert.True(t, w.touchedSince(before, want, dirWDs, nil, nil), "a name it needs")
 	after := w.events
-	assert.False(t, w.touchedSince(after, want, dirWDs, nil), "an event before the arm began")
-	assert.True(t, w.touchedSince(before, nil, nil, map[string]int32{"/f": 7}), "a file's own watch: any event")
+	assert.False(t, w.touchedSince(after, want, dirWDs, nil, nil), "an event before the arm began")
+	assert.True(t, w.touchedSince(before, nil, nil, nil, map[string]int32{"/f": 7}), "a file's own watch: any event")
+	assert.True(t, w.touchedSince(before, want, nil, map[string]*dir{"/a": {wd: 7}}, nil), "a directory's watch kept")
 	for i := 0; w.touchedNames < maxTouched; i++ {
 		w.touch(1, strconv.Itoa(i))
 	}
@@ -433,6 +486,6 @@ func TestTouchedIsBoundedAndErrsTowardDistrust(t *testing.T) {
 	last := w.events
 	w.touch(2, "x")
 	assert.LessOrEqual(t, w.touchedNames, maxTouched)
-	assert.True(t, w.touchedSince(last, want, dirWDs, nil), "past the bound, any event counts")
-	assert.False(t, w.touchedSince(w.events, want, dirWDs, nil), "but not one before the arm began")
+	assert.True(t, w.touchedSince(last, want, dirWDs, nil, nil), "past the bound, any event counts")
+	assert.False(t, w.touchedSince(w.events, want, dirWDs, nil, nil), "but not one before the arm began")
 }

@@ -302,16 +302,24 @@ func TestArmDistrustsObjectsSwappedForALinkBeforeItsWatch(t *testing.T) {
 	t.Run("the same directory, moved", func(t *testing.T) { armAfterObjectsSwap(t, true) })
 }
 
-func armAfterObjectsSwap(t *testing.T, sameInode bool) {
+// swapCase makes a private watcher and a checkout (repo, in root, a
+// temporary directory), and says whether git still reads the checkout at
+// its first commit.
+func swapCase(t *testing.T) (w *Watcher, root, dir string, gitSays func() bool) {
+	t.Helper()
 	gittest.Need(t)
-	w := privateWatcher(t)
-	root := t.TempDir()
-	dir := filepath.Join(root, "repo")
+	w = privateWatcher(t)
+	root = t.TempDir()
+	dir = filepath.Join(root, "repo")
 	rev := gittest.Init(t, dir, map[string]string{"run_agent.py": "x\n"})
-	gitSays := func() bool {
+	return w, root, dir, func() bool {
 		out, err := gittest.Command(dir, "rev-parse", "--verify", "HEAD").Output()
 		return err == nil && strings.TrimSpace(string(out)) == rev
 	}
+}
+
+func armAfterObjectsSwap(t *testing.T, sameInode bool) {
+	w, root, dir, gitSays := swapCase(t)
 	s := w.Subscribe()
 	defer s.Close()
 	r := s.Begin()
@@ -404,15 +412,7 @@ func armAcrossAnUndoneSwapInAKeptDirectory(t *testing.T) {
 }
 
 func armAcrossAnUndoneSwap(t *testing.T, shared bool) {
-	gittest.Need(t)
-	w := privateWatcher(t)
-	root := t.TempDir()
-	dir := filepath.Join(root, "repo")
-	rev := gittest.Init(t, dir, map[string]string{"run_agent.py": "x\n"})
-	gitSays := func() bool {
-		out, err := gittest.Command(dir, "rev-parse", "--verify", "HEAD").Output()
-		return err == nil && strings.TrimSpace(string(out)) == rev
-	}
+	w, root, dir, gitSays := swapCase(t)
 	dotgit, copied, aside := filepath.Join(dir, ".git"), filepath.Join(root, "copy.git"), filepath.Join(root, "aside.git")
 	require.NoError(t, exec.Command("cp", "-a", dotgit, copied).Run())
 	module := filepath.Join(dir, "run_agent.py")

@@ -104,9 +104,9 @@ type Watcher struct {
 	// An event drained while a subscription arms reaches only those that
 	// registered its watch, and an arming one has not yet: while any
 	// subscription arms, touched records which names of which watches
-	// events touched (name "" for the watch itself), as the count of
-	// events then; touchedAll, the count when touched grew too large to
-	// hold.
+	// events touched (name "" for the watch itself, and every event of a
+	// file's), as the count of events then; once it grew too large to
+	// hold, touchedAll is the count at the latest event instead.
 	events       uint64
 	touched      map[int32]map[string]uint64
 	touchedNames int
@@ -513,8 +513,8 @@ func (w *Watcher) touch(wd int32, name string) {
 // touchedSince reports whether an event drained after the count since
 // touched, in a name the arm needs (want, by path) or in itself, a
 // directory's watch it added (dirWDs) or kept (keptDirs: a name it needs
-// there may be new to it), or a file's watch it added (fileWDs); w.mu is
-// held.
+// there may be new to it), or a file's watch it added (fileWDs, whose
+// events all have the name ""); w.mu is held.
 func (w *Watcher) touchedSince(since uint64, want map[string]map[string]bool, dirWDs map[string]int32, keptDirs map[string]*dir, fileWDs map[string]int32) bool {
 	if w.touchedAll > since {
 		return true
@@ -542,10 +542,8 @@ func (w *Watcher) touchedSince(since uint64, want map[string]map[string]bool, di
 		}
 	}
 	for _, wd := range fileWDs {
-		for _, at := range w.touched[wd] {
-			if at > since {
-				return true
-			}
+		if w.touched[wd][""] > since {
+			return true
 		}
 	}
 	return false
@@ -670,8 +668,9 @@ func (s *Sub) distrust(fresh []reg) {
 }
 
 // arm registers entries (see Arm) and returns the registrations the
-// subscription did not have before, and whether an event touched one of
-// the watches it added before it registered them (see touched).
+// subscription did not have before, and whether an event that reached
+// none of them touched what it needs in a watch it added or kept before
+// it registered them (see touchedSince).
 func (s *Sub) arm(entries []entry) (fresh []reg, raced bool, err error) {
 	want, files, err := plan(entries)
 	if err != nil {

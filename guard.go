@@ -103,7 +103,6 @@ func newGuard(opts Options, e *env) (*Guard, error) {
 	g := new(Guard)
 	cfg, err := opts.resolveOn(e, &g.ux)
 	if err != nil {
-		g.ux.Close()
 		return nil, err
 	}
 	g.cfg = cfg
@@ -265,9 +264,8 @@ func (g *Guard) captureNew(cfg *config, abs string) (*binding, error) {
 // while a stale answer found an update under way, a descriptor of the
 // updater's process (Linux); and, while it works on the file system, one
 // goroutine for its checkout and one for the updater's files, each of
-// which ends once its work is done and it waited 10 ms for more (at once
-// once the guard is closed): a file system that does not answer holds it
-// until it answers.
+// which ends once its work is done: a file system that does not answer
+// holds it until it answers.
 func (g *Guard) Close() error {
 	g.closed.Store(true)
 	g.closedSignal().fire()
@@ -278,8 +276,6 @@ func (g *Guard) Close() error {
 		b.Close()
 	}
 	g.config().env.upd.Cache.Close()
-	g.x.Close()
-	g.ux.Close()
 	return nil
 }
 
@@ -471,7 +467,6 @@ func (g *Guard) Observe() Observation {
 // that cannot be made absolute.
 func Observe(opts Options) (Observation, error) {
 	var x check.Executor // the options' own, as a guard's
-	defer x.Close()
 	cfg, err := opts.resolveOn(systemEnv, &x)
 	if err != nil {
 		return Observation{}, err

@@ -21,57 +21,33 @@ import (
 // Executor runs a guard's work on one kind of files (a guard has two:
 // one for its checkout, its binds and the looks of its checks; one for
 // the updater's files, its plans and receipt listings) one piece at a
-// time, in order, on one goroutine: the worker, which waits for more work
-// [linger] once the queue is empty, then ends (at once when the executor
-// is closed), so that a server's checks under load hand their work to a
-// goroutine that waits, rather than start one each. A caller waits for
-// its work at most its timeout, or until its context ends, then gives up
-// and leaves the work behind: a piece that no caller waits for any more
-// is dropped unread, or released once it returns.
+// time, in order, on one goroutine: the worker, started by the first
+// piece queued while none lives, which ends once the queue is empty. A
+// caller waits for its work at most its timeout, or until its context
+// ends, then gives up and leaves the work behind: a piece that no caller
+// waits for any more is dropped unread, or released once it returns.
+//
+// Before it begins each piece, the worker yields once to the goroutines
+// ready to run: the callers of a [Lane] among them come while its piece
+// is queued and share it, rather than queue one each behind it. Under
+// load, so, one look at the checkout answers several checks, each of
+// which came before it began.
 //
 // So a file system that never answers holds the executor's one goroutine,
 // whatever the number of callers, until it answers; work queued behind it
 // waits, and a caller that comes once the piece has run longer than its
-// timeout gives up at once, queueing nothing.
+// timeout gives up at once, queueing nothing. An executor with nothing to
+// do holds no goroutine.
 //
-// Its methods and the functions that take it ([Submit], [Await]) are safe
-// for concurrent use; an Executor must not be copied once used.
+// Its functions ([Submit], [Await]) are safe for concurrent use; an
+// Executor must not be copied once used.
 //
 // The zero Executor is ready.
 type Executor struct {
 	mu      sync.Mutex
 	queue   []*job
-	running *job          // the piece the worker runs, or nil
-	working bool          // a worker lives: it takes the queue, then lingers
-	idle    bool          // the worker waits on wake for more work
-	closed  bool          // see Close: the worker no longer waits for work
-	wake    chan struct{} // wakes the idle worker; made with the first
-	lingers time.Duration // the worker's wait, when not linger (tests)
-}
-
-// linger is how long the worker waits for more work once the queue is
-// empty, before it ends. Measured end to end (internal/cmd/httpbench,
-// the stat port), a worker that waits serves 5 to 8% more requests per
-// second than one started for each check; an idle executor holds no
-// goroutine once linger passed.
-const linger = 10 * time.Millisecond
-
-// Close ends the executor's idle worker now, and every later one once
-// the queue is empty: an executor closed holds no goroutine that waits
-// for work. Work may still be submitted.
-func (x *Executor) Close() {
-	x.mu.Lock()
-	x.closed = true
-	x.wakeLocked()
-	x.mu.Unlock()
-}
-
-// wakeLocked wakes the idle worker, if any.
-func (x *Executor) wakeLocked() {
-	if x.idle {
-		x.idle = false
-		x.wake <- struct{}{}
-	}
+	running *job // the piece the worker runs, or nil
+	working bool // a worker lives: it takes the queue, then ends
 }
 
 // job is one piece of work. done is closed once it returned, under the
@@ -190,16 +166,11 @@ func Submit[T any](ctx context.Context, x *Executor, l *Lane[T], timeout time.Du
 		x.queue = append(x.queue, &t.job)
 		if !x.working {
 			x.working = true
-			if x.wake == nil {
-				x.wake = make(chan struct{}, 1)
-			}
 			go x.serve()
-		} else {
-			x.wakeLocked()
 		}
 	}
 	x.mu.Unlock()
-	if s := x.wait(ctx, &t.job, timeout, l != nil); s != nil {
+	if s := x.wait(ctx, &t.job, timeout); s != nil {
 		return nil, s
 	}
 	return t, nil
@@ -229,25 +200,14 @@ func Await[T any](x *Executor, l *Lane[T], timeout time.Duration) bool {
 	}
 }
 
-// wait waits for j as Submit does; shared is true for a piece of a lane.
-func (x *Executor) wait(ctx context.Context, j *job, timeout time.Duration, shared bool) *Stuck {
+// wait waits for j as Submit does.
+func (x *Executor) wait(ctx context.Context, j *job, timeout time.Duration) *Stuck {
 	select {
 	case <-j.done:
 		return nil
 	default:
 	}
-	// Let the worker run first: a piece that returns meanwhile (a stat of
-	// a few files) answers with no timer made and no park. In
-	// internal/cmd/httpbench the stat port serves 5 to 7% more requests
-	// per second with it.
-	start := time.Now()
-	runtime.Gosched()
-	select {
-	case <-j.done:
-		return nil
-	default:
-	}
-	timer := time.NewTimer(timeout - time.Since(start))
+	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	s := &Stuck{Since: timeout}
 	select {
@@ -283,49 +243,16 @@ func (x *Executor) wait(ctx context.Context, j *job, timeout time.Duration, shar
 	return s
 }
 
-// serve is the worker: it runs the queue's pieces, and once the queue is
-// empty waits linger for more (none once the executor is closed).
+// serve is the worker: it runs the queue's pieces, and ends once the
+// queue is empty. Before each piece it yields once (see [Executor]).
 func (x *Executor) serve() {
-	var timer *time.Timer
-	wait := linger
-	if x.lingers != 0 {
-		wait = x.lingers
-	}
 	for {
+		runtime.Gosched()
 		x.mu.Lock()
 		if len(x.queue) == 0 {
-			if x.closed {
-				x.working = false
-				x.mu.Unlock()
-				return
-			}
-			x.idle = true
+			x.working = false
 			x.mu.Unlock()
-			if timer == nil {
-				timer = time.NewTimer(wait)
-			} else {
-				timer.Reset(wait)
-			}
-			select {
-			case <-x.wake:
-				if !timer.Stop() {
-					select {
-					case <-timer.C:
-					default:
-					}
-				}
-				continue
-			case <-timer.C:
-			}
-			x.mu.Lock()
-			if x.idle { // none came
-				x.idle, x.working = false, false
-				x.mu.Unlock()
-				return
-			}
-			x.mu.Unlock()
-			<-x.wake // sent as the timer fired
-			continue
+			return
 		}
 		j := x.queue[0]
 		x.queue[0] = nil

@@ -68,6 +68,40 @@ func TestExecutorCallersShareAPiece(t *testing.T) {
 	assert.Equal(t, 2, tk.Val)
 }
 
+// Callers that are ready to run as a piece is queued share it, also
+// where nothing blocks the worker: it lets them come before it begins. On
+// one processor, forty callers released at once run fewer pieces than
+// half their number, and each is answered by a piece that began after it
+// came.
+func TestExecutorCallersReadyAsAPieceIsQueuedShareIt(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	var x Executor
+	var l Lane[int64]
+	var runs atomic.Int32
+	var clock atomic.Int64 // ticks once as each caller comes and as each piece begins
+	const callers = 40
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			came := clock.Add(1)
+			tk, s := Submit(context.Background(), &x, &l, time.Minute, func(t *Task[int64]) {
+				runs.Add(1)
+				t.Val = clock.Add(1)
+			}, nil)
+			if assert.Nil(t, s) {
+				assert.Greater(t, tk.Val, came, "a caller is answered by a piece that began after it came")
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	assert.Less(t, int(runs.Load()), callers/2, "pieces run for %d callers ready at once", callers)
+}
+
 // A piece that never returns holds the executor's goroutine: its caller
 // gives up at its timeout, naming what the piece is on; the next gives up
 // at once, queueing nothing; a piece queued behind it whose caller gave up
@@ -183,43 +217,42 @@ func working(x *Executor) bool {
 	return x.working
 }
 
-// Pieces that come one after another, each once the one before returned,
-// run on one worker, which waits for the next rather than end; an
-// executor with nothing to do holds no goroutine once that wait is over.
-func TestExecutorWorkerWaitsForMoreThenEnds(t *testing.T) {
-	x := Executor{lingers: time.Hour} // a pause of the test cannot end it
-	ids := map[string]int{}
-	for i := 0; i < 100; i++ {
-		tk, s := Submit(context.Background(), &x, nil, time.Minute, func(tk *Task[string]) { tk.Val = goroutineID(t) }, nil)
+// The worker ends once its queue is empty: an executor with nothing to
+// do holds no goroutine, and the next piece starts a worker again. Pieces
+// queued while one runs run on its worker, in order.
+func TestExecutorWorkerEndsWithItsQueue(t *testing.T) {
+	var x Executor
+	for i := range 3 {
+		tk, s := Submit(context.Background(), &x, nil, time.Minute, func(tk *Task[int]) { tk.Val = i }, nil)
 		require.Nil(t, s)
-		ids[tk.Val]++
+		assert.Equal(t, i, tk.Val)
+		require.Eventually(t, func() bool { return !working(&x) }, 10*time.Second, 100*time.Microsecond, "the worker ended with its queue")
 	}
-	assert.Len(t, ids, 1, "the pieces ran on one goroutine: %v", ids)
-	x.Close()
-	require.Eventually(t, func() bool { return !working(&x) }, 10*time.Second, time.Millisecond)
-	x = Executor{} // the real linger
-	start := time.Now()
-	_, s := Submit(context.Background(), &x, nil, time.Minute, func(*Task[int]) {}, nil)
-	require.Nil(t, s)
-	require.Eventually(t, func() bool { return !working(&x) }, 10*time.Second, time.Millisecond)
-	assert.GreaterOrEqual(t, time.Since(start), linger, "the worker waited for more work")
-}
-
-// Close ends the idle worker at once, and a closed executor still runs
-// work, with a worker that ends once its queue is empty.
-func TestExecutorCloseEndsTheWorker(t *testing.T) {
-	x := Executor{lingers: time.Hour} // only Close ends the worker
-	_, s := Submit(context.Background(), &x, nil, time.Minute, func(*Task[int]) {}, nil)
-	require.Nil(t, s)
-	time.Sleep(10 * time.Millisecond)
-	require.True(t, working(&x), "the worker waits for more")
-	x.Close()
-	require.Eventually(t, func() bool { return !working(&x) }, 10*time.Second, 100*time.Microsecond, "Close ended the waiting worker")
-	tk, s := Submit(context.Background(), &x, nil, time.Minute, func(tk *Task[int]) { tk.Val = 7 }, nil)
-	require.Nil(t, s)
-	assert.Equal(t, 7, tk.Val)
-	require.Eventually(t, func() bool { return !working(&x) }, 10*time.Second, 100*time.Microsecond, "a closed executor's worker ends with its queue")
-	x.Close() // again: nothing to end
+	release := make(chan struct{})
+	blocked(t, &x, release)
+	var order []int
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	ids := map[string]bool{}
+	for i := range 5 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, s := Submit(context.Background(), &x, nil, time.Minute, func(*Task[int]) {
+				mu.Lock()
+				order = append(order, i)
+				ids[goroutineID(t)] = true
+				mu.Unlock()
+			}, nil)
+			assert.Nil(t, s)
+		}()
+		require.Eventually(t, func() bool { x.mu.Lock(); defer x.mu.Unlock(); return len(x.queue) == i+1 }, 10*time.Second, 100*time.Microsecond)
+	}
+	close(release)
+	wg.Wait()
+	assert.Equal(t, []int{0, 1, 2, 3, 4}, order, "the queue ran in order")
+	assert.Len(t, ids, 1, "the queue ran on one worker: %v", ids)
+	require.Eventually(t, func() bool { return !working(&x) }, 10*time.Second, 100*time.Microsecond, "the worker ended with its queue")
 }
 
 // Callers behind a piece that never returns each give up at their own

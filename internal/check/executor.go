@@ -39,6 +39,11 @@ import (
 // timeout gives up at once, queueing nothing. An executor with nothing to
 // do holds no goroutine.
 //
+// The timeout bounds a caller's wait on a file system, not on the Go
+// scheduler: a caller whose timeout ends while its piece has not begun
+// and none runs (the worker is ready, not yet scheduled, as the process's
+// processors are busy) yields to it a few times before it gives up.
+//
 // Its functions ([Submit], [Await]) are safe for concurrent use; an
 // Executor must not be copied once used.
 //
@@ -200,6 +205,12 @@ func Await[T any](x *Executor, l *Lane[T], timeout time.Duration) bool {
 	}
 }
 
+// starvedYields bounds the yields of a caller whose timeout ended while
+// its piece waited for the worker to be scheduled (see wait): bounded, as
+// a worker that releases an abandoned piece's holdings runs none and may
+// itself wait on a file system.
+const starvedYields = 3
+
 // wait waits for j as Submit does.
 func (x *Executor) wait(ctx context.Context, j *job, timeout time.Duration) *Stuck {
 	select {
@@ -214,6 +225,20 @@ func (x *Executor) wait(ctx context.Context, j *job, timeout time.Duration) *Stu
 	case <-j.done:
 		return nil
 	case <-timer.C:
+		// A piece not begun while none runs waits for the worker to be
+		// scheduled, not for a file system (the process's processors
+		// are busy): the caller yields to it, at most starvedYields
+		// times, and is answered where the worker ran the piece
+		// meanwhile.
+		for range starvedYields {
+			x.mu.Lock()
+			starved := x.running == nil && j.start.IsZero()
+			x.mu.Unlock()
+			if !starved {
+				break
+			}
+			runtime.Gosched()
+		}
 	case <-ctx.Done():
 		s.Ctx = ctx.Err()
 	}

@@ -102,6 +102,32 @@ func TestExecutorCallersReadyAsAPieceIsQueuedShareIt(t *testing.T) {
 	assert.Less(t, int(runs.Load()), callers/2, "pieces run for %d callers ready at once", callers)
 }
 
+// A caller whose piece has not begun when its timeout ends, while no
+// piece runs, waits for the scheduler, not for a file system: the worker
+// is ready to run and has not run yet. It yields to the worker (a few
+// times at most) before it gives up, and is answered. On one processor beside a goroutine
+// that never yields (the runtime preempts it every 10 ms or so), a caller
+// of a 1 ms timeout is answered, not timed out.
+func TestExecutorCallerStarvedOfProcessorsIsAnswered(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	var x Executor
+	var stop atomic.Bool
+	spinning := make(chan struct{})
+	go func() {
+		close(spinning)
+		for !stop.Load() {
+		}
+	}()
+	defer stop.Store(true)
+	<-spinning
+	for i := range 5 {
+		tk, s := Submit(context.Background(), &x, nil, time.Millisecond, func(t *Task[int]) { t.Val = i }, nil)
+		if assert.Nil(t, s, "check %d: a caller starved of processors gave up", i) {
+			assert.Equal(t, i, tk.Val)
+		}
+	}
+}
+
 // A piece that never returns holds the executor's goroutine: its caller
 // gives up at its timeout, naming what the piece is on; the next gives up
 // at once, queueing nothing; a piece queued behind it whose caller gave up
@@ -217,10 +243,11 @@ func working(x *Executor) bool {
 	return x.working
 }
 
-// The worker ends once its queue is empty: an executor with nothing to
-// do holds no goroutine, and the next piece starts a worker again. Pieces
-// queued while one runs run on its worker, in order.
-func TestExecutorWorkerEndsWithItsQueue(t *testing.T) {
+// Pieces queued while one runs run on its worker, in order, and the
+// worker ends once its queue is empty: an executor with nothing to do
+// holds no goroutine (soon; the test cannot tell at once from a while
+// later), and the next piece starts a worker again.
+func TestExecutorRunsItsQueueInOrderOnOneWorkerThatEnds(t *testing.T) {
 	var x Executor
 	for i := range 3 {
 		tk, s := Submit(context.Background(), &x, nil, time.Minute, func(tk *Task[int]) { tk.Val = i }, nil)

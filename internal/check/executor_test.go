@@ -105,9 +105,9 @@ func TestExecutorCallersReadyAsAPieceIsQueuedShareIt(t *testing.T) {
 // A caller whose piece has not begun when its timeout ends, while no
 // piece runs, waits for the scheduler, not for a file system: the worker
 // is ready to run and has not run yet. It yields to the worker (a few
-// times at most) before it gives up, and is answered. On one processor beside a goroutine
-// that never yields (the runtime preempts it every 10 ms or so), a caller
-// of a 1 ms timeout is answered, not timed out.
+// times at most) before it gives up, and is answered. On one processor
+// beside a goroutine that never yields (the runtime preempts it every
+// 10 ms or so), a caller of a 1 ms timeout is answered, not timed out.
 func TestExecutorCallerStarvedOfProcessorsIsAnswered(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	var x Executor

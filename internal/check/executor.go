@@ -25,7 +25,9 @@ import (
 // piece queued while none lives, which ends once the queue is empty. A
 // caller waits for its work at most its timeout, or until its context
 // ends, then gives up and leaves the work behind: a piece that no caller
-// waits for any more is dropped unread, or released once it returns.
+// waits for any more is dropped unread, or released once it returns. The
+// release is the worker's as the piece was: callers that come while it
+// runs wait behind it, and it ends the worker no more than a piece does.
 //
 // Before it begins each piece, the worker yields once to the goroutines
 // ready to run: the callers of a [Lane] among them come while its piece
@@ -269,14 +271,23 @@ func (x *Executor) wait(ctx context.Context, j *job, timeout time.Duration) *Stu
 }
 
 // serve is the worker: it runs the queue's pieces, and ends once the
-// queue is empty. Before each piece it yields once (see [Executor]).
+// queue is empty. Before each piece it yields once (see [Executor]). A
+// piece or a release that ends the goroutine (runtime.Goexit) hands the
+// queue to another worker.
 func (x *Executor) serve() {
+	exited := true
+	defer func() {
+		if exited {
+			go x.serve()
+		}
+	}()
 	for {
 		runtime.Gosched()
 		x.mu.Lock()
 		if len(x.queue) == 0 {
 			x.working = false
 			x.mu.Unlock()
+			exited = false
 			return
 		}
 		j := x.queue[0]
@@ -288,37 +299,48 @@ func (x *Executor) serve() {
 			j.taken()
 		}
 		x.mu.Unlock()
-		if !x.runOne(j) {
-			return
-		}
+		x.runOne(j)
 	}
 }
 
-// runOne runs j and reports whether the worker may go on: false when j
-// ended its goroutine, in which case another worker takes the queue. A
-// panic that j did not recover becomes its *Panic.
-func (x *Executor) runOne(j *job) (ok bool) {
+// runOne runs j; a panic that j did not recover becomes its *Panic, and
+// an end of its goroutine its ErrExited.
+func (x *Executor) runOne(j *job) {
+	returned := false
 	defer func() {
-		if !ok {
+		if !returned {
 			if p := recover(); p != nil {
 				j.Err = &Panic{Value: p, Stack: debug.Stack()}
-				ok = true
 			} else {
 				j.Err = ErrExited
 			}
 		}
-		x.mu.Lock()
-		x.running = nil
-		abandoned := j.waiters == 0
-		close(j.done)
-		x.mu.Unlock()
-		if abandoned && j.release != nil {
-			j.release()
-		}
-		if !ok {
-			go x.serve() // this goroutine ends: another takes the queue
-		}
+		x.finish(j)
 	}()
 	j.run()
-	return true
+	returned = true
+}
+
+// finish answers j's callers and, when none is left, releases what j
+// holds. The release is the worker's piece until it ends: the piece
+// running, as callers that come meanwhile see it. It has no caller to
+// tell of a panic, which ends it as a return would.
+func (x *Executor) finish(j *job) {
+	x.mu.Lock()
+	release := j.waiters == 0 && j.release != nil
+	close(j.done)
+	if !release {
+		x.running = nil
+	}
+	x.mu.Unlock()
+	if !release {
+		return
+	}
+	defer func() {
+		_ = recover()
+		x.mu.Lock()
+		x.running = nil
+		x.mu.Unlock()
+	}()
+	j.release()
 }

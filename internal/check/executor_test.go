@@ -333,3 +333,55 @@ func TestExecutorCallersGiveUpAtTheirOwnTimeouts(t *testing.T) {
 	require.NotNil(t, r.stuck)
 	assert.ErrorIs(t, r.stuck.Ctx, context.Canceled)
 }
+
+// The release of an abandoned piece's holdings runs on the worker, and
+// is held to what a piece is: while it hangs, a caller that comes is told
+// what the worker is on and, once it has been on it past the caller's
+// timeout, gives up at once, queueing nothing; a release that panics or
+// ends its goroutine leaves the executor answering the next piece.
+func TestExecutorReleaseIsAPieceOfTheWorker(t *testing.T) {
+	type ending struct {
+		name string
+		end  func()
+	}
+	for _, e := range []ending{
+		{"returns", func() {}},
+		{"panics", func() { panic("the release broke") }},
+		{"exits", runtime.Goexit},
+	} {
+		t.Run(e.name, func(t *testing.T) {
+			var x Executor
+			at := "/hung/lock"
+			proceed, releasing, hang := make(chan struct{}), make(chan struct{}), make(chan struct{})
+			_, s := Submit(context.Background(), &x, nil, 10*time.Millisecond, func(t *Task[int]) {
+				t.At.Store(&at)
+				<-proceed
+			}, func(*Task[int]) {
+				close(releasing)
+				<-hang
+				e.end()
+			})
+			require.NotNil(t, s, "the caller gave up on the piece")
+			close(proceed)
+			<-releasing
+
+			start := time.Now()
+			_, s = Submit(context.Background(), &x, nil, 30*time.Millisecond, func(*Task[int]) {}, nil)
+			require.NotNil(t, s, "a caller behind a hung release")
+			assert.Equal(t, at, s.At, "the caller is told what the worker is on")
+			assert.Less(t, time.Since(start), 10*time.Second)
+			_, s = Submit(context.Background(), &x, nil, time.Nanosecond, func(*Task[int]) {}, nil)
+			require.NotNil(t, s)
+			assert.True(t, s.Before, "the release has run past this caller's timeout: it gives up at once")
+			x.mu.Lock()
+			assert.Empty(t, x.queue, "queued behind a hung release")
+			x.mu.Unlock()
+
+			close(hang)
+			tk, s := Submit(context.Background(), &x, nil, time.Minute, func(t *Task[int]) { t.Val = 5 }, nil)
+			require.Nil(t, s, "the executor answers once the release ended")
+			assert.Equal(t, 5, tk.Val)
+			require.Eventually(t, func() bool { return !working(&x) }, 10*time.Second, 100*time.Microsecond, "the worker ended with its queue")
+		})
+	}
+}

@@ -46,33 +46,12 @@ func BenchmarkEnsureCurrentWatchParallel(b *testing.B) {
 	})
 }
 
-// BenchmarkFIONREAD is one ioctl(FIONREAD) on an empty inotify
-// descriptor: a cheaper question about the queue than the check asks, and
-// not its floor (the check makes an epoll_wait: BenchmarkEpollWaitFloor).
-// It is kept for scale, beside Getppid.
-func BenchmarkFIONREAD(b *testing.B) {
-	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer unix.Close(fd)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		// TIOCINQ is FIONREAD.
-		if n, err := unix.IoctlGetInt(fd, unix.TIOCINQ); err != nil || n != 0 {
-			b.Fatal(n, err)
-		}
-	}
-}
-
 // BenchmarkEpollWaitFloor is the call a check on the watch path makes: one
 // epoll_wait, with a zero timeout, on a set of an inotify descriptor (with
 // a watch on a directory) and /proc/self/mountinfo, as the watch path's
 // sets are, nothing being queued. It is the floor of that path: what a
-// check of an unchanged checkout cannot pay less than. (FIONREAD, above,
-// asks less of the kernel, and is not the call the check makes.) It runs
-// on the caller's thread, as the check's does.
+// check of an unchanged checkout cannot pay less than. It runs on the
+// caller's thread, as the check's does.
 func BenchmarkEpollWaitFloor(b *testing.B) {
 	in, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {
@@ -111,12 +90,5 @@ func BenchmarkEpollWaitFloor(b *testing.B) {
 		if n, err := unix.EpollWait(ep, events[:], 0); err != nil || n != 0 {
 			b.Fatal(n, err)
 		}
-	}
-}
-
-// BenchmarkGetppid is the cheapest system call there is, for scale.
-func BenchmarkGetppid(b *testing.B) {
-	for i := 0; i < b.N; i++ {
-		unix.Getppid()
 	}
 }

@@ -244,11 +244,11 @@ func reportChecks(b *testing.B, g *Guard) func() {
 // symlinked layout the link and the directories between the top level
 // and the module, for the linked worktree its .git file, gitdir and the
 // common directory's files; and for objects and refs, only the access(2)
-// call git makes of them (no stat: git asks nothing else). It is the floor of a check that stats each file by
-// its path, as the stat path does: the kernel walks every path from the
-// root. Stats relative to a directory descriptor held open walk less
-// (BenchmarkStatFloorAt), and are not what the stat path does: a held
-// descriptor keeps answering for a directory renamed away.
+// call git makes of them (no stat: git asks nothing else). It is the
+// floor of a check that stats each file by its path, as the stat path
+// does: the kernel walks every path from the root. (Stats relative to a
+// directory descriptor held open would walk less, but a held descriptor
+// keeps answering for a directory renamed away.)
 func BenchmarkStatFloor(b *testing.B) {
 	benchLayouts(b, func(b *testing.B, module string) {
 		deps := settledGuard(b, module).bound.Load().Snap().Deps
@@ -270,47 +270,6 @@ func BenchmarkStatFloor(b *testing.B) {
 					_ = unix.Lstat(p, &st)
 				default:
 					_ = unix.Stat(p, &st)
-				}
-			}
-		}
-		b.ReportMetric(float64(len(deps)), "files")
-	})
-}
-
-// BenchmarkStatFloorAt is BenchmarkStatFloor relative to a descriptor of
-// each file's directory, opened before the loop: fstatat and faccessat of
-// the file's name alone. It is what stats would cost if the guard held its
-// directories open, the floor of no check the guard makes.
-func BenchmarkStatFloorAt(b *testing.B) {
-	benchLayouts(b, func(b *testing.B, module string) {
-		deps := settledGuard(b, module).bound.Load().Snap().Deps
-		type at struct {
-			dir    int
-			name   string
-			flags  int
-			access bool
-		}
-		ats := make([]at, len(deps))
-		for i, d := range deps {
-			fd, err := unix.Open(filepath.Dir(d.Path), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer unix.Close(fd)
-			ats[i] = at{dir: fd, name: filepath.Base(d.Path), access: d.Identity}
-			if d.NoFollow {
-				ats[i].flags = unix.AT_SYMLINK_NOFOLLOW
-			}
-		}
-		b.ReportAllocs()
-		b.ResetTimer()
-		var st unix.Stat_t
-		for i := 0; i < b.N; i++ {
-			for _, a := range ats {
-				if a.access {
-					_ = unix.Faccessat(a.dir, a.name, unix.X_OK, 0)
-				} else {
-					_ = unix.Fstatat(a.dir, a.name, &st, a.flags)
 				}
 			}
 		}

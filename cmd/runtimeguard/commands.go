@@ -383,6 +383,9 @@ in no tracked Git checkout ends it with 1: a guard there is inert.
 			<-done
 			return stopped()
 		case err := <-done:
+			if ctx.Err() != nil {
+				return stopped() // ctx ended Watch too, and select picked its end
+			}
 			return err // Watch ended before ctx: it could not watch
 		case <-g.Changed():
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -743,4 +744,35 @@ func exitedPID(t *testing.T) int {
 func writeMarkerFile(t *testing.T, path string, pid int, started time.Time) {
 	t.Helper()
 	require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf("%d\n%.6f\n", pid, float64(started.UnixNano())/1e9)), 0o644))
+}
+
+// A watch stopped at any moment ends as a stopped one, with 0: also when
+// its signal comes as it begins, while it writes to a slow stdout (a pipe
+// to a reader that lags), so that the guard's Watch has returned the
+// context's end too by the time the command looks: a race the command
+// must not lose to select's random pick.
+func TestWatchStoppedAsItBeginsExitsZero(t *testing.T) {
+	t.Parallel()
+	module, _ := checkout(t)
+	home := gittest.TempDir(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 20 {
+		stdout := &slowWriter{pause: 20 * time.Millisecond}
+		var stderr strings.Builder
+		code := run(ctx, []string{"watch", "--module", module, "--home", home, "--interval", "20ms"}, stdout, &stderr)
+		require.Equal(t, exitOK, code, "run %d: %s", i, stderr.String())
+		assert.Contains(t, stdout.String(), "stopped", "run %d", i)
+	}
+}
+
+// slowWriter is a stdout whose every write takes pause.
+type slowWriter struct {
+	pause time.Duration
+	bytes.Buffer
+}
+
+func (w *slowWriter) Write(p []byte) (int, error) {
+	time.Sleep(w.pause)
+	return w.Buffer.Write(p)
 }

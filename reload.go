@@ -116,8 +116,12 @@ func (g *Guard) PlanReload(ctx context.Context) (*Plan, error) {
 	t, stuck := check.Submit(ctx, &g.ux, nil, cfg.timeout, func(t *check.Task[planResult]) {
 		t.Val.r, t.Val.err = g.lockAndPlan(ctx, cfg, b)
 	}, func(t *check.Task[planResult]) {
-		if t.Val.r != nil {
-			t.Val.r.Release() // no caller took the plan
+		if r := t.Val.r; r != nil {
+			if l := r.LockFile(); l != nil {
+				at := "the release of the plan's lock " + l.Name()
+				t.At.Store(&at)
+			}
+			r.Release() // no caller took the plan
 		}
 	})
 	switch {

@@ -57,8 +57,8 @@ type Executor struct {
 	working bool // a worker lives: it takes the queue, then ends
 }
 
-// job is one piece of work. done is closed once it returned, under the
-// executor's lock. Its exported fields are promoted to [Task].
+// job is one piece of work. done is closed once it returned, or once it
+// was dropped unread, under the executor's lock. Its exported fields are promoted to [Task].
 type job struct {
 	run     func()
 	release func() // run once it returned, when no caller waited for it any more
@@ -138,7 +138,10 @@ type Stuck struct {
 // Submit runs fn on x, sharing the piece queued on l (nil: a piece of its
 // own), and waits for it at most timeout, or until ctx ends. release, when
 // not nil, releases what a piece that no caller took holds; it runs on the
-// executor's goroutine once fn returned.
+// executor's goroutine once fn ended (returned, panicked or ended its
+// goroutine), as the piece running: callers that come meanwhile are told
+// its At, which release may store, and the time since fn began. A panic
+// of release is dropped, there being no caller to tell.
 //
 // It returns the Task once the piece returned (its Err says whether it
 // panicked or ended its goroutine), else why the caller gave up; a caller
@@ -208,9 +211,9 @@ func Await[T any](x *Executor, l *Lane[T], timeout time.Duration) bool {
 }
 
 // starvedYields bounds the yields of a caller whose timeout ended while
-// its piece waited for the worker to be scheduled (see wait): bounded, as
-// a worker that releases an abandoned piece's holdings runs none and may
-// itself wait on a file system.
+// its piece waited for the worker to be scheduled (see wait): bounded, so
+// that however busy the processors, a caller waits past its timeout by a
+// few yields at most.
 const starvedYields = 3
 
 // wait waits for j as Submit does.
@@ -303,8 +306,9 @@ func (x *Executor) serve() {
 	}
 }
 
-// runOne runs j; a panic that j did not recover becomes its *Panic, and
-// an end of its goroutine its ErrExited.
+// runOne runs j, then answers its callers or releases what it holds
+// (finish); a panic that j did not recover becomes its *Panic, and an end
+// of its goroutine its ErrExited.
 func (x *Executor) runOne(j *job) {
 	returned := false
 	defer func() {

@@ -57,11 +57,12 @@ type Executor struct {
 	working bool // a worker lives: it takes the queue, then ends
 }
 
-// job is one piece of work. done is closed once it returned, or once it
-// was dropped unread, under the executor's lock. Its exported fields are promoted to [Task].
+// job is one piece of work. done is closed once it ended, or once it was
+// dropped unread, under the executor's lock. Its exported fields are
+// promoted to [Task].
 type job struct {
 	run     func()
-	release func() // run once it returned, when no caller waited for it any more
+	release func() // run once it ended, when no caller waited for it any more
 	taken   func() // run, under the lock, as the worker takes it
 	done    chan struct{}
 	start   time.Time // when the worker took it; zero while queued

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
 // A herd of goroutines checking an unchanged checkout stays on the watch
@@ -40,25 +42,17 @@ func TestWatchHerdDoesNoFullRead(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4 * runtime.NumCPU()))
 
 	const goroutines, checks = 128, 1500
-	// A change of the mount table (another process mounting anything, an
-	// earlier test unmounting its FUSE file system) makes every
-	// subscription read again, rightly, at the first poll of each epoll
-	// set after it: a first herd polls every set, and a herd during which
-	// the table changed is run again, at most twice.
+	// A first herd polls every epoll set, each of which reports a change
+	// of the mount table made before it once; then a herd during which
+	// the table changed again is run again (see mountsStill).
 	herd(t, g, goroutines, 50)
 	steady(t, g, reads)
-	for attempt := 0; ; attempt++ {
-		mounts := readMounts(t)
+	mountsStill(t, func(c *gittest.Trial) {
 		before := reads.Load()
 		herd(t, g, goroutines, checks)
-		n := reads.Load() - before
-		if n != 0 && attempt < 2 && readMounts(t) != mounts {
-			t.Logf("the mount table changed during the herd (%d full reads): again", n)
-			continue
-		}
-		assert.Zero(t, n, "full reads during %d checks of an unchanged checkout from %d goroutines", goroutines*checks, goroutines)
-		break
-	}
+		assert.Zero(c, reads.Load()-before, "full reads during %d checks of an unchanged checkout from %d goroutines", goroutines*checks, goroutines)
+		steady(t, g, reads)
+	})
 	assert.True(t, onWatchPath(g))
 }
 
@@ -86,13 +80,6 @@ func herd(t *testing.T, g *Guard, goroutines, checks int) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
-}
-
-// readMounts returns the process's mount table.
-func readMounts(t *testing.T) string {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	require.NoError(t, err)
-	return string(data)
 }
 
 // steady checks g until a check reads nothing: files written within the

@@ -216,54 +216,56 @@ func TestWatchPathUnseenWrites(t *testing.T) {
 		{"another mount namespace", namespaceWrite, true, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			dir := tempDir(t)
-			module, rev := agentRepo(t, dir)
-			moved := gittest.Commit(t, dir, "run_agent.py", "class AIAgent: moved = True\n")
-			git(t, dir, "reset", "-q", "--hard", rev)
-			ref := filepath.Join(dir, ".git", "refs", "heads", "main")
-			_, err := os.Stat(ref)
-			require.NoError(t, err, "the branch is a loose ref")
+			mountsStill(t, func(ct *gittest.Trial) {
+				dir := tempDir(t)
+				module, rev := agentRepo(t, dir)
+				moved := gittest.Commit(t, dir, "run_agent.py", "class AIAgent: moved = True\n")
+				git(t, dir, "reset", "-q", "--hard", rev)
+				ref := filepath.Join(dir, ".git", "refs", "heads", "main")
+				_, err := os.Stat(ref)
+				require.NoError(t, err, "the branch is a loose ref")
 
-			w := watched(t, module, watchEnv(t))
-			stat, err := newGuard(Options{ModulePath: module, HomeDir: tempDir(t)}, settledEnv())
-			require.NoError(t, err)
-			require.NoError(t, stat.EnsureCurrent())
-			require.Equal(t, "stat", stat.Observe().Check)
-			read, err := New(Options{ModulePath: module, HomeDir: tempDir(t), Check: "read"})
-			require.NoError(t, err)
-			require.NoError(t, read.EnsureCurrent())
-			require.NoError(t, w.EnsureCurrent())
+				w := watched(t, module, watchEnv(t))
+				stat, err := newGuard(Options{ModulePath: module, HomeDir: tempDir(t)}, settledEnv())
+				require.NoError(t, err)
+				require.NoError(t, stat.EnsureCurrent())
+				require.Equal(t, "stat", stat.Observe().Check)
+				read, err := New(Options{ModulePath: module, HomeDir: tempDir(t), Check: "read"})
+				require.NoError(t, err)
+				require.NoError(t, read.EnsureCurrent())
+				require.NoError(t, w.EnsureCurrent())
 
-			end := c.write(t, ref, []byte(moved+"\n"))
-			ended := false
-			defer func() {
-				if !ended {
-					end()
+				end := c.write(t, ref, []byte(moved+"\n"))
+				ended := false
+				defer func() {
+					if !ended {
+						end()
+					}
+				}()
+				assert.Equal(t, moved, git(t, dir, "rev-parse", "HEAD"), "git names the new commit")
+				for name, g := range map[string]*Guard{"stat path": stat, "read path": read} {
+					var se *StaleError
+					if assert.ErrorAs(t, g.EnsureCurrent(), &se, "%s: the write is seen", name) {
+						assert.Equal(t, moved, se.Current, name)
+					}
 				}
-			}()
-			assert.Equal(t, moved, git(t, dir, "rev-parse", "HEAD"), "git names the new commit")
-			for name, g := range map[string]*Guard{"stat path": stat, "read path": read} {
-				var se *StaleError
-				if assert.ErrorAs(t, g.EnsureCurrent(), &se, "%s: the write is seen", name) {
-					assert.Equal(t, moved, se.Current, name)
+				err = w.EnsureCurrent()
+				if c.seen {
+					assert.ErrorIs(ct, err, ErrStale, "the watch path sees a write of %s", c.name)
+					return
 				}
-			}
-			err = w.EnsureCurrent()
-			if c.seen {
-				assert.ErrorIs(t, err, ErrStale, "the watch path sees a write of %s", c.name)
-				return
-			}
-			assert.NoError(t, err, "the watch path says current: %s raises no inotify event", c.name)
-			assert.NoError(t, w.EnsureCurrent(), "and again")
+				assert.NoError(ct, err, "the watch path says current: %s raises no inotify event", c.name)
+				assert.NoError(ct, w.EnsureCurrent(), "and again")
 
-			end()
-			ended = true
-			err = w.EnsureCurrent()
-			if c.closeSeen {
-				assert.ErrorIs(t, err, ErrStale, "the writer's close is seen")
-			} else {
-				assert.NoError(t, err, "nothing the writer ends raises an event either")
-			}
+				end()
+				ended = true
+				err = w.EnsureCurrent()
+				if c.closeSeen {
+					assert.ErrorIs(ct, err, ErrStale, "the writer's close is seen")
+				} else {
+					assert.NoError(ct, err, "nothing the writer ends raises an event either")
+				}
+			})
 		})
 	}
 }
@@ -274,46 +276,48 @@ func TestWatchPathUnseenWrites(t *testing.T) {
 // only a guard that reads on every check (Options.Check "read") sees what
 // git sees.
 func TestWatchAndStatPathUnseenMappedRewrite(t *testing.T) {
-	dir := tempDir(t)
-	module, rev := agentRepo(t, dir)
-	moved := gittest.Commit(t, dir, "run_agent.py", "class AIAgent: moved = True\n")
-	git(t, dir, "reset", "-q", "--hard", rev)
-	ref := filepath.Join(dir, ".git", "refs", "heads", "main")
+	mountsStill(t, func(ct *gittest.Trial) {
+		dir := tempDir(t)
+		module, rev := agentRepo(t, dir)
+		moved := gittest.Commit(t, dir, "run_agent.py", "class AIAgent: moved = True\n")
+		git(t, dir, "reset", "-q", "--hard", rev)
+		ref := filepath.Join(dir, ".git", "refs", "heads", "main")
 
-	// The writer maps the ref and writes what it holds: the first write
-	// fault stamps the file, before any guard binds.
-	f, err := os.OpenFile(ref, os.O_RDWR, 0)
-	require.NoError(t, err)
-	mem, err := unix.Mmap(int(f.Fd()), 0, len(moved)+1, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	f.Close()
-	require.NoError(t, err)
-	defer unix.Munmap(mem)
-	copy(mem, rev+"\n")
-	before, err := os.Stat(ref)
-	require.NoError(t, err)
+		// The writer maps the ref and writes what it holds: the first write
+		// fault stamps the file, before any guard binds.
+		f, err := os.OpenFile(ref, os.O_RDWR, 0)
+		require.NoError(t, err)
+		mem, err := unix.Mmap(int(f.Fd()), 0, len(moved)+1, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		f.Close()
+		require.NoError(t, err)
+		defer unix.Munmap(mem)
+		copy(mem, rev+"\n")
+		before, err := os.Stat(ref)
+		require.NoError(t, err)
 
-	w := watched(t, module, watchEnv(t))
-	stat, err := newGuard(Options{ModulePath: module, HomeDir: tempDir(t)}, settledEnv())
-	require.NoError(t, err)
-	require.NoError(t, stat.EnsureCurrent())
-	require.Equal(t, "stat", stat.Observe().Check)
-	read, err := New(Options{ModulePath: module, HomeDir: tempDir(t), Check: "read"})
-	require.NoError(t, err)
-	require.NoError(t, read.EnsureCurrent())
+		w := watched(t, module, watchEnv(t))
+		stat, err := newGuard(Options{ModulePath: module, HomeDir: tempDir(t)}, settledEnv())
+		require.NoError(t, err)
+		require.NoError(t, stat.EnsureCurrent())
+		require.Equal(t, "stat", stat.Observe().Check)
+		read, err := New(Options{ModulePath: module, HomeDir: tempDir(t), Check: "read"})
+		require.NoError(t, err)
+		require.NoError(t, read.EnsureCurrent())
 
-	// The same mapping, written again.
-	copy(mem, moved+"\n")
-	after, err := os.Stat(ref)
-	require.NoError(t, err)
-	if !after.ModTime().Equal(before.ModTime()) {
-		t.Skip("the page was written back between the writes: the second write faulted and stamped the file")
-	}
+		// The same mapping, written again.
+		copy(mem, moved+"\n")
+		after, err := os.Stat(ref)
+		require.NoError(t, err)
+		if !after.ModTime().Equal(before.ModTime()) {
+			t.Skip("the page was written back between the writes: the second write faulted and stamped the file")
+		}
 
-	assert.Equal(t, moved, git(t, dir, "rev-parse", "HEAD"), "git names the new commit")
-	assert.NoError(t, w.EnsureCurrent(), "the watch path says current")
-	assert.NoError(t, stat.EnsureCurrent(), "the stat path says current: no time of the file changed")
-	var se *StaleError
-	if assert.ErrorAs(t, read.EnsureCurrent(), &se, "a guard that reads on every check sees it") {
-		assert.Equal(t, moved, se.Current)
-	}
+		assert.Equal(t, moved, git(t, dir, "rev-parse", "HEAD"), "git names the new commit")
+		assert.NoError(ct, w.EnsureCurrent(), "the watch path says current")
+		assert.NoError(t, stat.EnsureCurrent(), "the stat path says current: no time of the file changed")
+		var se *StaleError
+		if assert.ErrorAs(t, read.EnsureCurrent(), &se, "a guard that reads on every check sees it") {
+			assert.Equal(t, moved, se.Current)
+		}
+	})
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/runtimeguard/runtimeguard/internal/fsread"
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 	"github.com/runtimeguard/runtimeguard/internal/watch"
 )
 
@@ -96,25 +97,13 @@ func TestWatchSeesARenameAtOnce(t *testing.T) {
 // module's own name is a dependency: a chmod of the module file changes
 // its stamp, and is read once.)
 func TestWatchUnrelatedChangesCostNoRead(t *testing.T) {
-	// A change of the mount table (any process's mount, such as another
-	// test package's FUSE file system) makes every subscription read
-	// again, rightly: a round that saw one is run again, up to five.
-	w, err := watch.Shared()
-	require.NoError(t, err)
-	for round := 1; ; round++ {
-		mounts := w.MountChanges()
-		extra := unrelatedChanges(t)
-		if extra == 0 || mounts == w.MountChanges() || round == 5 {
-			assert.Zero(t, extra, "full reads after unrelated changes (round %d; mount table changes seen: %d)", round, w.MountChanges()-mounts)
-			return
-		}
-	}
+	mountsStill(t, func(c *gittest.Trial) { unrelatedChanges(t, c) })
 }
 
 // unrelatedChanges makes changes beside a watched checkout that change
-// nothing its answer depends on, checking after each, and returns the
+// nothing its answer depends on, checking after each, and tells c of the
 // full reads they cost; then a commit is stale.
-func unrelatedChanges(t *testing.T) int64 {
+func unrelatedChanges(t *testing.T, c *gittest.Trial) {
 	dir := tempDir(t)
 	module, rev := agentRepo(t, dir)
 	e, reads := countingEnv(t)
@@ -132,12 +121,11 @@ func unrelatedChanges(t *testing.T) int64 {
 		change()
 		require.NoError(t, g.EnsureCurrent())
 	}
-	extra := reads.Load() - before
+	assert.Zero(c, reads.Load()-before, "full reads after unrelated changes")
 	assert.True(t, onWatchPath(g))
 
 	commit(t, dir, "run_agent.py", "moved\n")
 	assert.ErrorIs(t, g.EnsureCurrent(), ErrStale)
-	return extra
 }
 
 // An overflowed event queue loses events: every subscription reads again,
@@ -224,4 +212,15 @@ func TestClosedGuardReportsTheStatPath(t *testing.T) {
 	assert.Equal(t, "the guard is closed", o.CheckReason)
 	require.NoError(t, g.EnsureCurrent())
 	assert.Equal(t, "stat", g.Observe().Check)
+}
+
+// mountsStill runs round until the process's watcher saw no change of the
+// mount table while it ran (see gittest.Still): a mount by any process
+// makes every subscription read again, rightly, which explains a watch
+// path that read or saw what the round says it must not.
+func mountsStill(t *testing.T, round func(c *gittest.Trial)) {
+	t.Helper()
+	w, err := watch.Shared()
+	require.NoError(t, err)
+	gittest.Still(t, w.MountChanges, round)
 }

@@ -165,27 +165,29 @@ func TestFailedArmLeavesNoWatch(t *testing.T) {
 // it makes the subscription dirty.
 func TestArmWatchesTheNearestDirectoryThatExists(t *testing.T) {
 	w := privateWatcher(t)
-	root := t.TempDir()
-	heads := filepath.Join(root, "refs", "heads")
-	require.NoError(t, os.MkdirAll(heads, 0o755))
-	ref := filepath.Join(heads, "release", "1.2")
-	s := w.Subscribe()
-	gen := s.begin()
-	_, _, err := s.arm([]entry{{Route: gitread.Route{Resolved: ref}}})
-	require.NoError(t, err)
-	require.True(t, s.recheck(gen), "clean once armed")
-	require.NoError(t, os.Mkdir(filepath.Dir(ref), 0o755))
-	assert.False(t, s.recheck(gen), "dirty once the missing directory is made")
+	gittest.Still(t, w.MountChanges, func(c *gittest.Trial) {
+		root := t.TempDir()
+		heads := filepath.Join(root, "refs", "heads")
+		require.NoError(t, os.MkdirAll(heads, 0o755))
+		ref := filepath.Join(heads, "release", "1.2")
+		s := w.Subscribe()
+		gen := s.begin()
+		_, _, err := s.arm([]entry{{Route: gitread.Route{Resolved: ref}}})
+		require.NoError(t, err)
+		require.True(c, s.recheck(gen), "clean once armed")
+		require.NoError(t, os.Mkdir(filepath.Dir(ref), 0o755))
+		assert.False(c, s.recheck(gen), "dirty once the missing directory is made")
 
-	// Armed again with the directory there (and the ref not yet), the
-	// ref's creation is seen.
-	gen = s.begin()
-	_, _, err = s.arm([]entry{{Route: gitread.Route{Resolved: ref}}})
-	require.NoError(t, err)
-	require.True(t, s.recheck(gen))
-	require.NoError(t, os.WriteFile(ref, []byte("x\n"), 0o644))
-	assert.False(t, s.recheck(gen), "dirty once the ref is made")
-	s.Close()
+		// Armed again with the directory there (and the ref not yet), the
+		// ref's creation is seen.
+		gen = s.begin()
+		_, _, err = s.arm([]entry{{Route: gitread.Route{Resolved: ref}}})
+		require.NoError(t, err)
+		require.True(c, s.recheck(gen))
+		require.NoError(t, os.WriteFile(ref, []byte("x\n"), 0o644))
+		assert.False(c, s.recheck(gen), "dirty once the ref is made")
+		s.Close()
+	})
 }
 
 // A subscription whose arming blocks on a file system that stopped
@@ -248,44 +250,46 @@ func TestArmOnAHungFileSystemHoldsUpNoOther(t *testing.T) {
 // nothing else is; a file written in place moves nothing.
 func TestRearmAddsOnlyWhatMoved(t *testing.T) {
 	w := privateWatcher(t)
-	root := t.TempDir()
-	a := filepath.Join(root, "a")
-	file := filepath.Join(a, "b", "f")
-	require.NoError(t, os.MkdirAll(filepath.Dir(file), 0o755))
-	require.NoError(t, os.WriteFile(file, []byte("1"), 0o644))
-	s := w.Subscribe()
-	defer s.Close()
-	arm := func() Calls {
-		t.Helper()
-		before := s.Calls()
-		s.begin()
+	gittest.Still(t, w.MountChanges, func(c *gittest.Trial) {
+		root := t.TempDir()
+		a := filepath.Join(root, "a")
+		file := filepath.Join(a, "b", "f")
+		require.NoError(t, os.MkdirAll(filepath.Dir(file), 0o755))
+		require.NoError(t, os.WriteFile(file, []byte("1"), 0o644))
+		s := w.Subscribe()
+		defer s.Close()
+		arm := func() Calls {
+			t.Helper()
+			before := s.Calls()
+			s.begin()
+			_, _, err := s.arm([]entry{fileEntry(file)})
+			require.NoError(t, err)
+			after := s.Calls()
+			return Calls{after.Statfs - before.Statfs, after.AddWatch - before.AddWatch, after.RmWatch - before.RmWatch}
+		}
+		depth := uint64(strings.Count(file, "/")) // every directory from the root down, and the file
+		require.Equal(c, depth+1, arm().AddWatch, "the first arm watches every directory and the file")
+		assert.Zero(c, arm().AddWatch, "nothing moved")
+
+		require.NoError(t, os.WriteFile(file, []byte("2"), 0o644))
+		assert.Zero(c, arm().AddWatch, "a file written in place")
+
+		// a/b replaced by a copy: a/b and the file below it are new.
+		copyDir := filepath.Join(a, "b.new")
+		require.NoError(t, os.Mkdir(copyDir, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(copyDir, "f"), []byte("2"), 0o644))
+		require.NoError(t, os.Rename(filepath.Join(a, "b"), filepath.Join(a, "b.old")))
+		require.NoError(t, os.Rename(copyDir, filepath.Join(a, "b")))
+		calls := arm()
+		assert.Equal(c, uint64(2), calls.AddWatch, "the replaced directory and the file in it")
+		assert.Equal(c, uint64(2), calls.Statfs)
+		gen := s.begin()
 		_, _, err := s.arm([]entry{fileEntry(file)})
 		require.NoError(t, err)
-		after := s.Calls()
-		return Calls{after.Statfs - before.Statfs, after.AddWatch - before.AddWatch, after.RmWatch - before.RmWatch}
-	}
-	depth := uint64(strings.Count(file, "/")) // every directory from the root down, and the file
-	require.Equal(t, depth+1, arm().AddWatch, "the first arm watches every directory and the file")
-	assert.Zero(t, arm().AddWatch, "nothing moved")
-
-	require.NoError(t, os.WriteFile(file, []byte("2"), 0o644))
-	assert.Zero(t, arm().AddWatch, "a file written in place")
-
-	// a/b replaced by a copy: a/b and the file below it are new.
-	copyDir := filepath.Join(a, "b.new")
-	require.NoError(t, os.Mkdir(copyDir, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(copyDir, "f"), []byte("2"), 0o644))
-	require.NoError(t, os.Rename(filepath.Join(a, "b"), filepath.Join(a, "b.old")))
-	require.NoError(t, os.Rename(copyDir, filepath.Join(a, "b")))
-	calls := arm()
-	assert.Equal(t, uint64(2), calls.AddWatch, "the replaced directory and the file in it")
-	assert.Equal(t, uint64(2), calls.Statfs)
-	gen := s.begin()
-	_, _, err := s.arm([]entry{fileEntry(file)})
-	require.NoError(t, err)
-	require.True(t, s.recheck(gen))
-	require.NoError(t, os.WriteFile(file, []byte("3"), 0o644))
-	assert.False(t, s.recheck(gen), "a write in the directory that replaced a/b is seen")
+		require.True(c, s.recheck(gen))
+		require.NoError(t, os.WriteFile(file, []byte("3"), 0o644))
+		assert.False(c, s.recheck(gen), "a write in the directory that replaced a/b is seen")
+	})
 }
 
 // A change between a read and the arm of its watches is unreported: Arm
@@ -302,24 +306,23 @@ func TestArmDistrustsObjectsSwappedForALinkBeforeItsWatch(t *testing.T) {
 	t.Run("the same directory, moved", func(t *testing.T) { armAfterObjectsSwap(t, true) })
 }
 
-// swapCase makes a private watcher and a checkout (repo, in root, a
-// temporary directory), and says whether git still reads the checkout at
-// its first commit.
-func swapCase(t *testing.T) (w *Watcher, root, dir string, gitSays func() bool) {
+// swapCase makes a checkout (repo, in root, a temporary directory), and
+// says whether git still reads the checkout at its first commit.
+func swapCase(t *testing.T) (root, dir string, gitSays func() bool) {
 	t.Helper()
 	gittest.Need(t)
-	w = privateWatcher(t)
 	root = t.TempDir()
 	dir = filepath.Join(root, "repo")
 	rev := gittest.Init(t, dir, map[string]string{"run_agent.py": "x\n"})
-	return w, root, dir, func() bool {
+	return root, dir, func() bool {
 		out, err := gittest.Command(dir, "rev-parse", "--verify", "HEAD").Output()
 		return err == nil && strings.TrimSpace(string(out)) == rev
 	}
 }
 
 func armAfterObjectsSwap(t *testing.T, sameInode bool) {
-	w, root, dir, gitSays := swapCase(t)
+	w := privateWatcher(t)
+	root, dir, gitSays := swapCase(t)
 	s := w.Subscribe()
 	defer s.Close()
 	r := s.Begin()
@@ -354,19 +357,32 @@ func armAfterObjectsSwap(t *testing.T, sameInode bool) {
 // repository) raises no event on the copy. The directories are watched
 // by this subscription alone, or also by another one, which the events
 // then reach instead.
+//
+// A change of the mount table makes every subscription dirty, rightly,
+// and a watch said clean no longer is: each case is run until none came
+// while it ran (see gittest.Still).
 func TestArmDistrustsAChangeUndoneBeforeItRegisters(t *testing.T) {
-	t.Run("its own watches", func(t *testing.T) { armAcrossAnUndoneSwap(t, false) })
-	t.Run("watches another subscription shares", func(t *testing.T) { armAcrossAnUndoneSwap(t, true) })
-	t.Run("a name new to a directory it keeps", armAcrossAnUndoneSwapInAKeptDirectory)
+	for _, tc := range []struct {
+		name string
+		arm  func(t *testing.T, c *gittest.Trial, w *Watcher)
+	}{
+		{"its own watches", func(t *testing.T, c *gittest.Trial, w *Watcher) { armAcrossAnUndoneSwap(t, c, w, false) }},
+		{"watches another subscription shares", func(t *testing.T, c *gittest.Trial, w *Watcher) { armAcrossAnUndoneSwap(t, c, w, true) }},
+		{"a name new to a directory it keeps", armAcrossAnUndoneSwapInAKeptDirectory},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gittest.Need(t)
+			w := privateWatcher(t)
+			gittest.Still(t, w.MountChanges, func(c *gittest.Trial) { tc.arm(t, c, w) })
+		})
+	}
 }
 
 // Here HEAD moved from main to feature/x: the re-arm keeps its watch of
 // refs/heads, in which feature is a name new to it, and adds one of
 // refs/heads/feature, which is a link to a copy of itself while that is
 // added.
-func armAcrossAnUndoneSwapInAKeptDirectory(t *testing.T) {
-	gittest.Need(t)
-	w := privateWatcher(t)
+func armAcrossAnUndoneSwapInAKeptDirectory(t *testing.T, c *gittest.Trial, w *Watcher) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "repo")
 	gittest.Init(t, dir, map[string]string{"run_agent.py": "x\n"})
@@ -382,9 +398,9 @@ func armAcrossAnUndoneSwapInAKeptDirectory(t *testing.T) {
 		return r
 	}
 	r := arm()
-	require.True(t, r.Recheck(), "armed on main")
+	require.True(c, r.Recheck(), "armed on main")
 	gittest.Git(t, dir, "symbolic-ref", "HEAD", "refs/heads/feature/x")
-	require.False(t, r.Recheck(), "HEAD moved")
+	require.False(c, r.Recheck(), "HEAD moved")
 	feature := filepath.Join(dir, ".git", "refs", "heads", "feature")
 	copied, aside := filepath.Join(root, "copy"), filepath.Join(root, "aside")
 	require.NoError(t, exec.Command("cp", "-a", feature, copied).Run())
@@ -405,14 +421,14 @@ func armAcrossAnUndoneSwapInAKeptDirectory(t *testing.T) {
 	require.NoError(t, s.Arm(deps, routes, gitread.System, time.Now().Add(time.Hour)))
 	if !r.Recheck() {
 		r = arm() // distrusted: the next read arms on what is there now
-		require.True(t, r.Recheck(), "armed again on the checkout as it is")
+		require.True(c, r.Recheck(), "armed again on the checkout as it is")
 	}
 	gittest.Git(t, dir, "commit", "-q", "--allow-empty", "-m", "on feature")
-	assert.False(t, r.Recheck(), "the watch sees the commit that moved refs/heads/feature/x")
+	assert.False(c, r.Recheck(), "the watch sees the commit that moved refs/heads/feature/x")
 }
 
-func armAcrossAnUndoneSwap(t *testing.T, shared bool) {
-	w, root, dir, gitSays := swapCase(t)
+func armAcrossAnUndoneSwap(t *testing.T, c *gittest.Trial, w *Watcher, shared bool) {
+	root, dir, gitSays := swapCase(t)
 	dotgit, copied, aside := filepath.Join(dir, ".git"), filepath.Join(root, "copy.git"), filepath.Join(root, "aside.git")
 	require.NoError(t, exec.Command("cp", "-a", dotgit, copied).Run())
 	module := filepath.Join(dir, "run_agent.py")
@@ -444,7 +460,7 @@ func armAcrossAnUndoneSwap(t *testing.T, shared bool) {
 		objects := filepath.Join(dotgit, "objects")
 		require.NoError(t, os.Rename(objects, objects+".gone"))
 		require.False(t, gitSays(), "git once objects is gone")
-		assert.False(t, r.Recheck(), "the watch vouches for a checkout git no longer reads")
+		assert.False(c, r.Recheck(), "the watch vouches for a checkout git no longer reads")
 		return
 	}
 	// Distrusted: the next read arms on what is there now, and sees.
@@ -452,11 +468,11 @@ func armAcrossAnUndoneSwap(t *testing.T, shared bool) {
 	_, deps, routes, _, err = gitread.ReadWith(gitread.System, module, true, nil, true)
 	require.NoError(t, err)
 	require.NoError(t, s.Arm(deps, routes, gitread.System, time.Now().Add(time.Hour)))
-	require.True(t, r.Recheck(), "armed again on the checkout as it is")
+	require.True(c, r.Recheck(), "armed again on the checkout as it is")
 	objects := filepath.Join(dotgit, "objects")
 	require.NoError(t, os.Rename(objects, objects+".gone"))
 	require.False(t, gitSays(), "git once objects is gone")
-	assert.False(t, r.Recheck(), "the watch of the checkout as it is sees objects go")
+	assert.False(c, r.Recheck(), "the watch of the checkout as it is sees objects go")
 }
 
 // What an arm learns of the events drained while it armed is bounded:

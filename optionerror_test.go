@@ -51,6 +51,9 @@ func TestEveryRejectedOptionIsAnOptionError(t *testing.T) {
 		{withLayout(func(l *Layout) { l.Profiles = "a/b" }), "Layout.Profiles", "a/b"},
 		{withLayout(func(l *Layout) { l.RecoveryMarkers = []string{"ok", "a/b"} }), "Layout.RecoveryMarkers", "a/b"},
 		{withLayout(func(l *Layout) { l.RecoveryMarkers = []string{""} }), "Layout.RecoveryMarkers", ""},
+		// A git-sync deployment whose --link did not reach the server is
+		// not the Hermes layout.
+		{Options{HomeDir: tempDir(t), Layout: GitSyncLayout("")}, "Layout.Link", ""},
 	}
 	for _, c := range cases {
 		for name, call := range map[string]func(Options) error{

@@ -398,6 +398,10 @@ type Layout struct {
 	// guard bound proves nothing, whatever it leads to. Relative to the
 	// working directory when not absolute. Empty: none.
 	Link string
+
+	// gitSync marks a layout of GitSyncLayout, whose Link must not be
+	// empty: an empty one would read as the zero Layout, Hermes's.
+	gitSync bool
 }
 
 // GitSyncLayout is the layout of kubernetes/git-sync (v4) publishing into
@@ -405,8 +409,11 @@ type Layout struct {
 // relative): no home, marker, receipt or lock, and a flip of the link
 // proves the update (see [Layout].Link). A guard with it binds to the
 // module through the link, such as <root>/<link>/run_agent.py.
+//
+// An empty link is an error of [New] (a git-sync deployment whose --link
+// did not reach the server), not the zero Layout.
 func GitSyncLayout(link string) Layout {
-	return Layout{Link: link}
+	return Layout{Link: link, gitSync: true}
 }
 
 // HermesLayout is the layout of the Hermes Agent's updater (hermes
@@ -444,7 +451,7 @@ func hermesLayout() Layout {
 // isZero reports whether l is the zero Layout.
 func (l *Layout) isZero() bool {
 	return l.HomeEnv == "" && l.DefaultHome == "" && l.Marker == "" &&
-		len(l.RecoveryMarkers) == 0 && l.Receipt == "" && l.ReceiptHistory == "" && l.Lock == "" && l.CheckoutLock == "" && l.Profiles == "" && l.Link == ""
+		len(l.RecoveryMarkers) == 0 && l.Receipt == "" && l.ReceiptHistory == "" && l.Lock == "" && l.CheckoutLock == "" && l.Profiles == "" && l.Link == "" && !l.gitSync
 }
 
 // validate checks that every path stays inside the home and every recovery
@@ -452,6 +459,9 @@ func (l *Layout) isZero() bool {
 func (l *Layout) validate() error {
 	if l.Link != "" && (l.Receipt != "" || l.ReceiptHistory != "") {
 		return optionError("Layout.Link", l.Link, "is set with receipts: a flip of the link is the proof where there is one")
+	}
+	if l.gitSync && l.Link == "" {
+		return optionError("Layout.Link", "", "is empty: GitSyncLayout needs the link git-sync publishes (its --link)")
 	}
 	if l.Marker == "" && l.Link == "" {
 		return optionError("Layout.Marker", "", "is empty: a Layout other than the zero one is taken as it is; copy HermesLayout to change some of its fields")

@@ -173,7 +173,7 @@ func WriteStale(w http.ResponseWriter, err error) bool {
 // [Guard.Middleware], with Vary: Accept. A nil r gets the plain JSON
 // payload.
 func (g *Guard) WriteStale(w http.ResponseWriter, r *http.Request, err error) bool {
-	if !errors.As(err, new(*StaleError)) {
+	if staleOf(err) == nil {
 		return false
 	}
 	if r != nil && g.config().problem {
@@ -184,9 +184,19 @@ func (g *Guard) WriteStale(w http.ResponseWriter, r *http.Request, err error) bo
 	return writeStale(w, err, false)
 }
 
-func writeStale(w http.ResponseWriter, err error, problem bool) bool {
+// staleOf returns the StaleError in err's chain, or nil where there is
+// none or it is a nil pointer.
+func staleOf(err error) *StaleError {
 	var se *StaleError
 	if !errors.As(err, &se) {
+		return nil
+	}
+	return se
+}
+
+func writeStale(w http.ResponseWriter, err error, problem bool) bool {
+	se := staleOf(err)
+	if se == nil {
 		return false
 	}
 	contentType, v := "application/json", any(se.Payload())

@@ -68,6 +68,12 @@ func TestWriteStaleIgnoresOtherErrors(t *testing.T) {
 	assert.False(t, WriteStale(rec, os.ErrNotExist))
 	var g Guard
 	assert.False(t, g.WriteStale(rec, httptest.NewRequest("GET", "/", nil), os.ErrNotExist))
+	// A nil *StaleError in an error (a typed nil) is no stale answer:
+	// no panic, nothing written.
+	var typedNil *StaleError
+	assert.False(t, WriteStale(rec, typedNil))
+	assert.False(t, WriteStale(rec, fmt.Errorf("wrapped: %w", typedNil)))
+	assert.False(t, g.WriteStale(rec, httptest.NewRequest("GET", "/", nil), typedNil))
 	assert.Equal(t, 200, rec.Code)
 	assert.Zero(t, rec.Body.Len())
 }

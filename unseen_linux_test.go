@@ -190,6 +190,32 @@ func namespaceWrite(t *testing.T, path string, content []byte) func() {
 	return func() {}
 }
 
+// refToMove makes a checkout whose branch is a loose ref at rev, and a
+// commit moved it may name: what a write of ref moves HEAD to.
+func refToMove(t *testing.T) (dir, module, ref, rev, moved string) {
+	dir = tempDir(t)
+	module, rev = agentRepo(t, dir)
+	moved = gittest.Commit(t, dir, "run_agent.py", "class AIAgent: moved = True\n")
+	git(t, dir, "reset", "-q", "--hard", rev)
+	return dir, module, filepath.Join(dir, ".git", "refs", "heads", "main"), rev, moved
+}
+
+// threePaths binds three guards to module, each checked once: one on the
+// watch path, one on the stat path with every stamp settled, and one that
+// reads on every check.
+func threePaths(t *testing.T, module string) (w, stat, read *Guard) {
+	t.Helper()
+	w = watched(t, module, watchEnv(t))
+	stat, err := newGuard(Options{ModulePath: module, HomeDir: tempDir(t)}, settledEnv())
+	require.NoError(t, err)
+	require.NoError(t, stat.EnsureCurrent())
+	require.Equal(t, "stat", stat.Observe().Check)
+	read, err = New(Options{ModulePath: module, HomeDir: tempDir(t), Check: "read"})
+	require.NoError(t, err)
+	require.NoError(t, read.EnsureCurrent())
+	return w, stat, read
+}
+
 // The classes of write that raise no inotify event, each a real write of
 // a branch's loose ref in a real repository: git names the new commit at
 // once, a guard on the stat path and one that reads on every check say
@@ -217,22 +243,11 @@ func TestWatchPathUnseenWrites(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			mountsStill(t, func(ct *gittest.Trial) {
-				dir := tempDir(t)
-				module, rev := agentRepo(t, dir)
-				moved := gittest.Commit(t, dir, "run_agent.py", "class AIAgent: moved = True\n")
-				git(t, dir, "reset", "-q", "--hard", rev)
-				ref := filepath.Join(dir, ".git", "refs", "heads", "main")
+				dir, module, ref, _, moved := refToMove(t)
 				_, err := os.Stat(ref)
 				require.NoError(t, err, "the branch is a loose ref")
 
-				w := watched(t, module, watchEnv(t))
-				stat, err := newGuard(Options{ModulePath: module, HomeDir: tempDir(t)}, settledEnv())
-				require.NoError(t, err)
-				require.NoError(t, stat.EnsureCurrent())
-				require.Equal(t, "stat", stat.Observe().Check)
-				read, err := New(Options{ModulePath: module, HomeDir: tempDir(t), Check: "read"})
-				require.NoError(t, err)
-				require.NoError(t, read.EnsureCurrent())
+				w, stat, read := threePaths(t, module)
 				require.NoError(t, w.EnsureCurrent())
 
 				end := c.write(t, ref, []byte(moved+"\n"))
@@ -277,11 +292,7 @@ func TestWatchPathUnseenWrites(t *testing.T) {
 // git sees.
 func TestWatchAndStatPathUnseenMappedRewrite(t *testing.T) {
 	mountsStill(t, func(ct *gittest.Trial) {
-		dir := tempDir(t)
-		module, rev := agentRepo(t, dir)
-		moved := gittest.Commit(t, dir, "run_agent.py", "class AIAgent: moved = True\n")
-		git(t, dir, "reset", "-q", "--hard", rev)
-		ref := filepath.Join(dir, ".git", "refs", "heads", "main")
+		dir, module, ref, rev, moved := refToMove(t)
 
 		// The writer maps the ref and writes what it holds: the first write
 		// fault stamps the file, before any guard binds.
@@ -295,14 +306,7 @@ func TestWatchAndStatPathUnseenMappedRewrite(t *testing.T) {
 		before, err := os.Stat(ref)
 		require.NoError(t, err)
 
-		w := watched(t, module, watchEnv(t))
-		stat, err := newGuard(Options{ModulePath: module, HomeDir: tempDir(t)}, settledEnv())
-		require.NoError(t, err)
-		require.NoError(t, stat.EnsureCurrent())
-		require.Equal(t, "stat", stat.Observe().Check)
-		read, err := New(Options{ModulePath: module, HomeDir: tempDir(t), Check: "read"})
-		require.NoError(t, err)
-		require.NoError(t, read.EnsureCurrent())
+		w, stat, read := threePaths(t, module)
 
 		// The same mapping, written again.
 		copy(mem, moved+"\n")

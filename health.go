@@ -2,7 +2,6 @@ package runtimeguard
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strconv"
 )
@@ -63,8 +62,7 @@ func (g *Guard) LivenessHandler() http.Handler {
 func (g *Guard) ReadinessHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := readyAnswer{Ready: true, Revision: g.Identity().Revision}
-		var se *StaleError
-		if err := g.EnsureCurrent(); errors.As(err, &se) {
+		if se := staleOf(g.EnsureCurrent()); se != nil {
 			p := se.Payload()
 			h.Stale, h.Error, h.RestartScheduled, h.AgentUpdateState = true, p.Error, p.RestartScheduled, p.AgentUpdateState
 		}

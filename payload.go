@@ -238,8 +238,7 @@ func (g *Guard) Middleware(next http.Handler) http.Handler {
 
 // answerStale hands a stale answer to the OnStale hook and writes it.
 func (g *Guard) answerStale(w http.ResponseWriter, r *http.Request, err error) {
-	var se *StaleError
-	if hook := g.config().onStale; hook != nil && errors.As(err, &se) {
+	if hook, se := g.config().onStale, staleOf(err); hook != nil && se != nil {
 		hook(r, se)
 	}
 	if !g.WriteStale(w, r, err) {

@@ -207,7 +207,11 @@ func parseTime(s string) (time.Time, error) {
 // and no key twice in any object: a duplicated "outcome" must not be read
 // as whichever came last. It is one linear pass over bytes that
 // encoding/json has validated.
-func checkStrictJSON(data []byte) error {
+func checkStrictJSON(data []byte) error { return strictObject(data, true) }
+
+// strictObject is checkStrictJSON; receiptKeys says whether a key that
+// folds to one the receipt's schema names must be spelled as it is.
+func strictObject(data []byte, receiptKeys bool) error {
 	if !json.Valid(data) {
 		dec := json.NewDecoder(bytes.NewReader(data))
 		var v json.RawMessage
@@ -221,7 +225,7 @@ func checkStrictJSON(data []byte) error {
 	if s.i >= len(data) || data[s.i] != '{' {
 		return errors.New("not a JSON object")
 	}
-	return s.object(1, true)
+	return s.object(1, receiptKeys)
 }
 
 // maxJSONDepth bounds nesting, so that no input recurses without end.

@@ -2,6 +2,7 @@ package fsread
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"syscall"
@@ -64,4 +65,31 @@ func openDir(dir string) (*os.File, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// FileID names the file at path, whose lstat is st, by its volume serial
+// number and file index, which a stat does not give: a file renamed over
+// it is another, a write in place is not. It opens the file itself (a
+// reparse point there is not followed) for its attributes only, shared
+// for reads, writes and deletes; nothing at the path is "".
+func FileID(path string, _ Stamp) (string, error) {
+	p, err := windows.UTF16PtrFromString(path)
+	if err != nil {
+		return "", &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	h, err := windows.CreateFile(p, windows.FILE_READ_ATTRIBUTES,
+		windows.FILE_SHARE_READ|windows.FILE_SHARE_WRITE|windows.FILE_SHARE_DELETE,
+		nil, windows.OPEN_EXISTING, windows.FILE_FLAG_BACKUP_SEMANTICS|windows.FILE_FLAG_OPEN_REPARSE_POINT, 0)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", nil
+		}
+		return "", &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer windows.CloseHandle(h)
+	var info windows.ByHandleFileInformation
+	if err := windows.GetFileInformationByHandle(h, &info); err != nil {
+		return "", &fs.PathError{Op: "GetFileInformationByHandle", Path: path, Err: err}
+	}
+	return fmt.Sprintf("%d:%d", info.VolumeSerialNumber, uint64(info.FileIndexHigh)<<32|uint64(info.FileIndexLow)), nil
 }

@@ -39,3 +39,26 @@ func Mksocket(tb testing.TB, path string) {
 		tb.Fatal(err)
 	}
 }
+
+// Release makes the release name under root (root/releases/name), an
+// install holding run_agent.py and a build stamp naming commit (none where
+// it is empty), and returns its directory.
+func Release(tb testing.TB, root, name, commit string) string {
+	tb.Helper()
+	dir := filepath.Join(root, "releases", name)
+	Install(tb, dir, commit)
+	return dir
+}
+
+// Flip points the link at path to target, as a deploy publishes a
+// release (Capistrano, git-sync): a new link beside it, renamed over it.
+func Flip(tb testing.TB, link, target string) {
+	tb.Helper()
+	tmp := link + ".tmp"
+	if err := os.Symlink(target, tmp); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Rename(tmp, link); err != nil {
+		tb.Fatal(err)
+	}
+}

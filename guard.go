@@ -22,24 +22,39 @@ import (
 
 // Identity is what a guard bound to: the checkout's source directory and
 // module file (absolute, symbolic links resolved) and the revision of HEAD
-// then. An empty Revision means the module is not in a tracked Git
-// checkout whose HEAD names a commit: the guard is inert, lets every check
-// pass, and [Observation].Unguarded says why ([Options.RequireCheckout]
-// makes binding to it an error instead). An inert guard stays inert when
-// the checkout later names a revision, since the code the server loaded
-// came from none: a check does not bind it; [Guard.Capture], called once
-// the host loaded the module again, does.
+// then.
+//
+// A module that is not tracked in a Git checkout whose HEAD names a
+// commit (a release directory behind a link, a Docker image, a Nix store
+// path, a desktop app) is identified without Git, by what it is: its path
+// with links resolved, the module file itself (its device and inode, on
+// Windows its file ID), and the build its install's stamp names where the
+// [Layout] names one (Hermes's install-stamp.json). Revision is then that
+// build's commit, or empty where no stamp names one, and
+// [Observation].IdentifiedBy and Unguarded say how and why
+// ([Options.RequireCheckout] makes binding to it an error instead). A
+// check of it is stale once the path leads to another file (a link
+// flipped to another release), another file, or none, is at the module's
+// path (renamed over it by rsync or a package manager, or removed), or
+// the stamp names another build, or none where it named one; a write in
+// place of the same file is not a move. Such a guard stays bound so when
+// the module is later tracked in a checkout, since the code the server
+// loaded came from none: a check does not bind it anew; [Guard.Capture],
+// called once the host loaded the module again, does.
 type Identity struct {
 	// SourceDir is the directory that holds the module.
 	SourceDir string `json:"source_dir"`
 	// ModulePath is the module file.
 	ModulePath string `json:"module_path"`
-	// Revision is the full hex object id of HEAD at binding, or empty.
+	// Revision is the full hex object id of HEAD at binding; for an
+	// install without Git, the commit its build stamp named, or empty.
 	Revision string `json:"revision"`
 }
 
 // Guard binds to the Git checkout a server loaded code from and tells, on
-// every check, whether that checkout still is at the bound revision.
+// every check, whether that checkout still is at the bound revision (an
+// install without Git: whether its module file and build stamp still are
+// the bound ones, see [Identity]).
 //
 // Make one with [New]. The zero Guard is unbound, with the options of a
 // zero [Options]; [Guard.Capture] can bind it.
@@ -90,10 +105,11 @@ type Guard struct {
 // New validates opts and, when opts.ModulePath is set, binds to it now. A
 // module path that leads to no file is an error matching [ErrNoModule], and
 // a checkout that cannot be read is an error. A module that is not tracked
-// in a checkout whose HEAD names a commit makes an inert guard (see
-// [Identity]), which says so: once at Warn in [Options.Logger], and in
-// [Observation].Unguarded; with [Options.RequireCheckout], New fails with
-// an error matching [ErrNotCheckout] instead. An option that describes no
+// in a checkout whose HEAD names a commit binds without Git, by its file
+// and its build stamp (see [Identity]), which the guard says: once at Warn
+// in [Options.Logger], and in [Observation].Unguarded; with
+// [Options.RequireCheckout], New fails with an error matching
+// [ErrNotCheckout] instead. An option that describes no
 // guard is an [*OptionError] naming the field.
 func New(opts Options) (*Guard, error) {
 	return newGuard(opts, systemEnv)
@@ -135,11 +151,11 @@ func (g *Guard) config() *config {
 // Capture binds the guard to the checkout of the module at modulePath, the
 // file the server actually loaded (never a configured discovery directory).
 //
-// While the guard knows a revision, Capture does not rebind: for the module
-// it is bound to, it verifies exactly as [Guard.EnsureCurrent] does, and a
-// failed read cannot erase or downgrade the known revision; for another
-// module it is an error. An unbound guard, or one bound to a module outside
-// any tracked checkout, binds anew.
+// While the guard is bound to a Git checkout, Capture does not rebind: for
+// the module it is bound to, it verifies exactly as [Guard.EnsureCurrent]
+// does, and a failed read cannot erase or downgrade the known revision;
+// for another module it is an error. An unbound guard, or one bound to an
+// install without Git (see [Identity]), binds anew.
 func (g *Guard) Capture(modulePath string) error {
 	cfg := g.config()
 	abs, err := gitread.Abs(modulePath)
@@ -150,7 +166,7 @@ func (g *Guard) Capture(modulePath string) error {
 		return fmt.Errorf("runtimeguard: %w", err)
 	}
 	for {
-		if b := g.bound.Load(); b != nil && b.id.Revision != "" {
+		if b := g.bound.Load(); b != nil && b.git() {
 			return g.captureBound(cfg, b, abs)
 		}
 		b, err := g.captureNew(cfg, abs)
@@ -160,7 +176,7 @@ func (g *Guard) Capture(modulePath string) error {
 		// Nothing is read while the lock is held: Close never waits on
 		// a file system.
 		g.bindMu.Lock()
-		if cur := g.bound.Load(); cur != nil && cur.id.Revision != "" {
+		if cur := g.bound.Load(); cur != nil && cur.git() {
 			g.bindMu.Unlock()
 			b.Close() // another Capture bound meanwhile: verify against it
 			continue
@@ -171,15 +187,15 @@ func (g *Guard) Capture(modulePath string) error {
 		}
 		g.bindMu.Unlock()
 		if old != nil {
-			old.Close() // an inert binding replaced
+			old.Close() // a binding without Git replaced
 			old.replaced.fire()
 		}
 		return nil
 	}
 }
 
-// captureBound is Capture of abs on a guard bound to b, which knows a
-// revision: the path b was bound to is verified as a check is; another
+// captureBound is Capture of abs on a guard bound to b, a Git checkout:
+// the path b was bound to is verified as a check is; another
 // path must lead to the same module.
 func (g *Guard) captureBound(cfg *config, b *binding, abs string) error {
 	if abs != b.Configured() { // the same path is verified as a check is, within ReadTimeout
@@ -196,8 +212,8 @@ func (g *Guard) captureBound(cfg *config, b *binding, abs string) error {
 	return g.EnsureCurrent()
 }
 
-// captureNew makes the binding of a Capture of abs, on a guard that knows
-// no revision, and checks it against the options.
+// captureNew makes the binding of a Capture of abs, on a guard bound to no
+// Git checkout, and checks it against the options.
 func (g *Guard) captureNew(cfg *config, abs string) (*binding, error) {
 	b, err := g.bind(context.Background(), cfg, abs)
 	if errors.Is(err, gitread.ErrNoModule) {
@@ -211,8 +227,8 @@ func (g *Guard) captureNew(cfg *config, abs string) (*binding, error) {
 		return nil, fmt.Errorf("runtimeguard: bind %s: %w", abs, err)
 	}
 	b.sig = g.firstSignal()
-	if b.id.Revision == "" {
-		if err := g.inert(cfg, b, abs); err != nil {
+	if !b.git() {
+		if err := g.withoutGit(cfg, b, abs); err != nil {
 			b.Close()
 			return nil, err
 		}
@@ -302,7 +318,7 @@ const (
 // holds still: the read succeeded, no file it depended on changed while it
 // ran, and HEAD does not name a branch that is missing while the
 // repository has other refs. A transient state never becomes the bound
-// identity, least of all an inert one; a checkout that does not hold still
+// identity, least of all one without Git; a checkout that does not hold still
 // for any of maxBindAttempts reads is an error. Its reads run on the
 // guard's executor, each within ReadTimeout; ctx ends its pauses and
 // waits.
@@ -321,7 +337,7 @@ func (g *Guard) bind(ctx context.Context, cfg *config, abs string) (*binding, er
 			}
 			backoff = min(2*backoff, maxBindBackoff)
 		}
-		b := newBinding(&g.x, abs, e.now(), &g.closed, &g.counts)
+		b := newBinding(&g.x, abs, cfg.stamp, e.now(), &g.closed, &g.counts)
 		// The receipts are listed before the read: see binding.receiptsAt.
 		rf, stuck := check.Submit(ctx, &g.ux, nil, cfg.timeout, func(t *check.Task[*updater.ReceiptFiles]) {
 			t.Val = cfg.listReceipts()
@@ -361,17 +377,19 @@ func (g *Guard) bind(ctx context.Context, cfg *config, abs string) (*binding, er
 		}
 		c := call.Val.Checkout
 		b.id = Identity{SourceDir: c.SourceDir, ModulePath: c.ModulePath, Revision: c.Revision}
-		b.Bind(c.ModulePath)
-		b.reason = c.Reason
+		b.Bind(&c)
+		b.by, b.reason = identifiedBy(&c), c.Reason
 		return b, nil
 	}
 	return nil, fmt.Errorf("the checkout did not hold still for any of %d reads: %w", maxBindAttempts, moving)
 }
 
-// EnsureCurrent returns nil when the guard is unbound or inert, or when the
-// bound checkout's HEAD still is the bound revision and the configured
-// module path still leads to the bound module. Otherwise it returns a
-// *[StaleError]; any failure to read the revision counts as a change.
+// EnsureCurrent returns nil when the guard is unbound, or when the bound
+// checkout's HEAD still is the bound revision and the configured module
+// path still leads to the bound module (for an install without Git: to
+// the bound module file, its stamp naming the bound build, see
+// [Identity]). Otherwise it returns a *[StaleError]; any failure to read
+// the revision counts as a change.
 //
 // A check sees every change that completed before it began: it never uses a
 // result older than its own start. (Writes that reach a file without the
@@ -397,7 +415,7 @@ func (g *Guard) bind(ctx context.Context, cfg *config, abs string) (*binding, er
 func (g *Guard) EnsureCurrent() error {
 	g.counts.checks.Add(1)
 	b := g.bound.Load()
-	if b == nil || b.id.Revision == "" {
+	if b == nil {
 		return nil
 	}
 	cfg := g.config()
@@ -447,11 +465,12 @@ func (g *Guard) Observe() Observation {
 	cfg := g.config()
 	b := g.bound.Load()
 	o := g.observeRead(context.Background(), cfg, b, newestReceipt, true)
-	switch {
-	case b != nil && b.id.Revision != "":
+	if b != nil {
 		o.Check, o.CheckReason = b.Path(cfg.alwaysRead)
-	case b != nil:
-		o.Unguarded = cmp.Or(b.reason, "HEAD names no commit")
+		o.IdentifiedBy = b.by
+		if !b.git() {
+			o.Unguarded = cmp.Or(b.reason, "HEAD names no commit")
+		}
 	}
 	return o
 }
@@ -639,12 +658,13 @@ type env struct {
 
 var systemEnv = &env{now: time.Now, git: gitread.System, upd: updater.System, watch: watch.Shared}
 
-// inert handles a binding b of the configured path abs that found no
-// revision: with [Options.RequireCheckout] or [Options.ExpectRevision] it
-// is an error matching [ErrNotCheckout]; otherwise the guard takes it,
-// guarding nothing, and says why once at Warn: not again for a Capture
-// that finds the same module inert for the same reason.
-func (g *Guard) inert(cfg *config, b *binding, abs string) error {
+// withoutGit handles a binding b of the configured path abs that no Git
+// checkout identifies: with [Options.RequireCheckout] or
+// [Options.ExpectRevision] it is an error matching [ErrNotCheckout];
+// otherwise the guard takes it, guarding the install by its module file
+// and build stamp, and says why once at Warn: not again for a Capture that
+// finds the same module so, for the same reason.
+func (g *Guard) withoutGit(cfg *config, b *binding, abs string) error {
 	why := cmp.Or(b.reason, "HEAD names no commit")
 	switch {
 	case cfg.expect != "":
@@ -652,9 +672,10 @@ func (g *Guard) inert(cfg *config, b *binding, abs string) error {
 	case cfg.requireCheckout:
 		return classed(ErrNotCheckout, "runtimeguard: bind %s with RequireCheckout: %s (%s)", abs, classWords(ErrNotCheckout), why)
 	}
-	if old := g.bound.Load(); old != nil && old.id.Revision == "" && old.id.ModulePath == b.id.ModulePath && old.reason == b.reason {
+	if old := g.bound.Load(); old != nil && !old.git() && old.id == b.id && old.by == b.by && old.reason == b.reason {
 		return nil // said already: a Capture again finds the same
 	}
-	cfg.log().Warn("runtimeguard: the guard guards nothing: every check passes", "module", b.id.ModulePath, "reason", why)
+	cfg.log().Warn("runtimeguard: no Git checkout identifies the module: the guard identifies the install by its "+b.by,
+		"module", b.id.ModulePath, "reason", why, "identified_by", b.by, "revision", b.id.Revision)
 	return nil
 }

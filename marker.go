@@ -116,19 +116,27 @@ type Observation struct {
 	// Check is how a check of an unchanged checkout proves it unchanged:
 	// "watch" (one system call on an inotify descriptor), "stat" (a stat
 	// of each file the answer depends on) or "read" (Options.Check:
-	// a full read); empty for an unbound or inert guard. CheckReason says
-	// why a guard that could watch does not.
+	// a full read); empty for an unbound guard. CheckReason says why a
+	// guard that could watch does not.
 	Check       string `json:"check,omitempty"`
 	CheckReason string `json:"check_reason,omitempty"`
+	// IdentifiedBy is how the guard identifies the install it is bound
+	// to (see [Identity]): "git" (HEAD's revision), "build stamp" (no Git
+	// checkout identifies it: the module file and the build its stamp
+	// names) or "file" (the module file alone); empty for an unbound
+	// guard.
+	IdentifiedBy string `json:"identified_by,omitempty"`
 	// worktree is the directory the layout's link leads to, links
 	// resolved, where a flip of it is the Receipt.
 	worktree string
-	// Unguarded says why a guard bound to a module guards nothing: the
-	// module is not tracked in a Git checkout whose HEAD names a commit
-	// (no repository, or HEAD that names none git can read, the module
-	// outside the worktree or not in its index, an unborn branch), so
-	// every check passes. Empty for a guard bound to a revision, and for
-	// an unbound one. See [Options.RequireCheckout].
+	// Unguarded says why Git does not guard the install a guard is bound
+	// to: the module is not tracked in a Git checkout whose HEAD names a
+	// commit (no repository, or HEAD that names none git can read, the
+	// module outside the worktree or not in its index, an unborn
+	// branch), so the guard identifies it without Git (IdentifiedBy),
+	// and a write in place of the module goes unseen. Empty for a guard
+	// bound to a Git checkout, and for an unbound one. See
+	// [Options.RequireCheckout].
 	Unguarded string `json:"unguarded,omitempty"`
 }
 

@@ -35,7 +35,8 @@ type Options struct {
 	// RequireCheckout makes binding to a module that is not tracked in a
 	// Git checkout whose HEAD names a commit an error matching
 	// [ErrNotCheckout], naming why, in [New] and [Guard.Capture]. False: the
-	// guard binds inert, lets every check pass, says why in
+	// guard binds to such an install without Git, by its module file and
+	// build stamp (see [Identity]), says why Git does not identify it in
 	// [Observation].Unguarded and logs it once at Warn.
 	RequireCheckout bool
 	// ExpectReceipt is the ID ([Receipt].ID) of the receipt whose reload
@@ -113,7 +114,7 @@ type Options struct {
 	// for each of their reads. Zero: [DefaultReadTimeout]. Negative: an
 	// error.
 	ReadTimeout time.Duration
-	// Logger receives the guard's transitions: a guard inert at bind, at
+	// Logger receives the guard's transitions: a guard bound without Git, at
 	// Warn; the first stale check at Warn, later ones at Debug, at most
 	// one line every ten seconds, with the number of checks refused since
 	// the line before; a reload bound. Nil: slog.Default() receives them,
@@ -149,8 +150,9 @@ const (
 // guard owns for its lifetime.
 type config struct {
 	env           *env
-	homes         *updaterHomes // nil when no home directory is known
-	markerRel     string        // Layout.Marker, Receipt and ReceiptHistory, native
+	homes         *updaterHomes  // nil when no home directory is known
+	stamp         *gitread.Stamp // where an install's build stamp is (see Layout.Stamp)
+	markerRel     string         // Layout.Marker, Receipt and ReceiptHistory, native
 	receiptRel    string
 	historyRel    string
 	markerPath    string // the marker in the guard's home; "" when no home directory is known
@@ -239,6 +241,16 @@ func (opts *Options) resolveOn(e *env, x *check.Executor) (*config, error) {
 		}
 	}
 	c.noMarker = layout.Marker == ""
+	c.stamp = &gitread.Stamp{Name: filepath.FromSlash(layout.Stamp), Limit: updater.MaxStampBytes, Build: updater.ParseInstallStamp}
+	if layout.Stamp != "" && layout.StampDirEnv != "" {
+		if dir := os.Getenv(layout.StampDirEnv); dir != "" {
+			abs, err := filepath.Abs(dir)
+			if err != nil {
+				return nil, optionError("Layout.StampDirEnv", layout.StampDirEnv, "names a directory that cannot be made absolute: "+err.Error())
+			}
+			c.stamp.Dir = abs
+		}
+	}
 	if layout.Link != "" {
 		abs, err := filepath.Abs(layout.Link)
 		if err != nil {
@@ -305,7 +317,7 @@ func (opts *Options) resolveOn(e *env, x *check.Executor) (*config, error) {
 	return c, nil
 }
 
-// log is the logger of what an operator must know (a guard inert at
+// log is the logger of what an operator must know (a guard bound without Git at
 // bind, the first stale answer, a reload done or abandoned):
 // [Options.Logger], or slog.Default() without one.
 func (c *config) log() *slog.Logger {
@@ -388,6 +400,22 @@ type Layout struct {
 	// in progress, so no reload is proven. Empty: only the guard's own
 	// home.
 	Profiles string
+	// Stamp is the install's build stamp, relative to the module's
+	// directory (links resolved), or to the directory StampDirEnv names:
+	// where no Git checkout identifies the module, the build the stamp
+	// names identifies the install, beside the module file itself (see
+	// [Identity]). Its format is Hermes's install-stamp.json, which
+	// Hermes's packagers write at build time (Docker, Nix, the desktop
+	// app): a JSON object whose commit names the build. A stamp that is
+	// missing, unreadable or malformed names no build, as to Hermes's own
+	// reader. Empty: none; the module file alone identifies such an
+	// install.
+	Stamp string
+	// StampDirEnv names the environment variable that, where it is set
+	// and not empty when [New] runs, holds the directory of the Stamp in
+	// place of the module's directory: for Hermes, HERMES_INSTALL_ROOT,
+	// which its Nix wrapper and its desktop app set. Empty: none.
+	StampDirEnv string
 	// Link is the link an updater flips to publish a revision, as
 	// git-sync does: <root>/<link> -> .worktrees/<hash>, the complete
 	// worktree of <hash> checked out first (see [GitSyncLayout]). Where it
@@ -406,8 +434,9 @@ type Layout struct {
 
 // GitSyncLayout is the layout of kubernetes/git-sync (v4) publishing into
 // the link at the path link (its --link, under its --root where
-// relative): no home, marker, receipt or lock, and a flip of the link
-// proves the update (see [Layout].Link). A guard with it binds to the
+// relative): no home, marker, receipt, lock or build stamp (each worktree
+// it publishes is a Git checkout), and a flip of the link proves the
+// update (see [Layout].Link). A guard with it binds to the
 // module through the link, such as <root>/<link>/run_agent.py.
 //
 // An empty link is an error of [New] (a git-sync deployment whose --link
@@ -422,8 +451,11 @@ func GitSyncLayout(link string) Layout {
 // .update-incomplete and .lazy-refresh-incomplete, receipts
 // logs/update_receipts/latest.json and the retained
 // logs/update_receipts/update_*.json, named profiles' homes under
-// profiles, no lock file in the home, and the checkout lock
-// hermes-update.lock.
+// profiles, no lock file in the home, the checkout lock
+// hermes-update.lock, and the build stamp install-stamp.json, in the
+// install root: the module's directory (run_agent.py sits there, beside
+// the hermes_cli package whose reader finds the stamp one directory up),
+// or $HERMES_INSTALL_ROOT where set.
 //
 // Hermes's updater keeps the marker in the root of its homes ($HERMES_HOME,
 // else ~/.hermes, less any profiles/<name>; older ones in the profile's
@@ -445,13 +477,16 @@ func hermesLayout() Layout {
 		ReceiptHistory:  "logs/update_receipts/update_*.json",
 		CheckoutLock:    "hermes-update.lock",
 		Profiles:        "profiles",
+		Stamp:           "install-stamp.json",
+		StampDirEnv:     "HERMES_INSTALL_ROOT",
 	}
 }
 
 // isZero reports whether l is the zero Layout.
 func (l *Layout) isZero() bool {
 	return l.HomeEnv == "" && l.DefaultHome == "" && l.Marker == "" &&
-		len(l.RecoveryMarkers) == 0 && l.Receipt == "" && l.ReceiptHistory == "" && l.Lock == "" && l.CheckoutLock == "" && l.Profiles == "" && l.Link == "" && !l.gitSync
+		len(l.RecoveryMarkers) == 0 && l.Receipt == "" && l.ReceiptHistory == "" && l.Lock == "" && l.CheckoutLock == "" && l.Profiles == "" &&
+		l.Stamp == "" && l.StampDirEnv == "" && l.Link == "" && !l.gitSync
 }
 
 // validate checks that every path stays inside the home and every recovery
@@ -463,12 +498,15 @@ func (l *Layout) validate() error {
 	if l.gitSync && l.Link == "" {
 		return optionError("Layout.Link", "", "is empty: GitSyncLayout needs the link git-sync publishes (its --link)")
 	}
+	if l.StampDirEnv != "" && l.Stamp == "" {
+		return optionError("Layout.StampDirEnv", l.StampDirEnv, "is set without a Stamp: it names the directory of the stamp")
+	}
 	if l.Marker == "" && l.Link == "" {
 		return optionError("Layout.Marker", "", "is empty: a Layout other than the zero one is taken as it is; copy HermesLayout to change some of its fields")
 	}
 	for _, f := range []struct{ name, path string }{
 		{"DefaultHome", l.DefaultHome}, {"Marker", l.Marker}, {"Receipt", l.Receipt},
-		{"ReceiptHistory", l.ReceiptHistory}, {"Lock", l.Lock}, {"Profiles", l.Profiles},
+		{"ReceiptHistory", l.ReceiptHistory}, {"Lock", l.Lock}, {"Profiles", l.Profiles}, {"Stamp", l.Stamp},
 	} {
 		if f.path != "" && !filepath.IsLocal(filepath.FromSlash(f.path)) {
 			return optionError("Layout."+f.name, f.path, "is not a relative path that stays inside its directory")

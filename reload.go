@@ -72,7 +72,10 @@ const (
 // must hold, read together from one steady view of the checkout and the
 // updater's files:
 //
-//   - the guard is bound to a tracked checkout and is stale;
+//   - the guard is bound to a tracked checkout and is stale (a guard
+//     bound to an install without Git only where the layout has a link,
+//     whose flip proves the new code whatever the old was: a move of an
+//     install without Git proves nothing by itself);
 //   - HEAD now names a full revision;
 //   - the newest receipt the updater wrote since the guard bound (its
 //     latest receipt or one it retained of a run, judged by the files: a
@@ -104,8 +107,11 @@ const (
 func (g *Guard) PlanReload(ctx context.Context) (*Plan, error) {
 	cfg := g.config()
 	b := g.bound.Load()
-	if b == nil || b.id.Revision == "" {
+	if b == nil {
 		return nil, notReady("the guard is not bound to a tracked checkout")
+	}
+	if !b.git() && cfg.link == "" {
+		return nil, notReady("the guard is bound to an install without Git, by its " + b.by + ": nothing proves a move of it; restart to load it")
 	}
 	if g.scheduled.Load() != nil {
 		return nil, notReady("a reload is scheduled already")
@@ -495,8 +501,8 @@ func stillProven(o *Observation, receipt *Receipt) string {
 // checkout move: a check found it stale, or [Guard.Watch] did. A host can
 // plan a reload, or show a banner, without waiting for a request. After
 // [Plan.Bind], Changed returns a new channel for the new binding. An
-// unbound or inert guard's channel is closed by the first move of the
-// checkout it then binds to.
+// unbound guard's channel is closed by the first move of the checkout it
+// then binds to.
 func (g *Guard) Changed() <-chan struct{} {
 	if b := g.bound.Load(); b != nil {
 		return b.sig.c
@@ -541,7 +547,7 @@ func (g *Guard) Watch(ctx context.Context, interval time.Duration) error {
 			return nil
 		}
 		b := g.bound.Load()
-		if b != nil && b.id.Revision != "" {
+		if b != nil {
 			_ = g.EnsureCurrent()
 			if !b.sig.fired() {
 				if err := g.watchBinding(ctx, b, interval); err != nil {
@@ -551,9 +557,9 @@ func (g *Guard) Watch(ctx context.Context, interval time.Duration) error {
 			}
 		}
 		// Stale: nothing more to tell until the guard binds anew.
-		// Unbound or inert: look again every interval for a binding.
+		// Unbound: look again every interval for a binding.
 		var rebound, tick <-chan struct{}
-		if b != nil && b.id.Revision != "" {
+		if b != nil {
 			rebound = b.replaced.c
 		} else {
 			tick = afterChan(interval)

@@ -18,8 +18,9 @@ type binding struct {
 	*check.Binding
 
 	id Identity
-	// reason says why id.Revision is empty, for an inert binding.
-	reason string
+	// by is how the install is identified (see Observation.IdentifiedBy);
+	// reason, for one bound without Git, says why Git does not identify it.
+	by, reason string
 	// boundAt is when the binding's first read began: a receipt must have
 	// finished after it to allow a reload.
 	boundAt time.Time
@@ -53,14 +54,14 @@ type answeredRead struct {
 
 // newBinding returns a binding of the configured path abs that has read
 // nothing yet, whose looks run on x and are counted in counts (nil for
-// none).
-func newBinding(x *check.Executor, abs string, boundAt time.Time, guardClosed *atomic.Bool, counts *counters) *binding {
+// none); stamp says where the build stamp of an install without Git is.
+func newBinding(x *check.Executor, abs string, stamp *gitread.Stamp, boundAt time.Time, guardClosed *atomic.Bool, counts *counters) *binding {
 	var reads, timeouts *atomic.Uint64
 	if counts != nil {
 		reads, timeouts = &counts.fullReads, &counts.readTimeouts
 	}
 	return &binding{
-		Binding: check.NewBinding(x, abs, guardClosed, reads, timeouts, checkErrors),
+		Binding: check.NewBinding(x, abs, stamp, guardClosed, reads, timeouts, checkErrors),
 		boundAt: boundAt, sig: newSignal(), replaced: newSignal(),
 	}
 }
@@ -84,6 +85,29 @@ func (b *binding) installDirs(resolve bool) []string { return b.InstallDirs(b.id
 // errElsewhere is a configured module path that now leads to another file
 // than the one the guard bound to.
 var errElsewhere = check.ErrElsewhere
+
+// git reports whether Git identifies the install the binding is bound to.
+func (b *binding) git() bool { return b.by == identifiedByGit }
+
+// The words of Observation.IdentifiedBy.
+const (
+	identifiedByGit   = "git"
+	identifiedByStamp = "build stamp"
+	identifiedByFile  = "file"
+)
+
+// identifiedBy is how the first read of a binding, c, identifies the
+// install: by Git, else by its build stamp where it names a build, else
+// by the module file alone.
+func identifiedBy(c *gitread.Checkout) string {
+	switch {
+	case c.Install == nil:
+		return identifiedByGit
+	case c.Revision != "":
+		return identifiedByStamp
+	}
+	return identifiedByFile
+}
 
 // The words of Options.Check and Observation.Check.
 const (

@@ -112,10 +112,10 @@ func messages(lines []map[string]any) []string {
 }
 
 // With no Logger, what an operator must know goes to slog.Default(), once:
-// a guard inert at bind, the first stale answer (not the many after it,
+// a guard bound without Git, the first stale answer (not the many after it,
 // even at Debug), a reload done, a reload abandoned.
 func TestNoLoggerTellsTheDefaultLogger(t *testing.T) {
-	t.Run("inert", func(t *testing.T) {
+	t.Run("without Git", func(t *testing.T) {
 		buf := logged(t)
 		module := filepath.Join(tempDir(t), "run_agent.py")
 		writeFile(t, module, "class AIAgent: pass\n")
@@ -125,7 +125,7 @@ func TestNoLoggerTellsTheDefaultLogger(t *testing.T) {
 		for i := 0; i < 10; i++ {
 			require.NoError(t, g.EnsureCurrent())
 		}
-		assert.Equal(t, []string{"runtimeguard: the guard guards nothing: every check passes"}, messages(buf.lines(t)))
+		assert.Equal(t, []string{"runtimeguard: no Git checkout identifies the module: the guard identifies the install by its file"}, messages(buf.lines(t)))
 	})
 	t.Run("stale", func(t *testing.T) {
 		buf := logged(t)

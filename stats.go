@@ -9,7 +9,7 @@ import "sync/atomic"
 type Stats struct {
 	// Checks counts the calls of [Guard.EnsureCurrent], whoever made them
 	// ([Guard.Middleware], [Guard.Watch], the host), including those of an
-	// unbound or inert guard.
+	// unbound guard.
 	Checks uint64 `json:"checks"`
 	// Stale counts the checks that answered with a *[StaleError]: the
 	// 409s the guard caused.

@@ -23,6 +23,11 @@ import (
 // platform and file system allow, else the stat path (a stat of every file
 // the answer depends on).
 //
+// A module that no Git checkout identifies is bound without Git, by its
+// file and its install's build stamp (see gitread.Install): its answer is
+// one more kind, read and proven unchanged the same ways, whose files are
+// the links on the way, the module and the stamp, and no Git file.
+//
 // Its methods are safe for concurrent use. Every stat and read of the
 // checkout runs on its [Executor], on the lane of its looks, so that the
 // checks in flight around one look share it; no caller waits for one
@@ -36,6 +41,12 @@ type Binding struct {
 	// module is the module file the binding bound to (see Bind); "" until
 	// then.
 	module string
+	// file names the module file of a binding bound without Git, and
+	// build is the build its stamp named then (see Bind); "" for a
+	// binding bound by Git. stamp says where an install's build stamp
+	// is.
+	file, build string
+	stamp       *gitread.Stamp
 
 	snap atomic.Pointer[Snapshot]
 	// failed is the latest full read's failure, when what decided it is
@@ -101,18 +112,32 @@ type Env interface {
 }
 
 // NewBinding returns a binding of the configured path abs that has read
-// nothing yet, whose looks run on x. guardClosed, when not nil, is set
-// once the guard that uses the binding is closed; reads and timeouts,
-// when not nil, count its full reads and the checks that gave up waiting.
-func NewBinding(x *Executor, abs string, guardClosed *atomic.Bool, reads, timeouts *atomic.Uint64, errs Errors) *Binding {
-	return &Binding{x: x, configured: abs, sub: new(subRef), guardClosed: guardClosed, reads: reads, timeouts: timeouts, errs: errs}
+// nothing yet, whose looks run on x. stamp, when not nil, says where the
+// build stamp of an install without Git is: its first read identifies a
+// module that no Git checkout identifies without Git (see gitread.Ask);
+// nil binds by Git only. guardClosed, when not nil, is set once the guard
+// that uses the binding is closed; reads and timeouts, when not nil,
+// count its full reads and the checks that gave up waiting.
+func NewBinding(x *Executor, abs string, stamp *gitread.Stamp, guardClosed *atomic.Bool, reads, timeouts *atomic.Uint64, errs Errors) *Binding {
+	return &Binding{x: x, configured: abs, stamp: stamp, sub: new(subRef), guardClosed: guardClosed, reads: reads, timeouts: timeouts, errs: errs}
 }
 
-// Bind records the module file the binding bound to: a later full read
-// whose configured path leads to another is an error matching
-// [ErrElsewhere]. It must be called before the binding is shared, not
+// Bind records what the binding bound to, c, its first read's answer: the
+// module file, and where no Git checkout identifies it, the file itself
+// and the build its stamp names. A later full read whose configured path
+// leads to another module file is an error matching [ErrElsewhere]; of
+// a binding bound without Git, one that finds another file at the
+// module's path (or none) is an error matching [ErrReplaced], and one
+// whose stamp names no build where it named one is an answer with no
+// revision (Snapshot.NoRev), the stamp's reason. Such a binding reads no
+// Git file again. Bind must be called before the binding is shared, not
 // concurrently with a look.
-func (b *Binding) Bind(module string) { b.module = module }
+func (b *Binding) Bind(c *gitread.Checkout) {
+	b.module = c.ModulePath
+	if c.Install != nil {
+		b.file, b.build = c.Install.File, c.Revision
+	}
+}
 
 // Configured is the module path as configured (see [NewBinding]).
 func (b *Binding) Configured() string { return b.configured }
@@ -362,7 +387,14 @@ func (b *Binding) run(call *readCall, e Env, alwaysRead, mustExist bool) {
 	if s := b.snap.Load(); s != nil && !alwaysRead && !mustExist {
 		prevIndex = s.Index
 	}
-	c, deps, routes, index, err := gitread.ReadWith(fsys, b.configured, mustExist, prevIndex, watching)
+	ask := gitread.Ask{MustExist: mustExist, Prev: prevIndex, Routes: watching}
+	switch {
+	case b.file != "":
+		ask.Stamp, ask.NoGit = b.stamp, true
+	case mustExist:
+		ask.Stamp = b.stamp
+	}
+	c, deps, routes, index, err := gitread.ReadWith(fsys, b.configured, ask)
 	r.Checkout = c
 	if err == nil {
 		b.readModule.Store(&c.ModulePath)
@@ -379,13 +411,23 @@ func (b *Binding) run(call *readCall, e Env, alwaysRead, mustExist bool) {
 	case b.module != "" && c.ModulePath != b.module:
 		r.Err = fmt.Errorf("%s now leads to %s, not to %s: %w", b.configured, c.ModulePath, b.module, ErrElsewhere)
 		return
+	case b.file != "" && c.Install.File == "":
+		r.Err = fmt.Errorf("no file is at %s any more: %w", c.ModulePath, ErrReplaced)
+		return
+	case b.file != "" && c.Install.File != b.file:
+		r.Err = fmt.Errorf("another file is at %s (file %s, not %s): %w", c.ModulePath, c.Install.File, b.file, ErrReplaced)
+		return
 	}
 	s := &Snapshot{Rev: c.Revision, Deps: deps, Trusted: !alwaysRead && deps.Settled(start)}
 	if index != nil && !alwaysRead && index.Settled(start) {
 		s.Index = index
 	}
-	if c.Revision == "" {
+	switch {
+	case c.Revision != "":
+	case c.Install == nil:
 		s.NoRev = b.errs.NoRevision(c.Reason)
+	case b.build != "":
+		s.NoRev = errors.New(c.Install.NoBuild) // the stamp named a build
 	}
 	if watching && b.sub.Load() == claim.Sub() {
 		call.At.Store(&arming)
@@ -473,6 +515,11 @@ func (b *Binding) InstallDirs(sourceDir string, resolve bool) []string {
 // ErrElsewhere is a configured module path that now leads to another file
 // than the one the guard bound to.
 var ErrElsewhere = errors.New("the module path leads elsewhere")
+
+// ErrReplaced is a module of an install without Git that another file, or
+// nothing, now stands in place of: a file renamed over it (rsync, a
+// package manager), or its removal.
+var ErrReplaced = errors.New("the module file was replaced")
 
 // armable prepares a full read on the watch path: it subscribes the
 // binding, where the platform has inotify, on its first read and on every

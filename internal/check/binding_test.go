@@ -40,12 +40,12 @@ func bound(t *testing.T, x *Executor, e Env, module string) (*Binding, *atomic.U
 	abs, err := gitread.Abs(module)
 	require.NoError(t, err)
 	var reads, timeouts atomic.Uint64
-	b := NewBinding(x, abs, nil, &reads, &timeouts, testErrors)
+	b := NewBinding(x, abs, nil, nil, &reads, &timeouts, testErrors)
 	t.Cleanup(b.Close)
 	call, err := b.Look(context.Background(), e, false, time.Minute, true)
 	require.NoError(t, err)
 	require.NoError(t, call.Val.Err)
-	b.Bind(call.Val.Checkout.ModulePath)
+	b.Bind(&call.Val.Checkout)
 	return b, &reads, &timeouts
 }
 

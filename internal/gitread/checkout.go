@@ -67,6 +67,12 @@ type Checkout struct {
 	// Transient is set for an unborn branch in a repository that has other
 	// refs: the state a branch rename passes through.
 	Transient bool
+
+	// Install, for a read that identified the module without Git (see
+	// Ask.Stamp), is what identifies it: Revision is then the commit its
+	// build stamp names, or empty. Nil where Git identifies the module,
+	// and for a read that did not ask.
+	Install *Install
 }
 
 // Inspect reads the checkout that holds modulePath the way a guard bound to
@@ -99,22 +105,49 @@ func Read(fs *FS, abs string, mustExist bool) (Checkout, Deps, error) {
 	return c, r.deps.unique(), err
 }
 
-// ReadWith is Read with what a caller asks for besides: the routes of the
-// dependencies where routes is true (see Routed), and the answer of prev,
-// an earlier read's index, taken again where it still holds (see
-// ReadAgain), with the index this read found.
-func ReadWith(fs *FS, abs string, mustExist bool, prev *Index, routes bool) (Checkout, Deps, []Route, *Index, error) {
-	r := reader{fs: fs, prevIndex: prev}
-	if routes {
+// Ask is what a read asks for beyond Read's answer.
+type Ask struct {
+	// MustExist makes a module path that leads to nothing, or to a
+	// directory, an error.
+	MustExist bool
+	// Prev is an earlier read's index, whose answer is taken again where
+	// it still holds (see ReadAgain); the read returns the index it found.
+	Prev *Index
+	// Routes asks for the route of each dependency (see Route).
+	Routes bool
+	// Stamp, where not nil, identifies a module that no Git checkout
+	// identifies (Revision empty, and not Transient) without Git: its
+	// file and the build stamp Stamp names (see Install).
+	Stamp *Stamp
+	// NoGit identifies the module without Git only, as Stamp says: no
+	// Git file is read, and a module path that leads to nothing is an
+	// Install with no File.
+	NoGit bool
+}
+
+// ReadWith is Read with what ask asks for besides: the routes of the
+// dependencies, the index, the identity of a module without Git.
+func ReadWith(fs *FS, abs string, ask Ask) (Checkout, Deps, []Route, *Index, error) {
+	r := reader{fs: fs, prevIndex: ask.Prev}
+	if ask.Routes {
 		r.steps = map[string]step{}
 	}
-	c, err := r.read(abs, mustExist)
+	var c Checkout
+	var err error
+	if ask.NoGit {
+		c, err = r.readInstall(abs, ask.Stamp)
+	} else {
+		c, err = r.read(abs, ask.MustExist)
+		if err == nil && ask.Stamp != nil && c.Revision == "" && !c.Transient {
+			err = r.identify(&c, ask.Stamp)
+		}
+	}
 	deps := r.deps.unique()
 	if err != nil {
 		return c, deps, nil, nil, err
 	}
 	var rs []Route
-	if routes {
+	if ask.Routes {
 		rs = make([]Route, len(deps))
 		for i := range deps {
 			rs[i] = r.route(deps[i].Path)
@@ -153,6 +186,9 @@ type reader struct {
 	// prevIndex is an earlier read's index, whose answer is taken again
 	// where the index is unchanged; index is the one this read found.
 	prevIndex, index *Index
+	// module is what the read found at the module's own name, not
+	// following a link (see addModule).
+	module fsread.Stamp
 }
 
 func (r *reader) addDep(path string, nofollow bool, st fsread.Stamp) {
@@ -188,10 +224,7 @@ func (r *reader) read(abs string, mustExist bool) (Checkout, error) {
 		}
 		return Checkout{}, err
 	}
-	// What is at the module's own name counts, not only the links on the
-	// way: a link put there (a deploy's rename) leads elsewhere, and a
-	// file made there where none was is the module found.
-	r.addDep(mod, true, r.step(mod).st)
+	r.addModule(mod)
 	if mustExist {
 		st, err := r.fs.Stat(mod)
 		switch {

@@ -100,3 +100,11 @@ func readRevision(module string) (string, error) {
 	c, _, err := Read(System, abs, false)
 	return c.Revision, err
 }
+
+func pathsOf(deps Deps) []string {
+	var paths []string
+	for _, d := range deps {
+		paths = append(paths, d.Path)
+	}
+	return paths
+}

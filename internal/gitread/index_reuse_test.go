@@ -57,7 +57,7 @@ func TestReadWithTakesAnUnchangedIndex(t *testing.T) {
 	index := filepath.Join(dir, ".git", "index")
 	fsys := newCountingFS()
 
-	c, deps, _, first, err := ReadWith(&fsys.FS, module, true, nil, false)
+	c, deps, _, first, err := ReadWith(&fsys.FS, module, Ask{MustExist: true})
 	require.NoError(t, err)
 	require.Equal(t, rev, c.Revision)
 	require.NotNil(t, first, "a read that read the index returns it")
@@ -65,7 +65,7 @@ func TestReadWithTakesAnUnchangedIndex(t *testing.T) {
 	assert.True(t, hasDep(deps, index), "the index is a dependency")
 
 	git(t, dir, "pack-refs", "--all")
-	c, deps, _, again, err := ReadWith(&fsys.FS, module, true, first, false)
+	c, deps, _, again, err := ReadWith(&fsys.FS, module, Ask{MustExist: true, Prev: first})
 	require.NoError(t, err)
 	assert.Equal(t, rev, c.Revision)
 	assert.True(t, c.Tracked)
@@ -74,14 +74,14 @@ func TestReadWithTakesAnUnchangedIndex(t *testing.T) {
 	assert.True(t, hasDep(deps, index), "an index taken again is still a dependency")
 
 	// Another module path in the same checkout: the index is read.
-	_, _, _, other, err := ReadWith(&fsys.FS, filepath.Join(dir, "lib.py"), true, first, false)
+	_, _, _, other, err := ReadWith(&fsys.FS, filepath.Join(dir, "lib.py"), Ask{MustExist: true, Prev: first})
 	require.NoError(t, err)
 	assert.Equal(t, 2, fsys.readsOf(index), "the index is read for another module path")
 	assert.NotSame(t, first, other)
 
 	// A changed index is read, and what changed is found.
 	git(t, dir, "rm", "-q", "--cached", "run_agent.py")
-	c, _, _, changed, err := ReadWith(&fsys.FS, module, true, first, false)
+	c, _, _, changed, err := ReadWith(&fsys.FS, module, Ask{MustExist: true, Prev: first})
 	require.NoError(t, err)
 	assert.Equal(t, 3, fsys.readsOf(index), "a changed index is read again")
 	assert.False(t, c.Tracked, "the module is no longer tracked")
@@ -91,7 +91,7 @@ func TestReadWithTakesAnUnchangedIndex(t *testing.T) {
 
 	// An index removed is nothing: no answer to take again.
 	require.NoError(t, os.Remove(index))
-	c, _, _, gone, err := ReadWith(&fsys.FS, module, true, changed, false)
+	c, _, _, gone, err := ReadWith(&fsys.FS, module, Ask{MustExist: true, Prev: changed})
 	require.NoError(t, err)
 	assert.False(t, c.Tracked)
 	assert.Nil(t, gone, "no index, no answer")
@@ -106,7 +106,7 @@ func TestIndexReadWholeOrStreamed(t *testing.T) {
 	whole := *System
 	whole.Open = nil
 	for _, fsys := range []*FS{System, &whole} {
-		c, deps, _, idx, err := ReadWith(fsys, module, true, nil, false)
+		c, deps, _, idx, err := ReadWith(fsys, module, Ask{MustExist: true})
 		require.NoError(t, err)
 		assert.Equal(t, rev, c.Revision)
 		require.NotNil(t, idx)
@@ -156,7 +156,7 @@ func TestIndexChangedWhileStreamed(t *testing.T) {
 				}
 				return f, st, err
 			}
-			_, _, _, idx, err := ReadWith(&fsys, filepath.Join(dir, "run_agent.py"), true, nil, false)
+			_, _, _, idx, err := ReadWith(&fsys, filepath.Join(dir, "run_agent.py"), Ask{MustExist: true})
 			require.Error(t, err)
 			assert.ErrorIs(t, err, fsread.ErrChanged)
 			assert.False(t, FromContent(err), "a change while read is not decided by the content: %v", err)

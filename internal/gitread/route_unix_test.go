@@ -29,7 +29,7 @@ func TestRoutesLeadWhereTheKernelGoes(t *testing.T) {
 	require.NoError(t, os.Symlink("repo", alias))
 	require.NoError(t, os.Symlink(alias, current))
 
-	c, deps, routes, _, err := ReadWith(System, filepath.Join(current, "run_agent.py"), true, nil, true)
+	c, deps, routes, _, err := ReadWith(System, filepath.Join(current, "run_agent.py"), Ask{MustExist: true, Routes: true})
 	require.NoError(t, err)
 	require.NotEmpty(t, c.Revision)
 	require.Len(t, routes, len(deps))
@@ -53,12 +53,4 @@ func TestRoutesLeadWhereTheKernelGoes(t *testing.T) {
 	for _, l := range []string{current, alias, filepath.Join(repo, ".git"), filepath.Join(gitDir, "refs", "heads")} {
 		assert.True(t, links[resolved(t, filepath.Dir(l))+string(filepath.Separator)+filepath.Base(l)] || links[l], "the link %s is on a route", l)
 	}
-}
-
-func pathsOf(deps Deps) []string {
-	var paths []string
-	for _, d := range deps {
-		paths = append(paths, d.Path)
-	}
-	return paths
 }

@@ -326,7 +326,7 @@ func armAfterObjectsSwap(t *testing.T, sameInode bool) {
 	s := w.Subscribe()
 	defer s.Close()
 	r := s.Begin()
-	_, deps, routes, _, err := gitread.ReadWith(gitread.System, filepath.Join(dir, "run_agent.py"), true, nil, true)
+	_, deps, routes, _, err := gitread.ReadWith(gitread.System, filepath.Join(dir, "run_agent.py"), gitread.Ask{MustExist: true, Routes: true})
 	require.NoError(t, err)
 	objects := filepath.Join(dir, ".git", "objects")
 	elsewhere := filepath.Join(root, "elsewhere")
@@ -392,7 +392,7 @@ func armAcrossAnUndoneSwapInAKeptDirectory(t *testing.T, c *gittest.Trial, w *Wa
 	defer s.Close()
 	arm := func() Read {
 		r := s.Begin()
-		_, deps, routes, _, err := gitread.ReadWith(gitread.System, module, true, nil, true)
+		_, deps, routes, _, err := gitread.ReadWith(gitread.System, module, gitread.Ask{MustExist: true, Routes: true})
 		require.NoError(t, err)
 		require.NoError(t, s.Arm(deps, routes, gitread.System, time.Now().Add(time.Hour)))
 		return r
@@ -414,7 +414,7 @@ func armAcrossAnUndoneSwapInAKeptDirectory(t *testing.T, c *gittest.Trial, w *Wa
 	}
 	// arm, with the swap in place while it adds its watches.
 	r = s.Begin()
-	_, deps, routes, _, err := gitread.ReadWith(gitread.System, module, true, nil, true)
+	_, deps, routes, _, err := gitread.ReadWith(gitread.System, module, gitread.Ask{MustExist: true, Routes: true})
 	require.NoError(t, err)
 	require.NoError(t, os.Rename(feature, aside))
 	require.NoError(t, os.Symlink(copied, feature))
@@ -436,14 +436,14 @@ func armAcrossAnUndoneSwap(t *testing.T, c *gittest.Trial, w *Watcher, shared bo
 		other := w.Subscribe()
 		defer other.Close()
 		other.Begin()
-		_, deps, routes, _, err := gitread.ReadWith(gitread.System, module, true, nil, true)
+		_, deps, routes, _, err := gitread.ReadWith(gitread.System, module, gitread.Ask{MustExist: true, Routes: true})
 		require.NoError(t, err)
 		require.NoError(t, other.Arm(deps, routes, gitread.System, time.Now().Add(time.Hour)))
 	}
 	s := w.Subscribe()
 	defer s.Close()
 	r := s.Begin()
-	_, deps, routes, _, err := gitread.ReadWith(gitread.System, module, true, nil, true)
+	_, deps, routes, _, err := gitread.ReadWith(gitread.System, module, gitread.Ask{MustExist: true, Routes: true})
 	require.NoError(t, err)
 	require.NoError(t, os.Rename(dotgit, aside))
 	require.NoError(t, os.Symlink(copied, dotgit))
@@ -465,7 +465,7 @@ func armAcrossAnUndoneSwap(t *testing.T, c *gittest.Trial, w *Watcher, shared bo
 	}
 	// Distrusted: the next read arms on what is there now, and sees.
 	r = s.Begin()
-	_, deps, routes, _, err = gitread.ReadWith(gitread.System, module, true, nil, true)
+	_, deps, routes, _, err = gitread.ReadWith(gitread.System, module, gitread.Ask{MustExist: true, Routes: true})
 	require.NoError(t, err)
 	require.NoError(t, s.Arm(deps, routes, gitread.System, time.Now().Add(time.Hour)))
 	require.True(c, r.Recheck(), "armed again on the checkout as it is")

@@ -31,6 +31,9 @@ type status struct {
 	Revision     string `json:"revision"`
 	Reason       string `json:"reason,omitempty"`
 	ReadError    string `json:"read_error,omitempty"`
+	// Build is the build the stamp of an install without Git names, as a
+	// guard bound to it identifies it (see Observation.IdentifiedBy).
+	Build string `json:"build,omitempty"`
 	runtimeguard.Observation
 }
 
@@ -80,12 +83,16 @@ func status1(gf *guardFlags, asJSON bool, stdout io.Writer, printed *bool) error
 	// A guard bound to the module says which check path it takes; where
 	// none can be bound, the updater's files are observed all the same.
 	var o runtimeguard.Observation
+	build := ""
 	g, bindErr := runtimeguard.New(gf.options())
 	if bindErr == nil {
 		if err := g.EnsureCurrent(); err == nil && g.Observe().Check == "watch" {
 			_ = g.EnsureCurrent() // a first read of fresh files is read once more
 		}
 		o = g.Observe()
+		if o.IdentifiedBy != "git" {
+			build = g.Identity().Revision
+		}
 	} else {
 		var err error
 		if o, err = runtimeguard.Observe(gf.options()); err != nil {
@@ -96,7 +103,7 @@ func status1(gf *guardFlags, asJSON bool, stdout io.Writer, printed *bool) error
 		ModulePath: ck.ModulePath, SourceDir: ck.SourceDir, TopLevel: ck.TopLevel,
 		GitDir: ck.GitDir, CommonDir: ck.CommonDir, ObjectFormat: ck.ObjectFormat,
 		Tracked: ck.Tracked, HeadRef: ck.Head, Revision: ck.Revision, Reason: ck.Reason,
-		Observation: o,
+		Build: build, Observation: o,
 	}
 	if readErr != nil {
 		s.ReadError = readErr.Error()
@@ -138,9 +145,16 @@ func status1(gf *guardFlags, asJSON bool, stdout io.Writer, printed *bool) error
 		// Such as HEAD naming a branch that is gone while others exist.
 		row("revision", "none: "+s.Reason+" (a guard does not bind here: "+strings.TrimPrefix(bindErr.Error(), "runtimeguard: ")+")")
 	case s.Revision == "":
-		row("revision", "none: "+s.Reason+" (a guard bound here is inert)")
+		row("revision", "none: "+s.Reason)
 	default:
 		row("revision", s.Revision)
+	}
+	switch s.IdentifiedBy {
+	case "":
+	case "build stamp":
+		row("identified by", "build stamp, build "+s.Build)
+	default:
+		row("identified by", s.IdentifiedBy)
 	}
 	row("update marker", fmt.Sprintf("%s: %s (%s)", s.Marker, s.MarkerReason, orNone(s.MarkerPath)))
 	row("update state", string(s.State))
@@ -294,13 +308,13 @@ const minInterval = time.Millisecond
 
 // watchEvent is a line of 'runtimeguard watch --json'.
 type watchEvent struct {
-	Time        string `json:"time"`
-	Event       string `json:"event"` // inert, bound, current, stale, update_state, stopped
-	ModulePath  string `json:"module_path,omitempty"`
-	SourceDir   string `json:"source_dir,omitempty"`
-	Revision    string `json:"revision,omitempty"`
-	Current     string `json:"current,omitempty"` // the revision the checkout moved to; "" when unreadable
-	UpdateState string `json:"update_state,omitempty"`
+	Time         string `json:"time"`
+	Event        string `json:"event"` // bound, current, stale, update_state, stopped
+	SourceDir    string `json:"source_dir,omitempty"`
+	IdentifiedBy string `json:"identified_by,omitempty"` // git, build stamp or file
+	Revision     string `json:"revision,omitempty"`
+	Current      string `json:"current,omitempty"` // the revision the checkout moved to; "" when unreadable
+	UpdateState  string `json:"update_state,omitempty"`
 }
 
 func cmdWatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -308,7 +322,9 @@ func cmdWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	c.doc = `Prints a line when the guard binds, once it has checked, when the
 checkout moves (the kernel's events where it has them, else a check every
 --interval), and each time the update state changes after that. A module
-in no tracked Git checkout ends it with 1: a guard there is inert.
+in no tracked Git checkout is watched by its file and its build stamp.
+Exits 0 once stopped by SIGINT or SIGTERM, 1 when it cannot watch, 2 on
+a usage error.
 `
 	var gf guardFlags
 	gf.register(c.fs)
@@ -342,12 +358,13 @@ in no tracked Git checkout ends it with 1: a guard there is inert.
 		}
 		line := e.Event
 		switch e.Event {
-		case "inert":
-			line += " " + text(e.ModulePath) + " is not in a tracked Git checkout: every check passes"
 		case "bound":
-			line += " " + text(e.SourceDir) + " at " + e.Revision
+			line += " " + text(e.SourceDir) + " at " + orNone(e.Revision)
+			if e.IdentifiedBy != "git" {
+				line += " (no Git checkout: identified by its " + e.IdentifiedBy + ")"
+			}
 		case "current":
-			line += " " + e.Revision
+			line += " " + orNone(e.Revision)
 		case "stale":
 			line += " " + orNone(e.Current) + " update_state=" + e.UpdateState
 			if e.Current == "" {
@@ -358,13 +375,7 @@ in no tracked Git checkout ends it with 1: a guard there is inert.
 		}
 		fmt.Fprintf(stdout, "%s %s\n", e.Time, line)
 	}
-	if id.Revision == "" {
-		// Nothing can move a checkout there is none of: say so and end,
-		// rather than watch forever in silence.
-		emit(watchEvent{Event: "inert", ModulePath: id.ModulePath})
-		return fmt.Errorf("%s: the guard is inert (%s): there is nothing to watch", text(id.ModulePath), text(g.Observe().Unguarded))
-	}
-	emit(watchEvent{Event: "bound", SourceDir: id.SourceDir, Revision: id.Revision})
+	emit(watchEvent{Event: "bound", SourceDir: id.SourceDir, IdentifiedBy: g.Observe().IdentifiedBy, Revision: id.Revision})
 	stopped := func() error {
 		emit(watchEvent{Event: "stopped"})
 		return nil

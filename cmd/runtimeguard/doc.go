@@ -43,10 +43,10 @@
 //	   all it could read), or for update, the updater's files could not
 //	   be read or written (status reports those as it finds them, an
 //	   unknown marker, an unusable receipt, and exits 0); a module in
-//	   no tracked Git checkout where the command needs one (check and
-//	   watch: a guard there is inert, so there is nothing to check or
-//	   watch; update: in no Git worktree at all); for update, a receipt
-//	   that says failed for another reason than COMMAND's status
+//	   no tracked Git checkout where the command needs one (check: its
+//	   --expect is a Git revision; update: in no Git worktree at all);
+//	   for update, a receipt that says failed for another reason than
+//	   COMMAND's status
 //	2  a usage error: an unknown flag, a value the flag does not take
 //	   (for check also an --expect of the other object format than the
 //	   checkout's), a missing or extra argument, a flag value that
@@ -105,11 +105,14 @@
 //     finished_at) and its file, or why it is not usable
 //   - lock_path: the updater's lock file, when the layout has one
 //   - check, check_reason: watch, stat or read, and why not watch
+//   - identified_by: how a guard bound here identifies the install: git,
+//     build stamp (no Git checkout identifies it: its module file and
+//     the build its stamp names, build) or file (the module file alone);
+//     unguarded says why Git does not
 //
-// watch --json prints a JSON object a line, whose event is bound,
-// current, stale, update_state or stopped, or inert (then watch ends with
-// 1: there is nothing to watch). marker --json prints the path, the state
-// and its reason:
+// watch --json prints a JSON object a line, whose event is bound (with
+// identified_by: git, build stamp or file), current, stale, update_state
+// or stopped. marker --json prints the path, the state and its reason:
 //
 //	$ runtimeguard marker --json ~/.hermes/.hermes-update-in-progress
 //	{"path":"/root/.hermes/.hermes-update-in-progress","state":"active","reason":"process 4242 is alive"}

@@ -101,7 +101,7 @@ func TestExitCodesAreOneTable(t *testing.T) {
 		// A home that is a file: a guard reads no marker or receipt there
 		// and says so (unknown, unusable); update can write none.
 		{name: "home is a file", flags: []string{"--module", module, "--home", homeFile}, code: map[string]int{"update": exitUsage, "status": exitOK, "check": exitOK, "watch": -1}, want: "not a directory"},
-		{name: "module in no checkout", flags: []string{"--module", outside}, code: map[string]int{"": exitError, "status": exitOK}, want: "outside"},
+		{name: "module in no checkout", flags: []string{"--module", outside}, code: map[string]int{"": exitError, "status": exitOK, "watch": -1}, want: "outside"},
 	}
 	for cmd, own := range moduleCommands(rev) {
 		for _, c := range cases {
@@ -170,24 +170,6 @@ func TestExitCodesAreOneTable(t *testing.T) {
 			assert.NotRegexp(t, `(^|\s)-[a-z]`, strings.TrimPrefix(lines[0], "runtimeguard "+args[0]+": "), "a flag named with one dash")
 			assert.Equal(t, "Run 'runtimeguard "+args[0]+" --help' for usage.", lines[1])
 		})
-	}
-}
-
-// watch on a module that no tracked checkout holds says the guard there is
-// inert and ends, rather than watch forever in silence.
-func TestWatchOfInertModuleEnds(t *testing.T) {
-	t.Parallel() // processes, files and repositories of its own
-	module, _ := checkout(t)
-	untracked := filepath.Join(filepath.Dir(module), "untracked.py")
-	require.NoError(t, os.WriteFile(untracked, []byte("x\n"), 0o644))
-	for _, args := range [][]string{{}, {"--json"}} {
-		p := commandProcess(append([]string{"watch", "--module", untracked, "--interval", "20ms"}, args...)...)
-		p.Env = append(p.Env, "HERMES_HOME="+gittest.TempDir(t))
-		r := runBounded(t, p)
-		assert.Equal(t, exitError, r.code, "%v: stderr %s", args, r.stderr)
-		assert.Contains(t, r.stdout, "inert", "%v", args)
-		assert.Contains(t, r.stderr, "the guard is inert", "%v", args)
-		assert.Contains(t, r.stderr, "not tracked", "%v: why", args)
 	}
 }
 

@@ -212,7 +212,7 @@ func TestHelp(t *testing.T) {
 		assert.Contains(t, r.stderr, `unknown command "bogus"`)
 	}
 	// A command's help says how it exits, as the command's documentation does.
-	for cmd, want := range map[string]string{"check": "3 when stale", "status": "1 when the checkout cannot be read", "marker": "4 active", "watch": "ends it with 1"} {
+	for cmd, want := range map[string]string{"check": "3 when stale", "status": "1 when the checkout cannot be read", "marker": "4 active", "watch": "0 once stopped"} {
 		r = runCmd(t, gittest.TempDir(t), cmd, "--help")
 		assert.Contains(t, strings.Join(strings.Fields(r.stdout), " "), want, "%s --help", cmd)
 	}
@@ -357,22 +357,40 @@ func TestStatusExplainsEmptyRevision(t *testing.T) {
 	r := runCmd(t, dir, "status", "--module", module)
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "no Git worktree holds")
-	assert.Contains(t, r.stdout, "inert")
+	assert.Regexp(t, `(?m)^identified by:\s+file$`, r.stdout, "a guard bound here identifies the install by its file")
 
 	r = runCmd(t, dir, "status", "--module", module, "--json")
 	var s map[string]any
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &s))
 	assert.Equal(t, "", s["revision"])
 	assert.Contains(t, s["reason"], "no Git worktree")
+	assert.Equal(t, "file", s["identified_by"])
+	assert.NotContains(t, s, "build")
+
+	const build = "cccccccccccccccccccccccccccccccccccccccc"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, gittest.StampFile), []byte(gittest.Stamp(build, nil)), 0o644))
+	r = runCmd(t, dir, "status", "--module", module)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^identified by:\s+build stamp, build `+build+`$`, r.stdout)
+	r = runCmd(t, dir, "status", "--module", module, "--json")
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &s))
+	assert.Equal(t, "build stamp", s["identified_by"])
+	assert.Equal(t, build, s["build"])
+	assert.Equal(t, "", s["revision"], "revision is Git's")
+
+	checkoutModule, _ := checkout(t)
+	r = runCmd(t, dir, "status", "--module", checkoutModule, "--json")
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &s))
+	assert.Equal(t, "git", s["identified_by"])
 
 	r = runCmd(t, dir, "status", "--module", filepath.Join(dir, "missing.py"))
 	assert.Equal(t, 2, r.code)
 	assert.Empty(t, r.stdout)
 }
 
-// status calls a guard inert only where one binds inert: HEAD naming a
-// branch that does not exist while others do (a rename under way) is no
-// inert checkout, and New refuses to bind there.
+// status says how a guard identifies the install only where one binds:
+// HEAD naming a branch that does not exist while others do (a rename
+// under way) is a checkout New refuses to bind.
 func TestStatusOfUnbornBranchAmongOthers(t *testing.T) {
 	t.Parallel() // processes, files and repositories of its own
 	module, rev := checkout(t)
@@ -383,13 +401,28 @@ func TestStatusOfUnbornBranchAmongOthers(t *testing.T) {
 	r = runCmd(t, home, "status", "--module", module)
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Regexp(t, `(?m)^revision:\s+none: HEAD names the unborn branch refs/heads/gone \(a guard does not bind here: .*refs/heads/gone.*\)$`, r.stdout)
-	assert.NotContains(t, r.stdout, "inert")
+	assert.NotContains(t, r.stdout, "identified by")
 }
 
 func TestWatchPrintsChangesAndStopsOnSignal(t *testing.T) {
 	t.Parallel() // processes, files and repositories of its own
 	module, rev := checkout(t)
 	cmd := commandProcess("watch", "--module", module, "--home", gittest.TempDir(t), "--interval", "20ms")
+	next := startLines(t, cmd)
+	assert.Contains(t, next(), "bound")
+	assert.Contains(t, next(), "current "+rev)
+	moved := commitChange(t, module)
+	assert.Contains(t, next(), "stale "+moved+" update_state=unverified")
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	assert.Contains(t, next(), "stopped")
+	require.NoError(t, cmd.Wait(), "watch exits 0 on SIGTERM")
+}
+
+// startLines starts cmd and returns what reads its next line of output,
+// failing the test if the command ends first or prints nothing for 30 s.
+func startLines(t *testing.T, cmd *exec.Cmd) func() string {
+	t.Helper()
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
@@ -401,24 +434,54 @@ func TestWatchPrintsChangesAndStopsOnSignal(t *testing.T) {
 		}
 		close(lines)
 	}()
-	next := func() string {
+	return func() string {
+		t.Helper()
 		select {
 		case l, ok := <-lines:
-			require.True(t, ok, "watch ended early")
+			require.True(t, ok, "the command ended early")
 			return l
 		case <-time.After(30 * time.Second):
-			t.Fatal("watch printed nothing")
+			t.Fatal("the command printed nothing")
 			return ""
 		}
 	}
-	assert.Contains(t, next(), "bound")
-	assert.Contains(t, next(), "current "+rev)
-	moved := commitChange(t, module)
-	assert.Contains(t, next(), "stale "+moved+" update_state=unverified")
+}
 
+// watch of an install without Git watches it by its file and its build
+// stamp: a line says so at binding, and a stamp naming another build is
+// a move.
+func TestWatchOfAnInstallWithoutGit(t *testing.T) {
+	t.Parallel() // processes and files of its own
+	const a, b = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+	dir := filepath.Join(gittest.TempDir(t), "agent")
+	module := gittest.Install(t, dir, a)
+	cmd := commandProcess("watch", "--module", module, "--home", gittest.TempDir(t), "--interval", "20ms", "--json")
+	next := startLines(t, cmd)
+	var bound map[string]any
+	require.NoError(t, json.Unmarshal([]byte(next()), &bound))
+	assert.Equal(t, "bound", bound["event"])
+	assert.Equal(t, "build stamp", bound["identified_by"])
+	assert.Equal(t, a, bound["revision"])
+	assert.Contains(t, next(), `"current"`)
+	gittest.Replace(t, filepath.Join(dir, gittest.StampFile), gittest.Stamp(b, nil))
+	var stale map[string]any
+	require.NoError(t, json.Unmarshal([]byte(next()), &stale))
+	assert.Equal(t, "stale", stale["event"])
+	assert.Equal(t, b, stale["current"])
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	assert.Contains(t, next(), "stopped")
 	require.NoError(t, cmd.Wait(), "watch exits 0 on SIGTERM")
+
+	other := gittest.Install(t, filepath.Join(gittest.TempDir(t), "agent"), "")
+	cmd = commandProcess("watch", "--module", other, "--home", gittest.TempDir(t), "--interval", "20ms")
+	next = startLines(t, cmd)
+	assert.Regexp(t, `bound .* at none \(no Git checkout: identified by its file\)$`, next())
+	assert.Contains(t, next(), "current none")
+	gittest.Replace(t, other, "class AIAgent: replaced = True\n")
+	assert.Contains(t, next(), "stale")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	assert.Contains(t, next(), "stopped")
+	require.NoError(t, cmd.Wait())
 }
 
 // status on a checkout whose index cannot be read says whether the index

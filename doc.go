@@ -7,7 +7,10 @@
 // Once the checkout's HEAD moved, or the configured module path leads to
 // another file, the check fails closed with a *[StaleError] that
 // [WriteStale] renders as a retryable HTTP 409 JSON payload ([Payload]),
-// with what can be observed of the updater's files ([Observation]).
+// with what can be observed of the updater's files ([Observation]). An
+// install without Git (a release directory, a Docker image, a Nix store
+// path) is guarded by its module file and its build stamp (see
+// [Identity]).
 //
 // The guard restarts nothing by itself. A host that wants the new code
 // loaded without an operator runs a [Reloader], which waits for the

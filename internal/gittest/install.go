@@ -13,9 +13,12 @@ import (
 // StampFile is the build stamp's name in an install: Hermes's.
 const StampFile = "install-stamp.json"
 
+// Absent, as the value of a field given to Stamp, leaves the field out.
+var Absent = &struct{ absent bool }{}
+
 // Stamp is an install stamp naming the build commit as Hermes's writer
 // lays one out (schemaVersion 2, two-space indentation, a final newline),
-// the other fields given replacing its own.
+// the fields given replacing its own (Absent ones left out).
 func Stamp(commit string, with map[string]any) string {
 	stamp := map[string]any{
 		"schemaVersion":   2,
@@ -34,6 +37,9 @@ func Stamp(commit string, with map[string]any) string {
 	}
 	for k, v := range with {
 		stamp[k] = v
+		if v == Absent {
+			delete(stamp, k)
+		}
 	}
 	data, err := json.MarshalIndent(stamp, "", "  ")
 	if err != nil {

@@ -8,38 +8,20 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
-// writtenStamp is a stamp as Hermes's writer lays it out (two-space
-// indentation, a final newline), with the fields given replaced.
+// writtenStamp is a stamp as Hermes's writer lays it out, with the fields
+// given replaced ("<absent>" ones left out).
 func writtenStamp(t *testing.T, with map[string]any) []byte {
 	t.Helper()
-	stamp := map[string]any{
-		"schemaVersion":   2,
-		"commit":          "0123456789abcdef0123456789abcdef01234567",
-		"commitDate":      1767225600,
-		"branch":          "main",
-		"builtAt":         "2026-01-01T00:00:00+00:00",
-		"dirty":           false,
-		"source":          "ci",
-		"distribution":    "docker",
-		"updateMechanism": "external",
-		"baseVersion":     "0.19.0",
-		"displayVersion":  "0.19.0",
-		"distance":        nil,
-		"payload":         "bootstrap",
-		"tag":             nil,
-	}
 	for k, v := range with {
 		if v == "<absent>" {
-			delete(stamp, k)
-			continue
+			with[k] = gittest.Absent
 		}
-		stamp[k] = v
 	}
-	data, err := json.MarshalIndent(stamp, "", "  ")
-	require.NoError(t, err)
-	return append(data, '\n')
+	return []byte(gittest.Stamp("0123456789abcdef0123456789abcdef01234567", with))
 }
 
 func TestParseInstallStamp(t *testing.T) {

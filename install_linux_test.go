@@ -75,3 +75,22 @@ func TestInstallWatchPathChecksStatNothing(t *testing.T) {
 	gittest.Flip(t, filepath.Join(root, "current"), filepath.Join("releases", "2"))
 	assert.ErrorIs(t, g.EnsureCurrent(), ErrStale, "a flip to a release that is not there")
 }
+
+// BenchmarkEnsureCurrentWithoutGit is a check of an unchanged install
+// without Git (a release behind current, its stamp naming a build): on
+// the watch path one epoll_wait, on the stat path (a settled clock) a
+// stat of each link on the way, the module and the stamp.
+func BenchmarkEnsureCurrentWithoutGit(b *testing.B) {
+	root := filepath.Join(b.TempDir(), "srv")
+	gittest.Release(b, root, "1", buildA)
+	gittest.Flip(b, filepath.Join(root, "current"), filepath.Join("releases", "1"))
+	module := filepath.Join(root, "current", "run_agent.py")
+	b.Run("watch", func(b *testing.B) {
+		benchChecks(b, watchedGuard(b, module))
+	})
+	b.Run("stat", func(b *testing.B) {
+		g := settledGuard(b, module)
+		b.Logf("a check stats:%s", depList(g))
+		benchChecks(b, g)
+	})
+}

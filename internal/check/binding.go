@@ -388,13 +388,20 @@ func (b *Binding) run(call *readCall, e Env, alwaysRead, mustExist bool) {
 		prevIndex = s.Index
 	}
 	ask := gitread.Ask{MustExist: mustExist, Prev: prevIndex, Routes: watching}
-	switch {
-	case b.file != "":
-		ask.Stamp, ask.NoGit = b.stamp, true
-	case mustExist:
-		ask.Stamp = b.stamp
+	if b.file != "" {
+		ask.Stamp = b.stamp // bound without Git: no Git file is read
 	}
 	c, deps, routes, index, err := gitread.ReadWith(fsys, b.configured, ask)
+	var gitDeps gitread.Deps
+	if err == nil && mustExist && b.stamp != nil && c.Revision == "" && !c.Transient {
+		// A first read that Git does not identify identifies the install
+		// without Git, which is what later reads read: the Git files that
+		// decided so need only hold still while it binds.
+		reason := c.Reason
+		gitDeps = deps
+		c, deps, routes, index, err = gitread.ReadWith(fsys, b.configured, gitread.Ask{Routes: watching, Stamp: b.stamp})
+		c.Reason = reason
+	}
 	r.Checkout = c
 	if err == nil {
 		b.readModule.Store(&c.ModulePath)
@@ -436,7 +443,9 @@ func (b *Binding) run(call *readCall, e Env, alwaysRead, mustExist bool) {
 		}
 	}
 	if mustExist {
-		r.Unchanged = deps.Unchanged(fsys)
+		// An install whose module went between the two reads is no
+		// binding either: its next read says what is there.
+		r.Unchanged = deps.Unchanged(fsys) && gitDeps.Unchanged(fsys) && (c.Install == nil || c.Install.File != "")
 	}
 	b.failed.Store(nil)
 	if prev := b.snap.Swap(s); prev == nil || (prev.Claim != nil) != (s.Claim != nil) {

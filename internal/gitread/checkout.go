@@ -70,8 +70,7 @@ type Checkout struct {
 
 	// Install, for a read that identified the module without Git (see
 	// Ask.Stamp), is what identifies it: Revision is then the commit its
-	// build stamp names, or empty. Nil where Git identifies the module,
-	// and for a read that did not ask.
+	// build stamp names, or empty. Nil for a read of Git.
 	Install *Install
 }
 
@@ -115,18 +114,16 @@ type Ask struct {
 	Prev *Index
 	// Routes asks for the route of each dependency (see Route).
 	Routes bool
-	// Stamp, where not nil, identifies a module that no Git checkout
-	// identifies (Revision empty, and not Transient) without Git: its
-	// file and the build stamp Stamp names (see Install).
+	// Stamp, where not nil, asks for the identity of the module without
+	// Git (see Install): its file and the build the stamp Stamp says
+	// names. No Git file is read, and a module path that leads to
+	// nothing is an Install with no File.
 	Stamp *Stamp
-	// NoGit identifies the module without Git only, as Stamp says: no
-	// Git file is read, and a module path that leads to nothing is an
-	// Install with no File.
-	NoGit bool
 }
 
 // ReadWith is Read with what ask asks for besides: the routes of the
-// dependencies, the index, the identity of a module without Git.
+// dependencies, the index, or in place of Git the identity of the module
+// without it.
 func ReadWith(fs *FS, abs string, ask Ask) (Checkout, Deps, []Route, *Index, error) {
 	r := reader{fs: fs, prevIndex: ask.Prev}
 	if ask.Routes {
@@ -134,13 +131,10 @@ func ReadWith(fs *FS, abs string, ask Ask) (Checkout, Deps, []Route, *Index, err
 	}
 	var c Checkout
 	var err error
-	if ask.NoGit {
+	if ask.Stamp != nil {
 		c, err = r.readInstall(abs, ask.Stamp)
 	} else {
 		c, err = r.read(abs, ask.MustExist)
-		if err == nil && ask.Stamp != nil && c.Revision == "" && !c.Transient {
-			err = r.identify(&c, ask.Stamp)
-		}
 	}
 	deps := r.deps.unique()
 	if err != nil {

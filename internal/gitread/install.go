@@ -93,7 +93,7 @@ func (r *reader) identify(c *Checkout, stamp *Stamp) error {
 		}
 		r.addDep(c.SourceDir, true, st)
 	}
-	if stamp == nil || stamp.Name == "" {
+	if stamp.Name == "" {
 		in.NoBuild = "the layout names no build stamp"
 		return nil
 	}

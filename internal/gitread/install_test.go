@@ -21,10 +21,8 @@ var testStamp = &Stamp{Name: gittest.StampFile, Build: func(data []byte) (string
 	return "", errors.New("it says none")
 }}
 
-// A read asked to identify a module without Git does so only where no Git
-// checkout identifies it: the file, and the build its stamp names, whose
-// file is a dependency; a module tracked in a checkout is Git's, whatever
-// its stamp says.
+// A read asked to identify a module without Git finds its file, and the
+// build its stamp names, whose file is a dependency.
 func TestReadIdentifiesAModuleWithoutGit(t *testing.T) {
 	dir := tempDir(t)
 	module := filepath.Join(dir, "agent", "run_agent.py")
@@ -32,11 +30,10 @@ func TestReadIdentifiesAModuleWithoutGit(t *testing.T) {
 	stamp := filepath.Join(dir, "agent", gittest.StampFile)
 	writeFile(t, stamp, "build-1\n")
 
-	c, deps, _, _, err := ReadWith(System, module, Ask{MustExist: true, Stamp: testStamp})
+	c, deps, _, _, err := ReadWith(System, module, Ask{Stamp: testStamp})
 	require.NoError(t, err)
 	require.NotNil(t, c.Install)
 	assert.Equal(t, "build-1", c.Revision)
-	assert.Contains(t, c.Reason, "no Git worktree holds")
 	assert.Equal(t, resolved(t, stamp), c.Install.Stamp)
 	st, err := fsread.LstatStamp(module)
 	require.NoError(t, err)
@@ -46,18 +43,10 @@ func TestReadIdentifiesAModuleWithoutGit(t *testing.T) {
 	assert.Contains(t, pathsOf(deps), resolved(t, stamp), "the stamp is a dependency")
 
 	writeFile(t, stamp, "none\n")
-	c, _, _, _, err = ReadWith(System, module, Ask{MustExist: true, Stamp: testStamp})
+	c, _, _, _, err = ReadWith(System, module, Ask{Stamp: testStamp})
 	require.NoError(t, err)
 	assert.Empty(t, c.Revision)
 	assert.Contains(t, c.Install.NoBuild, "it says none")
-
-	checkout := filepath.Join(dir, "checkout")
-	tracked, rev := agentRepo(t, checkout)
-	writeFile(t, filepath.Join(checkout, gittest.StampFile), "build-2\n")
-	c, _, _, _, err = ReadWith(System, tracked, Ask{MustExist: true, Stamp: testStamp})
-	require.NoError(t, err)
-	assert.Nil(t, c.Install, "Git identifies a tracked module")
-	assert.Equal(t, rev, c.Revision)
 }
 
 // A read of a module without Git alone reads no Git file, in a checkout
@@ -76,7 +65,7 @@ func TestReadWithoutGitReadsNoGitFile(t *testing.T) {
 		looked = append(looked, p)
 		return System.ReadFile(p, limit, nofollow)
 	}
-	c, deps, _, _, err := ReadWith(&fsys, module, Ask{Stamp: testStamp, NoGit: true})
+	c, deps, _, _, err := ReadWith(&fsys, module, Ask{Stamp: testStamp})
 	require.NoError(t, err)
 	require.NotNil(t, c.Install)
 	assert.NotEmpty(t, c.Install.File)
@@ -84,9 +73,9 @@ func TestReadWithoutGitReadsNoGitFile(t *testing.T) {
 		assert.NotContains(t, p, ".git", "a read without Git looked at %s", p)
 	}
 
-	c, _, _, _, err = ReadWith(System, filepath.Join(dir, "installed", "gone.py"), Ask{Stamp: testStamp, NoGit: true})
+	c, _, _, _, err = ReadWith(System, filepath.Join(dir, "installed", "gone.py"), Ask{Stamp: testStamp})
 	require.NoError(t, err)
 	assert.Empty(t, c.Install.File, "nothing at the module's path")
-	_, _, _, _, err = ReadWith(System, filepath.Join(dir, "gone", "run_agent.py"), Ask{Stamp: testStamp, NoGit: true})
+	_, _, _, _, err = ReadWith(System, filepath.Join(dir, "gone", "run_agent.py"), Ask{Stamp: testStamp})
 	assert.Error(t, err, "a directory on the way that is not there")
 }

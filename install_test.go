@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
 	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
@@ -122,15 +123,22 @@ func runInstallCases(t *testing.T, cases []installCase, setup func(t *testing.T,
 // stampOf is the path of the build stamp beside module.
 func stampOf(module string) string { return filepath.Join(filepath.Dir(module), gittest.StampFile) }
 
-// sameFile reports whether a and b are stats of one file.
+// sameFile reports whether change left the same file at path, as the
+// file system names files (os.SameFile would not do on Windows, where a
+// FileInfo asks for its file's ID by its path, and so after the change).
 func sameFile(t *testing.T, path string, change func()) bool {
 	t.Helper()
-	before, err := os.Stat(path)
-	require.NoError(t, err)
+	id := func() string {
+		st, err := fsread.LstatStamp(path)
+		require.NoError(t, err)
+		id, err := fsread.FileID(path, st)
+		require.NoError(t, err)
+		require.NotEmpty(t, id)
+		return id
+	}
+	before := id()
 	change()
-	after, err := os.Stat(path)
-	require.NoError(t, err)
-	return os.SameFile(before, after)
+	return id() == before
 }
 
 func TestInstallWithoutGit(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -448,15 +449,53 @@ func startLines(t *testing.T, cmd *exec.Cmd) func() string {
 }
 
 // watch of an install without Git watches it by its file and its build
-// stamp: a line says so at binding, and a stamp naming another build is
-// a move.
+// stamp: a line says so at binding, and a stamp naming another build, or
+// another file renamed over the module, is a move. (In process, stopped
+// by its context: a signal is not to be had everywhere.)
 func TestWatchOfAnInstallWithoutGit(t *testing.T) {
-	t.Parallel() // processes and files of its own
+	t.Parallel() // files of its own
 	const a, b = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+	watch := func(t *testing.T, module string, args ...string) (next func() string, stop func()) {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		r, w := io.Pipe()
+		code := make(chan int, 1)
+		go func() {
+			var stderr strings.Builder
+			code <- run(ctx, append([]string{"watch", "--module", module, "--home", gittest.TempDir(t), "--interval", "20ms"}, args...), w, &stderr)
+			w.Close()
+		}()
+		lines := make(chan string)
+		go func() {
+			sc := bufio.NewScanner(r)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+			close(lines)
+		}()
+		next = func() string {
+			t.Helper()
+			select {
+			case l, ok := <-lines:
+				require.True(t, ok, "watch ended early")
+				return l
+			case <-time.After(30 * time.Second):
+				t.Fatal("watch printed nothing")
+				return ""
+			}
+		}
+		stop = func() {
+			t.Helper()
+			cancel()
+			assert.Contains(t, next(), "stopped")
+			assert.Equal(t, exitOK, <-code, "watch exits 0 once stopped")
+		}
+		return next, stop
+	}
+
 	dir := filepath.Join(gittest.TempDir(t), "agent")
 	module := gittest.Install(t, dir, a)
-	cmd := commandProcess("watch", "--module", module, "--home", gittest.TempDir(t), "--interval", "20ms", "--json")
-	next := startLines(t, cmd)
+	next, stop := watch(t, module, "--json")
 	var bound map[string]any
 	require.NoError(t, json.Unmarshal([]byte(next()), &bound))
 	assert.Equal(t, "bound", bound["event"])
@@ -468,20 +507,15 @@ func TestWatchOfAnInstallWithoutGit(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(next()), &stale))
 	assert.Equal(t, "stale", stale["event"])
 	assert.Equal(t, b, stale["current"])
-	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	assert.Contains(t, next(), "stopped")
-	require.NoError(t, cmd.Wait(), "watch exits 0 on SIGTERM")
+	stop()
 
 	other := gittest.Install(t, filepath.Join(gittest.TempDir(t), "agent"), "")
-	cmd = commandProcess("watch", "--module", other, "--home", gittest.TempDir(t), "--interval", "20ms")
-	next = startLines(t, cmd)
+	next, stop = watch(t, other)
 	assert.Regexp(t, `bound .* at none \(no Git checkout: identified by its file\)$`, next())
 	assert.Contains(t, next(), "current none")
 	gittest.Replace(t, other, "class AIAgent: replaced = True\n")
 	assert.Contains(t, next(), "stale")
-	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	assert.Contains(t, next(), "stopped")
-	require.NoError(t, cmd.Wait())
+	stop()
 }
 
 // status on a checkout whose index cannot be read says whether the index

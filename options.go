@@ -349,8 +349,9 @@ func homeDir(dir string, l *Layout) string {
 // Layout describes where an updater keeps the files a guard reads: its home
 // directory, the marker it keeps while it runs, the recovery markers an
 // interrupted update leaves in an install root, the receipt it writes after
-// each run, and the lock file it holds while it runs. Paths are relative to
-// the home directory.
+// each run, and the lock file it holds while it runs; and the build stamp
+// of an install without Git. Paths are relative to the home directory, but
+// for the stamp's.
 //
 // The zero Layout is [HermesLayout]. Any other Layout is taken as it is: a
 // field left empty means the updater has no such file.

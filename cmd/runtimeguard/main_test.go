@@ -420,16 +420,22 @@ func TestWatchPrintsChangesAndStopsOnSignal(t *testing.T) {
 	require.NoError(t, cmd.Wait(), "watch exits 0 on SIGTERM")
 }
 
-// startLines starts cmd and returns what reads its next line of output,
-// failing the test if the command ends first or prints nothing for 30 s.
+// startLines starts cmd and returns what reads its next line of output
+// (see lineReader).
 func startLines(t *testing.T, cmd *exec.Cmd) func() string {
 	t.Helper()
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
+	return lineReader(t, stdout)
+}
+
+// lineReader returns what reads the next line of r, failing the test if
+// r ends first or gives nothing for 30 s.
+func lineReader(t *testing.T, r io.Reader) func() string {
 	lines := make(chan string)
 	go func() {
-		sc := bufio.NewScanner(stdout)
+		sc := bufio.NewScanner(r)
 		for sc.Scan() {
 			lines <- sc.Text()
 		}
@@ -460,30 +466,13 @@ func TestWatchOfAnInstallWithoutGit(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		r, w := io.Pipe()
 		code := make(chan int, 1)
+		argv := append([]string{"watch", "--module", module, "--home", gittest.TempDir(t), "--interval", "20ms"}, args...)
 		go func() {
 			var stderr strings.Builder
-			code <- run(ctx, append([]string{"watch", "--module", module, "--home", gittest.TempDir(t), "--interval", "20ms"}, args...), w, &stderr)
+			code <- run(ctx, argv, w, &stderr)
 			w.Close()
 		}()
-		lines := make(chan string)
-		go func() {
-			sc := bufio.NewScanner(r)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-			close(lines)
-		}()
-		next = func() string {
-			t.Helper()
-			select {
-			case l, ok := <-lines:
-				require.True(t, ok, "watch ended early")
-				return l
-			case <-time.After(30 * time.Second):
-				t.Fatal("watch printed nothing")
-				return ""
-			}
-		}
+		next = lineReader(t, r)
 		stop = func() {
 			t.Helper()
 			cancel()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/runtimeguard/runtimeguard"
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
+	"github.com/runtimeguard/runtimeguard/internal/quote"
 	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
 
@@ -110,7 +111,7 @@ func status1(gf *guardFlags, asJSON bool, stdout io.Writer, printed *bool) error
 		}
 		return readErr
 	}
-	row := func(k, v string) { fmt.Fprintf(stdout, "%-18s %s\n", k+":", text(v)) }
+	row := func(k, v string) { fmt.Fprintf(stdout, "%-18s %s\n", k+":", quote.Text(v)) }
 	row("module", s.ModulePath)
 	row("source dir", s.SourceDir)
 	row("worktree", orNone(s.TopLevel))
@@ -241,7 +242,7 @@ func printStale(stdout, stderr io.Writer, err error) error {
 	case se.Current == "":
 		now = "at no revision"
 	}
-	fmt.Fprintf(stderr, "runtimeguard check: stale: loaded %s, the checkout is now %s\n", se.Captured, text(now))
+	fmt.Fprintf(stderr, "runtimeguard check: stale: loaded %s, the checkout is now %s\n", se.Captured, quote.Text(now))
 	return exitCode(exitStale)
 }
 
@@ -274,7 +275,7 @@ func cmdMarker(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	} else {
-		fmt.Fprintf(stdout, "%s: %s\n", state, text(reason))
+		fmt.Fprintf(stdout, "%s: %s\n", state, quote.Text(reason))
 	}
 	switch state {
 	case runtimeguard.MarkerAbsent:
@@ -343,9 +344,9 @@ in no tracked Git checkout ends it with 1: a guard there is inert.
 		line := e.Event
 		switch e.Event {
 		case "inert":
-			line += " " + text(e.ModulePath) + " is not in a tracked Git checkout: every check passes"
+			line += " " + quote.Text(e.ModulePath) + " is not in a tracked Git checkout: every check passes"
 		case "bound":
-			line += " " + text(e.SourceDir) + " at " + e.Revision
+			line += " " + quote.Text(e.SourceDir) + " at " + e.Revision
 		case "current":
 			line += " " + e.Revision
 		case "stale":
@@ -362,7 +363,7 @@ in no tracked Git checkout ends it with 1: a guard there is inert.
 		// Nothing can move a checkout there is none of: say so and end,
 		// rather than watch forever in silence.
 		emit(watchEvent{Event: "inert", ModulePath: id.ModulePath})
-		return fmt.Errorf("%s: the guard is inert (%s): there is nothing to watch", text(id.ModulePath), text(g.Observe().Unguarded))
+		return fmt.Errorf("%s: the guard is inert (%s): there is nothing to watch", quote.Text(id.ModulePath), quote.Text(g.Observe().Unguarded))
 	}
 	emit(watchEvent{Event: "bound", SourceDir: id.SourceDir, Revision: id.Revision})
 	stopped := func() error {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/runtimeguard/runtimeguard"
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
+	"github.com/runtimeguard/runtimeguard/internal/quote"
 	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
 
@@ -81,24 +82,24 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	ck, err := gitread.Inspect(gf.module)
 	if ck.TopLevel == "" {
 		if err != nil {
-			return fmt.Errorf("--module %s: %w", text(gf.module), err)
+			return fmt.Errorf("--module %s: %w", quote.Text(gf.module), err)
 		}
-		return fmt.Errorf("--module %s is in no Git worktree (%s)", text(gf.module), text(ck.Reason))
+		return fmt.Errorf("--module %s is in no Git worktree (%s)", quote.Text(gf.module), quote.Text(ck.Reason))
 	}
 	dir := cmp.Or(*workDir, ck.TopLevel)
 	if fi, err := os.Stat(dir); err != nil {
-		return usagef("--dir: %s", text(err.Error()))
+		return usagef("--dir: %s", quote.Text(err.Error()))
 	} else if !fi.IsDir() {
-		return usagef("--dir: %s is not a directory", text(dir))
+		return usagef("--dir: %s is not a directory", quote.Text(dir))
 	}
 	if fi, err := os.Stat(paths.Home); paths.Home != "" && err == nil && !fi.IsDir() {
-		return usagef("--home: %s is not a directory", text(paths.Home))
+		return usagef("--home: %s is not a directory", quote.Text(paths.Home))
 	}
 	switch {
 	case paths.Home == "" && gf.homeEnv == "":
 		return usagef("no home directory is known: set --home")
 	case paths.Home == "":
-		return usagef("no home directory is known: set --home or $%s", text(gf.homeEnv))
+		return usagef("no home directory is known: set --home or $%s", quote.Text(gf.homeEnv))
 	case paths.Receipt == "":
 		return usagef("--receipt is empty: update writes a receipt")
 	}
@@ -130,9 +131,9 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err // nothing ran
 	}
 	if res.Failure == "" && err == nil {
-		fmt.Fprintf(stderr, "runtimeguard update: success: %s -> %s (%s)\n", orNone(res.Receipt.From), res.Receipt.To, text(paths.Receipt))
+		fmt.Fprintf(stderr, "runtimeguard update: success: %s -> %s (%s)\n", orNone(res.Receipt.From), res.Receipt.To, quote.Text(paths.Receipt))
 	} else if res.Failure != "" {
-		fmt.Fprintf(stderr, "runtimeguard update: failed: %s (%s)\n", text(res.Failure), text(paths.Receipt))
+		fmt.Fprintf(stderr, "runtimeguard update: failed: %s (%s)\n", quote.Text(res.Failure), quote.Text(paths.Receipt))
 	}
 	switch {
 	case err != nil:

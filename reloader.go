@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/runtimeguard/runtimeguard/internal/systemd"
@@ -91,6 +93,12 @@ type Reloader struct {
 	interval time.Duration
 	logger   *slog.Logger
 	notifier *systemd.Notifier // the service manager's, if any
+	notes    chan note         // to the service manager, in order: see tell
+	told     chan struct{}     // closed once tell ended
+	notesMu  sync.Mutex        // protects notesLost
+	// notesLost are the kinds of failure of notifications logged: each
+	// once, not once per message.
+	notesLost map[string]bool
 
 	gate gate
 	wake chan struct{} // a stale request asks for an early look
@@ -105,7 +113,10 @@ type Reloader struct {
 // Under a service manager that set NOTIFY_SOCKET (systemd's
 // Type=notify-reload), it says READY=1 at once, then RELOADING=1 and
 // READY=1 around each reload, with STATUS= lines: start it once the host
-// listens.
+// listens. It never waits for the manager: the messages go out in order
+// from a goroutine of its own, each within a second, and one the manager
+// does not take (its queue full: stuck, or gone) is lost and logged at
+// Warn, once per kind of failure; the reload goes on.
 func NewReloader(ctx context.Context, g *Guard, opts ReloaderOptions) (*Reloader, error) {
 	switch {
 	case g == nil:
@@ -132,6 +143,8 @@ func NewReloader(ctx context.Context, g *Guard, opts ReloaderOptions) (*Reloader
 		logger:   cmp.Or(opts.Logger, g.config().logger),
 		wake:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
+		notes:    make(chan note, maxNotes),
+		told:     make(chan struct{}),
 	}
 	if rl.logger == nil {
 		rl.logger = slog.Default()
@@ -198,6 +211,8 @@ const (
 func (rl *Reloader) run(ctx context.Context) {
 	defer close(rl.done)
 	defer rl.g.reloader.Store(false)
+	go rl.tell(ctx)
+	defer func() { close(rl.notes); <-rl.told }()
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	var watching sync.WaitGroup
 	watching.Add(1)
@@ -455,14 +470,72 @@ func (rl *Reloader) initNotifier() {
 	rl.notifier = n
 }
 
-// notify sends what send says to the service manager, if there is one; a
-// failure is logged, and changes nothing else.
+// note is a message to the service manager: what send says, with the
+// status line.
+type note struct {
+	send   func(*systemd.Notifier, string) error
+	status string
+}
+
+// maxNotes bounds the messages queued for the service manager: past it
+// (a manager that took none for as many sends, each waiting at most
+// systemd.Timeout), a message is lost.
+const maxNotes = 16
+
+// notify queues what send says for the service manager, if there is one,
+// without waiting: the reload never waits for the manager. A message the
+// queue has no room for is lost, and logged as lost notifications are.
 func (rl *Reloader) notify(send func(*systemd.Notifier, string) error, status string) {
 	if rl.notifier == nil {
 		return
 	}
-	if err := send(rl.notifier, status); err != nil {
-		rl.logger.Debug("runtimeguard: the service manager was not told", "status", status, "error", err)
+	select {
+	case rl.notes <- note{send, status}:
+	default:
+		rl.lost("queue", status, fmt.Errorf("%d messages before it wait for the service manager to take them", maxNotes))
+	}
+}
+
+// tell sends the queued messages to the service manager, in order, each
+// within systemd.Timeout, until the queue is closed. Once ctx is done, a
+// message the manager does not take loses the ones after it too, so that
+// a Reloader that stops waits for one send at most.
+func (rl *Reloader) tell(ctx context.Context) {
+	defer close(rl.told)
+	failed := false
+	for n := range rl.notes {
+		if failed && ctx.Err() != nil {
+			continue
+		}
+		err := n.send(rl.notifier, n.status)
+		failed = err != nil
+		if err != nil {
+			kind := err.Error()
+			var errno syscall.Errno
+			switch {
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				kind = "timeout"
+			case errors.As(err, &errno):
+				kind = errno.Error()
+			}
+			rl.lost(kind, n.status, err)
+		}
+	}
+}
+
+// lost logs a message the service manager was not told, once per kind
+// of failure: a manager that takes nothing is said once, not once per
+// message.
+func (rl *Reloader) lost(kind, status string, err error) {
+	rl.notesMu.Lock()
+	said := rl.notesLost[kind]
+	if rl.notesLost == nil {
+		rl.notesLost = make(map[string]bool)
+	}
+	rl.notesLost[kind] = true
+	rl.notesMu.Unlock()
+	if !said {
+		rl.logger.Warn("runtimeguard: the service manager was not told; the reload goes on (later failures of this kind are not logged)", "status", status, "error", err)
 	}
 }
 
@@ -495,6 +568,11 @@ func statusAwaiting(from string, state int32, why string) string {
 // sd_notify(3) does; without NOTIFY_SOCKET it does nothing. "RELOADING=1"
 // gets MONOTONIC_USEC=, the time now on CLOCK_MONOTONIC, unless it is
 // given. A name that begins with "@" is in Linux's abstract namespace.
+// A STATUS= line is quoted where it holds a control character (a newline,
+// a terminal's escape sequence), as the runtimeguard command quotes a
+// name. Notify waits at most a second for the manager to take the
+// message: past it (the manager's queue is full) it returns an error
+// matching [os.ErrDeadlineExceeded], and the message is lost.
 //
 // A [Reloader] tells the service manager of its reloads by itself; Notify
 // is for what a host does besides: its readiness when it reloads nothing,

@@ -2,6 +2,7 @@ package runtimeguard
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 )
@@ -33,6 +34,19 @@ type ExecHandover struct {
 	// handover failed after Quiesce: the server goes on, on the old
 	// code, stale.
 	Resume func(listeners []net.Listener) error
+}
+
+// check refuses a Handover whose arguments describe none.
+func (h *ExecHandover) check(ctx context.Context, plan *Plan) error {
+	switch {
+	case ctx == nil:
+		return errNilContext("exec handover")
+	case plan == nil:
+		return errors.New("runtimeguard: exec handover: no plan")
+	case h.Quiesce == nil || h.Resume == nil:
+		return errors.New("runtimeguard: exec handover: Quiesce and Resume must be set")
+	}
+	return nil
 }
 
 // Inherited is what an [ExecHandover] passed the image it started, or

@@ -32,8 +32,8 @@ var handoverEnv = []string{handoverPIDEnv, handoverFDsEnv, handoverRevisionEnv, 
 // the plan's lock. It returns only when that failed, after the host
 // resumed serving on the same sockets.
 func (h *ExecHandover) Handover(ctx context.Context, plan *Plan) error {
-	if h.Quiesce == nil || h.Resume == nil {
-		return errors.New("runtimeguard: exec handover: Quiesce and Resume must be set")
+	if err := h.check(ctx, plan); err != nil {
+		return err
 	}
 	exe, err := os.Executable()
 	if err != nil {

@@ -102,6 +102,9 @@ const (
 // for the timeout, ctx's error for ctx); a plan made after it gave up is
 // released.
 func (g *Guard) PlanReload(ctx context.Context) (*Plan, error) {
+	if ctx == nil {
+		return nil, errNilContext("PlanReload")
+	}
 	cfg := g.config()
 	b := g.bound.Load()
 	if b == nil || b.id.Revision == "" {
@@ -432,6 +435,9 @@ func (r *Plan) Bind(ctx context.Context) error {
 	}
 	g := r.g
 	defer r.Release()
+	if ctx == nil {
+		return errNilContext("bind")
+	}
 	if r.isDone() {
 		return errors.New("runtimeguard: bind: the plan was released or carried out")
 	}
@@ -532,6 +538,9 @@ func (g *Guard) firstSignal() *signal {
 // until the guard binds anew ([Plan.Bind], [Guard.Capture]). A stale
 // check is logged as any other.
 func (g *Guard) Watch(ctx context.Context, interval time.Duration) error {
+	if ctx == nil {
+		return errNilContext("watch")
+	}
 	if interval <= 0 {
 		return fmt.Errorf("runtimeguard: watch interval %v is not positive", interval)
 	}

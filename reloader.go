@@ -109,7 +109,8 @@ type Reloader struct {
 
 // NewReloader starts a Reloader for g, which must be bound (or become
 // bound: a Reloader of an unbound guard waits for its binding). It runs
-// until ctx is done; its errors are for options that describe no reload.
+// until ctx is done; its errors are for options that describe no reload,
+// and a nil ctx.
 // Under a service manager that set NOTIFY_SOCKET (systemd's
 // Type=notify-reload), it says READY=1 at once, then RELOADING=1 and
 // READY=1 around each reload, with STATUS= lines: start it once the host
@@ -119,6 +120,8 @@ type Reloader struct {
 // Warn, once per kind of failure; the reload goes on.
 func NewReloader(ctx context.Context, g *Guard, opts ReloaderOptions) (*Reloader, error) {
 	switch {
+	case ctx == nil:
+		return nil, errNilContext("NewReloader")
 	case g == nil:
 		return nil, errors.New("runtimeguard: NewReloader: no guard")
 	case opts.Restart == nil && opts.Handover == nil:
@@ -167,8 +170,12 @@ func (rl *Reloader) Done() <-chan struct{} { return rl.done }
 // 409 ([Guard.WriteStale], flushed before anything restarts), and one that
 // arrives while a reload finishes (the runtime current again, the new code
 // not yet admitted) waits for it instead of failing. The guard's
-// [Options.OnStale] hook sees every stale answer.
+// [Options.OnStale] hook sees every stale answer. A nil next is
+// http.DefaultServeMux, as for an http.Server.
 func (rl *Reloader) Wrap(next http.Handler) http.Handler {
+	if next == nil {
+		next = http.DefaultServeMux
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for !rl.gate.enter() {
 			if err := rl.g.EnsureCurrent(); err != nil {

@@ -36,7 +36,8 @@ type Options struct {
 	// Git checkout whose HEAD names a commit an error matching
 	// [ErrNotCheckout], naming why, in [New] and [Guard.Capture]. False: the
 	// guard binds inert, lets every check pass, says why in
-	// [Observation].Unguarded and logs it once at Warn.
+	// [Observation].Unguarded and logs it once at Warn. It needs
+	// ModulePath: without one it is an [*OptionError].
 	RequireCheckout bool
 	// ExpectReceipt is the ID ([Receipt].ID) of the receipt whose reload
 	// plan started this process, for the new process of a handover: New
@@ -301,6 +302,9 @@ func (opts *Options) resolveOn(e *env, x *check.Executor) (*config, error) {
 		return nil, optionError("Options.ExpectReceipt", opts.ExpectReceipt, "needs an ExpectRevision")
 	}
 	c.expectReceipt = opts.ExpectReceipt
+	if opts.RequireCheckout && opts.ModulePath == "" {
+		return nil, optionError("Options.RequireCheckout", true, "needs a ModulePath: a guard that binds nothing at New requires nothing of a checkout")
+	}
 	c.requireCheckout = opts.RequireCheckout
 	return c, nil
 }

@@ -61,16 +61,10 @@ type Guard struct {
 	// x runs the guard's reads of its checkout, ux its reads of the
 	// updater's files (and plans): a home that hangs does not hold up the
 	// checks of a checkout that answers.
-	x, ux      check.Executor
-	bindMu     sync.Mutex // serializes the swaps of bound, and Close's look at it
-	bound      atomic.Pointer[binding]
-	first      atomic.Pointer[signal] // the change signal of Capture's bindings
-	staleSeen  atomic.Bool            // a stale check was logged since the last current one
-	staleCount atomic.Uint64
-	// staleLogged is when a stale check was last logged (Unix
-	// nanoseconds), and staleUnlogged how many were refused since.
-	staleLogged   atomic.Int64
-	staleUnlogged atomic.Uint64
+	x, ux  check.Executor
+	bindMu sync.Mutex // serializes the swaps of bound, and Close's look at it
+	bound  atomic.Pointer[binding]
+	first  atomic.Pointer[signal] // the change signal of Capture's bindings
 
 	unboundObs  check.Lane[Observation] // the reads of the updater's files of an unbound guard
 	unboundDiag check.Lane[Observation] // and of its diagnostics
@@ -403,8 +397,8 @@ func (g *Guard) EnsureCurrent() error {
 	cfg := g.config()
 	rev, err := b.Current(cfg.env, cfg.alwaysRead, cfg.timeout)
 	if err == nil && rev == b.id.Revision {
-		if g.staleSeen.Load() {
-			g.staleSeen.Store(false)
+		if b.staleSeen.Load() && b.staleSeen.CompareAndSwap(true, false) {
+			g.logCurrentAgain(cfg, b)
 		}
 		return nil
 	}
@@ -592,11 +586,12 @@ const staleLogInterval = 10 * time.Second
 // Debug, at most one per cfg.staleLogEvery with the number refused since,
 // none for a binding the guard no longer uses (a check that began before
 // a Plan.Bind). An update state that is unknown comes with its reason.
+// stale_checks counts b's stale checks: a guard bound anew counts from one.
 func (g *Guard) logStale(cfg *config, b *binding, se *StaleError, o *Observation) {
 	if g.bound.Load() != b {
 		return
 	}
-	n := g.staleCount.Add(1)
+	n := b.staleCount.Add(1)
 	msg, again := "runtimeguard: the loaded runtime is stale", "runtimeguard: stale runtime refused again"
 	if errors.Is(se.Err, errors.ErrUnsupported) {
 		const why = ": the checkout's repository format is not supported, so a restart would fail too"
@@ -607,22 +602,32 @@ func (g *Guard) logStale(cfg *config, b *binding, se *StaleError, o *Observation
 		attrs = append(attrs, "update_state_reason", o.MarkerReason)
 	}
 	now := time.Now().UnixNano()
-	if g.staleSeen.CompareAndSwap(false, true) {
-		g.staleLogged.Store(now)
-		g.staleUnlogged.Store(0)
+	if b.staleSeen.CompareAndSwap(false, true) {
+		b.staleLogged.Store(now)
+		b.staleUnlogged.Store(0)
 		cfg.log().Warn(msg, attrs...)
 		return
 	}
 	if cfg.logger == nil {
 		return // slog.Default() hears of the first only
 	}
-	g.staleUnlogged.Add(1)
-	last := g.staleLogged.Load()
-	if now-last < int64(cfg.staleLogEvery) || !g.staleLogged.CompareAndSwap(last, now) {
+	b.staleUnlogged.Add(1)
+	last := b.staleLogged.Load()
+	if now-last < int64(cfg.staleLogEvery) || !b.staleLogged.CompareAndSwap(last, now) {
 		return
 	}
-	attrs = append(attrs, "refused_since_last_log", g.staleUnlogged.Swap(0), "since", time.Duration(now-last).Round(time.Millisecond))
+	attrs = append(attrs, "refused_since_last_log", b.staleUnlogged.Swap(0), "since", time.Duration(now-last).Round(time.Millisecond))
 	cfg.logger.Debug(again, attrs...)
+}
+
+// logCurrentAgain logs, at Info, that b's checkout is at the bound
+// revision again after a stale check was logged: once per return, with
+// b's stale checks so far, as logStale counts them.
+func (g *Guard) logCurrentAgain(cfg *config, b *binding) {
+	if g.bound.Load() != b {
+		return
+	}
+	cfg.log().Info("runtimeguard: the loaded runtime is current again", "revision", b.id.Revision, "stale_checks", b.staleCount.Load())
 }
 
 // env is the part of the environment a guard touches, replaceable per

@@ -117,7 +117,10 @@ type Options struct {
 	// Logger receives the guard's transitions: a guard inert at bind, at
 	// Warn; the first stale check at Warn, later ones at Debug, at most
 	// one line every ten seconds, with the number of checks refused since
-	// the line before; a reload bound. Nil: slog.Default() receives them,
+	// the line before (stale_checks counts those of the binding, from one
+	// again once the guard binds anew); a stale guard whose checkout came
+	// back to the bound revision, once, at Info; a reload bound, in one
+	// line at Info. Nil: slog.Default() receives them,
 	// but for the Debug lines of repeated stale checks; so does a
 	// [Reloader]'s reloads, done or abandoned.
 	Logger *slog.Logger

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -430,6 +431,12 @@ func (g *Guard) spent(id string) bool {
 // Call it after the new code was loaded: a checkout that moved while it
 // was loaded then fails here, and the guard stays stale.
 func (r *Plan) Bind(ctx context.Context) error {
+	return r.bind(ctx, nil)
+}
+
+// bind is Bind, logging the reload done to log (nil: the guard's logger,
+// with the plan's revisions and receipt).
+func (r *Plan) bind(ctx context.Context, log *slog.Logger) error {
 	if r == nil || r.g == nil {
 		return errors.New("runtimeguard: bind: the plan was not made by Guard.PlanReload")
 	}
@@ -477,8 +484,10 @@ func (r *Plan) Bind(ctx context.Context) error {
 	g.bindMu.Unlock()
 	r.b.Close() // the old binding's watches
 	r.b.replaced.fire()
-	g.staleSeen.Store(false)
-	cfg.log().Info("runtimeguard: bound to the reloaded code", "from", r.From, "to", r.To, "receipt", r.Receipt.ID)
+	if log == nil {
+		log = cfg.log().With("from", r.From, "to", r.To, "receipt", r.Receipt.ID)
+	}
+	log.Info("runtimeguard: reloaded")
 	return nil
 }
 

@@ -318,7 +318,6 @@ func (rl *Reloader) carryOut(ctx context.Context, plan *Plan) {
 		rl.abandon(plan, log, "the plan could not be scheduled", err)
 		return
 	}
-	log.Info("runtimeguard: reload scheduled")
 	rl.notify((*systemd.Notifier).Reloading, "reloading "+shortRev(plan.From)+" to "+shortRev(plan.To))
 	if !rl.gate.closeAndDrain(ctx, rl.drain) {
 		// Nothing was loaded: the receipt still proves the reload, which
@@ -340,14 +339,13 @@ func (rl *Reloader) carryOut(ctx context.Context, plan *Plan) {
 		rl.notify((*systemd.Notifier).Ready, "serving "+shortRev(plan.From)+", stale: reload abandoned: the restart failed")
 		return
 	}
-	if err := plan.Bind(ctx); err != nil {
+	if err := plan.bind(ctx, log); err != nil {
 		rl.abandon(plan, log, "the new code could not be bound", err)
 		rl.notify((*systemd.Notifier).Ready, "serving "+shortRev(plan.From)+", stale: reload abandoned: the new code could not be bound")
 		return
 	}
 	rl.g.auto.Store(autoWaiting)
 	rl.g.counts.reloads.Add(1)
-	log.Info("runtimeguard: reloaded")
 	rl.notify((*systemd.Notifier).Ready, "serving "+shortRev(plan.To)+", reloaded from "+shortRev(plan.From))
 }
 

@@ -40,6 +40,16 @@ type binding struct {
 	// answered is the latest stale answer's read of the updater's files:
 	// see Guard.observe.
 	answered atomic.Pointer[answeredRead]
+
+	// The logs of its stale checks (see Guard.logStale): staleSeen is set
+	// while a stale check was logged and no check found it current since;
+	// staleCount counts its stale checks; staleLogged is when a stale
+	// check was last logged (Unix nanoseconds), and staleUnlogged how many
+	// were refused since.
+	staleSeen     atomic.Bool
+	staleCount    atomic.Uint64
+	staleLogged   atomic.Int64
+	staleUnlogged atomic.Uint64
 }
 
 // answeredRead is an observation of a stale answer, when its read was

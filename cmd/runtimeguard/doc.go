@@ -52,8 +52,10 @@
 //	   checkout's), a missing or extra argument, a flag value that
 //	   describes no layout (an empty --home too, which is no home rather
 //	   than the default; for update also an empty --receipt or --dir,
-//	   an empty COMMAND, no home directory known, and a --home that is
-//	   not a directory, where it would write), a --module that names no
+//	   an empty COMMAND, no home directory known, a home, from --home,
+//	   its variable or the default, that is missing or not a directory,
+//	   and a --marker or --lock whose directory is missing: update makes
+//	   none of them, and writes nothing), a --module that names no
 //	   regular file
 //	   (none, a link that leads to none, a directory, a pipe such as
 //	   /dev/stdin, a device)

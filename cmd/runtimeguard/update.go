@@ -3,9 +3,12 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/runtimeguard/runtimeguard"
@@ -41,11 +44,49 @@ COMMAND's exit status when it ran and failed; 1 when it could not run,
 was killed by a signal, or the receipt says failed for another reason; 0
 for a success receipt.
 
+The home must be a directory that exists, and so must the directories of
+the marker and the lock file: update makes none of them (a typo in --home
+is a usage error, and nothing is written), only the receipts' directory
+in the home, as hermes update makes it.
+
 A guarded server with a reload plan loads the new code only on such a
 success receipt. Do not wrap an updater that keeps its own marker and
 receipt, such as hermes update: it speaks the protocol already, and would
 find the marker taken.
 `
+
+// checkDirs refuses, before anything is written, a home that is no
+// directory and a marker or lock file whose directory is missing: a typo
+// (--home /typo) or a variable meant for another machine, where update
+// would make the directories from the root down and leave receipts in
+// them. Only the receipts' directory is made, as the updater makes it.
+func checkDirs(gf *guardFlags, paths runtimeguard.Paths) error {
+	home := "the default home"
+	switch {
+	case set(gf.fs, "home"):
+		home = "--home"
+	case gf.homeEnv != "" && os.Getenv(gf.homeEnv) != "":
+		home = "$" + gf.homeEnv
+	}
+	switch fi, err := os.Stat(paths.Home); {
+	case errors.Is(err, fs.ErrNotExist):
+		return usagef("%s %s: no such directory (update makes no home)", home, quote.Text(paths.Home))
+	case err != nil:
+		return usagef("%s %s: %s", home, quote.Text(paths.Home), quote.Text(err.Error()))
+	case !fi.IsDir():
+		return usagef("%s: %s is not a directory", home, quote.Text(paths.Home))
+	}
+	for _, f := range []struct{ flag, rel, path string }{{"--marker", gf.marker, paths.Marker}, {"--lock", gf.lock, paths.Lock}} {
+		if f.path == "" {
+			continue
+		}
+		dir := filepath.Dir(f.path)
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return usagef("%s %s: its directory %s is missing from the home", f.flag, quote.Text(f.rel), quote.Text(dir))
+		}
+	}
+	return nil
+}
 
 func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c := newCommand("update", "update --module FILE [flags] -- COMMAND [ARGS...]", stdout, stderr)
@@ -92,9 +133,6 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	} else if !fi.IsDir() {
 		return usagef("--dir: %s is not a directory", quote.Text(dir))
 	}
-	if fi, err := os.Stat(paths.Home); paths.Home != "" && err == nil && !fi.IsDir() {
-		return usagef("--home: %s is not a directory", quote.Text(paths.Home))
-	}
 	switch {
 	case paths.Home == "" && gf.homeEnv == "":
 		return usagef("no home directory is known: set --home")
@@ -102,6 +140,9 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usagef("no home directory is known: set --home or $%s", quote.Text(gf.homeEnv))
 	case paths.Receipt == "":
 		return usagef("--receipt is empty: update writes a receipt")
+	}
+	if err := checkDirs(&gf, paths); err != nil {
+		return err
 	}
 	opts := gf.options()
 	observe := func() runtimeguard.Observation {

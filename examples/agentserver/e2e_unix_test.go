@@ -105,6 +105,7 @@ func newDeployment(t *testing.T) *deployment {
 	_, d.loaded = gittest.Agent(t, d.upstream)
 	gittest.Git(t, tmp, "clone", "-q", d.upstream, d.dir)
 	d.ahead = gittest.Commit(t, d.upstream, "run_agent.py", "class AIAgent: revision = 2\n")
+	require.NoError(t, os.Mkdir(d.home, 0o755))
 	return d
 }
 

@@ -306,10 +306,12 @@ type watchEvent struct {
 
 func cmdWatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c := newCommand("watch", "watch --module FILE [--json] [--interval DURATION] [flags]", stdout, stderr)
-	c.doc = `Prints a line when the guard binds, once it has checked, when the
-checkout moves (the kernel's events where it has them, else a check every
---interval), and each time the update state changes after that. A module
-in no tracked Git checkout ends it with 1: a guard there is inert.
+	c.doc = `Prints a line when the guard binds, once it has checked, and at each
+change after that, once: the checkout moved (the kernel's events where it
+has them, else a check every --interval), came back to the revision
+bound (current), moved elsewhere, or the update state changed (checked
+every --interval once the checkout first moved). A module in no tracked
+Git checkout ends it with 1: a guard there is inert.
 `
 	var gf guardFlags
 	gf.register(c.fs)
@@ -375,9 +377,32 @@ in no tracked Git checkout ends it with 1: a guard there is inert.
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- g.Watch(watchCtx, *interval) }()
-	var se *runtimeguard.StaleError
-	if err := g.EnsureCurrent(); !errors.As(err, &se) {
-		emit(watchEvent{Event: "current", Revision: id.Revision})
+	// Until the checkout first moves, the guard's Watch says when (the
+	// kernel's events where it has them); from then on, Changed having
+	// fired for good, a check every interval finds the next change:
+	// current again, moved again, the update state.
+	changed := g.Changed()
+	var tick <-chan time.Time
+	said := "" // the last line's change: "current", or the stale revision
+	state := runtimeguard.UpdateState("")
+	for {
+		var se *runtimeguard.StaleError
+		switch err := g.EnsureCurrent(); {
+		case errors.As(err, &se):
+			switch now := "stale " + se.Current; {
+			case said != now:
+				said, state = now, se.State
+				emit(watchEvent{Event: "stale", Revision: id.Revision, Current: se.Current, UpdateState: string(state)})
+			case se.State != state:
+				state = se.State
+				emit(watchEvent{Event: "update_state", UpdateState: string(state)})
+			}
+		case err != nil:
+			return err
+		case said != "current":
+			said = "current"
+			emit(watchEvent{Event: "current", Revision: id.Revision})
+		}
 		select {
 		case <-ctx.Done():
 			cancel()
@@ -388,29 +413,12 @@ in no tracked Git checkout ends it with 1: a guard there is inert.
 				return stopped() // ctx ended Watch too, and select picked its end
 			}
 			return err // Watch ended before ctx: it could not watch
-		case <-g.Changed():
-		}
-		if err := g.EnsureCurrent(); !errors.As(err, &se) {
-			return fmt.Errorf("the checkout moved, but the check says %v", err)
-		}
-	}
-	emit(watchEvent{Event: "stale", Revision: id.Revision, Current: se.Current, UpdateState: string(se.State)})
-
-	// Once stale, the guard rests; the update state is followed by hand.
-	state := se.State
-	ticker := time.NewTicker(*interval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			cancel()
-			<-done
-			return stopped()
-		case <-ticker.C:
-		}
-		if now := g.Observe().State; now != state {
-			state = now
-			emit(watchEvent{Event: "update_state", UpdateState: string(state)})
+		case <-changed:
+			changed = nil
+			ticker := time.NewTicker(*interval)
+			defer ticker.Stop()
+			tick = ticker.C
+		case <-tick:
 		}
 	}
 }

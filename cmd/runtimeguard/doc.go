@@ -110,7 +110,10 @@
 //
 // watch --json prints a JSON object a line, whose event is bound,
 // current, stale, update_state or stopped, or inert (then watch ends with
-// 1: there is nothing to watch). marker --json prints the path, the state
+// 1: there is nothing to watch); each change is printed once: stale when
+// the checkout moves (and again when it moves elsewhere), current when it
+// comes back to the revision bound, update_state while it is stale.
+// marker --json prints the path, the state
 // and its reason:
 //
 //	$ runtimeguard marker --json ~/.hermes/.hermes-update-in-progress

@@ -389,7 +389,8 @@ func TestStatusOfUnbornBranchAmongOthers(t *testing.T) {
 func TestWatchPrintsChangesAndStopsOnSignal(t *testing.T) {
 	t.Parallel() // processes, files and repositories of its own
 	module, rev := checkout(t)
-	cmd := commandProcess("watch", "--module", module, "--home", gittest.TempDir(t), "--interval", "20ms")
+	home := gittest.TempDir(t)
+	cmd := commandProcess("watch", "--module", module, "--home", home, "--interval", "20ms")
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
@@ -416,8 +417,22 @@ func TestWatchPrintsChangesAndStopsOnSignal(t *testing.T) {
 	moved := commitChange(t, module)
 	assert.Contains(t, next(), "stale "+moved+" update_state=unverified")
 
+	// Every change after it, each once: current again, moved again, moved
+	// elsewhere, the update state.
+	dir := filepath.Dir(module)
+	git(t, dir, "reset", "-q", "--hard", rev)
+	assert.Contains(t, next(), " current "+rev)
+	git(t, dir, "reset", "-q", "--hard", moved)
+	assert.Contains(t, next(), " stale "+moved+" update_state=unverified")
+	again := gittest.Commit(t, dir, "run_agent.py", "class AIAgent: changed = 2\n")
+	assert.Contains(t, next(), " stale "+again+" update_state=unverified")
+	writeMarkerFile(t, filepath.Join(home, ".hermes-update-in-progress"), os.Getpid(), time.Now())
+	assert.Contains(t, next(), " stale update_state=active")
+	git(t, dir, "reset", "-q", "--hard", rev)
+	assert.Contains(t, next(), " current "+rev)
+
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	assert.Contains(t, next(), "stopped")
+	assert.Contains(t, next(), "stopped", "nothing printed twice")
 	require.NoError(t, cmd.Wait(), "watch exits 0 on SIGTERM")
 }
 

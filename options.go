@@ -184,12 +184,21 @@ type config struct {
 	// unsupportedMessage is the stale message when the checkout turned
 	// into a format the guard does not read: a restart would fail too.
 	unsupportedMessage string
+
+	// updaterKey names what the reads of the updater's files touch
+	// besides the module's directory: the home, the interpreter's install
+	// root, the link. See updaterExecutor.
+	updaterKey string
+	// ux runs the reads of the updater's files for the options' own
+	// module path (those of an unbound guard, of Observe, the home's
+	// links): see updaterExecutor.
+	ux *check.Executor
 }
 
 // resolveOn validates opts and applies its defaults, with what it reads
-// of the file system (the links of the home) run on x: a guard's executor for the updater's
-// files.
-func (opts *Options) resolveOn(e *env, x *check.Executor) (*config, error) {
+// of the file system (the links of the home) run on the executor of the
+// updater's files for opts.ModulePath (see updaterExecutor).
+func (opts *Options) resolveOn(e *env) (*config, error) {
 	if opts.MaxMarkerAge < 0 {
 		return nil, optionError("Options.MaxMarkerAge", opts.MaxMarkerAge, "is negative")
 	}
@@ -251,13 +260,24 @@ func (opts *Options) resolveOn(e *env, x *check.Executor) (*config, error) {
 		c.link = abs
 	}
 	// A layout without a marker (one with a Link) keeps nothing in a home.
-	if home := homeDir(opts.HomeDir, &layout); home != "" && layout.Marker != "" {
+	home := homeDir(opts.HomeDir, &layout)
+	if home != "" && layout.Marker != "" {
 		abs, err := filepath.Abs(home)
 		if err != nil {
 			return nil, optionError("Options.HomeDir", home, "cannot be made absolute: "+err.Error())
 		}
 		home = abs
-		c.homes = newUpdaterHomes(home, layout.Profiles, e.now, x, cmp.Or(opts.ReadTimeout, DefaultReadTimeout))
+	} else {
+		home = ""
+	}
+	c.updaterKey = strings.Join([]string{home, c.installRoot, c.link}, "\x00")
+	module := ""
+	if opts.ModulePath != "" {
+		module, _ = gitread.Abs(opts.ModulePath) // "" where it cannot be made absolute: Capture says why
+	}
+	c.ux = c.updaterExecutor(module)
+	if home != "" {
+		c.homes = newUpdaterHomes(home, layout.Profiles, e.now, c.ux, cmp.Or(opts.ReadTimeout, DefaultReadTimeout))
 		c.markerRel = filepath.FromSlash(layout.Marker)
 		c.receiptRel = filepath.FromSlash(layout.Receipt)
 		c.historyRel = filepath.FromSlash(layout.ReceiptHistory)
@@ -310,6 +330,31 @@ func (opts *Options) resolveOn(e *env, x *check.Executor) (*config, error) {
 	}
 	c.requireCheckout = opts.RequireCheckout
 	return c, nil
+}
+
+// updaterExecutor is the process's executor of the reads of the
+// updater's files (markers, recovery markers, receipts, the checkout
+// lock, plans) for a guard of c whose configured module path is abs (""
+// for none): one per updater install, as what the reads touch names it
+// (the home, the interpreter's install root, the link, the module's
+// directory), shared by every guard, diagnostic and plan of the process
+// that reads it. So a file system that stops answering holds one
+// goroutine per install, whatever the number of calls, and slows only the
+// guards that read it.
+func (c *config) updaterExecutor(abs string) *check.Executor {
+	dir := ""
+	if abs != "" {
+		dir = filepath.Dir(abs)
+	}
+	return check.Shared("updater\x00" + c.updaterKey + "\x00" + dir)
+}
+
+// checkoutExecutor is the process's executor of the looks at the
+// checkout the configured module path abs leads to (stats, full reads,
+// binds): one per directory of a module path, shared by every guard of
+// the process that reads it, as updaterExecutor's are.
+func checkoutExecutor(abs string) *check.Executor {
+	return check.Shared("checkout\x00" + filepath.Dir(abs))
 }
 
 // log is the logger of what an operator must know (a guard inert at

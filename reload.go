@@ -117,7 +117,7 @@ func (g *Guard) PlanReload(ctx context.Context) (*Plan, error) {
 	if b.receiptsAt == nil {
 		return nil, notReady("the updater's layout has no receipt, or no home directory is known")
 	}
-	t, stuck := check.Submit(ctx, &g.ux, nil, cfg.timeout, func(t *check.Task[planResult]) {
+	t, stuck := check.Submit(ctx, b.ux, nil, cfg.timeout, func(t *check.Task[planResult]) {
 		t.Val.r, t.Val.err = g.lockAndPlan(ctx, cfg, b)
 	}, func(t *check.Task[planResult]) {
 		if r := t.Val.r; r != nil {

@@ -32,9 +32,12 @@ type binding struct {
 	// the guard binds anew.
 	sig, replaced *signal
 
-	// obs is the lane of the reads of a stale answer on the guard's
-	// executor of the updater's files, diag of a diagnostic's
-	// (Guard.Observe), which reads the receipts too.
+	// ux runs the reads of the updater's files for the binding (stale
+	// answers, diagnostics, plans, the listing of the receipts): see
+	// config.updaterExecutor. obs is the lane of the reads of a stale
+	// answer on it, diag of a diagnostic's (Guard.Observe), which reads
+	// the receipts too.
+	ux   *check.Executor
 	obs  check.Lane[Observation]
 	diag check.Lane[Observation]
 	// answered is the latest stale answer's read of the updater's files:
@@ -61,16 +64,19 @@ type answeredRead struct {
 	o      Observation
 }
 
-// newBinding returns a binding of the configured path abs that has read
-// nothing yet, whose looks run on x and are counted in counts (nil for
-// none).
-func newBinding(x *check.Executor, abs string, boundAt time.Time, guardClosed *atomic.Bool, counts *counters) *binding {
+// newBinding returns a binding of the configured path abs, for a guard
+// of cfg, that has read nothing yet: its looks run on the process's
+// executor of that checkout, its reads of the updater's files on that of
+// its install (see config.updaterExecutor), and they are counted in
+// counts (nil for none).
+func newBinding(cfg *config, abs string, boundAt time.Time, guardClosed *atomic.Bool, counts *counters) *binding {
 	var reads, timeouts *atomic.Uint64
 	if counts != nil {
 		reads, timeouts = &counts.fullReads, &counts.readTimeouts
 	}
 	return &binding{
-		Binding: check.NewBinding(x, abs, guardClosed, reads, timeouts, checkErrors),
+		Binding: check.NewBinding(checkoutExecutor(abs), abs, guardClosed, reads, timeouts, checkErrors),
+		ux:      cfg.updaterExecutor(abs),
 		boundAt: boundAt, sig: newSignal(), replaced: newSignal(),
 	}
 }

@@ -159,9 +159,10 @@ func NewReloader(ctx context.Context, g *Guard, opts ReloaderOptions) (*Reloader
 }
 
 // Done returns a channel that is closed once the Reloader stopped: its
-// context is done, and no reload is under way. A Restart or Handover under
-// way is waited for (nothing else can end it): it must return once its
-// context is done. Until it returns, the guard stays stale and its 409s
+// context is done, no reload is under way, and the message to the service
+// manager in flight, if any, was sent or given up on (within a second). A
+// Restart or Handover under way is waited for (nothing else can end it):
+// it must return once its context is done. Until it returns, the guard stays stale and its 409s
 // say a restart is scheduled.
 func (rl *Reloader) Done() <-chan struct{} { return rl.done }
 
@@ -329,6 +330,7 @@ func (rl *Reloader) carryOut(ctx context.Context, plan *Plan) {
 		return
 	}
 	if rl.handover != nil {
+		rl.flush()
 		err := rl.callHost(log, "handover", rl.handover, ctx, plan)
 		rl.abandon(plan, log, "the handover failed", err)
 		rl.notify((*systemd.Notifier).Ready, "serving "+shortRev(plan.From)+", stale: reload abandoned: the handover failed")
@@ -476,10 +478,12 @@ func (rl *Reloader) initNotifier() {
 }
 
 // note is a message to the service manager: what send says, with the
-// status line.
+// status line; or, where flushed is set, a mark closed once the messages
+// before it were sent or given up on.
 type note struct {
-	send   func(*systemd.Notifier, string) error
-	status string
+	send    func(*systemd.Notifier, string) error
+	status  string
+	flushed chan struct{}
 }
 
 // maxNotes bounds the messages queued for the service manager: past it
@@ -495,7 +499,7 @@ func (rl *Reloader) notify(send func(*systemd.Notifier, string) error, status st
 		return
 	}
 	select {
-	case rl.notes <- note{send, status}:
+	case rl.notes <- note{send: send, status: status}:
 	default:
 		rl.lost("queue", status, fmt.Errorf("%d messages before it wait for the service manager to take them", maxNotes))
 	}
@@ -509,6 +513,10 @@ func (rl *Reloader) tell(ctx context.Context) {
 	defer close(rl.told)
 	failed := false
 	for n := range rl.notes {
+		if n.flushed != nil {
+			close(n.flushed)
+			continue
+		}
 		if failed && ctx.Err() != nil {
 			continue
 		}
@@ -525,6 +533,28 @@ func (rl *Reloader) tell(ctx context.Context) {
 			}
 			rl.lost(kind, n.status, err)
 		}
+	}
+}
+
+// flush waits, at most systemd.Timeout, for the messages queued for the
+// service manager to be sent or given up on: before a handover, which
+// replaces or ends the process, so that the manager hears RELOADING=1
+// from the old code where it takes messages at all.
+func (rl *Reloader) flush() {
+	if rl.notifier == nil {
+		return
+	}
+	mark := note{flushed: make(chan struct{})}
+	select {
+	case rl.notes <- mark:
+	default:
+		return // full: the manager takes nothing
+	}
+	t := time.NewTimer(systemd.Timeout)
+	defer t.Stop()
+	select {
+	case <-mark.flushed:
+	case <-t.C:
 	}
 }
 

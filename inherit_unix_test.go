@@ -143,17 +143,25 @@ func activate(t *testing.T, mode string, files []*os.File, env ...string) (*exec
 	return cmd, bufio.NewScanner(out)
 }
 
+// listenerFile is a TCP listener on the loopback interface and a copy of
+// its descriptor to pass, both closed when the test ends.
+func listenerFile(t *testing.T) (*net.TCPListener, *os.File) {
+	t.Helper()
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	f, err := ln.File()
+	require.NoError(t, err)
+	t.Cleanup(func() { f.Close() })
+	return ln, f
+}
+
 // Socket activation passing a stream socket, a datagram socket (HTTP/3
 // beside HTTP), a FIFO and a file: Inherit takes them all, each as the
 // host can serve it, named, close-on-exec, and the variables are gone.
 func TestInheritTakesEveryKind(t *testing.T) {
 	dir := tempDir(t)
-	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	require.NoError(t, err)
-	defer ln.Close()
-	lf, err := ln.File()
-	require.NoError(t, err)
-	defer lf.Close()
+	ln, lf := listenerFile(t)
 	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	require.NoError(t, err)
 	defer udp.Close()
@@ -217,12 +225,7 @@ func TestInheritTakesEveryKind(t *testing.T) {
 // open for the host; Inherit says why.
 func TestInheritTakesNothingItWasNotGiven(t *testing.T) {
 	dir := tempDir(t)
-	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	require.NoError(t, err)
-	defer ln.Close()
-	lf, err := ln.File()
-	require.NoError(t, err)
-	defer lf.Close()
+	_, lf := listenerFile(t)
 	cmd, sc := activate(t, "overcount", []*os.File{lf}, "LISTEN_FDS=1", "RUNTIMEGUARD_TEST_DIR="+dir)
 	var report []string
 	for sc.Scan() {

@@ -7,12 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/runtimeguard/runtimeguard/internal/systemd"
@@ -523,15 +521,13 @@ func (rl *Reloader) tell(ctx context.Context) {
 		err := n.send(rl.notifier, n.status)
 		failed = err != nil
 		if err != nil {
-			kind := err.Error()
-			var errno syscall.Errno
-			switch {
-			case errors.Is(err, os.ErrDeadlineExceeded):
-				kind = "timeout"
-			case errors.As(err, &errno):
-				kind = errno.Error()
+			// The kind of a failure is its innermost error: a timeout,
+			// a socket that is gone, a permission refused.
+			kind := err
+			for u := errors.Unwrap(kind); u != nil; u = errors.Unwrap(kind) {
+				kind = u
 			}
-			rl.lost(kind, n.status, err)
+			rl.lost(kind.Error(), n.status, err)
 		}
 	}
 }

@@ -28,6 +28,8 @@ that speaks the update protocol a runtime guard reads:
   3. write the marker (this process's ID, the time and its creation
      time; claimed exclusively, where none was and where a stale one
      was, so of two updaters started at once one goes on), record HEAD;
+     the claim and the release hold the updater's own sidecar lock,
+     <marker>.lock, as Hermes's marker.sh does, and leave it in place;
   4. write a receipt with outcome "running";
   5. run COMMAND;
   6. write the receipt: "success" only if COMMAND exited 0, HEAD is

@@ -24,9 +24,11 @@
 // unchanged by one system call (an inotify watch of every file the answer
 // depends on); elsewhere, and where events cannot be trusted, by one stat
 // of each of those files. No check waits for the file system longer than
-// [Options.ReadTimeout]: stats and reads run on a goroutine of their own,
-// one per binding at a time, so a file system that stops answering costs a
-// goroutine, not one per request, and the check fails closed.
+// [Options.ReadTimeout]: stats and reads run on a goroutine the process
+// keeps for what they read (one per checkout directory, one per updater
+// install, shared by every guard), one at a time, so a file system that
+// stops answering costs a goroutine, not one per request or per guard,
+// and the check fails closed.
 //
 // # The API, and why each name exists
 //
@@ -87,7 +89,8 @@
 //   - [Notify]: a line to the service manager (systemd's NOTIFY_SOCKET),
 //     beside those a [Reloader] sends by itself.
 //   - [ExecHandover], [Inherit], [Inherited]: a reload by re-executing this
-//     program, keeping its pid and its listening sockets.
+//     program, keeping its pid and its listening sockets; [Inherit] also
+//     takes what socket activation passes, of every kind.
 //   - [GitSyncLayout]: kubernetes/git-sync as the updater, its link's flip
 //     as the proof.
 //

@@ -78,6 +78,12 @@ func classed(class error, format string, args ...any) error {
 	return &classError{fmt.Errorf(format, args...), class}
 }
 
+// errNilContext is the error of op, given a nil context: said at once, as
+// net/http says it, rather than a panic on a goroutine of the call's own.
+func errNilContext(op string) error {
+	return fmt.Errorf("runtimeguard: %s: nil Context", op)
+}
+
 // classWords is what class, one of the package's errors, says without the
 // package's prefix: for a message that names it and has the prefix once,
 // at its start, already.

@@ -64,28 +64,20 @@ type Identity struct {
 // share its binding's proof that no file changed, the look at the checkout
 // (see [Guard.EnsureCurrent]) and the read of the updater's files of a
 // stale answer; nothing they share is locked on the watch path. Every
-// touch of the file system of a guard runs on a goroutine of its own, one
-// at a time (one for the checkout, one for the updater's files), and no
-// call waits for it past [Options.ReadTimeout] (or its context): a file
-// system that hangs holds that goroutine, and nothing else, until it
-// answers.
+// touch of the file system of a guard runs on a goroutine the process
+// keeps for what it reads, one at a time (one for the checkout's
+// directory, one for the updater's install, shared with every guard and
+// [Observe] of the process that reads the same), and no call waits for it
+// past [Options.ReadTimeout] (or its context): a file system that hangs
+// holds that goroutine, and nothing else, until it answers, however many
+// calls come meanwhile.
 type Guard struct {
 	cfg  *config   // set by New, or once by the first use of a zero Guard
 	once sync.Once // resolves cfg for the zero Guard
 
-	// x runs the guard's reads of its checkout, ux its reads of the
-	// updater's files (and plans): a home that hangs does not hold up the
-	// checks of a checkout that answers.
-	x, ux      check.Executor
-	bindMu     sync.Mutex // serializes the swaps of bound, and Close's look at it
-	bound      atomic.Pointer[binding]
-	first      atomic.Pointer[signal] // the change signal of Capture's bindings
-	staleSeen  atomic.Bool            // a stale check was logged since the last current one
-	staleCount atomic.Uint64
-	// staleLogged is when a stale check was last logged (Unix
-	// nanoseconds), and staleUnlogged how many were refused since.
-	staleLogged   atomic.Int64
-	staleUnlogged atomic.Uint64
+	bindMu sync.Mutex // serializes the swaps of bound, and Close's look at it
+	bound  atomic.Pointer[binding]
+	first  atomic.Pointer[signal] // the change signal of Capture's bindings
 
 	unboundObs  check.Lane[Observation] // the reads of the updater's files of an unbound guard
 	unboundDiag check.Lane[Observation] // and of its diagnostics
@@ -117,7 +109,7 @@ func New(opts Options) (*Guard, error) {
 
 func newGuard(opts Options, e *env) (*Guard, error) {
 	g := new(Guard)
-	cfg, err := opts.resolveOn(e, &g.ux)
+	cfg, err := opts.resolveOn(e)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +129,7 @@ func (g *Guard) config() *config {
 	g.once.Do(func() {
 		if g.cfg == nil {
 			var zero Options
-			g.cfg, _ = zero.resolveOn(systemEnv, &g.ux) // the zero Options is valid
+			g.cfg, _ = zero.resolveOn(systemEnv) // the zero Options is valid
 		}
 		// A guard dropped without Close closes the pidfd its stale
 		// answers kept once the collector finds it.
@@ -199,7 +191,7 @@ func (g *Guard) Capture(modulePath string) error {
 // path must lead to the same module.
 func (g *Guard) captureBound(cfg *config, b *binding, abs string) error {
 	if abs != b.Configured() { // the same path is verified as a check is, within ReadTimeout
-		t, stuck := check.Submit(context.Background(), &g.x, nil, cfg.timeout, func(t *check.Task[string]) {
+		t, stuck := check.Submit(context.Background(), checkoutExecutor(abs), nil, cfg.timeout, func(t *check.Task[string]) {
 			t.Val, _ = gitread.ResolvePath(abs)
 		}, nil)
 		if stuck != nil {
@@ -279,9 +271,9 @@ func (g *Guard) captureNew(cfg *config, abs string) (*binding, error) {
 // epoll descriptor, an eventfd and a descriptor of /proc/self/mountinfo;
 // while a stale answer found an update under way, a descriptor of the
 // updater's process (Linux); and, while it works on the file system, one
-// goroutine for its checkout and one for the updater's files, each of
-// which ends once its work is done: a file system that does not answer
-// holds it until it answers.
+// goroutine for its checkout and one for the updater's files, shared with
+// the other guards that read the same, each of which ends once its work
+// is done: a file system that does not answer holds it until it answers.
 func (g *Guard) Close() error {
 	g.closed.Store(true)
 	g.closedSignal().fire()
@@ -337,9 +329,9 @@ func (g *Guard) bind(ctx context.Context, cfg *config, abs string) (*binding, er
 			}
 			backoff = min(2*backoff, maxBindBackoff)
 		}
-		b := newBinding(&g.x, abs, cfg.stamp, e.now(), &g.closed, &g.counts)
+		b := newBinding(cfg, abs, e.now(), &g.closed, &g.counts)
 		// The receipts are listed before the read: see binding.receiptsAt.
-		rf, stuck := check.Submit(ctx, &g.ux, nil, cfg.timeout, func(t *check.Task[*updater.ReceiptFiles]) {
+		rf, stuck := check.Submit(ctx, b.ux, nil, cfg.timeout, func(t *check.Task[*updater.ReceiptFiles]) {
 			t.Val = cfg.listReceipts()
 		}, nil)
 		if stuck != nil {
@@ -421,8 +413,8 @@ func (g *Guard) EnsureCurrent() error {
 	cfg := g.config()
 	rev, err := b.Current(cfg.env, cfg.alwaysRead, cfg.timeout)
 	if err == nil && rev == b.id.Revision {
-		if g.staleSeen.Load() {
-			g.staleSeen.Store(false)
+		if b.staleSeen.Load() && b.staleSeen.CompareAndSwap(true, false) {
+			g.logCurrentAgain(cfg, b)
 		}
 		return nil
 	}
@@ -485,8 +477,7 @@ func (g *Guard) Observe() Observation {
 // [*OptionError], for options that describe no install, or a module path
 // that cannot be made absolute.
 func Observe(opts Options) (Observation, error) {
-	var x check.Executor // the options' own, as a guard's
-	cfg, err := opts.resolveOn(systemEnv, &x)
+	cfg, err := opts.resolveOn(systemEnv)
 	if err != nil {
 		return Observation{}, err
 	}
@@ -498,7 +489,7 @@ func Observe(opts Options) (Observation, error) {
 		}
 		src = filepath.Dir(abs)
 	}
-	t, stuck := check.Submit(context.Background(), &x, nil, cfg.timeout, func(t *check.Task[Observation]) {
+	t, stuck := check.Submit(context.Background(), cfg.ux, nil, cfg.timeout, func(t *check.Task[Observation]) {
 		dir := src
 		if opts.ModulePath != "" {
 			// A module path that leads nowhere still names a directory
@@ -552,12 +543,12 @@ const staleReuse = 10 * time.Millisecond
 // the install directories are those the module path leads to now (see
 // check.Binding.InstallDirs).
 func (g *Guard) observeRead(ctx context.Context, cfg *config, b *binding, rr receiptRead, resolve bool) Observation {
-	l, src := &g.unboundObs, ""
+	x, l, src := cfg.ux, &g.unboundObs, ""
 	if rr.read {
 		l = &g.unboundDiag
 	}
 	if b != nil {
-		l, src = &b.obs, b.id.SourceDir
+		x, l, src = b.ux, &b.obs, b.id.SourceDir
 		if rr.read {
 			l = &b.diag
 		}
@@ -565,7 +556,7 @@ func (g *Guard) observeRead(ctx context.Context, cfg *config, b *binding, rr rec
 	if rr.since != nil {
 		l = nil // a read of its own
 	}
-	t, stuck := check.Submit(ctx, &g.ux, l, cfg.timeout, func(t *check.Task[Observation]) {
+	t, stuck := check.Submit(ctx, x, l, cfg.timeout, func(t *check.Task[Observation]) {
 		defer func() {
 			if p := recover(); p != nil {
 				t.Val = cfg.unknownObservation(fmt.Sprintf("reading the updater's files panicked: %v", p), src)
@@ -611,11 +602,12 @@ const staleLogInterval = 10 * time.Second
 // Debug, at most one per cfg.staleLogEvery with the number refused since,
 // none for a binding the guard no longer uses (a check that began before
 // a Plan.Bind). An update state that is unknown comes with its reason.
+// stale_checks counts b's stale checks: a guard bound anew counts from one.
 func (g *Guard) logStale(cfg *config, b *binding, se *StaleError, o *Observation) {
 	if g.bound.Load() != b {
 		return
 	}
-	n := g.staleCount.Add(1)
+	n := b.staleCount.Add(1)
 	msg, again := "runtimeguard: the loaded runtime is stale", "runtimeguard: stale runtime refused again"
 	if errors.Is(se.Err, errors.ErrUnsupported) {
 		const why = ": the checkout's repository format is not supported, so a restart would fail too"
@@ -626,22 +618,32 @@ func (g *Guard) logStale(cfg *config, b *binding, se *StaleError, o *Observation
 		attrs = append(attrs, "update_state_reason", o.MarkerReason)
 	}
 	now := time.Now().UnixNano()
-	if g.staleSeen.CompareAndSwap(false, true) {
-		g.staleLogged.Store(now)
-		g.staleUnlogged.Store(0)
+	if b.staleSeen.CompareAndSwap(false, true) {
+		b.staleLogged.Store(now)
+		b.staleUnlogged.Store(0)
 		cfg.log().Warn(msg, attrs...)
 		return
 	}
 	if cfg.logger == nil {
 		return // slog.Default() hears of the first only
 	}
-	g.staleUnlogged.Add(1)
-	last := g.staleLogged.Load()
-	if now-last < int64(cfg.staleLogEvery) || !g.staleLogged.CompareAndSwap(last, now) {
+	b.staleUnlogged.Add(1)
+	last := b.staleLogged.Load()
+	if now-last < int64(cfg.staleLogEvery) || !b.staleLogged.CompareAndSwap(last, now) {
 		return
 	}
-	attrs = append(attrs, "refused_since_last_log", g.staleUnlogged.Swap(0), "since", time.Duration(now-last).Round(time.Millisecond))
+	attrs = append(attrs, "refused_since_last_log", b.staleUnlogged.Swap(0), "since", time.Duration(now-last).Round(time.Millisecond))
 	cfg.logger.Debug(again, attrs...)
+}
+
+// logCurrentAgain logs, at Info, that b's checkout is at the bound
+// revision again after a stale check was logged: once per return, with
+// b's stale checks so far, as logStale counts them.
+func (g *Guard) logCurrentAgain(cfg *config, b *binding) {
+	if g.bound.Load() != b {
+		return
+	}
+	cfg.log().Info("runtimeguard: the loaded runtime is current again", "revision", b.id.Revision, "stale_checks", b.staleCount.Load())
 }
 
 // env is the part of the environment a guard touches, replaceable per

@@ -525,12 +525,13 @@ func TestLoggerWarnsOnceThenDebugs(t *testing.T) {
 	assert.Contains(t, text.String(), moved)
 	assert.Contains(t, text.String(), "update_state=unverified")
 
-	// Current again, then stale again: a new transition warns again.
+	// Current again (said at Info), then stale again: a new transition
+	// warns again.
 	git(t, dir, "reset", "-q", "--hard", loaded)
 	require.NoError(t, g.EnsureCurrent())
 	git(t, dir, "reset", "-q", "--hard", moved)
 	require.Error(t, g.EnsureCurrent())
-	assert.Equal(t, []slog.Level{slog.LevelWarn, slog.LevelWarn}, h.levels())
+	assert.Equal(t, []slog.Level{slog.LevelWarn, slog.LevelInfo, slog.LevelWarn}, h.levels())
 }
 
 func TestMiddlewareNegotiatesProblemDetails(t *testing.T) {

@@ -2,6 +2,7 @@ package runtimeguard
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 )
@@ -35,13 +36,38 @@ type ExecHandover struct {
 	Resume func(listeners []net.Listener) error
 }
 
+// check refuses a Handover whose arguments describe none.
+func (h *ExecHandover) check(ctx context.Context, plan *Plan) error {
+	switch {
+	case ctx == nil:
+		return errNilContext("exec handover")
+	case plan == nil:
+		return errors.New("runtimeguard: exec handover: no plan")
+	case h.Quiesce == nil || h.Resume == nil:
+		return errors.New("runtimeguard: exec handover: Quiesce and Resume must be set")
+	}
+	return nil
+}
+
 // Inherited is what an [ExecHandover] passed the image it started, or
-// the sockets a service manager passed it: see [Inherit].
+// the descriptors a service manager passed it: see [Inherit].
 type Inherited struct {
 	// Listeners are the sockets kept, in the order of
-	// [ExecHandover.Listeners]; or a service manager's, in the order of
-	// LISTEN_FDS.
+	// [ExecHandover.Listeners]; or a service manager's listening sockets
+	// (stream or sequential packets), in the order of LISTEN_FDS.
 	Listeners []net.Listener
+	// PacketConns are a service manager's datagram sockets (UDP, such as
+	// HTTP/3's; Unix datagram sockets, such as a syslog socket), in the
+	// order of LISTEN_FDS. An [ExecHandover] keeps none: they are closed
+	// at its exec.
+	PacketConns []net.PacketConn
+	// Files are the other descriptors a service manager passed, handed
+	// back to the host as they are, each named by LISTEN_FDNAMES (see
+	// [os.File.Name]; "unknown" without it) in the order of LISTEN_FDS: a
+	// FIFO, a regular file, a device, a connected socket (Accept=yes), a
+	// socket of a family the net package does not serve (netlink). An
+	// [ExecHandover] keeps none.
+	Files []*os.File
 	// ExpectRevision and ExpectReceipt are the plan's revision and the ID
 	// of the receipt that proved it: set them as [Options.ExpectRevision]
 	// and [Options.ExpectReceipt], so that New binds only to the planned

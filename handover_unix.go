@@ -32,8 +32,8 @@ var handoverEnv = []string{handoverPIDEnv, handoverFDsEnv, handoverRevisionEnv, 
 // the plan's lock. It returns only when that failed, after the host
 // resumed serving on the same sockets.
 func (h *ExecHandover) Handover(ctx context.Context, plan *Plan) error {
-	if h.Quiesce == nil || h.Resume == nil {
-		return errors.New("runtimeguard: exec handover: Quiesce and Resume must be set")
+	if err := h.check(ctx, plan); err != nil {
+		return err
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -152,14 +152,24 @@ func isHandoverEnv(name string) bool {
 }
 
 // Inherit returns the sockets and the plan the [ExecHandover] that started
-// this image passed it. In an image no handover started, it returns the
-// listening sockets a service manager passed instead (socket activation,
-// sd_listen_fds(3): LISTEN_PID naming this process, LISTEN_FDS
-// descriptors from 3 on), with no plan; nil, with no error, when there
-// are none. Variables for another process (they name its ID) are none.
-// It unsets the variables of both, so that no child process takes them
-// for its own, and marks the descriptors close-on-exec. Variables that
-// describe no handover are an error.
+// this image passed it. In an image no handover started, it returns what a
+// service manager passed instead, as sd_listen_fds(3) takes it (socket
+// activation: LISTEN_PID naming this process, LISTEN_FDS descriptors from
+// 3 on, named by LISTEN_FDNAMES), with no plan: every kind of descriptor,
+// the listening sockets as [Inherited].Listeners, the datagram sockets as
+// PacketConns, and anything else handed back as Files, never failing the
+// rest for one it cannot serve. nil, with no error, when there are none.
+// Variables for another process (they name its ID) are none.
+//
+// It takes only descriptors passed across an exec: each must be open and
+// not marked close-on-exec (a descriptor this process opened itself, such
+// as a log file or the Go runtime's own, is marked so), else Inherit is an
+// error that takes, closes and changes no descriptor at all (a LISTEN_FDS
+// that counts past what was passed). It closes nothing it was not given,
+// unsets the variables of both, as sd_listen_fds with unset_environment
+// does, so that no child process takes them for its own, and marks the
+// descriptors it takes close-on-exec. Variables that describe no handover
+// are an error.
 func Inherit() (*Inherited, error) {
 	defer func() {
 		for _, v := range handoverEnv {
@@ -179,9 +189,8 @@ func Inherit() (*Inherited, error) {
 		if err != nil || fd < 3 {
 			return nil, fmt.Errorf("runtimeguard: inherit: %q is no descriptor", s)
 		}
-		var st syscall.Stat_t
-		if err := syscall.Fstat(fd, &st); err != nil {
-			return nil, fmt.Errorf("runtimeguard: inherit: descriptor %d: %w", fd, err)
+		if err := systemd.Passed(fd); err != nil {
+			return nil, fmt.Errorf("runtimeguard: inherit: %w", err)
 		}
 		syscall.CloseOnExec(fd)
 		return os.NewFile(uintptr(fd), "inherited"), nil
@@ -216,8 +225,7 @@ func Inherit() (*Inherited, error) {
 	return in, nil
 }
 
-// activated returns the listening sockets a service manager passed, as
-// Inherit does.
+// activated returns what a service manager passed, as Inherit does.
 func activated() (*Inherited, error) {
 	files, err := systemd.ListenFiles()
 	if err != nil {
@@ -227,19 +235,22 @@ func activated() (*Inherited, error) {
 		return nil, nil
 	}
 	in := &Inherited{}
-	for i, f := range files {
-		l, err := net.FileListener(f)
-		f.Close() // the listener holds its own descriptor
-		if err != nil {
-			for _, l := range in.Listeners {
-				l.Close()
+	for _, f := range files {
+		switch systemd.KindOf(f) {
+		case systemd.Listening:
+			if l, err := net.FileListener(f); err == nil {
+				f.Close() // the listener holds its own descriptor
+				in.Listeners = append(in.Listeners, l)
+				continue
 			}
-			for _, f := range files[i+1:] {
-				f.Close()
+		case systemd.Datagram:
+			if c, err := net.FilePacketConn(f); err == nil {
+				f.Close() // the connection holds its own descriptor
+				in.PacketConns = append(in.PacketConns, c)
+				continue
 			}
-			return nil, fmt.Errorf("runtimeguard: inherit: the socket %s: %w", f.Name(), err)
 		}
-		in.Listeners = append(in.Listeners, l)
+		in.Files = append(in.Files, f) // the host's to serve, as passed
 	}
 	return in, nil
 }

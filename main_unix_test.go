@@ -12,6 +12,9 @@ import (
 var cleanups []string
 
 func TestMain(m *testing.M) {
+	if mode := os.Getenv(inheritChildEnv); mode != "" {
+		os.Exit(inheritChild(mode))
+	}
 	code := m.Run()
 	if benchRepo.root != "" {
 		os.RemoveAll(benchRepo.root)

@@ -41,6 +41,11 @@ func TestEveryRejectedOptionIsAnOptionError(t *testing.T) {
 		{Options{ExpectRevision: "abc", ModulePath: "x.py"}, "Options.ExpectRevision", "abc"},
 		{Options{ExpectRevision: rev}, "Options.ExpectRevision", rev},
 		{Options{ExpectReceipt: "update_id:1"}, "Options.ExpectReceipt", "update_id:1"},
+		{Options{ExpectReceipt: "update_id:1", ExpectRevision: rev}, "Options.ExpectRevision", rev},
+		// A guard that binds nothing at New could not require anything
+		// of a checkout, and would say nothing.
+		{Options{RequireCheckout: true}, "Options.RequireCheckout", true},
+		{Options{RequireCheckout: true, HomeDir: tempDir(t), Python: "python3"}, "Options.RequireCheckout", true},
 		{withLayout(func(l *Layout) { l.Marker = "" }), "Layout.Marker", ""},
 		{withLayout(func(l *Layout) { l.Marker = "../marker" }), "Layout.Marker", "../marker"},
 		{withLayout(func(l *Layout) { l.DefaultHome = "/abs" }), "Layout.DefaultHome", "/abs"},

@@ -37,7 +37,8 @@ type Options struct {
 	// [ErrNotCheckout], naming why, in [New] and [Guard.Capture]. False: the
 	// guard binds to such an install without Git, by its module file and
 	// build stamp (see [Identity]), says why Git does not identify it in
-	// [Observation].Unguarded and logs it once at Warn.
+	// [Observation].Unguarded and logs it once at Warn. It needs
+	// ModulePath: without one it is an [*OptionError].
 	RequireCheckout bool
 	// ExpectReceipt is the ID ([Receipt].ID) of the receipt whose reload
 	// plan started this process, for the new process of a handover: New
@@ -117,7 +118,10 @@ type Options struct {
 	// Logger receives the guard's transitions: a guard bound without Git, at
 	// Warn; the first stale check at Warn, later ones at Debug, at most
 	// one line every ten seconds, with the number of checks refused since
-	// the line before; a reload bound. Nil: slog.Default() receives them,
+	// the line before (stale_checks counts those of the binding, from one
+	// again once the guard binds anew); a stale guard whose checkout came
+	// back to the bound revision, once, at Info; a reload bound, in one
+	// line at Info. Nil: slog.Default() receives them,
 	// but for the Debug lines of repeated stale checks; so does a
 	// [Reloader]'s reloads, done or abandoned.
 	Logger *slog.Logger
@@ -182,12 +186,21 @@ type config struct {
 	// unsupportedMessage is the stale message when the checkout turned
 	// into a format the guard does not read: a restart would fail too.
 	unsupportedMessage string
+
+	// updaterKey names what the reads of the updater's files touch
+	// besides the module's directory: the home, the interpreter's install
+	// root, the link. See updaterExecutor.
+	updaterKey string
+	// ux runs the reads of the updater's files for the options' own
+	// module path (those of an unbound guard, of Observe, the home's
+	// links): see updaterExecutor.
+	ux *check.Executor
 }
 
 // resolveOn validates opts and applies its defaults, with what it reads
-// of the file system (the links of the home) run on x: a guard's executor for the updater's
-// files.
-func (opts *Options) resolveOn(e *env, x *check.Executor) (*config, error) {
+// of the file system (the links of the home) run on the executor of the
+// updater's files for opts.ModulePath (see updaterExecutor).
+func (opts *Options) resolveOn(e *env) (*config, error) {
 	if opts.MaxMarkerAge < 0 {
 		return nil, optionError("Options.MaxMarkerAge", opts.MaxMarkerAge, "is negative")
 	}
@@ -259,13 +272,24 @@ func (opts *Options) resolveOn(e *env, x *check.Executor) (*config, error) {
 		c.link = abs
 	}
 	// A layout without a marker (one with a Link) keeps nothing in a home.
-	if home := homeDir(opts.HomeDir, &layout); home != "" && layout.Marker != "" {
+	home := homeDir(opts.HomeDir, &layout)
+	if home != "" && layout.Marker != "" {
 		abs, err := filepath.Abs(home)
 		if err != nil {
 			return nil, optionError("Options.HomeDir", home, "cannot be made absolute: "+err.Error())
 		}
 		home = abs
-		c.homes = newUpdaterHomes(home, layout.Profiles, e.now, x, cmp.Or(opts.ReadTimeout, DefaultReadTimeout))
+	} else {
+		home = ""
+	}
+	c.updaterKey = strings.Join([]string{home, c.installRoot, c.link}, "\x00")
+	module := ""
+	if opts.ModulePath != "" {
+		module, _ = gitread.Abs(opts.ModulePath) // "" where it cannot be made absolute: Capture says why
+	}
+	c.ux = c.updaterExecutor(module)
+	if home != "" {
+		c.homes = newUpdaterHomes(home, layout.Profiles, e.now, c.ux, cmp.Or(opts.ReadTimeout, DefaultReadTimeout))
 		c.markerRel = filepath.FromSlash(layout.Marker)
 		c.receiptRel = filepath.FromSlash(layout.Receipt)
 		c.historyRel = filepath.FromSlash(layout.ReceiptHistory)
@@ -313,8 +337,36 @@ func (opts *Options) resolveOn(e *env, x *check.Executor) (*config, error) {
 		return nil, optionError("Options.ExpectReceipt", opts.ExpectReceipt, "needs an ExpectRevision")
 	}
 	c.expectReceipt = opts.ExpectReceipt
+	if opts.RequireCheckout && opts.ModulePath == "" {
+		return nil, optionError("Options.RequireCheckout", true, "needs a ModulePath: a guard that binds nothing at New requires nothing of a checkout")
+	}
 	c.requireCheckout = opts.RequireCheckout
 	return c, nil
+}
+
+// updaterExecutor is the process's executor of the reads of the
+// updater's files (markers, recovery markers, receipts, the checkout
+// lock, plans) for a guard of c whose configured module path is abs (""
+// for none): one per updater install, as what the reads touch names it
+// (the home, the interpreter's install root, the link, the module's
+// directory), shared by every guard, diagnostic and plan of the process
+// that reads it. So a file system that stops answering holds one
+// goroutine per install, whatever the number of calls, and slows only the
+// guards that read it.
+func (c *config) updaterExecutor(abs string) *check.Executor {
+	dir := ""
+	if abs != "" {
+		dir = filepath.Dir(abs)
+	}
+	return check.Shared("updater\x00" + c.updaterKey + "\x00" + dir)
+}
+
+// checkoutExecutor is the process's executor of the looks at the
+// checkout the configured module path abs leads to (stats, full reads,
+// binds): one per directory of a module path, shared by every guard of
+// the process that reads it, as updaterExecutor's are.
+func checkoutExecutor(abs string) *check.Executor {
+	return check.Shared("checkout\x00" + filepath.Dir(abs))
 }
 
 // log is the logger of what an operator must know (a guard bound without Git at

@@ -225,8 +225,12 @@ func writeStale(w http.ResponseWriter, err error, problem bool) bool {
 // is scheduled. With [Options.ProblemDetails], a request that prefers
 // application/problem+json gets the RFC 9457 form. [Options.OnStale] sees
 // every stale answer. (A host that reloads by itself wraps its handlers
-// with [Reloader.Wrap] instead, which also drains them for a reload.)
+// with [Reloader.Wrap] instead, which also drains them for a reload.) A
+// nil next is http.DefaultServeMux, as for an http.Server.
 func (g *Guard) Middleware(next http.Handler) http.Handler {
+	if next == nil {
+		next = http.DefaultServeMux
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := g.EnsureCurrent(); err != nil {
 			g.answerStale(w, r, err)

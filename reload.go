@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -105,6 +106,9 @@ const (
 // for the timeout, ctx's error for ctx); a plan made after it gave up is
 // released.
 func (g *Guard) PlanReload(ctx context.Context) (*Plan, error) {
+	if ctx == nil {
+		return nil, errNilContext("PlanReload")
+	}
 	cfg := g.config()
 	b := g.bound.Load()
 	if b == nil {
@@ -119,7 +123,7 @@ func (g *Guard) PlanReload(ctx context.Context) (*Plan, error) {
 	if b.receiptsAt == nil {
 		return nil, notReady("the updater's layout has no receipt, or no home directory is known")
 	}
-	t, stuck := check.Submit(ctx, &g.ux, nil, cfg.timeout, func(t *check.Task[planResult]) {
+	t, stuck := check.Submit(ctx, b.ux, nil, cfg.timeout, func(t *check.Task[planResult]) {
 		t.Val.r, t.Val.err = g.lockAndPlan(ctx, cfg, b)
 	}, func(t *check.Task[planResult]) {
 		if r := t.Val.r; r != nil {
@@ -433,11 +437,20 @@ func (g *Guard) spent(id string) bool {
 // Call it after the new code was loaded: a checkout that moved while it
 // was loaded then fails here, and the guard stays stale.
 func (r *Plan) Bind(ctx context.Context) error {
+	return r.bind(ctx, nil)
+}
+
+// bind is Bind, logging the reload done to log (nil: the guard's logger,
+// with the plan's revisions and receipt).
+func (r *Plan) bind(ctx context.Context, log *slog.Logger) error {
 	if r == nil || r.g == nil {
 		return errors.New("runtimeguard: bind: the plan was not made by Guard.PlanReload")
 	}
 	g := r.g
 	defer r.Release()
+	if ctx == nil {
+		return errNilContext("bind")
+	}
 	if r.isDone() {
 		return errors.New("runtimeguard: bind: the plan was released or carried out")
 	}
@@ -477,8 +490,10 @@ func (r *Plan) Bind(ctx context.Context) error {
 	g.bindMu.Unlock()
 	r.b.Close() // the old binding's watches
 	r.b.replaced.fire()
-	g.staleSeen.Store(false)
-	cfg.log().Info("runtimeguard: bound to the reloaded code", "from", r.From, "to", r.To, "receipt", r.Receipt.ID)
+	if log == nil {
+		log = cfg.log().With("from", r.From, "to", r.To, "receipt", r.Receipt.ID)
+	}
+	log.Info("runtimeguard: reloaded")
 	return nil
 }
 
@@ -538,6 +553,9 @@ func (g *Guard) firstSignal() *signal {
 // until the guard binds anew ([Plan.Bind], [Guard.Capture]). A stale
 // check is logged as any other.
 func (g *Guard) Watch(ctx context.Context, interval time.Duration) error {
+	if ctx == nil {
+		return errNilContext("watch")
+	}
 	if interval <= 0 {
 		return fmt.Errorf("runtimeguard: watch interval %v is not positive", interval)
 	}

@@ -91,6 +91,12 @@ type Reloader struct {
 	interval time.Duration
 	logger   *slog.Logger
 	notifier *systemd.Notifier // the service manager's, if any
+	notes    chan note         // to the service manager, in order: see tell
+	told     chan struct{}     // closed once tell ended
+	notesMu  sync.Mutex        // protects notesLost
+	// notesLost are the kinds of failure of notifications logged: each
+	// once, not once per message.
+	notesLost map[string]bool
 
 	gate gate
 	wake chan struct{} // a stale request asks for an early look
@@ -101,13 +107,19 @@ type Reloader struct {
 
 // NewReloader starts a Reloader for g, which must be bound (or become
 // bound: a Reloader of an unbound guard waits for its binding). It runs
-// until ctx is done; its errors are for options that describe no reload.
+// until ctx is done; its errors are for options that describe no reload,
+// and a nil ctx.
 // Under a service manager that set NOTIFY_SOCKET (systemd's
 // Type=notify-reload), it says READY=1 at once, then RELOADING=1 and
 // READY=1 around each reload, with STATUS= lines: start it once the host
-// listens.
+// listens. It never waits for the manager: the messages go out in order
+// from a goroutine of its own, each within a second, and one the manager
+// does not take (its queue full: stuck, or gone) is lost and logged at
+// Warn, once per kind of failure; the reload goes on.
 func NewReloader(ctx context.Context, g *Guard, opts ReloaderOptions) (*Reloader, error) {
 	switch {
+	case ctx == nil:
+		return nil, errNilContext("NewReloader")
 	case g == nil:
 		return nil, errors.New("runtimeguard: NewReloader: no guard")
 	case opts.Restart == nil && opts.Handover == nil:
@@ -132,6 +144,8 @@ func NewReloader(ctx context.Context, g *Guard, opts ReloaderOptions) (*Reloader
 		logger:   cmp.Or(opts.Logger, g.config().logger),
 		wake:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
+		notes:    make(chan note, maxNotes),
+		told:     make(chan struct{}),
 	}
 	if rl.logger == nil {
 		rl.logger = slog.Default()
@@ -143,9 +157,10 @@ func NewReloader(ctx context.Context, g *Guard, opts ReloaderOptions) (*Reloader
 }
 
 // Done returns a channel that is closed once the Reloader stopped: its
-// context is done, and no reload is under way. A Restart or Handover under
-// way is waited for (nothing else can end it): it must return once its
-// context is done. Until it returns, the guard stays stale and its 409s
+// context is done, no reload is under way, and the message to the service
+// manager in flight, if any, was sent or given up on (within a second). A
+// Restart or Handover under way is waited for (nothing else can end it):
+// it must return once its context is done. Until it returns, the guard stays stale and its 409s
 // say a restart is scheduled.
 func (rl *Reloader) Done() <-chan struct{} { return rl.done }
 
@@ -154,8 +169,12 @@ func (rl *Reloader) Done() <-chan struct{} { return rl.done }
 // 409 ([Guard.WriteStale], flushed before anything restarts), and one that
 // arrives while a reload finishes (the runtime current again, the new code
 // not yet admitted) waits for it instead of failing. The guard's
-// [Options.OnStale] hook sees every stale answer.
+// [Options.OnStale] hook sees every stale answer. A nil next is
+// http.DefaultServeMux, as for an http.Server.
 func (rl *Reloader) Wrap(next http.Handler) http.Handler {
+	if next == nil {
+		next = http.DefaultServeMux
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for !rl.gate.enter() {
 			if err := rl.g.EnsureCurrent(); err != nil {
@@ -198,6 +217,8 @@ const (
 func (rl *Reloader) run(ctx context.Context) {
 	defer close(rl.done)
 	defer rl.g.reloader.Store(false)
+	go rl.tell(ctx)
+	defer func() { close(rl.notes); <-rl.told }()
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	var watching sync.WaitGroup
 	watching.Add(1)
@@ -296,7 +317,6 @@ func (rl *Reloader) carryOut(ctx context.Context, plan *Plan) {
 		rl.abandon(plan, log, "the plan could not be scheduled", err)
 		return
 	}
-	log.Info("runtimeguard: reload scheduled")
 	rl.notify((*systemd.Notifier).Reloading, "reloading "+shortRev(plan.From)+" to "+shortRev(plan.To))
 	if !rl.gate.closeAndDrain(ctx, rl.drain) {
 		// Nothing was loaded: the receipt still proves the reload, which
@@ -308,6 +328,7 @@ func (rl *Reloader) carryOut(ctx context.Context, plan *Plan) {
 		return
 	}
 	if rl.handover != nil {
+		rl.flush()
 		err := rl.callHost(log, "handover", rl.handover, ctx, plan)
 		rl.abandon(plan, log, "the handover failed", err)
 		rl.notify((*systemd.Notifier).Ready, "serving "+shortRev(plan.From)+", stale: reload abandoned: the handover failed")
@@ -318,14 +339,13 @@ func (rl *Reloader) carryOut(ctx context.Context, plan *Plan) {
 		rl.notify((*systemd.Notifier).Ready, "serving "+shortRev(plan.From)+", stale: reload abandoned: the restart failed")
 		return
 	}
-	if err := plan.Bind(ctx); err != nil {
+	if err := plan.bind(ctx, log); err != nil {
 		rl.abandon(plan, log, "the new code could not be bound", err)
 		rl.notify((*systemd.Notifier).Ready, "serving "+shortRev(plan.From)+", stale: reload abandoned: the new code could not be bound")
 		return
 	}
 	rl.g.auto.Store(autoWaiting)
 	rl.g.counts.reloads.Add(1)
-	log.Info("runtimeguard: reloaded")
 	rl.notify((*systemd.Notifier).Ready, "serving "+shortRev(plan.To)+", reloaded from "+shortRev(plan.From))
 }
 
@@ -455,14 +475,98 @@ func (rl *Reloader) initNotifier() {
 	rl.notifier = n
 }
 
-// notify sends what send says to the service manager, if there is one; a
-// failure is logged, and changes nothing else.
+// note is a message to the service manager: what send says, with the
+// status line; or, where flushed is set, a mark closed once the messages
+// before it were sent or given up on.
+type note struct {
+	send    func(*systemd.Notifier, string) error
+	status  string
+	flushed chan struct{}
+}
+
+// maxNotes bounds the messages queued for the service manager: past it
+// (a manager that took none for as many sends, each waiting at most
+// systemd.Timeout), a message is lost.
+const maxNotes = 16
+
+// notify queues what send says for the service manager, if there is one,
+// without waiting: the reload never waits for the manager. A message the
+// queue has no room for is lost, and logged as lost notifications are.
 func (rl *Reloader) notify(send func(*systemd.Notifier, string) error, status string) {
 	if rl.notifier == nil {
 		return
 	}
-	if err := send(rl.notifier, status); err != nil {
-		rl.logger.Debug("runtimeguard: the service manager was not told", "status", status, "error", err)
+	select {
+	case rl.notes <- note{send: send, status: status}:
+	default:
+		rl.lost("queue", status, fmt.Errorf("%d messages before it wait for the service manager to take them", maxNotes))
+	}
+}
+
+// tell sends the queued messages to the service manager, in order, each
+// within systemd.Timeout, until the queue is closed. Once ctx is done, a
+// message the manager does not take loses the ones after it too, so that
+// a Reloader that stops waits for one send at most.
+func (rl *Reloader) tell(ctx context.Context) {
+	defer close(rl.told)
+	failed := false
+	for n := range rl.notes {
+		if n.flushed != nil {
+			close(n.flushed)
+			continue
+		}
+		if failed && ctx.Err() != nil {
+			continue
+		}
+		err := n.send(rl.notifier, n.status)
+		failed = err != nil
+		if err != nil {
+			// The kind of a failure is its innermost error: a timeout,
+			// a socket that is gone, a permission refused.
+			kind := err
+			for u := errors.Unwrap(kind); u != nil; u = errors.Unwrap(kind) {
+				kind = u
+			}
+			rl.lost(kind.Error(), n.status, err)
+		}
+	}
+}
+
+// flush waits, at most systemd.Timeout, for the messages queued for the
+// service manager to be sent or given up on: before a handover, which
+// replaces or ends the process, so that the manager hears RELOADING=1
+// from the old code where it takes messages at all.
+func (rl *Reloader) flush() {
+	if rl.notifier == nil {
+		return
+	}
+	mark := note{flushed: make(chan struct{})}
+	select {
+	case rl.notes <- mark:
+	default:
+		return // full: the manager takes nothing
+	}
+	t := time.NewTimer(systemd.Timeout)
+	defer t.Stop()
+	select {
+	case <-mark.flushed:
+	case <-t.C:
+	}
+}
+
+// lost logs a message the service manager was not told, once per kind
+// of failure: a manager that takes nothing is said once, not once per
+// message.
+func (rl *Reloader) lost(kind, status string, err error) {
+	rl.notesMu.Lock()
+	said := rl.notesLost[kind]
+	if rl.notesLost == nil {
+		rl.notesLost = make(map[string]bool)
+	}
+	rl.notesLost[kind] = true
+	rl.notesMu.Unlock()
+	if !said {
+		rl.logger.Warn("runtimeguard: the service manager was not told; the reload goes on (later failures of this kind are not logged)", "status", status, "error", err)
 	}
 }
 
@@ -495,6 +599,11 @@ func statusAwaiting(from string, state int32, why string) string {
 // sd_notify(3) does; without NOTIFY_SOCKET it does nothing. "RELOADING=1"
 // gets MONOTONIC_USEC=, the time now on CLOCK_MONOTONIC, unless it is
 // given. A name that begins with "@" is in Linux's abstract namespace.
+// A STATUS= line is quoted where it holds a control character (a newline,
+// a terminal's escape sequence), as the runtimeguard command quotes a
+// name. Notify waits at most a second for the manager to take the
+// message: past it (the manager's queue is full) it returns an error
+// matching [os.ErrDeadlineExceeded], and the message is lost.
 //
 // A [Reloader] tells the service manager of its reloads by itself; Notify
 // is for what a host does besides: its readiness when it reloads nothing,

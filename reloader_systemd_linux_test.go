@@ -1,6 +1,8 @@
 package runtimeguard
 
 import (
+	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -12,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
 // notifySocket is a service manager's notification socket in a temporary
@@ -93,8 +97,56 @@ func TestNotifyByTheHost(t *testing.T) {
 	require.NoError(t, Notify("STOPPING=1"))
 	assert.Equal(t, []string{"STOPPING=1"}, next())
 	assert.ErrorContains(t, Notify("READY"), "runtimeguard: ")
+	// A status is quoted as the command line quotes a name: one line, no
+	// terminal escape.
+	require.NoError(t, Notify("READY=1", "STATUS=serving\nFORGED=1 \x1b[2J"))
+	assert.Equal(t, []string{"READY=1", `STATUS="serving\nFORGED=1 \x1b[2J"`}, next())
 	t.Setenv("NOTIFY_SOCKET", "")
 	assert.NoError(t, Notify("READY=1"))
+}
+
+// A manager that takes no message (its queue full: stuck, or gone and its
+// socket left) costs Notify at most its deadline, with an error.
+func TestNotifyToAFullQueue(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "notify")
+	gittest.FullDatagramSocket(t, name)
+	t.Setenv("NOTIFY_SOCKET", name)
+	done := make(chan error, 1)
+	go func() { done <- Notify("READY=1") }()
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, os.ErrDeadlineExceeded)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Notify to a full queue still waits after 10s")
+	}
+}
+
+// A Reloader never waits on the service manager: with its queue full, a
+// proven update is reloaded all the same, and the lost notifications are
+// logged once, not once each.
+func TestReloaderWithAStuckServiceManager(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "notify")
+	gittest.FullDatagramSocket(t, name)
+	t.Setenv("NOTIFY_SOCKET", name)
+	var logs lockedBuffer
+	c := newReloaderCaseWith(t, nil, func(o *ReloaderOptions) { o.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
+	c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
+	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
+	require.Eventually(t, func() bool { return c.g.Stats().Reloads == 1 }, 10*time.Second, 5*time.Millisecond, "the reload waits on the service manager")
+	assert.Equal(t, c.moved, c.get(t, "/").body)
+	notTold := func() int {
+		n := 0
+		for _, l := range logs.lines(t) {
+			if strings.HasPrefix(fmt.Sprint(l["msg"]), "runtimeguard: the service manager was not told") {
+				n++
+			}
+		}
+		return n
+	}
+	require.Eventually(t, func() bool { return notTold() > 0 }, 10*time.Second, 5*time.Millisecond, "a lost notification is logged")
+	c.cancel()
+	<-c.rl.Done()
+	assert.Equal(t, 1, notTold(), "once for the kind of failure: %v", logs.lines(t))
 }
 
 // A reload postponed at the drain deadline is followed by READY=1 on the

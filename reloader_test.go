@@ -27,6 +27,7 @@ import (
 type reloaderCase struct {
 	*reloadCase
 	rl       *Reloader
+	cancel   context.CancelFunc // ends the Reloader
 	srv      *httptest.Server
 	restarts atomic.Int32
 	fail     atomic.Bool   // the restart fails
@@ -53,6 +54,7 @@ func newReloaderCaseWith(t *testing.T, stale func(*http.Request, *StaleError), o
 	c.g, err = New(Options{ModulePath: c.module, HomeDir: c.home, OnStale: stale})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
 	ro := ReloaderOptions{
 		ProofInterval: 10 * time.Millisecond,
 		DrainTimeout:  10 * time.Second,

@@ -33,14 +33,27 @@ type binding struct {
 	// the guard binds anew.
 	sig, replaced *signal
 
-	// obs is the lane of the reads of a stale answer on the guard's
-	// executor of the updater's files, diag of a diagnostic's
-	// (Guard.Observe), which reads the receipts too.
+	// ux runs the reads of the updater's files for the binding (stale
+	// answers, diagnostics, plans, the listing of the receipts): see
+	// config.updaterExecutor. obs is the lane of the reads of a stale
+	// answer on it, diag of a diagnostic's (Guard.Observe), which reads
+	// the receipts too.
+	ux   *check.Executor
 	obs  check.Lane[Observation]
 	diag check.Lane[Observation]
 	// answered is the latest stale answer's read of the updater's files:
 	// see Guard.observe.
 	answered atomic.Pointer[answeredRead]
+
+	// The logs of its stale checks (see Guard.logStale): staleSeen is set
+	// while a stale check was logged and no check found it current since;
+	// staleCount counts its stale checks; staleLogged is when a stale
+	// check was last logged (Unix nanoseconds), and staleUnlogged how many
+	// were refused since.
+	staleSeen     atomic.Bool
+	staleCount    atomic.Uint64
+	staleLogged   atomic.Int64
+	staleUnlogged atomic.Uint64
 }
 
 // answeredRead is an observation of a stale answer, when its read was
@@ -52,16 +65,20 @@ type answeredRead struct {
 	o      Observation
 }
 
-// newBinding returns a binding of the configured path abs that has read
-// nothing yet, whose looks run on x and are counted in counts (nil for
-// none); stamp says where the build stamp of an install without Git is.
-func newBinding(x *check.Executor, abs string, stamp *gitread.Stamp, boundAt time.Time, guardClosed *atomic.Bool, counts *counters) *binding {
+// newBinding returns a binding of the configured path abs, for a guard
+// of cfg, that has read nothing yet: its looks run on the process's
+// executor of that checkout, its reads of the updater's files on that of
+// its install (see config.updaterExecutor), and they are counted in
+// counts (nil for none); cfg.stamp says where the build stamp of an
+// install without Git is.
+func newBinding(cfg *config, abs string, boundAt time.Time, guardClosed *atomic.Bool, counts *counters) *binding {
 	var reads, timeouts *atomic.Uint64
 	if counts != nil {
 		reads, timeouts = &counts.fullReads, &counts.readTimeouts
 	}
 	return &binding{
-		Binding: check.NewBinding(x, abs, stamp, guardClosed, reads, timeouts, checkErrors),
+		Binding: check.NewBinding(checkoutExecutor(abs), abs, cfg.stamp, guardClosed, reads, timeouts, checkErrors),
+		ux:      cfg.updaterExecutor(abs),
 		boundAt: boundAt, sig: newSignal(), replaced: newSignal(),
 	}
 }

@@ -2,8 +2,11 @@ package runtimeguard
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -160,4 +163,106 @@ func TestNoLoggerTellsTheDefaultLogger(t *testing.T) {
 		require.Eventually(t, func() bool { return c.g.Stats().ReloadsAbandoned == 1 }, 10*time.Second, 5*time.Millisecond)
 		assert.Contains(t, messages(buf.lines(t)), "runtimeguard: reload abandoned: the restart failed")
 	})
+}
+
+// A stale guard whose checkout came back to the bound revision says so
+// once, at Info, however many checks find it current; each move away and
+// back is a transition of its own.
+func TestCurrentAgainIsLoggedOnce(t *testing.T) {
+	dir := tempDir(t)
+	module, loaded := agentRepo(t, dir)
+	var buf lockedBuffer
+	g, err := newGuard(Options{ModulePath: module, HomeDir: tempDir(t), Logger: slog.New(slog.NewJSONHandler(&buf, nil))}, settledEnv())
+	require.NoError(t, err)
+	defer g.Close()
+	moved := gittest.Commit(t, dir, "run_agent.py", "class AIAgent: moved = True\n")
+	for round := 0; round < 2; round++ {
+		for i := 0; i < 5; i++ {
+			require.ErrorIs(t, g.EnsureCurrent(), ErrStale)
+		}
+		gittest.Git(t, dir, "reset", "-q", "--hard", loaded)
+		for i := 0; i < 5; i++ {
+			require.NoError(t, g.EnsureCurrent())
+		}
+		gittest.Git(t, dir, "reset", "-q", "--hard", moved)
+	}
+	lines := buf.lines(t)
+	assert.Equal(t, []string{
+		"runtimeguard: the loaded runtime is stale", "runtimeguard: the loaded runtime is current again",
+		"runtimeguard: the loaded runtime is stale", "runtimeguard: the loaded runtime is current again",
+	}, messages(lines))
+	var counts []float64
+	for _, l := range lines {
+		if l["msg"] == "runtimeguard: the loaded runtime is current again" {
+			assert.Equal(t, "INFO", l["level"])
+			assert.Equal(t, loaded, l["revision"])
+			counts = append(counts, l["stale_checks"].(float64))
+		}
+	}
+	assert.Equal(t, []float64{5, 10}, counts, "the binding's stale checks so far")
+}
+
+// stale_checks counts the stale checks of the binding that answers: a
+// guard bound anew (a reload) counts from one again.
+func TestStaleChecksCountPerBinding(t *testing.T) {
+	var buf lockedBuffer
+	c := newReloadCase(t)
+	gittest.Git(t, c.dir, "reset", "-q", "--hard", c.loaded)
+	g, err := New(Options{ModulePath: c.module, HomeDir: c.home, Layout: c.layout, Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+	require.NoError(t, err)
+	defer g.Close()
+	require.NoError(t, g.EnsureCurrent())
+	gittest.Git(t, c.dir, "reset", "-q", "--hard", c.moved)
+	for i := 0; i < 7; i++ {
+		require.ErrorIs(t, g.EnsureCurrent(), ErrStale)
+	}
+	c.success(t)
+	plan, err := g.PlanReload(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, plan.Schedule())
+	require.NoError(t, plan.Bind(context.Background()))
+	require.NoError(t, g.EnsureCurrent())
+	gittest.Commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 3\n")
+	require.ErrorIs(t, g.EnsureCurrent(), ErrStale)
+
+	var counts []float64
+	for _, l := range buf.lines(t) {
+		if l["msg"] == "runtimeguard: the loaded runtime is stale" {
+			counts = append(counts, l["stale_checks"].(float64))
+		}
+	}
+	assert.Equal(t, []float64{1, 1}, counts, "the first stale check of each binding")
+}
+
+// A reload logs one line, "reloaded", with where from and to and the
+// receipt that proved it: not a line to schedule it and two to say it
+// was done.
+func TestAReloadLogsOneLine(t *testing.T) {
+	buf := logged(t)
+	c := newReloaderCase(t, nil)
+	// The update runs under its marker, as the updater's does.
+	marker := filepath.Join(c.home, hermesMarker)
+	writeMarker(t, marker, os.Getpid(), time.Now())
+	c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
+	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
+	require.NoError(t, os.Remove(marker))
+	require.Eventually(t, func() bool { return c.g.Stats().Reloads == 1 }, 10*time.Second, 5*time.Millisecond)
+	c.cancel()
+	<-c.rl.Done()
+	var said []map[string]any
+	for _, l := range buf.lines(t) {
+		msg := strings.ToLower(fmt.Sprint(l["msg"]))
+		if l["level"] == "DEBUG" && strings.Contains(msg, "no reload yet") {
+			continue // why a reload is not proven yet, while it is not
+		}
+		if strings.Contains(msg, "reload") || strings.Contains(msg, "bound") {
+			said = append(said, l)
+		}
+	}
+	require.Len(t, said, 1, "%v", said)
+	assert.Equal(t, "runtimeguard: reloaded", said[0]["msg"])
+	assert.Equal(t, "INFO", said[0]["level"])
+	assert.Equal(t, c.loaded, said[0]["from"])
+	assert.Equal(t, c.moved, said[0]["to"])
+	assert.NotEmpty(t, said[0]["receipt"])
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/runtimeguard/runtimeguard"
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
+	"github.com/runtimeguard/runtimeguard/internal/quote"
 	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
 
@@ -117,7 +118,7 @@ func status1(gf *guardFlags, asJSON bool, stdout io.Writer, printed *bool) error
 		}
 		return readErr
 	}
-	row := func(k, v string) { fmt.Fprintf(stdout, "%-18s %s\n", k+":", text(v)) }
+	row := func(k, v string) { fmt.Fprintf(stdout, "%-18s %s\n", k+":", quote.Text(v)) }
 	row("module", s.ModulePath)
 	row("source dir", s.SourceDir)
 	row("worktree", orNone(s.TopLevel))
@@ -255,7 +256,7 @@ func printStale(stdout, stderr io.Writer, err error) error {
 	case se.Current == "":
 		now = "at no revision"
 	}
-	fmt.Fprintf(stderr, "runtimeguard check: stale: loaded %s, the checkout is now %s\n", se.Captured, text(now))
+	fmt.Fprintf(stderr, "runtimeguard check: stale: loaded %s, the checkout is now %s\n", se.Captured, quote.Text(now))
 	return exitCode(exitStale)
 }
 
@@ -288,7 +289,7 @@ func cmdMarker(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	} else {
-		fmt.Fprintf(stdout, "%s: %s\n", state, text(reason))
+		fmt.Fprintf(stdout, "%s: %s\n", state, quote.Text(reason))
 	}
 	switch state {
 	case runtimeguard.MarkerAbsent:
@@ -319,12 +320,13 @@ type watchEvent struct {
 
 func cmdWatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c := newCommand("watch", "watch --module FILE [--json] [--interval DURATION] [flags]", stdout, stderr)
-	c.doc = `Prints a line when the guard binds, once it has checked, when the
-checkout moves (the kernel's events where it has them, else a check every
---interval), and each time the update state changes after that. A module
-in no tracked Git checkout is watched by its file and its build stamp.
-Exits 0 once stopped by SIGINT or SIGTERM, 1 when it cannot watch, 2 on
-a usage error.
+	c.doc = `Prints a line when the guard binds, once it has checked, and at each
+change after that, once: the checkout moved (the kernel's events where it
+has them, else a check every --interval), came back to the revision
+bound (current), moved elsewhere, or the update state changed (checked
+every --interval once the checkout first moved). A module in no tracked
+Git checkout is watched by its file and its build stamp. Exits 0 once
+stopped by SIGINT or SIGTERM, 1 when it cannot watch, 2 on a usage error.
 `
 	var gf guardFlags
 	gf.register(c.fs)
@@ -359,7 +361,7 @@ a usage error.
 		line := e.Event
 		switch e.Event {
 		case "bound":
-			line += " " + text(e.SourceDir) + " at " + orNone(e.Revision)
+			line += " " + quote.Text(e.SourceDir) + " at " + orNone(e.Revision)
 			if e.IdentifiedBy != "git" {
 				line += " (no Git checkout: identified by its " + e.IdentifiedBy + ")"
 			}
@@ -385,9 +387,32 @@ a usage error.
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- g.Watch(watchCtx, *interval) }()
-	var se *runtimeguard.StaleError
-	if err := g.EnsureCurrent(); !errors.As(err, &se) {
-		emit(watchEvent{Event: "current", Revision: id.Revision})
+	// Until the checkout first moves, the guard's Watch says when (the
+	// kernel's events where it has them); from then on, Changed having
+	// fired for good, a check every interval finds the next change:
+	// current again, moved again, the update state.
+	changed := g.Changed()
+	var tick <-chan time.Time
+	said := "" // the last line's change: "current", or the stale revision
+	state := runtimeguard.UpdateState("")
+	for {
+		var se *runtimeguard.StaleError
+		switch err := g.EnsureCurrent(); {
+		case errors.As(err, &se):
+			switch now := "stale " + se.Current; {
+			case said != now:
+				said, state = now, se.State
+				emit(watchEvent{Event: "stale", Revision: id.Revision, Current: se.Current, UpdateState: string(state)})
+			case se.State != state:
+				state = se.State
+				emit(watchEvent{Event: "update_state", UpdateState: string(state)})
+			}
+		case err != nil:
+			return err
+		case said != "current":
+			said = "current"
+			emit(watchEvent{Event: "current", Revision: id.Revision})
+		}
 		select {
 		case <-ctx.Done():
 			cancel()
@@ -398,29 +423,12 @@ a usage error.
 				return stopped() // ctx ended Watch too, and select picked its end
 			}
 			return err // Watch ended before ctx: it could not watch
-		case <-g.Changed():
-		}
-		if err := g.EnsureCurrent(); !errors.As(err, &se) {
-			return fmt.Errorf("the checkout moved, but the check says %v", err)
-		}
-	}
-	emit(watchEvent{Event: "stale", Revision: id.Revision, Current: se.Current, UpdateState: string(se.State)})
-
-	// Once stale, the guard rests; the update state is followed by hand.
-	state := se.State
-	ticker := time.NewTicker(*interval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			cancel()
-			<-done
-			return stopped()
-		case <-ticker.C:
-		}
-		if now := g.Observe().State; now != state {
-			state = now
-			emit(watchEvent{Event: "update_state", UpdateState: string(state)})
+		case <-changed:
+			changed = nil
+			ticker := time.NewTicker(*interval)
+			defer ticker.Stop()
+			tick = ticker.C
+		case <-tick:
 		}
 	}
 }

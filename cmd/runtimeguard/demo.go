@@ -12,6 +12,7 @@ import (
 
 	"github.com/runtimeguard/runtimeguard"
 	"github.com/runtimeguard/runtimeguard/internal/demorepo"
+	"github.com/runtimeguard/runtimeguard/internal/quote"
 	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
 
@@ -71,7 +72,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	say("   %s", body)
-	say("6. update state: %s (no update marker in %s, no recovery marker)", g.Observe().State, text(home))
+	say("6. update state: %s (no update marker in %s, no recovery marker)", g.Observe().State, quote.Text(home))
 
 	incomplete := runtimeguard.HermesLayout.RecoveryMarkers[0]
 	if err := os.WriteFile(filepath.Join(agent, incomplete), nil, 0o644); err != nil {
@@ -86,7 +87,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	_, perr := g.PlanReload(context.Background())
-	say("9. the install is repaired, but without a receipt no reload is planned:\n   %s", text(fmt.Sprint(perr)))
+	say("9. the install is repaired, but without a receipt no reload is planned:\n   %s", quote.Text(fmt.Sprint(perr)))
 	r := updater.Receipt{
 		UpdateID: updater.NewUpdateID(), Outcome: updater.OutcomeSuccess,
 		StartedAt: time.Now().UTC(), FinishedAt: time.Now().UTC(),
@@ -113,7 +114,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	}
 	say("12. the server restarts its workers and rebinds: revision %s, check: %s", short(g.Identity().Revision), verdict(g.EnsureCurrent()))
 	if *keep {
-		say("the checkout is kept at %s", text(agent))
+		say("the checkout is kept at %s", quote.Text(agent))
 	}
 	return nil
 }
@@ -125,7 +126,7 @@ func verdict(err error) string {
 	case errors.Is(err, runtimeguard.ErrStale):
 		return "stale"
 	}
-	return "error: " + text(err.Error())
+	return "error: " + quote.Text(err.Error())
 }
 
 func short(rev string) string {

@@ -52,8 +52,10 @@
 //	   checkout's), a missing or extra argument, a flag value that
 //	   describes no layout (an empty --home too, which is no home rather
 //	   than the default; for update also an empty --receipt or --dir,
-//	   an empty COMMAND, no home directory known, and a --home that is
-//	   not a directory, where it would write), a --module that names no
+//	   an empty COMMAND, no home directory known, a home, from --home,
+//	   its variable or the default, that is missing or not a directory,
+//	   and a --marker or --lock whose directory is missing: update makes
+//	   none of them, and writes nothing), a --module that names no
 //	   regular file
 //	   (none, a link that leads to none, a directory, a pipe such as
 //	   /dev/stdin, a device)
@@ -112,7 +114,10 @@
 //
 // watch --json prints a JSON object a line, whose event is bound (with
 // identified_by: git, build stamp or file), current, stale, update_state
-// or stopped. marker --json prints the path, the state and its reason:
+// or stopped; each change is printed once: stale when the checkout moves
+// (and again when it moves elsewhere), current when it comes back to the
+// revision bound, update_state while it is stale. marker --json prints the
+// path, the state and its reason:
 //
 //	$ runtimeguard marker --json ~/.hermes/.hermes-update-in-progress
 //	{"path":"/root/.hermes/.hermes-update-in-progress","state":"active","reason":"process 4242 is alive"}

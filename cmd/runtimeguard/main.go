@@ -11,13 +11,12 @@ import (
 	"os/signal"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
-	"unicode/utf8"
 
 	"github.com/runtimeguard/runtimeguard"
 	"github.com/runtimeguard/runtimeguard/internal/fsread"
+	"github.com/runtimeguard/runtimeguard/internal/quote"
 )
 
 // Exit codes.
@@ -106,7 +105,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "runtimeguard %s: %s\nRun 'runtimeguard %s --help' for usage.\n", cmd, text(ue.msg), cmd)
+		fmt.Fprintf(stderr, "runtimeguard %s: %s\nRun 'runtimeguard %s --help' for usage.\n", cmd, quote.Text(ue.msg), cmd)
 		return exitUsage
 	case errors.As(err, &ce):
 		return int(ce)
@@ -114,27 +113,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		// As the library says it, its prefix included.
 		msg, ok := strings.CutPrefix(le.err.Error(), "runtimeguard: ")
 		if !ok {
-			fmt.Fprintln(stderr, text(msg))
+			fmt.Fprintln(stderr, quote.Text(msg))
 		} else {
-			fmt.Fprintln(stderr, "runtimeguard: "+text(msg))
+			fmt.Fprintln(stderr, "runtimeguard: "+quote.Text(msg))
 		}
 		return exitError
 	}
-	fmt.Fprintf(stderr, "runtimeguard %s: %s\n", cmd, text(err.Error()))
+	fmt.Fprintf(stderr, "runtimeguard %s: %s\n", cmd, quote.Text(err.Error()))
 	return exitError
-}
-
-// text is s as a line of plain text shows it: s itself when every rune of
-// it is printable, else s quoted as Go quotes a string, so that no control
-// character (a newline, a terminal's escape sequence, a reordering mark)
-// reaches the reader and no path or reason can forge a line of its own.
-// Every path and reason a plain-text command prints goes through it; the
-// JSON forms escape them already.
-func text(s string) string {
-	if !utf8.ValidString(s) || strings.IndexFunc(s, func(r rune) bool { return !strconv.IsPrint(r) }) >= 0 {
-		return strconv.Quote(s)
-	}
-	return s
 }
 
 // libraryError is an error of the runtimeguard package, printed as it is:
@@ -276,13 +262,13 @@ func flagError(err error) string {
 	case m == nil:
 		return err.Error()
 	case m[1] != "":
-		return "unknown flag --" + text(m[2])
+		return "unknown flag --" + quote.Text(m[2])
 	case m[3] != "":
-		return "flag --" + text(m[4]) + " needs a value"
+		return "flag --" + quote.Text(m[4]) + " needs a value"
 	case m[6] != "":
-		return "--" + text(m[6]) + " " + m[5] + ": " + m[7]
+		return "--" + quote.Text(m[6]) + " " + m[5] + ": " + m[7]
 	}
-	return "--" + text(m[8]) + ": " + m[9]
+	return "--" + quote.Text(m[8]) + ": " + m[9]
 }
 
 // guardFlags are the flags of every command that reads a checkout and the
@@ -371,17 +357,17 @@ func (f *guardFlags) checkModule() error {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if target, lerr := os.Readlink(f.module); lerr == nil {
-			return usagef("--module %s: a symbolic link to %s, which leads to no file", text(f.module), text(target))
+			return usagef("--module %s: a symbolic link to %s, which leads to no file", quote.Text(f.module), quote.Text(target))
 		}
-		return usagef("--module %s: no such file", text(f.module))
+		return usagef("--module %s: no such file", quote.Text(f.module))
 	case errors.As(err, &pe):
-		return usagef("--module %s: %v", text(f.module), pe.Err)
+		return usagef("--module %s: %v", quote.Text(f.module), pe.Err)
 	case err != nil:
-		return usagef("--module %s: %v", text(f.module), err)
+		return usagef("--module %s: %v", quote.Text(f.module), err)
 	case fi.IsDir():
-		return usagef("--module %s: a directory, not the module file", text(f.module))
+		return usagef("--module %s: a directory, not the module file", quote.Text(f.module))
 	case !fi.Mode().IsRegular():
-		return usagef("--module %s: %s, not the module file", text(f.module), "a "+fsread.TypeName(fi.Mode()))
+		return usagef("--module %s: %s, not the module file", quote.Text(f.module), "a "+fsread.TypeName(fi.Mode()))
 	}
 	return nil
 }

@@ -408,15 +408,30 @@ func TestStatusOfUnbornBranchAmongOthers(t *testing.T) {
 func TestWatchPrintsChangesAndStopsOnSignal(t *testing.T) {
 	t.Parallel() // processes, files and repositories of its own
 	module, rev := checkout(t)
-	cmd := commandProcess("watch", "--module", module, "--home", gittest.TempDir(t), "--interval", "20ms")
+	home := gittest.TempDir(t)
+	cmd := commandProcess("watch", "--module", module, "--home", home, "--interval", "20ms")
 	next := startLines(t, cmd)
 	assert.Contains(t, next(), "bound")
 	assert.Contains(t, next(), "current "+rev)
 	moved := commitChange(t, module)
 	assert.Contains(t, next(), "stale "+moved+" update_state=unverified")
 
+	// Every change after it, each once: current again, moved again, moved
+	// elsewhere, the update state.
+	dir := filepath.Dir(module)
+	git(t, dir, "reset", "-q", "--hard", rev)
+	assert.Contains(t, next(), " current "+rev)
+	git(t, dir, "reset", "-q", "--hard", moved)
+	assert.Contains(t, next(), " stale "+moved+" update_state=unverified")
+	again := gittest.Commit(t, dir, "run_agent.py", "class AIAgent: changed = 2\n")
+	assert.Contains(t, next(), " stale "+again+" update_state=unverified")
+	writeMarkerFile(t, filepath.Join(home, ".hermes-update-in-progress"), os.Getpid(), time.Now())
+	assert.Contains(t, next(), " stale update_state=active")
+	git(t, dir, "reset", "-q", "--hard", rev)
+	assert.Contains(t, next(), " current "+rev)
+
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	assert.Contains(t, next(), "stopped")
+	assert.Contains(t, next(), "stopped", "nothing printed twice")
 	require.NoError(t, cmd.Wait(), "watch exits 0 on SIGTERM")
 }
 
@@ -561,6 +576,7 @@ func newUpdateCase(t *testing.T) *updateCase {
 	git(t, tmp, "clone", "-q", c.upstream, c.dir)
 	c.module = filepath.Join(c.dir, "run_agent.py")
 	c.ahead = gittest.Commit(t, c.upstream, "run_agent.py", "class AIAgent: revision = 2\n")
+	require.NoError(t, os.Mkdir(c.home, 0o755))
 	return c
 }
 
@@ -669,6 +685,7 @@ func TestUpdateRefusesBadInput(t *testing.T) {
 	ran := filepath.Join(gittest.TempDir(t), "ran")
 	outside := filepath.Join(gittest.TempDir(t), "run_agent.py")
 	require.NoError(t, os.WriteFile(outside, []byte("x\n"), 0o644))
+	missing := filepath.Join(gittest.TempDir(t), "typo", "home")
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -686,6 +703,12 @@ func TestUpdateRefusesBadInput(t *testing.T) {
 		// failed receipt to write.
 		{"empty command", []string{"--module", c.module, "--", ""}, "COMMAND after -- is empty", exitUsage},
 		{"home is a file", []string{"--module", c.module, "--home", c.module}, "--home: " + c.module + " is not a directory", exitUsage},
+		// A home that is missing is a typo: update makes none, from the
+		// root down, to write its receipts in.
+		{"missing home", []string{"--module", c.module, "--home", missing}, "--home " + missing + ": no such directory", exitUsage},
+		{"missing home under a file", []string{"--module", c.module, "--home", filepath.Join(c.module, "home")}, "--home " + filepath.Join(c.module, "home") + ": ", exitUsage},
+		{"lock in a missing directory", []string{"--module", c.module, "--lock", "run/update.lock"}, "--lock run/update.lock: ", exitUsage},
+		{"marker in a missing directory", []string{"--module", c.module, "--marker", "run/marker"}, "--marker run/marker: ", exitUsage},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := commandProcess(append(append([]string{"update", "--home", c.home}, tc.args...), "--", "sh", "-c", "touch "+ran)...)
@@ -697,8 +720,22 @@ func TestUpdateRefusesBadInput(t *testing.T) {
 			assert.NoFileExists(t, ran, "the command ran")
 			assert.NoDirExists(t, filepath.Join(c.home, "logs"), "a receipt was written")
 			assert.NoFileExists(t, filepath.Join(c.home, ".hermes-update-in-progress"))
+			assert.NoDirExists(t, filepath.Dir(missing), "the missing home was made")
+			entries, err := os.ReadDir(c.home)
+			require.NoError(t, err)
+			assert.Empty(t, entries, "update wrote in the home")
 		})
 	}
+	// A home named by the variable is held to the same.
+	cmd := commandProcess("update", "--module", c.module, "--", "sh", "-c", "touch "+ran)
+	cmd.Dir = c.dir
+	cmd.Env = append(cmd.Env, gittest.Env...)
+	cmd.Env = append(cmd.Env, "HERMES_HOME="+missing)
+	r := runProcess(t, cmd)
+	assert.Equal(t, exitUsage, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "$HERMES_HOME "+missing+": no such directory")
+	assert.NoFileExists(t, ran, "the command ran")
+	assert.NoDirExists(t, filepath.Dir(missing), "the missing home was made")
 }
 
 // Without a lock file, updaters started at once run their commands one at

@@ -3,13 +3,17 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/runtimeguard/runtimeguard"
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
+	"github.com/runtimeguard/runtimeguard/internal/quote"
 	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
 
@@ -24,6 +28,8 @@ that speaks the update protocol a runtime guard reads:
   3. write the marker (this process's ID, the time and its creation
      time; claimed exclusively, where none was and where a stale one
      was, so of two updaters started at once one goes on), record HEAD;
+     the claim and the release hold the updater's own sidecar lock,
+     <marker>.lock, as Hermes's marker.sh does, and leave it in place;
   4. write a receipt with outcome "running";
   5. run COMMAND;
   6. write the receipt: "success" only if COMMAND exited 0, HEAD is
@@ -40,11 +46,49 @@ COMMAND's exit status when it ran and failed; 1 when it could not run,
 was killed by a signal, or the receipt says failed for another reason; 0
 for a success receipt.
 
+The home must be a directory that exists, and so must the directories of
+the marker and the lock file: update makes none of them (a typo in --home
+is a usage error, and nothing is written), only the receipts' directory
+in the home, as hermes update makes it.
+
 A guarded server with a reload plan loads the new code only on such a
 success receipt. Do not wrap an updater that keeps its own marker and
 receipt, such as hermes update: it speaks the protocol already, and would
 find the marker taken.
 `
+
+// checkDirs refuses, before anything is written, a home that is no
+// directory and a marker or lock file whose directory is missing: a typo
+// (--home /typo) or a variable meant for another machine, where update
+// would make the directories from the root down and leave receipts in
+// them. Only the receipts' directory is made, as the updater makes it.
+func checkDirs(gf *guardFlags, paths runtimeguard.Paths) error {
+	home := "the default home"
+	switch {
+	case set(gf.fs, "home"):
+		home = "--home"
+	case gf.homeEnv != "" && os.Getenv(gf.homeEnv) != "":
+		home = "$" + gf.homeEnv
+	}
+	switch fi, err := os.Stat(paths.Home); {
+	case errors.Is(err, fs.ErrNotExist):
+		return usagef("%s %s: no such directory (update makes no home)", home, quote.Text(paths.Home))
+	case err != nil:
+		return usagef("%s %s: %s", home, quote.Text(paths.Home), quote.Text(err.Error()))
+	case !fi.IsDir():
+		return usagef("%s: %s is not a directory", home, quote.Text(paths.Home))
+	}
+	for _, f := range []struct{ flag, rel, path string }{{"--marker", gf.marker, paths.Marker}, {"--lock", gf.lock, paths.Lock}} {
+		if f.path == "" {
+			continue
+		}
+		dir := filepath.Dir(f.path)
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return usagef("%s %s: its directory %s is missing from the home", f.flag, quote.Text(f.rel), quote.Text(dir))
+		}
+	}
+	return nil
+}
 
 func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c := newCommand("update", "update --module FILE [flags] -- COMMAND [ARGS...]", stdout, stderr)
@@ -81,26 +125,26 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	ck, err := gitread.Inspect(gf.module)
 	if ck.TopLevel == "" {
 		if err != nil {
-			return fmt.Errorf("--module %s: %w", text(gf.module), err)
+			return fmt.Errorf("--module %s: %w", quote.Text(gf.module), err)
 		}
-		return fmt.Errorf("--module %s is in no Git worktree (%s)", text(gf.module), text(ck.Reason))
+		return fmt.Errorf("--module %s is in no Git worktree (%s)", quote.Text(gf.module), quote.Text(ck.Reason))
 	}
 	dir := cmp.Or(*workDir, ck.TopLevel)
 	if fi, err := os.Stat(dir); err != nil {
-		return usagef("--dir: %s", text(err.Error()))
+		return usagef("--dir: %s", quote.Text(err.Error()))
 	} else if !fi.IsDir() {
-		return usagef("--dir: %s is not a directory", text(dir))
-	}
-	if fi, err := os.Stat(paths.Home); paths.Home != "" && err == nil && !fi.IsDir() {
-		return usagef("--home: %s is not a directory", text(paths.Home))
+		return usagef("--dir: %s is not a directory", quote.Text(dir))
 	}
 	switch {
 	case paths.Home == "" && gf.homeEnv == "":
 		return usagef("no home directory is known: set --home")
 	case paths.Home == "":
-		return usagef("no home directory is known: set --home or $%s", text(gf.homeEnv))
+		return usagef("no home directory is known: set --home or $%s", quote.Text(gf.homeEnv))
 	case paths.Receipt == "":
 		return usagef("--receipt is empty: update writes a receipt")
+	}
+	if err := checkDirs(&gf, paths); err != nil {
+		return err
 	}
 	opts := gf.options()
 	observe := func() runtimeguard.Observation {
@@ -130,9 +174,9 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err // nothing ran
 	}
 	if res.Failure == "" && err == nil {
-		fmt.Fprintf(stderr, "runtimeguard update: success: %s -> %s (%s)\n", orNone(res.Receipt.From), res.Receipt.To, text(paths.Receipt))
+		fmt.Fprintf(stderr, "runtimeguard update: success: %s -> %s (%s)\n", orNone(res.Receipt.From), res.Receipt.To, quote.Text(paths.Receipt))
 	} else if res.Failure != "" {
-		fmt.Fprintf(stderr, "runtimeguard update: failed: %s (%s)\n", text(res.Failure), text(paths.Receipt))
+		fmt.Fprintf(stderr, "runtimeguard update: failed: %s (%s)\n", quote.Text(res.Failure), quote.Text(paths.Receipt))
 	}
 	switch {
 	case err != nil:

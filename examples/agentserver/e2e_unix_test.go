@@ -105,6 +105,7 @@ func newDeployment(t *testing.T) *deployment {
 	_, d.loaded = gittest.Agent(t, d.upstream)
 	gittest.Git(t, tmp, "clone", "-q", d.upstream, d.dir)
 	d.ahead = gittest.Commit(t, d.upstream, "run_agent.py", "class AIAgent: revision = 2\n")
+	require.NoError(t, os.Mkdir(d.home, 0o755))
 	return d
 }
 
@@ -280,18 +281,6 @@ func (c *client) seen(t *testing.T, from int, what string, ok func(answer) bool)
 	t.Fatalf("no answer %s within 60 s", what)
 }
 
-// waitLog waits, at most 60 s, until the server logged want.
-func waitLog(t *testing.T, d *deployment, want string) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(d.log(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the server did not log %s within 60 s", want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // finish stops the client and returns what it saw.
 func (c *client) finish() []answer {
 	close(c.stop)
@@ -443,7 +432,9 @@ func TestExecHandoffWhenTheCheckoutMovesAgain(t *testing.T) {
 	h := d.hold(t)
 	d.update(t, "git", "pull", "-q", "--ff-only")
 	c.seen(t, updating, "a 409", func(a answer) bool { return a.status == http.StatusConflict })
-	waitLog(t, d, `msg="runtimeguard: reload scheduled"`)
+	// The reload is scheduled once a 409 says so (the held request keeps
+	// it draining).
+	c.seen(t, updating, "a 409 of a scheduled reload", func(a answer) bool { return a.status == http.StatusConflict && a.restartScheduled })
 	gittest.Git(t, d.dir, "rm", "-q", "--cached", "run_agent.py")
 	gittest.Git(t, d.dir, "commit", "-q", "-m", "untrack the module")
 	assert.Less(t, h.release(t), 500, "the held request")

@@ -1,7 +1,8 @@
 // Package check is the engine of a guard's checks: the bounded [Executor]
 // every file-system touch of a guard runs on, so that no caller waits past
 // its timeout and a file system that never answers holds at most one
-// goroutine per executor; and the [Binding] of one checkout, which proves
+// goroutine per executor (and [Shared] gives the process one executor per
+// thing read); and the [Binding] of one checkout, which proves
 // between checks that its files did not change (by watching them, or by
 // a stat of each) and reads it again once they did. Its errors are its
 // owner's, through [Errors].
@@ -18,9 +19,10 @@ import (
 	"time"
 )
 
-// Executor runs a guard's work on one kind of files (a guard has two:
-// one for its checkout, its binds and the looks of its checks; one for
-// the updater's files, its plans and receipt listings) one piece at a
+// Executor runs work on one kind of files (a guard uses two, which the
+// guards of a process that read the same files share: see [Shared]; one
+// for its checkout, its binds and the looks of its checks; one for the
+// updater's files, its plans and receipt listings) one piece at a
 // time, in order, on one goroutine: the worker, started by the first
 // piece queued while none lives, which ends once the queue is empty. A
 // caller waits for its work at most its timeout, or until its context

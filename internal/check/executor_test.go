@@ -385,3 +385,13 @@ func TestExecutorReleaseIsAPieceOfTheWorker(t *testing.T) {
 		})
 	}
 }
+
+// Shared gives every caller of a key the same executor while it lives,
+// and other keys executors of their own.
+func TestSharedExecutors(t *testing.T) {
+	a, b := Shared("test a"), Shared("test b")
+	assert.Same(t, a, Shared("test a"))
+	assert.NotSame(t, a, b)
+	runtime.KeepAlive(a)
+	runtime.KeepAlive(b)
+}

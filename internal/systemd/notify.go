@@ -8,12 +8,22 @@
 package systemd
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/runtimeguard/runtimeguard/internal/quote"
 )
+
+// Timeout bounds each send to the service manager. A datagram to a
+// socket whose queue is full (a manager that is stuck, or gone and its
+// socket left behind) waits for room; past Timeout the message is lost
+// and Send says so, rather than wait for good.
+const Timeout = time.Second
 
 // Notifier sends state changes to the service manager's notification
 // socket. A nil Notifier sends nothing: every method is a no-op on it.
@@ -47,13 +57,23 @@ func FromEnv() (*Notifier, error) {
 // manager that recreates its socket gets the next one. RELOADING=1 without
 // MONOTONIC_USEC= gets the time now on CLOCK_MONOTONIC, which a
 // Type=notify-reload unit needs to tell the reload it asked for from one
-// that began before.
+// that began before. A STATUS= line, which systemctl status shows a
+// person, is quoted as quote.Text quotes it where it holds a control
+// character (a newline, a terminal's escape sequence); any other
+// assignment with a newline or a NUL byte is an error. Send waits at most
+// Timeout for the manager to take the message: past it, an error matching
+// os.ErrDeadlineExceeded.
 func (n *Notifier) Send(assignments ...string) error {
 	if n == nil || len(assignments) == 0 {
 		return nil
 	}
+	assignments = append([]string(nil), assignments...)
 	reloading, timed := false, false
-	for _, a := range assignments {
+	for i, a := range assignments {
+		if v, ok := strings.CutPrefix(a, "STATUS="); ok {
+			assignments[i] = "STATUS=" + quote.Text(v)
+			continue
+		}
 		if !strings.Contains(a, "=") || strings.ContainsAny(a, "\n\x00") {
 			return fmt.Errorf("notify: %q is no single-line assignment", a)
 		}
@@ -79,7 +99,13 @@ func (n *Notifier) Send(assignments ...string) error {
 		return fmt.Errorf("notify: %w", err)
 	}
 	defer conn.Close()
+	if err := conn.SetWriteDeadline(time.Now().Add(Timeout)); err != nil {
+		return fmt.Errorf("notify: %w", err)
+	}
 	if _, err := conn.Write([]byte(strings.Join(assignments, "\n") + "\n")); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return fmt.Errorf("notify: %s took no message within %v (its queue is full): %w", n.addr.Name, Timeout, err)
+		}
 		return fmt.Errorf("notify: %w", err)
 	}
 	return nil
@@ -116,13 +142,5 @@ func withStatus(status string, assignments ...string) []string {
 	return append(assignments, Status(status))
 }
 
-// Status is the STATUS= assignment of a status line: what no single line
-// holds (a newline, a NUL byte) is replaced by a space.
-func Status(s string) string {
-	return "STATUS=" + strings.Map(func(r rune) rune {
-		if r == '\n' || r == '\r' || r == 0 {
-			return ' '
-		}
-		return r
-	}, s)
-}
+// Status is the STATUS= assignment of a status line, which Send quotes.
+func Status(s string) string { return "STATUS=" + s }

@@ -6,10 +6,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
 func monotonicNow(t *testing.T) uint64 {
@@ -50,4 +53,30 @@ func TestNotifyAbstractSocket(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, n.Ready(""))
 	assert.Equal(t, "READY=1\n", read())
+}
+
+// A manager whose queue is full takes no message: every send gives up
+// within Timeout, with an error that says so, rather than wait for good.
+func TestNotifyFullQueue(t *testing.T) {
+	name := t.TempDir() + "/notify"
+	gittest.FullDatagramSocket(t, name)
+	t.Setenv("NOTIFY_SOCKET", name)
+	n, err := FromEnv()
+	require.NoError(t, err)
+	for _, send := range []func() error{
+		func() error { return n.Ready("serving abc123") },
+		func() error { return n.Reloading("reloading") },
+		func() error { return n.SetStatus("stale") },
+		func() error { return n.Send("STOPPING=1") },
+	} {
+		done := make(chan error, 1)
+		go func() { done <- send() }()
+		select {
+		case err := <-done:
+			assert.ErrorIs(t, err, os.ErrDeadlineExceeded)
+			assert.ErrorContains(t, err, "queue is full")
+		case <-time.After(10 * Timeout):
+			t.Fatalf("a send to a full queue still waits after %v", 10*Timeout)
+		}
+	}
 }

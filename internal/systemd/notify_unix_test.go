@@ -30,7 +30,8 @@ func listenNotify(t *testing.T, name string) func() string {
 }
 
 // The manager's socket gets one datagram per message, each line an
-// assignment; a status line with a newline in it stays one line.
+// assignment; a status line with a newline or a terminal's escape in it
+// is quoted, as the command line quotes a name: one line, no escape.
 func TestNotifyMessages(t *testing.T) {
 	name := filepath.Join(t.TempDir(), "notify")
 	read := listenNotify(t, name)
@@ -42,7 +43,11 @@ func TestNotifyMessages(t *testing.T) {
 	require.NoError(t, n.Ready("serving abc123"))
 	assert.Equal(t, "READY=1\nSTATUS=serving abc123\n", read())
 	require.NoError(t, n.SetStatus("stale:\nwaiting"))
-	assert.Equal(t, "STATUS=stale: waiting\n", read())
+	assert.Equal(t, "STATUS=\"stale:\\nwaiting\"\n", read())
+	require.NoError(t, n.Ready("serving, the receipt update_\x1b[2J\x1b[31mred.json"))
+	assert.Equal(t, "READY=1\nSTATUS=\"serving, the receipt update_\\x1b[2J\\x1b[31mred.json\"\n", read())
+	require.NoError(t, n.Send("STATUS=a host's\rline\x00"))
+	assert.Equal(t, "STATUS=\"a host's\\rline\\x00\"\n", read())
 	require.NoError(t, n.Stopping(""))
 	assert.Equal(t, "STOPPING=1\n", read())
 	assert.Error(t, n.Send("READY=1\nSTOPPING=1"), "an assignment is one line")

@@ -55,13 +55,14 @@ func ClaimMarker(path string, pid int, started time.Time, judge Judge) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	// Claims are serialized by a lock of their own beside the marker: a
-	// claim reads the directory and the marker in steps no reader can take
-	// at once (a claim renamed aside by another, and put back, reads as
-	// none for an instant), so two claims at a time could both win. An
-	// updater that takes no such lock (Hermes's own) is not serialized by
-	// it, and the renames and comparisons below are all it has.
-	unlock, err := lockClaims(path + ClaimLockSuffix)
+	// Claims are serialized by the updater's own sidecar lock beside the
+	// marker (see MarkerLockSuffix): a claim reads the directory and the
+	// marker in steps no reader can take at once (a claim renamed aside
+	// by another, and put back, reads as none for an instant), so two
+	// claims at a time could both win. An updater that takes no such lock
+	// (Hermes's Python updater) is not serialized by it, and the renames
+	// and comparisons below are all it has.
+	unlock, err := lockMarker(path)
 	if err != nil {
 		return err
 	}
@@ -113,7 +114,7 @@ func ClaimMarker(path string, pid int, started time.Time, judge Judge) error {
 		// Ours now; an artifact of another updater's beside it means
 		// that one is claiming or releasing at the same time: yield.
 		if why := judge.Beside(path); why != "" {
-			_, _ = RemoveMarker(path, pid, started)
+			_, _ = removeMarker(path, pid, started)
 			return fmt.Errorf("%w: %s", ErrMarkerHeld, why)
 		}
 		return nil
@@ -153,9 +154,21 @@ func markerBodyOf(pid int, started time.Time) []byte {
 // ClaimMarker wrote for pid and started: a marker another updater wrote
 // since (one that found this one stale) is left to it. It releases the
 // marker as Hermes's updater does, renaming it aside first, so that no
-// reader sees the path free before the file there is known to be ours. It
-// reports whether it removed the marker.
+// reader sees the path free before the file there is known to be ours,
+// and holding the updater's sidecar lock as a claim does (a sidecar held
+// past claimLockWait leaves the marker, with an error matching
+// ErrMarkerHeld). It reports whether it removed the marker.
 func RemoveMarker(path string, pid int, started time.Time) (bool, error) {
+	unlock, err := lockMarker(path)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	return removeMarker(path, pid, started)
+}
+
+// removeMarker is RemoveMarker, the sidecar lock held.
+func removeMarker(path string, pid int, started time.Time) (bool, error) {
 	fi, err := os.Lstat(path)
 	if err != nil || !fi.Mode().IsRegular() || fi.Size() > MaxMarkerBytes {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -217,17 +230,22 @@ func WriteReceipt(latest string, r Receipt, pid int) error {
 	return durable.WriteFile(latest, data, 0o644)
 }
 
-// ClaimLockSuffix names, after the marker's path, the lock file that
-// serializes the claims of ClaimMarker.
-const ClaimLockSuffix = ".claim-lock"
+// MarkerLockSuffix names, after the marker's path, the updater's sidecar
+// lock: Hermes's marker.sh (its rule A7) takes flock(2) on <marker>.lock
+// exclusively for every read, judgement and write or removal of the
+// marker, and never deletes it. ClaimMarker and RemoveMarker take it the
+// same way, so that their claims and the updater's exclude each other;
+// the file stays, as the updater leaves it.
+const MarkerLockSuffix = ".lock"
 
-// claimLockWait bounds the wait for another claim of the marker: a claim
-// takes a few file operations.
-const claimLockWait = 5 * time.Second
+// claimLockWait bounds the wait for the sidecar lock another claim or
+// release holds: marker.sh waits 10 s, then fails closed.
+var claimLockWait = 10 * time.Second
 
-// lockClaims takes the claim lock at path exclusively, waiting at most
-// claimLockWait for another claim to end.
-func lockClaims(path string) (func(), error) {
+// lockMarker takes the sidecar lock of the marker at path exclusively,
+// waiting at most claimLockWait for another holder to let it go.
+func lockMarker(marker string) (func(), error) {
+	path := marker + MarkerLockSuffix
 	deadline := time.Now().Add(claimLockWait)
 	for {
 		f, err := Lock(path, true)
@@ -238,7 +256,7 @@ func lockClaims(path string) (func(), error) {
 			return nil, err
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%w: another claim of the marker holds %s", ErrMarkerHeld, path)
+			return nil, fmt.Errorf("%w: another claim or release of the marker holds %s", ErrMarkerHeld, path)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}

@@ -3,6 +3,7 @@ package runtimeguard
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -279,6 +280,7 @@ type staleFacts struct {
 	links     []string              // the profiles directory's links that lead to no directory
 	roots     []string
 	locks     []string // the checkout locks of the roots
+	lockWhy   string   // why a root's checkout lock cannot be found, or ""
 	present   []string
 	rootsRead bool
 }
@@ -288,7 +290,7 @@ type staleFacts struct {
 // and the recovery markers of every install root.
 func (c *config) readStaleFacts(srcs []string) staleFacts {
 	f := staleFacts{roots: c.installRoots(srcs...)}
-	f.locks = c.checkoutLocks(f.roots)
+	f.locks, f.lockWhy = c.checkoutLocks(f.roots)
 	paths, links, problem := c.markerPathsAndLinks()
 	f.problem, f.links = problem, links
 	if len(paths) == 0 {
@@ -336,7 +338,7 @@ func (c *config) staleObservation(f *staleFacts) Observation {
 		ReceiptPath:     c.receiptPath,
 		LockPath:        c.lockPath,
 	}
-	probeCheckoutLocks(&o, f.locks)
+	probeCheckoutLocks(&o, f.locks, f.lockWhy)
 	return o
 }
 
@@ -347,22 +349,40 @@ const (
 	lockUnknown = "unknown" // this platform cannot tell
 )
 
-// checkoutLocks are the checkout locks of the install roots: none for a
-// layout without one.
-func (c *config) checkoutLocks(roots []string) []string {
+// checkoutLocks are the checkout locks of the install roots, once each
+// (see updater.FindCheckoutLock: where a writer takes each, and where the
+// updater's own reader would), and why one cannot be found ("" when all
+// are); none for a layout without one.
+func (c *config) checkoutLocks(roots []string) (paths []string, problem string) {
 	if c.checkoutLock == "" {
-		return nil
+		return nil, ""
 	}
-	return updater.CheckoutLockPaths(roots, c.checkoutLock)
+	for _, root := range roots {
+		l, err := updater.FindCheckoutLock(root, c.checkoutLock)
+		if err != nil {
+			problem = "the checkout lock of " + root + " cannot be found: " + err.Error()
+			continue
+		}
+		for _, p := range []string{l.Path, l.Also} {
+			if p != "" && !slices.Contains(paths, p) {
+				paths = append(paths, p)
+			}
+		}
+	}
+	return paths, problem
 }
 
 // probeCheckoutLocks probes the checkout locks at paths, now, and sets
 // what they say in o: the first held (else unknown, else the first) lock,
 // its state and why; a held lock makes the update active, one that
-// cannot be probed unknown where nothing else says it is active. A lock
-// is probed on each look, as a process's liveness is: whether a process
-// holds it changes with no change of any file.
-func probeCheckoutLocks(o *Observation, paths []string) {
+// cannot be probed, or cannot be found (problem), unknown where nothing
+// else says it is active. A lock is probed on each look, as a process's
+// liveness is: whether a process holds it changes with no change of any
+// file.
+func probeCheckoutLocks(o *Observation, paths []string, problem string) {
+	if problem != "" {
+		o.CheckoutLock, o.CheckoutLockReason = lockUnknown, problem
+	}
 	for _, p := range paths {
 		state, why := updater.ProbeCheckoutLock(p)
 		word := map[updater.LockState]string{updater.LockFree: lockFree, updater.LockHeld: lockHeld, updater.LockUnknown: lockUnknown}[state]

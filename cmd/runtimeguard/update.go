@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/runtimeguard/runtimeguard"
@@ -109,7 +110,13 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	checkoutLock := opts.Layout.CheckoutLock
 	if checkoutLock != "" {
-		checkoutLock = updater.CheckoutLockPath(ck.TopLevel, checkoutLock)
+		// Where a guard probes it: found from the module's directory as
+		// git finds the repository.
+		l, err := updater.FindCheckoutLock(filepath.Dir(ck.ModulePath), checkoutLock)
+		if err != nil {
+			return fmt.Errorf("the checkout lock of %s cannot be found: %w", text(ck.TopLevel), err)
+		}
+		checkoutLock = l.Path
 	}
 	res, err := updater.System.Run(ctx, updater.Update{
 		Marker: paths.Marker, Receipt: paths.Receipt, Lock: paths.Lock, LockWait: *wait,

@@ -5,6 +5,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtimeguard/runtimeguard"
 	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
@@ -112,4 +114,87 @@ func TestHermesUpdateRefusedWhileTheWrapperRuns(t *testing.T) {
 		end()
 		return state == "locked"
 	}, 30*time.Second, 10*time.Millisecond, "the checkout is free once the child ended")
+}
+
+// holdingUpdate runs the wrapper on module, with home, and a command that
+// starts a child which outlives it and holds the inherited locks until
+// the returned function is called; it returns once the wrapper exited.
+func holdingUpdate(t *testing.T, module, home string) (release func()) {
+	t.Helper()
+	tmp := gittest.TempDir(t)
+	started, gate := filepath.Join(tmp, "started"), filepath.Join(tmp, "gate")
+	require.NoError(t, syscall.Mkfifo(gate, 0o600))
+	release = func() { // lets the child end, whatever the test did
+		if f, err := os.OpenFile(gate, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			f.Close()
+		}
+	}
+	t.Cleanup(release)
+	args := []string{"update", "--module", module, "--home", home, "--wait", "200ms", "--",
+		"sh", "-c", `(cat "$1" >/dev/null 2>&1 </dev/null) & touch "$0"`, started, gate}
+	cmd := commandProcess(args...)
+	cmd.Env = append(cmd.Env, gittest.Env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	require.Eventually(t, func() bool { _, err := os.Stat(started); return err == nil }, 10*time.Second, 5*time.Millisecond)
+	require.NoError(t, cmd.Wait(), stderr.String())
+	return release
+}
+
+// The wrapper takes the checkout lock where a guard probes it, in every
+// layout where the two could disagree: core.worktree set in a Git
+// directory above the worktree (no .git in the worktree), and a stray
+// empty .git in the module's directory that git passes over. While the
+// wrapper's command's child runs, the guard finds the lock held and plans
+// nothing; the lock is never a file in the worktree.
+func TestUpdateLocksWhereTheGuardProbes(t *testing.T) {
+	cases := map[string]func(t *testing.T, tmp string) (module, common string){
+		"core.worktree set in a Git directory above the worktree": func(t *testing.T, tmp string) (string, string) {
+			top := filepath.Join(tmp, "top")
+			wt := filepath.Join(top, "wt")
+			require.NoError(t, os.MkdirAll(wt, 0o755))
+			git(t, top, "init", "-q")
+			git(t, top, "config", "core.worktree", "../wt")
+			gittest.WriteFile(t, filepath.Join(wt, "run_agent.py"), "class AIAgent: pass\n")
+			git(t, wt, "add", "run_agent.py")
+			git(t, wt, "commit", "-qm", "one")
+			return filepath.Join(wt, "run_agent.py"), filepath.Join(top, ".git")
+		},
+		"a stray empty .git in the module's directory": func(t *testing.T, tmp string) (string, string) {
+			repo := filepath.Join(tmp, "repo")
+			gittest.Init(t, repo, map[string]string{"agent/run_agent.py": "class AIAgent: pass\n"})
+			require.NoError(t, os.Mkdir(filepath.Join(repo, "agent", ".git"), 0o755))
+			return filepath.Join(repo, "agent", "run_agent.py"), filepath.Join(repo, ".git")
+		},
+	}
+	for name, layout := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel() // processes, files and repositories of its own
+			tmp := gittest.Resolved(t, gittest.TempDir(t))
+			module, common := layout(t, tmp)
+			home := filepath.Join(tmp, "home")
+			g, err := runtimeguard.New(runtimeguard.Options{ModulePath: module, HomeDir: home})
+			require.NoError(t, err)
+			t.Cleanup(func() { g.Close() })
+
+			release := holdingUpdate(t, module, home)
+			o := g.Observe()
+			assert.Equal(t, "held", o.CheckoutLock, "%s: %s", o.CheckoutLockPath, o.CheckoutLockReason)
+			assert.Equal(t, filepath.Join(common, "hermes-update.lock"), o.CheckoutLockPath)
+			assert.Equal(t, runtimeguard.UpdateActive, o.State)
+			assert.NoFileExists(t, filepath.Join(filepath.Dir(module), ".hermes-update.lock"), "a lock file in the worktree")
+			assert.NoFileExists(t, filepath.Join(filepath.Dir(module), ".git", "hermes-update.lock"), "a lock in the stray .git")
+
+			gittest.WriteFile(t, module, "class AIAgent: revision = 2\n")
+			git(t, filepath.Dir(module), "commit", "-qam", "two")
+			_, err = g.PlanReload(context.Background())
+			require.ErrorIs(t, err, runtimeguard.ErrNotReady)
+			assert.ErrorContains(t, err, "is held")
+
+			release()
+			require.Eventually(t, func() bool { return g.Observe().CheckoutLock == "free" }, 10*time.Second, 5*time.Millisecond, "the child ended")
+		})
+	}
 }

@@ -6,10 +6,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/runtimeguard/runtimeguard/internal/gitread"
 )
 
 // The checkout lock: a kernel lock the updater holds on the checkout it
@@ -34,83 +34,38 @@ const (
 	CheckoutContentionWait = 3 * time.Second
 )
 
-// CheckoutLockPath is where the updater locks the checkout whose top-level
-// directory (install root) is root, name being the lock's file name
-// (HermesCheckoutLock): <common Git directory>/<name> where root/.git is a
-// directory or a "gitdir: <path>" file (whose Git directory's commondir
-// file may name the shared one), else root/.<name>. It is read from the
-// files, as the updater reads it, without git.
-func CheckoutLockPath(root, name string) string {
-	if common, ok := gitCommonDir(root); ok {
-		return filepath.Join(common, name)
-	}
-	return filepath.Join(root, "."+name)
+// CheckoutLockPaths are where the checkout lock of one install is: Path,
+// where a writer takes it and a reader probes it, and Also, where the
+// updater's own reader puts the lock of the same checkout instead, where
+// its rule and git's differ: a reader probes it too, no writer here takes
+// it; "" where it is Path.
+type CheckoutLockPaths struct {
+	Path, Also string
 }
 
-// gitCommonDir reads root's common Git directory from root/.git, as the
-// updater reads it: links followed (a .git, gitdir or commondir file that
-// is a link is read where it leads), a .git that is neither a directory
-// nor a regular file names none, and a commondir that is no regular file
-// is not there.
-func gitCommonDir(root string) (string, bool) {
-	dot := filepath.Join(root, ".git")
-	fi, err := os.Stat(dot)
-	if err != nil || !fi.IsDir() && !fi.Mode().IsRegular() {
-		return "", false
-	}
-	gitdir := dot
-	if !fi.IsDir() {
-		body, err := readSmallFollowing(dot)
-		if err != nil {
-			return "", false
-		}
-		text := strings.TrimSpace(strings.TrimPrefix(string(body), "\ufeff"))
-		target, ok := strings.CutPrefix(text, "gitdir:")
-		if !ok {
-			return "", false
-		}
-		target = strings.TrimSpace(target)
-		if !filepath.IsAbs(target) {
-			target = filepath.Join(root, target)
-		}
-		gitdir = target
-	}
-	commondir := filepath.Join(gitdir, "commondir")
-	if ci, err := os.Stat(commondir); err == nil && ci.Mode().IsRegular() {
-		body, err := readSmallFollowing(commondir)
-		if err != nil {
-			return "", false
-		}
-		common := strings.TrimSpace(strings.TrimPrefix(string(body), "\ufeff"))
-		if !filepath.IsAbs(common) {
-			common = filepath.Join(gitdir, common)
-		}
-		gitdir = common
-	}
-	return filepath.Clean(gitdir), true
-}
-
-// readSmallFollowing reads a small regular file (a .git file, a commondir)
-// where its links lead, without blocking: the links resolved first, the
-// file they lead to opened as readSmall opens one.
-func readSmallFollowing(path string) ([]byte, error) {
-	real, err := filepath.EvalSymlinks(path)
+// FindCheckoutLock is where the checkout lock named name (the layout's
+// CheckoutLock, Hermes's HermesCheckoutLock) of the install whose root is
+// root (absolute) is: <common Git directory>/<name> of the repository
+// git's discovery finds from root (gitread.Locate: gitdir files,
+// commondir, core.worktree, a .git git passes over), else, where no
+// repository holds root, <root>/.<name>. Where the updater's own reader,
+// which reads only <top level>/.git, finds no .git there (a core.worktree
+// set in a Git directory elsewhere), it locks <top level>/.<name>:
+// that is Also. A repository git cannot read is an error: no path is
+// known.
+func FindCheckoutLock(root, name string) (CheckoutLockPaths, error) {
+	l, err := gitread.Locate(root)
 	if err != nil {
-		return nil, err
+		return CheckoutLockPaths{}, err
 	}
-	return readSmall(real)
-}
-
-// readSmall reads a small regular file (a .git file, a commondir) safely.
-func readSmall(path string) ([]byte, error) {
-	body, kind, why := SafeOpen(path, 64<<10)
-	switch kind {
-	case FileAbsent:
-		return nil, fs.ErrNotExist
-	case FileUnusable:
-		return nil, errors.New(why)
+	if l.CommonDir == "" {
+		return CheckoutLockPaths{Path: filepath.Join(root, "."+name)}, nil
 	}
-	return body, nil
+	p := CheckoutLockPaths{Path: filepath.Join(l.CommonDir, name)}
+	if l.DotGit != filepath.Join(l.TopLevel, ".git") {
+		p.Also = filepath.Join(l.TopLevel, "."+name)
+	}
+	return p, nil
 }
 
 // LockState is what a probe of the checkout lock found.
@@ -198,30 +153,4 @@ func LockCheckout(path string, wait time.Duration) (*os.File, error) {
 		_, _ = f.WriteAt(record, 0)
 	}
 	return f, nil
-}
-
-// CheckoutLockPaths are the checkout locks named name of the installs
-// whose directories are roots: for each, the lock of the nearest directory at or
-// above it that holds a .git (its checkout's top level), else the lock of
-// the directory itself (an install without .git), once each.
-func CheckoutLockPaths(roots []string, name string) []string {
-	var paths []string
-	for _, root := range roots {
-		top := root
-		for dir := root; ; {
-			if _, err := os.Lstat(filepath.Join(dir, ".git")); err == nil {
-				top = dir
-				break
-			}
-			parent := filepath.Dir(dir)
-			if parent == dir {
-				break
-			}
-			dir = parent
-		}
-		if p := CheckoutLockPath(top, name); !slices.Contains(paths, p) {
-			paths = append(paths, p)
-		}
-	}
-	return paths
 }

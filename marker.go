@@ -279,8 +279,8 @@ type staleFacts struct {
 	problem   string                // why not every home was read, or ""
 	links     []string              // the profiles directory's links that lead to no directory
 	roots     []string
-	locks     []string // the checkout locks of the roots
-	lockWhy   string   // why a root's checkout lock cannot be found, or ""
+	locks     []checkoutLock // the checkout locks of the roots
+	lockWhy   string         // why a root's checkout lock cannot be found, or ""
 	present   []string
 	rootsRead bool
 }
@@ -349,11 +349,19 @@ const (
 	lockUnknown = "unknown" // this platform cannot tell
 )
 
+// checkoutLock is a checkout lock to probe: its path, and whether it is
+// probed through a link at its name, as the updater's own path is (see
+// updater.CheckoutLockPaths).
+type checkoutLock struct {
+	path   string
+	follow bool
+}
+
 // checkoutLocks are the checkout locks of the install roots, once each
 // (see updater.FindCheckoutLock: where a writer takes each, and where the
 // updater's own reader would), and why one cannot be found ("" when all
 // are); none for a layout without one.
-func (c *config) checkoutLocks(roots []string) (paths []string, problem string) {
+func (c *config) checkoutLocks(roots []string) (locks []checkoutLock, problem string) {
 	if c.checkoutLock == "" {
 		return nil, ""
 	}
@@ -363,13 +371,13 @@ func (c *config) checkoutLocks(roots []string) (paths []string, problem string) 
 			problem = "the checkout lock of " + root + " cannot be found: " + err.Error()
 			continue
 		}
-		for _, p := range []string{l.Path, l.Also} {
-			if p != "" && !slices.Contains(paths, p) {
-				paths = append(paths, p)
+		for _, lk := range []checkoutLock{{l.Path, false}, {l.Also, true}} {
+			if lk.path != "" && !slices.ContainsFunc(locks, func(o checkoutLock) bool { return o.path == lk.path }) {
+				locks = append(locks, lk)
 			}
 		}
 	}
-	return paths, problem
+	return locks, problem
 }
 
 // probeCheckoutLocks probes the checkout locks at paths, now, and sets
@@ -379,15 +387,15 @@ func (c *config) checkoutLocks(roots []string) (paths []string, problem string) 
 // else says it is active. A lock is probed on each look, as a process's
 // liveness is: whether a process holds it changes with no change of any
 // file.
-func probeCheckoutLocks(o *Observation, paths []string, problem string) {
+func probeCheckoutLocks(o *Observation, locks []checkoutLock, problem string) {
 	if problem != "" {
 		o.CheckoutLock, o.CheckoutLockReason = lockUnknown, problem
 	}
-	for _, p := range paths {
-		state, why := updater.ProbeCheckoutLock(p)
+	for i, lk := range locks {
+		state, why := updater.ProbeCheckoutLock(lk.path, lk.follow)
 		word := map[updater.LockState]string{updater.LockFree: lockFree, updater.LockHeld: lockHeld, updater.LockUnknown: lockUnknown}[state]
-		if o.CheckoutLockPath == "" || word == lockHeld || word == lockUnknown && o.CheckoutLock == lockFree {
-			o.CheckoutLockPath, o.CheckoutLock, o.CheckoutLockReason = p, word, why
+		if i == 0 && problem == "" || word == lockHeld || word == lockUnknown && o.CheckoutLock == lockFree {
+			o.CheckoutLockPath, o.CheckoutLock, o.CheckoutLockReason = lk.path, word, why
 		}
 		if word == lockHeld {
 			break

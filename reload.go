@@ -94,7 +94,10 @@ const (
 // Where the layout has a lock file, the plan holds it shared from now until
 // the new code is bound ([Plan.Bind]) or the plan is released, so that a
 // cooperating updater cannot start meanwhile; a lock held by an updater is
-// not ready. PlanReload creates the lock file if it is missing.
+// not ready. PlanReload creates the lock file if it is missing, and opens
+// it for reading only (a lock file it may read but not write still takes
+// the shared lock); a link at the lock's name is never opened, nor a file
+// created where it leads: no plan.
 //
 // The plan's reads run on the guard's goroutine for the updater's files:
 // PlanReload waits for them at most [Options.ReadTimeout] in all, or

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // A FIFO at the receipt's path is refused at once.
@@ -65,4 +66,47 @@ func TestPlanReloadSeesTheNewInstallsRecoveryMarkers(t *testing.T) {
 	require.NoError(t, r.Bind(context.Background()))
 	assert.Equal(t, resolved(t, v2), g.Identity().SourceDir)
 	assert.NoError(t, g.EnsureCurrent())
+}
+
+// A link at the layout's lock in the home: PlanReload neither creates a
+// file where the link leads nor opens one there; it plans nothing, and
+// says why.
+func TestPlanReloadNeverLocksThroughALink(t *testing.T) {
+	for _, dangling := range []bool{false, true} {
+		c := newReloadCase(t)
+		c.success(t)
+		target := filepath.Join(tempDir(t), "elsewhere")
+		if !dangling {
+			writeFile(t, target, "keep\n")
+		}
+		require.NoError(t, os.Symlink(target, filepath.Join(c.home, "update.lock")))
+		r, err := c.g.PlanReload(context.Background())
+		r.Release()
+		require.ErrorIs(t, err, ErrNotReady, "dangling %v", dangling)
+		assert.ErrorContains(t, err, "symbolic link")
+		if dangling {
+			assert.NoFileExists(t, target, "a lock file made where the link leads")
+		} else {
+			data, err := os.ReadFile(target)
+			require.NoError(t, err)
+			assert.Equal(t, "keep\n", string(data))
+		}
+	}
+}
+
+// A plan takes the layout's lock shared with read access alone: its lock
+// file is open for reading only, so a server that may read the lock file
+// but not write it still plans.
+func TestPlanHoldsTheLockForReadingOnly(t *testing.T) {
+	c := newReloadCase(t)
+	c.success(t)
+	lock := filepath.Join(c.home, "update.lock")
+	writeFile(t, lock, "")
+	require.NoError(t, os.Chmod(lock, 0o444))
+	r, err := c.g.PlanReload(context.Background())
+	require.NoError(t, err)
+	defer r.Release()
+	flags, err := unix.FcntlInt(r.LockFile().Fd(), unix.F_GETFL, 0)
+	require.NoError(t, err)
+	assert.Equal(t, unix.O_RDONLY, flags&unix.O_ACCMODE, "the plan's lock file is open for reading alone")
 }

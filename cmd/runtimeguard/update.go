@@ -119,6 +119,7 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		checkoutLock = l.Path
 	}
 	res, err := updater.System.Run(ctx, updater.Update{
+		Home:   paths.Home,
 		Marker: paths.Marker, Receipt: paths.Receipt, Lock: paths.Lock, LockWait: *wait,
 		CheckoutLock: checkoutLock,
 		Judge:        updater.System.Judge(runtimeguard.DefaultMaxMarkerAge),

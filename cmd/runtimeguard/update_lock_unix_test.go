@@ -198,3 +198,47 @@ func TestUpdateLocksWhereTheGuardProbes(t *testing.T) {
 		})
 	}
 }
+
+// In a checkout whose worktree holds no .git (core.worktree set in the Git
+// directory above it), a link the repository tracks at the updater's
+// lock name in the worktree: the wrapper locks the Git directory's file,
+// and never writes through the link; the guard probes the updater's path
+// as the updater would open it, and plans on the wrapper's success
+// receipt.
+func TestUpdateNeverWritesThroughATrackedLink(t *testing.T) {
+	t.Parallel() // processes, files and repositories of its own
+	tmp := gittest.Resolved(t, gittest.TempDir(t))
+	top := filepath.Join(tmp, "top")
+	wt := filepath.Join(top, "wt")
+	require.NoError(t, os.MkdirAll(wt, 0o755))
+	target := filepath.Join(tmp, "precious")
+	gittest.WriteFile(t, target, "keep\n")
+	git(t, top, "init", "-q")
+	git(t, top, "config", "core.worktree", "../wt")
+	module := filepath.Join(wt, "run_agent.py")
+	gittest.WriteFile(t, module, "class AIAgent: pass\n")
+	require.NoError(t, os.Symlink(target, filepath.Join(wt, ".hermes-update.lock")))
+	git(t, wt, "add", "run_agent.py", ".hermes-update.lock")
+	git(t, wt, "commit", "-qm", "one")
+	home := filepath.Join(tmp, "home")
+	g, err := runtimeguard.New(runtimeguard.Options{ModulePath: module, HomeDir: home})
+	require.NoError(t, err)
+	t.Cleanup(func() { g.Close() })
+
+	cmd := commandProcess("update", "--module", module, "--home", home, "--",
+		"sh", "-c", `echo "class AIAgent: revision = 2" > run_agent.py && git commit -qam two`)
+	cmd.Env = append(cmd.Env, gittest.Env...)
+	r := runProcess(t, cmd)
+	require.Equal(t, 0, r.code, r.stderr)
+	data, err := os.ReadFile(target)
+	require.NoError(t, err)
+	assert.Equal(t, "keep\n", string(data), "the file the tracked link leads to")
+	assert.FileExists(t, filepath.Join(top, ".git", "hermes-update.lock"))
+
+	o := g.Observe()
+	assert.Equal(t, "free", o.CheckoutLock, "%s: %s", o.CheckoutLockPath, o.CheckoutLockReason)
+	require.ErrorIs(t, g.EnsureCurrent(), runtimeguard.ErrStale)
+	plan, err := g.PlanReload(context.Background())
+	require.NoError(t, err)
+	plan.Release()
+}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
 )
 
@@ -35,10 +36,12 @@ const (
 )
 
 // CheckoutLockPaths are where the checkout lock of one install is: Path,
-// where a writer takes it and a reader probes it, and Also, where the
-// updater's own reader puts the lock of the same checkout instead, where
-// its rule and git's differ: a reader probes it too, no writer here takes
-// it; "" where it is Path.
+// where a writer takes it and a reader probes it (never through a link at
+// its name), and Also, where the updater's own reader puts the lock of the
+// same checkout instead, where its rule and git's differ: a reader probes
+// it too, as the updater opens it (through a link at its name: that is
+// where the updater locks), and no writer here takes it; "" where it is
+// Path.
 type CheckoutLockPaths struct {
 	Path, Also string
 }
@@ -80,24 +83,34 @@ const (
 
 // ProbeCheckoutLock reports whether a process holds the checkout lock at
 // path, as the updater's own probe does: it takes the lock without
-// waiting for the instant of one try and drops it at once. Only a missing
-// file is free without a try; a file that exists and cannot be opened is
-// held (so every reader parks what the updater's own would); a lock call
-// that fails outright (a file system without locks) means nothing can
-// hold it. why says what was found.
-func ProbeCheckoutLock(path string) (state LockState, why string) {
-	// One probe at a time in a process: probes that overlapped could keep
-	// the lock taken long enough for a starting updater to give up.
-	probeMu.Lock()
-	defer probeMu.Unlock()
-	f, err := openLockProbe(path)
-	if errors.Is(err, fs.ErrNotExist) {
+// waiting for the instant of one try and drops it at once. The file is
+// opened for reading (where the platform's lock takes that), never
+// created, and, unless follow, never through a link at its name: a link
+// there (or anything but a regular file) proves nothing, and the lock is
+// unknown. follow is for a path where the updater itself opens through a
+// link (see CheckoutLockPaths.Also). Only a missing file is free without a
+// try; a file that exists and cannot be opened is held (so every reader
+// parks what the updater's own would); a lock call that fails outright
+// (a file system without locks) means nothing can hold it. why says what
+// was found.
+//
+// The tries of one path in this process never overlap (overlapping probes
+// could keep the lock taken long enough for a starting updater to give
+// up); nothing is held across the open, so a lock file that does not
+// answer holds up no probe but its own path's.
+func ProbeCheckoutLock(path string, follow bool) (state LockState, why string) {
+	f, err := openLock(path, false, exclusiveWrites, follow)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return LockFree, "no lock file"
-	}
-	if err != nil {
+	case err != nil && (isLink(err) || errors.Is(err, fsread.ErrNotRegular)):
+		return LockUnknown, "not opened, it proves nothing: " + err.Error()
+	case err != nil:
 		return LockHeld, "the lock file cannot be opened: " + err.Error()
 	}
 	defer f.Close()
+	unlock := probes.lock(path)
+	defer unlock()
 	held, err := tryCheckoutLock(f)
 	switch {
 	case errors.Is(err, errors.ErrUnsupported):
@@ -111,21 +124,66 @@ func ProbeCheckoutLock(path string) (state LockState, why string) {
 	return LockFree, "no process holds it"
 }
 
-// probeMu serializes the probes of this process.
-var probeMu sync.Mutex
+// probes serializes the tries of each lock path in this process.
+var probes pathLocks
+
+// pathLocks are mutexes by path, each kept while a holder or a waiter
+// uses it. mu is held only to find or drop one, never across a file
+// system call.
+type pathLocks struct {
+	mu sync.Mutex // protects m
+	m  map[string]*pathLock
+}
+
+type pathLock struct {
+	mu   sync.Mutex
+	refs int // holders and waiters; pathLocks.mu protects it
+}
+
+// lock takes the mutex of path and returns its release.
+func (p *pathLocks) lock(path string) func() {
+	p.mu.Lock()
+	if p.m == nil {
+		p.m = make(map[string]*pathLock)
+	}
+	l := p.m[path]
+	if l == nil {
+		l = new(pathLock)
+		p.m[path] = l
+	}
+	l.refs++
+	p.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		p.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(p.m, path)
+		}
+		p.mu.Unlock()
+	}
+}
 
 // ErrCheckoutLocked matches the error of LockCheckout when another
 // process tree holds the checkout lock.
 var ErrCheckoutLocked = errors.New("another update holds the checkout lock")
 
 // LockCheckout takes the checkout lock at path for this process's update,
-// as the updater takes it: the file opened (created) read-write, the lock
-// tried every 20 ms for at most wait (a probe holds it for an instant),
-// and the holder record (MarkerBody of this process) written into it. The
-// lock lasts until the file is closed, and on Unix while any child that
-// inherited the descriptor runs.
+// as the updater takes it: the file opened (created where missing) for
+// reading and writing, or for reading alone where its permissions allow
+// no more (a lock file left by another user: the kernel lock takes a
+// read-only descriptor, but on AIX), never through a link at its name and
+// never anything but a regular file; the lock tried every 20 ms for at
+// most wait (a probe holds it for an instant); and, where the file is
+// writable, the holder record (MarkerBody of this process) written into
+// it. The lock lasts until the file is closed, and on Unix while any child
+// that inherited the descriptor runs.
 func LockCheckout(path string, wait time.Duration) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := openLock(path, true, true, false)
+	writable := err == nil
+	if denied(err) && !exclusiveWrites {
+		f, err = openLock(path, false, false, false)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -146,11 +204,12 @@ func LockCheckout(path string, wait time.Duration) (*os.File, error) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	// The try that found it free left it taken on f: record the holder
-	// for readers that name it.
-	pid := os.Getpid()
-	record := markerBodyOf(pid, time.Now())
-	if err := f.Truncate(0); err == nil {
-		_, _ = f.WriteAt(record, 0)
+	// for readers that name it, in the file opened (no link followed).
+	if writable {
+		record := markerBodyOf(os.Getpid(), time.Now())
+		if err := f.Truncate(0); err == nil {
+			_, _ = f.WriteAt(record, 0)
+		}
 	}
 	return f, nil
 }

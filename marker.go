@@ -137,12 +137,16 @@ type Observation struct {
 // "running", while it runs): schema 1 of the updater's receipt. Its JSON
 // keys are those of the command-line tool's status.
 type Receipt struct {
-	// ID identifies the receipt: "update_id:" and the update_id where the
-	// updater wrote one, else "correlation_id:" and the correlation_id,
-	// else "sha256:" and a digest of the receipt's bytes with its file's
-	// identity; for the flip of a [Layout].Link, "link:" and the link's
-	// path, file identity and target. A plan scheduled on a receipt
-	// spends it.
+	// ID names what the receipt proves, never a file's identity (an inode
+	// is reused): "update_id:" and the update_id where the updater wrote
+	// one; else "correlation_id:" and the correlation_id, with the
+	// revision after the update and the time it finished (a launcher may
+	// reuse its correlation_id for another update); else "sha256:" and a
+	// digest of the receipt's bytes; for the flip of a [Layout].Link,
+	// "link:" and the link's path, what it leads to (the worktree named by
+	// its revision) and when it was made (the link's change time). A plan
+	// scheduled on a receipt spends it, for the binding the plan was made
+	// on.
 	ID string `json:"id"`
 	// UpdateID and CorrelationID name the run, where the updater wrote
 	// them (Hermes's updater writes one, the other or neither, by its
@@ -489,7 +493,7 @@ func (c *config) observeFlip(o *Observation, since *updater.ReceiptFiles) {
 	}
 	o.worktree = dir
 	o.Receipt = &Receipt{
-		ID:         flipPrefix + c.link + "@" + st.FileID() + " -> " + target,
+		ID:         flipPrefix + c.link + " -> " + target + " @ " + st.ChangedAt().UTC().Format(time.RFC3339Nano),
 		Outcome:    updater.OutcomeSuccess,
 		To:         strings.ToLower(hash),
 		FinishedAt: st.ChangedAt(),

@@ -89,7 +89,9 @@ const (
 //     the bound install's and, where the configured path now leads to
 //     another directory, that one's;
 //   - nothing of it changed while it was read;
-//   - no earlier plan of this guard was scheduled on the same receipt.
+//   - no earlier plan on the binding the guard has now was scheduled on
+//     the same receipt (what earlier bindings spent is forgotten with
+//     them).
 //
 // Where the layout has a lock file, the plan holds it shared from now until
 // the new code is bound ([Plan.Bind]) or the plan is released, so that a
@@ -110,7 +112,7 @@ func (g *Guard) PlanReload(ctx context.Context) (*Plan, error) {
 	if b == nil || b.id.Revision == "" {
 		return nil, notReady("the guard is not bound to a tracked checkout")
 	}
-	if g.scheduled.Load() != nil {
+	if b.plans.isScheduled() {
 		return nil, notReady("a reload is scheduled already")
 	}
 	if b.receiptsAt == nil {
@@ -255,7 +257,7 @@ func (g *Guard) unproven(b *binding, c *gitread.Checkout, o *Observation, now ti
 	case o.worktree == "" && !o.Receipt.FinishedAt.After(b.boundAt):
 		return fmt.Sprintf("the receipt finished at %s, not after the guard bound at %s",
 			o.Receipt.FinishedAt.UTC().Format(time.RFC3339Nano), b.boundAt.UTC().Format(time.RFC3339Nano))
-	case g.spent(o.Receipt.ID):
+	case b.plans.spent(o.Receipt.ID):
 		return "a reload was already scheduled on the receipt " + o.Receipt.ID
 	}
 	return ""
@@ -326,10 +328,13 @@ func isPending(err error) bool {
 // on, until [Plan.Bind] or [Plan.Release], every stale answer says
 // "restart_scheduled": true with [Options.ReloadMessage], which asks the
 // client to retry shortly. The plan's receipt can allow no second reload
-// of this guard. At most one plan of a guard is scheduled at a time:
-// scheduling a second, or one released or carried out, is an error, and
-// the host must not carry it out. Scheduling a scheduled plan again is a
-// no-op.
+// of the code the guard is bound to: it is spent. At most one plan of a
+// guard is scheduled at a time, and only on what the guard is bound to
+// now: scheduling a second, one released or carried out, one made on a
+// binding the guard no longer has (it was bound anew since, as by another
+// plan's [Plan.Bind]), or one whose receipt another plan spent, is an
+// error, and the host must not carry it out. Scheduling a scheduled plan
+// again is a no-op.
 func (r *Plan) Schedule() error {
 	if r == nil || r.g == nil {
 		return errors.New("runtimeguard: schedule: the plan was not made by Guard.PlanReload")
@@ -342,13 +347,13 @@ func (r *Plan) Schedule() error {
 	case planDone:
 		return errors.New("runtimeguard: schedule: the plan was released or carried out")
 	}
-	if !r.g.scheduled.CompareAndSwap(nil, r) {
-		return errors.New("runtimeguard: schedule: another reload of this guard is scheduled")
+	if r.g.bound.Load() != r.b {
+		return errors.New("runtimeguard: schedule: the guard was bound anew since the plan was made")
+	}
+	if err := r.b.plans.schedule(r); err != nil {
+		return err
 	}
 	r.state = planScheduled
-	r.g.receiptsMu.Lock()
-	r.g.spentIDs = append(r.g.spentIDs, r.Receipt.ID)
-	r.g.receiptsMu.Unlock()
 	return nil
 }
 
@@ -364,8 +369,8 @@ func (r *Plan) Release() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.state = planDone
-	if r.g != nil { // nil for a Plan that PlanReload did not make
-		r.g.scheduled.CompareAndSwap(r, nil)
+	if r.b != nil { // nil for a Plan that PlanReload did not make
+		r.b.plans.unschedule(r)
 	}
 	if r.lock != nil {
 		r.lock.Close()
@@ -379,11 +384,7 @@ func (r *Plan) Release() {
 func (r *Plan) releaseUnused() {
 	r.mu.Lock()
 	if r.state == planScheduled {
-		r.g.receiptsMu.Lock()
-		if i := slices.Index(r.g.spentIDs, r.Receipt.ID); i >= 0 {
-			r.g.spentIDs = slices.Delete(r.g.spentIDs, i, i+1)
-		}
-		r.g.receiptsMu.Unlock()
+		r.b.plans.unspend(r.Receipt.ID)
 	}
 	r.mu.Unlock()
 	r.Release()
@@ -409,11 +410,64 @@ func (r *Plan) LockFile() *os.File {
 	return r.lock
 }
 
-// spent reports whether a plan on the receipt id was scheduled.
-func (g *Guard) spent(id string) bool {
-	g.receiptsMu.Lock()
-	defer g.receiptsMu.Unlock()
-	return slices.Contains(g.spentIDs, id)
+// planLife is what the plans made on one binding did: the one scheduled,
+// if any, and the receipts spent, by ID. It lives as long as its binding:
+// once the guard binds anew, what was spent on the old one is forgotten
+// (a receipt written before the new binding proves nothing to it anyway).
+// The zero planLife has neither.
+type planLife struct {
+	mu        sync.Mutex // protects scheduled and spentIDs
+	scheduled *Plan
+	spentIDs  []string
+}
+
+// isScheduled reports whether a plan on the binding is scheduled.
+func (l *planLife) isScheduled() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.scheduled != nil
+}
+
+// spent reports whether a plan scheduled on the binding spent the
+// receipt id.
+func (l *planLife) spent(id string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Contains(l.spentIDs, id)
+}
+
+// schedule makes r the binding's scheduled plan, and spends its receipt,
+// unless another plan is scheduled or spent it.
+func (l *planLife) schedule(r *Plan) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.scheduled != nil:
+		return errors.New("runtimeguard: schedule: another reload of this guard is scheduled")
+	case slices.Contains(l.spentIDs, r.Receipt.ID):
+		return errors.New("runtimeguard: schedule: a reload was already scheduled on the receipt " + r.Receipt.ID)
+	}
+	l.scheduled = r
+	l.spentIDs = append(l.spentIDs, r.Receipt.ID)
+	return nil
+}
+
+// unschedule ends r's schedule, where it is the binding's scheduled plan.
+func (l *planLife) unschedule(r *Plan) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.scheduled == r {
+		l.scheduled = nil
+	}
+}
+
+// unspend makes the receipt id unspent: its reload was not carried out.
+func (l *planLife) unspend(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if i := slices.Index(l.spentIDs, id); i >= 0 {
+		l.spentIDs = slices.Delete(l.spentIDs, i, i+1)
+	}
 }
 
 // Bind binds the plan's guard to the plan's new code, for a host that

@@ -223,7 +223,7 @@ func TestScheduleRacingRelease(t *testing.T) {
 		go func() { defer wg.Done(); _ = r.Schedule() }()
 		go func() { defer wg.Done(); r.Release() }()
 		wg.Wait()
-		if c.g.scheduled.Load() != nil {
+		if c.g.bound.Load().plans.isScheduled() {
 			t.Fatalf("round %d: a released plan is scheduled", i)
 		}
 	}

@@ -262,6 +262,77 @@ func TestOneScheduledPlanAtATime(t *testing.T) {
 	assert.Error(t, p1.Schedule(), "a plan carried out")
 }
 
+// A receipt carries at most one reload, and a plan's life is its own: a
+// plan made beside one that was carried out cannot be scheduled (the
+// guard was bound anew), nor can one whose receipt an abandoned plan
+// spent; neither keeps a later update's reload from being planned.
+func TestPlanLifeIsItsOwn(t *testing.T) {
+	t.Run("made on a binding the guard no longer has", func(t *testing.T) {
+		c := newReloadCase(t)
+		c.success(t)
+		p1, err := c.g.PlanReload(context.Background())
+		require.NoError(t, err)
+		p2, err := c.g.PlanReload(context.Background())
+		require.NoError(t, err)
+		defer p2.Release()
+		require.NoError(t, p1.Schedule())
+		require.NoError(t, p1.Bind(context.Background()))
+		assert.ErrorContains(t, p2.Schedule(), "bound anew", "a second reload on one receipt")
+		assert.NoError(t, c.g.EnsureCurrent())
+
+		third := commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 3\n")
+		c.writeReceipt(t, receipt("success", c.moved, third, time.Now()))
+		require.ErrorIs(t, c.g.EnsureCurrent(), ErrStale)
+		p3, err := c.g.PlanReload(context.Background())
+		require.NoError(t, err, "a later update's reload")
+		defer p3.Release()
+		require.NoError(t, p3.Schedule())
+		var se *StaleError
+		require.ErrorAs(t, c.g.EnsureCurrent(), &se)
+		assert.True(t, se.RestartScheduled)
+	})
+	t.Run("on a receipt an abandoned plan spent", func(t *testing.T) {
+		c := newReloadCase(t)
+		c.success(t)
+		p1, err := c.g.PlanReload(context.Background())
+		require.NoError(t, err)
+		p2, err := c.g.PlanReload(context.Background())
+		require.NoError(t, err)
+		defer p2.Release()
+		require.NoError(t, p1.Schedule())
+		p1.Release() // abandoned after it began
+		assert.ErrorContains(t, p2.Schedule(), "already scheduled on the receipt")
+		var se *StaleError
+		require.ErrorAs(t, c.g.EnsureCurrent(), &se)
+		assert.False(t, se.RestartScheduled, "no reload is scheduled")
+		_, err = c.g.PlanReload(context.Background())
+		assert.ErrorContains(t, err, "already scheduled on the receipt")
+	})
+	t.Run("a correlation_id used again for another update", func(t *testing.T) {
+		c := newReloadCase(t)
+		c.writeReceipt(t, correlated("corr-1", c.loaded, c.moved, time.Now()))
+		p1, err := c.g.PlanReload(context.Background())
+		require.NoError(t, err)
+		require.NoError(t, p1.Schedule())
+		p1.Release() // abandoned: the receipt is spent
+
+		third := commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 3\n")
+		c.writeReceipt(t, correlated("corr-1", c.moved, third, time.Now()))
+		p2, err := c.g.PlanReload(context.Background())
+		require.NoError(t, err, "another update, whatever its correlation_id")
+		defer p2.Release()
+		assert.NotEqual(t, p1.Receipt.ID, p2.Receipt.ID)
+		assert.NoError(t, p2.Schedule())
+	})
+}
+
+// correlated is a receipt of Hermes's third writer: a correlation_id, no
+// update_id.
+func correlated(id, pre, post string, finished time.Time) string {
+	return fmt.Sprintf(`{"schema": 1, "correlation_id": %q, "outcome": "success", "started_at": %q, "finished_at": %q, "pre_update": {"sha": %q}, "post_update": {"sha": %q}}`,
+		id, finished.Add(-time.Second).UTC().Format(time.RFC3339Nano), finished.UTC().Format(time.RFC3339Nano), pre, post)
+}
+
 // Released plans give today's payload back, exactly.
 // Without a lock file, an update may begin between the plan and the
 // binding of the new code: Plan.Bind reads the updater's files again, and a

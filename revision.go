@@ -40,6 +40,9 @@ type binding struct {
 	// answered is the latest stale answer's read of the updater's files:
 	// see Guard.observe.
 	answered atomic.Pointer[answeredRead]
+	// plans are the reloads planned on the binding: they live and die
+	// with it.
+	plans planLife
 }
 
 // answeredRead is an observation of a stale answer, when its read was

@@ -37,11 +37,14 @@ const (
 // reader takes it. Package runtimeguard converts it to its Receipt, whose
 // JSON is the command-line tool's.
 type Receipt struct {
-	// ID identifies the receipt: "update_id:" and the update_id where the
-	// updater wrote one, else "correlation_id:" and the correlation_id,
-	// else "sha256:" and a digest of the receipt's bytes with its file's
-	// identity (for the flip of a layout's link, which stands for a
-	// receipt, "link:" and the link's path, identity and target). A plan
+	// ID names what the receipt proves, never a file's identity (an inode
+	// is reused): "update_id:" and the update_id where the updater wrote
+	// one; else "correlation_id:" and the correlation_id, "@" the
+	// revision after the update (post_update.sha, or none) and "@" the
+	// time it finished (a launcher may reuse its correlation_id for
+	// another update); else "sha256:" and a digest of the receipt's bytes
+	// (for the flip of a layout's link, which stands for a receipt,
+	// "link:" and the link's path, target and change time). A plan
 	// scheduled on a receipt spends it. It is never written to the file.
 	ID string
 	// UpdateID and CorrelationID name the run, where the updater wrote
@@ -135,15 +138,8 @@ func ParseReceipt(data []byte) (Receipt, error) {
 	if raw.CorrelationID != nil {
 		r.CorrelationID = *raw.CorrelationID
 	}
-	switch {
-	case r.UpdateID != "":
-		r.ID = "update_id:" + r.UpdateID
-	case r.CorrelationID != "":
-		r.ID = "correlation_id:" + r.CorrelationID
-	default:
-		sum := sha256.Sum256(data)
-		r.ID = "sha256:" + hex.EncodeToString(sum[:])
-	}
+	sum := sha256.Sum256(data)
+	r.ID = "sha256:" + hex.EncodeToString(sum[:]) // until the ids are read
 	if raw.Outcome == nil {
 		return r, errors.New("no outcome")
 	}
@@ -173,6 +169,12 @@ func ParseReceipt(data []byte) (Receipt, error) {
 	}
 	if r.To, err = sha("post_update", raw.PostUpdate); err != nil {
 		return r, err
+	}
+	switch {
+	case r.UpdateID != "":
+		r.ID = "update_id:" + r.UpdateID
+	case r.CorrelationID != "":
+		r.ID = "correlation_id:" + r.CorrelationID + "@" + orNone(r.To) + "@" + r.FinishedAt.UTC().Format(time.RFC3339Nano)
 	}
 	return r, nil
 }

@@ -219,10 +219,6 @@ func (e *Env) parseReceiptFile(path string, st fsread.Stamp) (*Receipt, string) 
 	if err != nil {
 		return nil, err.Error()
 	}
-	if r.UpdateID == "" && r.CorrelationID == "" {
-		// The receipt itself is its identity: its bytes, in its file.
-		r.ID += "@" + st.FileID()
-	}
 	return &r, ""
 }
 

@@ -124,6 +124,11 @@ type Observation struct {
 	// worktree is the directory the layout's link leads to, links
 	// resolved, where a flip of it is the Receipt.
 	worktree string
+	// checkout is the top-level directory of the checkout the receipts
+	// were read for (receipts naming another were passed over), and
+	// homesRoot the root of the homes they were read from, links
+	// resolved, or why it cannot be told (homesRootWhy).
+	checkout, homesRoot, homesRootWhy string
 	// Unguarded says why a guard bound to a module guards nothing: the
 	// module is not tracked in a Git checkout whose HEAD names a commit
 	// (no repository, or HEAD that names none git can read, the module
@@ -165,6 +170,13 @@ type Receipt struct {
 	// FinishedAt is the zero time while it runs.
 	StartedAt  time.Time `json:"started_at"`
 	FinishedAt time.Time `json:"finished_at,omitzero"`
+	// Checkout is the top-level directory of the checkout the update was
+	// run on, where the receipt names one (runtimeguard update writes it;
+	// Hermes's updater does not). A receipt that names another checkout
+	// than the guard's is never read for it; one that names none proves a
+	// reload only of a checkout inside the homes' root (see
+	// [Guard.PlanReload]).
+	Checkout string `json:"checkout,omitempty"`
 }
 
 // receiptRead says which receipt a look at the updater's files reads: none
@@ -195,12 +207,16 @@ func (c *config) observeAt(rr receiptRead, srcs ...string) Observation {
 		c.observeFlip(&o, rr.since)
 		return o
 	}
-	if srcs, missing := c.receiptSources(); len(srcs) > 0 {
-		rf := updater.ListReceipts(srcs)
+	if sources, missing := c.receiptSources(); len(sources) > 0 {
+		rf := updater.ListReceipts(sources)
 		if missing != "" && rf.Problem == "" {
 			rf.Problem = missing // a home not read may hold a newer receipt
 		}
-		f, problem := c.env.upd.NewestReceipt(rf, rr.since)
+		// The checkout the module path leads to now (the last install
+		// directory): receipts that name another say nothing of it.
+		o.checkout = c.checkoutOf(srcs)
+		o.homesRoot, o.homesRootWhy = c.homes.realRoot()
+		f, problem := c.env.upd.NewestReceipt(rf, rr.since, o.checkout)
 		if f != nil {
 			o.ReceiptPath = f.Path
 			r := Receipt(f.Receipt)
@@ -209,6 +225,20 @@ func (c *config) observeAt(rr receiptRead, srcs ...string) Observation {
 		o.ReceiptProblem = problem
 	}
 	return o
+}
+
+// checkoutOf is the top-level directory of the checkout that holds the
+// last of srcs (the directory the module path leads to now), as git's
+// discovery finds it; "" where none holds it or it cannot be read.
+func (c *config) checkoutOf(srcs []string) string {
+	if len(srcs) == 0 || srcs[len(srcs)-1] == "" {
+		return ""
+	}
+	l, err := gitread.Locate(srcs[len(srcs)-1])
+	if err != nil {
+		return ""
+	}
+	return l.TopLevel
 }
 
 // combine is the update state of a marker and the recovery markers: an

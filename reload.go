@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -77,9 +78,14 @@ const (
 //   - the newest receipt the updater wrote since the guard bound (its
 //     latest receipt or one it retained of a run, judged by the files: a
 //     receipt file that was there unchanged when the guard bound proves
-//     nothing, whatever time it claims) is schema 1 with outcome
-//     "success", its post_update.sha is HEAD now, and it claims to have
-//     finished after the guard bound and not after now;
+//     nothing, whatever time it claims), of those that name this checkout
+//     or none ([Receipt].Checkout: one that names another checkout is
+//     passed over), is schema 1 with outcome "success", its
+//     post_update.sha is HEAD now, and it claims to have finished after
+//     the guard bound and not after now; one that names no checkout
+//     proves only where the checkout's top-level directory lies inside
+//     the root of the homes the receipts were read from (where Hermes's
+//     installer puts its checkout);
 //   - where the layout has a link ([Layout].Link), a flip of it made
 //     since the guard bound stands for the receipt: it leads to the
 //     worktree .worktrees/<hash> the module now is in, and <hash> is HEAD
@@ -237,6 +243,12 @@ func (g *Guard) unproven(b *binding, c *gitread.Checkout, o *Observation, now ti
 			b.boundAt.UTC().Format(time.RFC3339Nano) + ": nothing proves this move of the checkout; restart to load it"
 	case o.Receipt == nil:
 		return pending("no receipt was written since the guard bound at " + b.boundAt.UTC().Format(time.RFC3339Nano))
+	case o.worktree == "" && o.checkout != c.TopLevel:
+		// The receipts were read for another checkout than the one read
+		// beside them: the module path moved meanwhile.
+		return pending(fmt.Sprintf("the receipts were read for the checkout %s, and the module is in %s", orNone(o.checkout), orNone(c.TopLevel)))
+	case o.worktree == "" && o.Receipt.Checkout == "" && !within(o.homesRoot, c.TopLevel):
+		return receiptOfNoCheckout(o, c.TopLevel)
 	case o.Receipt.Outcome == updater.OutcomeRunning:
 		return pending("the receipt " + o.ReceiptPath + " says the update is running")
 	case o.Receipt.Outcome != updater.OutcomeSuccess:
@@ -261,6 +273,35 @@ func (g *Guard) unproven(b *binding, c *gitread.Checkout, o *Observation, now ti
 		return "a reload was already scheduled on the receipt " + o.Receipt.ID
 	}
 	return ""
+}
+
+// receiptOfNoCheckout says why a receipt that names no checkout proves
+// nothing of the checkout whose top level is top: top is not inside the
+// homes' root, where the updater's own install lives, so it may be
+// another checkout's update; or that root cannot be told.
+func receiptOfNoCheckout(o *Observation, top string) string {
+	if o.homesRoot == "" {
+		return fmt.Sprintf("the receipt %s names no checkout, and whether %s is the homes' own cannot be told: %s", o.ReceiptPath, top, o.homesRootWhy)
+	}
+	return fmt.Sprintf("the receipt %s names no checkout, and %s is not inside %s, the root of the homes it was read from: it may be another checkout's update", o.ReceiptPath, top, o.homesRoot)
+}
+
+// within reports whether path lies inside the directory dir (both
+// absolute, links resolved), not being dir itself.
+func within(dir, path string) bool {
+	if dir == "" || path == "" {
+		return false
+	}
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != "." && filepath.IsLocal(rel)
+}
+
+// orNone is s, or "none".
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 // pendingPrefix starts the reasons of a plan refused for now, on a view

@@ -41,7 +41,7 @@ func TestPlanReloadSeesTheNewInstallsRecoveryMarkers(t *testing.T) {
 	moved := commit(t, v2, "run_agent.py", "class AIAgent: revision = 2\n")
 	current := filepath.Join(root, "current")
 	require.NoError(t, os.Symlink("v1", current))
-	home := filepath.Join(root, "home")
+	home := root // Hermes's home holds its install, as its installer makes it
 	g, err := New(Options{ModulePath: filepath.Join(current, "run_agent.py"), HomeDir: home})
 	require.NoError(t, err)
 	require.Equal(t, loaded, g.Identity().Revision)

@@ -25,7 +25,10 @@ that speaks the update protocol a runtime guard reads:
   3. write the marker (this process's ID, the time and its creation
      time; claimed exclusively, where none was and where a stale one
      was, so of two updaters started at once one goes on), record HEAD;
-  4. write a receipt with outcome "running";
+  4. write a receipt with outcome "running"; every receipt names the
+     checkout it updates (runtimeguard_checkout: its top-level directory),
+     so that a guard of another checkout sharing the home never takes it
+     for its own;
   5. run COMMAND;
   6. write the receipt: "success" only if COMMAND exited 0, HEAD is
      readable and no recovery marker was left; "failed" otherwise; each
@@ -131,6 +134,10 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		Revision: func() (string, string, error) {
 			ck, err := gitread.Inspect(gf.module)
 			return ck.Revision, ck.Reason, err
+		},
+		Checkout: func() string {
+			ck, _ := gitread.Inspect(gf.module)
+			return ck.TopLevel
 		},
 		Leftover: func() []string { return observe().RecoveryMarkers },
 	})

@@ -242,3 +242,41 @@ func TestUpdateNeverWritesThroughATrackedLink(t *testing.T) {
 	require.NoError(t, err)
 	plan.Release()
 }
+
+// Two clones share one home (the issue of a default ~/.hermes, or one
+// --home): b moves by a plain git pull, which nothing proves; then a is
+// updated under runtimeguard update -- git pull, to the same revision. The
+// wrapper's receipt names a: a's guard plans on it, b's never does, and
+// b's 409 stays the manual one.
+func TestUpdateReceiptProvesOnlyItsCheckout(t *testing.T) {
+	t.Parallel() // processes, files and repositories of its own
+	c := newUpdateCase(t)
+	other := filepath.Join(filepath.Dir(c.dir), "other")
+	git(t, filepath.Dir(c.dir), "clone", "-q", c.upstream, other)
+	git(t, other, "reset", "-q", "--hard", c.loaded) // where the first clone is
+	otherModule := filepath.Join(other, "run_agent.py")
+	ga, err := runtimeguard.New(runtimeguard.Options{ModulePath: c.module, HomeDir: c.home})
+	require.NoError(t, err)
+	t.Cleanup(func() { ga.Close() })
+	gb, err := runtimeguard.New(runtimeguard.Options{ModulePath: otherModule, HomeDir: c.home})
+	require.NoError(t, err)
+	t.Cleanup(func() { gb.Close() })
+
+	git(t, other, "pull", "-q", "--ff-only")
+	r := c.update(t, "git", "pull", "-q", "--ff-only")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, gittest.Resolved(t, c.dir), c.receipt(t)["runtimeguard_checkout"], "the receipt names its checkout")
+
+	require.ErrorIs(t, ga.EnsureCurrent(), runtimeguard.ErrStale)
+	plan, err := ga.PlanReload(context.Background())
+	require.NoError(t, err)
+	plan.Release()
+
+	err = gb.EnsureCurrent()
+	var se *runtimeguard.StaleError
+	require.ErrorAs(t, err, &se)
+	assert.Contains(t, se.Message, "manually")
+	_, err = gb.PlanReload(context.Background())
+	require.ErrorIs(t, err, runtimeguard.ErrNotReady)
+	assert.ErrorContains(t, err, "nothing proves this move")
+}

@@ -295,19 +295,22 @@ type Location struct {
 // accepts (a Git directory, or a gitdir file naming one, through links;
 // a .git that is no Git directory passed over), its commondir, and
 // core.worktree and core.bare where git honours them. A directory that no
-// worktree holds is the zero Location; a repository git cannot read is an
-// error.
+// worktree holds is the zero Location. A repository whose config cannot
+// be read (a format this package does not read) is an error, with the
+// Location of the Git directory found: its DotGit, GitDir and CommonDir,
+// and the TopLevel core.worktree may have moved; any other failure is an
+// error with the zero Location.
 func Locate(dir string) (Location, error) {
 	r := reader{fs: System}
 	c := Checkout{SourceDir: filepath.Clean(dir)}
 	if err := r.findWorktree(&c); err != nil || c.TopLevel == "" {
 		return Location{}, err
 	}
-	l := Location{DotGit: filepath.Join(c.TopLevel, ".git")}
+	l := Location{TopLevel: c.TopLevel, DotGit: filepath.Join(c.TopLevel, ".git"), GitDir: c.GitDir, CommonDir: c.CommonDir}
 	if _, _, err := r.locate(&c); err != nil {
-		return Location{}, err
+		return l, err
 	}
-	l.TopLevel, l.GitDir, l.CommonDir = c.TopLevel, c.GitDir, c.CommonDir
+	l.TopLevel = c.TopLevel
 	return l, nil
 }
 

@@ -54,11 +54,15 @@ type CheckoutLockPaths struct {
 // repository holds root, <root>/.<name>. Where the updater's own reader,
 // which reads only <top level>/.git, finds no .git there (a core.worktree
 // set in a Git directory elsewhere), it locks <top level>/.<name>:
-// that is Also. A repository git cannot read is an error: no path is
-// known.
+// that is Also. A repository git cannot find is an error: no path is
+// known; one whose config cannot be read has its lock in the common Git
+// directory found, and no Also.
 func FindCheckoutLock(root, name string) (CheckoutLockPaths, error) {
 	l, err := gitread.Locate(root)
-	if err != nil {
+	switch {
+	case err != nil && l.CommonDir != "":
+		return CheckoutLockPaths{Path: filepath.Join(l.CommonDir, name)}, nil
+	case err != nil:
 		return CheckoutLockPaths{}, err
 	}
 	if l.CommonDir == "" {

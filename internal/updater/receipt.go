@@ -61,7 +61,16 @@ type Receipt struct {
 	// StartedAt and FinishedAt are when the run began and ended; FinishedAt
 	// is the zero time while it runs.
 	StartedAt, FinishedAt time.Time
+	// Checkout is the top-level directory of the checkout the update was
+	// run on (links resolved), where the writer names it (key
+	// runtimeguard_checkout, which WriteReceipt writes and Hermes's
+	// writer does not); empty where it names none.
+	Checkout string
 }
+
+// CheckoutKey is the receipt's key that names the checkout the update
+// was run on: one of this package's, in no writer's but WriteReceipt's.
+const CheckoutKey = "runtimeguard_checkout"
 
 // receiptFile is a receipt as WriteReceipt writes it: the schema's keys.
 type receiptFile struct {
@@ -73,6 +82,7 @@ type receiptFile struct {
 	FinishedAt    time.Time `json:"finished_at,omitzero"`
 	PreUpdate     codeState `json:"pre_update"`
 	PostUpdate    codeState `json:"post_update"`
+	Checkout      string    `json:"runtimeguard_checkout,omitempty"`
 }
 
 // codeState is the state of the code on one side of an update: its
@@ -96,6 +106,7 @@ type receiptJSON struct {
 	FinishedAt    *string   `json:"finished_at"`
 	PreUpdate     *stateRef `json:"pre_update"`
 	PostUpdate    *stateRef `json:"post_update"`
+	Checkout      *string   `json:"runtimeguard_checkout"`
 }
 
 type stateRef struct {
@@ -109,7 +120,8 @@ type stateRef struct {
 // outcomes, or one a newer writer added), started_at (and finished_at unless the outcome is
 // running) times in ISO 8601 (RFC 3339; a time without an offset is UTC),
 // pre_update and post_update objects whose sha, when present and not null,
-// is a full hex object id. Unknown keys are allowed. A receipt of another
+// is a full hex object id, runtimeguard_checkout (CheckoutKey) a string
+// or null where present. Unknown keys are allowed. A receipt of another
 // schema is an error matching ErrUnknownSchema.
 func ParseReceipt(data []byte) (Receipt, error) {
 	if len(data) > MaxReceiptBytes {
@@ -137,6 +149,9 @@ func ParseReceipt(data []byte) (Receipt, error) {
 	}
 	if raw.CorrelationID != nil {
 		r.CorrelationID = *raw.CorrelationID
+	}
+	if raw.Checkout != nil {
+		r.Checkout = *raw.Checkout
 	}
 	sum := sha256.Sum256(data)
 	r.ID = "sha256:" + hex.EncodeToString(sum[:]) // until the ids are read
@@ -374,7 +389,7 @@ func foldKey(s string) string {
 // form.
 var receiptFields = func() map[string]string {
 	m := make(map[string]string)
-	for _, f := range []string{"schema", "update_id", "correlation_id", "outcome", "started_at", "finished_at", "pre_update", "post_update", "sha"} {
+	for _, f := range []string{"schema", "update_id", "correlation_id", "outcome", "started_at", "finished_at", "pre_update", "post_update", "sha", CheckoutKey} {
 		m[foldKey(f)] = f
 	}
 	return m

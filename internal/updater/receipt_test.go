@@ -1,6 +1,7 @@
 package updater
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -108,10 +109,18 @@ func FuzzParseReceipt(f *testing.F) {
 	f.Add([]byte(`{"schema":2}`))
 	f.Add([]byte(`{"schema":1,"outcome":"failed","outcome":"success"}`))
 	f.Add([]byte(`{"schema":1,"outcome":"0","started_at":"0000-01-10T0:00:00","finished_at":"0000-01-10T0:00:00"}`))
+	f.Add([]byte(`{"schema":1,"update_id":"u","outcome":"success","started_at":"2026-11-30T05:00:00Z","finished_at":"2026-11-30T05:00:01Z","runtimeguard_checkout":"/srv/agent"}`))
+	f.Add([]byte(`{"schema":1,"correlation_id":"c","outcome":"success","started_at":"2026-11-30T05:00:00Z","finished_at":"2026-11-30T05:00:01Z","runtimeguard_checkout":null,"RUNTIMEGUARD_CHECKOUT":"/x"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := ParseReceipt(data)
 		if err != nil {
 			return
+		}
+		var keys map[string]any
+		if json.Unmarshal(data, &keys) == nil {
+			if v, ok := keys[CheckoutKey].(string); ok && r.Checkout != v {
+				t.Fatalf("accepted %q naming the checkout %q as %q", data, v, r.Checkout)
+			}
 		}
 		if r.ID == "" || r.StartedAt.IsZero() {
 			t.Fatalf("accepted %q as %+v", data, r)

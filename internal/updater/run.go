@@ -57,6 +57,11 @@ type Update struct {
 	// Revision reads the revision of the checkout's HEAD, or why it has
 	// none (an error for a checkout that cannot be read). Required.
 	Revision func() (rev, none string, err error)
+	// Checkout reads the top-level directory of the checkout (links
+	// resolved), which each receipt names, as the revision is read: a
+	// guard takes a receipt that names another checkout for none of its
+	// own. Nil, or "": the receipts name none.
+	Checkout func() string
 	// Leftover lists the recovery markers found once the command ended: any
 	// makes the run fail. Nil: none is looked for.
 	Leftover func() []string
@@ -165,6 +170,7 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 	res := Result{Receipt: Receipt{UpdateID: NewUpdateID(), Outcome: OutcomeRunning, StartedAt: start.UTC()}}
 	r := &res.Receipt
 	r.From, _, _ = u.Revision()
+	r.Checkout = u.checkout()
 	if err := WriteReceipt(u.Receipt, *r, pid); err != nil {
 		return res, err
 	}
@@ -172,7 +178,7 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 	res.ExitCode, res.RunErr = runCommand(ctx, &u, lock, checkout)
 	r.FinishedAt = time.Now().UTC()
 	after, none, readErr := u.Revision()
-	r.To = after
+	r.To, r.Checkout = after, u.checkout()
 	var left []string
 	if u.Leftover != nil {
 		left = u.Leftover()
@@ -196,6 +202,14 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 		r.Outcome = OutcomeFailed
 	}
 	return res, WriteReceipt(u.Receipt, *r, pid)
+}
+
+// checkout is the checkout a receipt names now, "" for none.
+func (u *Update) checkout() string {
+	if u.Checkout == nil {
+		return ""
+	}
+	return u.Checkout()
 }
 
 // runCommand runs u.Argv and returns its exit status. The context's end

@@ -198,7 +198,7 @@ func WriteReceipt(latest string, r Receipt, pid int) error {
 	data, err := json.MarshalIndent(receiptFile{
 		Schema: ReceiptSchema, UpdateID: r.UpdateID, CorrelationID: r.CorrelationID, Outcome: r.Outcome,
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
-		PreUpdate: codeState{r.From}, PostUpdate: codeState{r.To},
+		PreUpdate: codeState{r.From}, PostUpdate: codeState{r.To}, Checkout: r.Checkout,
 	}, "", "  ")
 	if err != nil {
 		return err

@@ -124,6 +124,9 @@ type Observation struct {
 	// worktree is the directory the layout's link leads to, links
 	// resolved, where a flip of it is the Receipt.
 	worktree string
+	// writersGone says, for a running Receipt, that every process it
+	// names as its writer is gone, and how that was told; "" otherwise.
+	writersGone string
 	// checkout is the top-level directory of the checkout the receipts
 	// were read for (receipts naming another were passed over), and
 	// homesRoot the root of the homes they were read from, links
@@ -219,12 +222,24 @@ func (c *config) observeAt(rr receiptRead, srcs ...string) Observation {
 		f, problem := c.env.upd.NewestReceipt(rf, rr.since, o.checkout)
 		if f != nil {
 			o.ReceiptPath = f.Path
-			r := Receipt(f.Receipt)
-			o.Receipt = &r
+			o.Receipt = receiptOf(&f.Receipt)
+			if f.Outcome == updater.OutcomeRunning {
+				if gone, why := c.env.upd.WritersGone(&f.Receipt); gone {
+					o.writersGone = why
+				}
+			}
 		}
 		o.ReceiptProblem = problem
 	}
 	return o
+}
+
+// receiptOf is the receipt r, in this package's words.
+func receiptOf(r *updater.Receipt) *Receipt {
+	return &Receipt{
+		ID: r.ID, UpdateID: r.UpdateID, CorrelationID: r.CorrelationID, Outcome: r.Outcome,
+		From: r.From, To: r.To, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Checkout: r.Checkout,
+	}
 }
 
 // checkoutOf is the top-level directory of the checkout that holds the

@@ -249,6 +249,11 @@ func (g *Guard) unproven(b *binding, c *gitread.Checkout, o *Observation, now ti
 		return pending(fmt.Sprintf("the receipts were read for the checkout %s, and the module is in %s", orNone(o.checkout), orNone(c.TopLevel)))
 	case o.worktree == "" && o.Receipt.Checkout == "" && !within(o.homesRoot, c.TopLevel):
 		return receiptOfNoCheckout(o, c.TopLevel)
+	case o.Receipt.Outcome == updater.OutcomeRunning && o.writersGone != "":
+		// No marker, the checkout lock free (updaterBusy said so), and
+		// the processes that would finish it gone: it never will be.
+		return "the receipt " + o.ReceiptPath + " says the update is running, but that update ended without finishing it: no update marker, the checkout lock free, and " +
+			o.writersGone + "; nothing proves this move of the checkout: restart to load it"
 	case o.Receipt.Outcome == updater.OutcomeRunning:
 		return pending("the receipt " + o.ReceiptPath + " says the update is running")
 	case o.Receipt.Outcome != updater.OutcomeSuccess:
@@ -335,7 +340,7 @@ func updaterBusy(o *Observation) string {
 // same.
 func sameObservation(a, b *Observation) bool {
 	if a.Marker != b.Marker || a.MarkerReason != b.MarkerReason || a.State != b.State || a.CheckoutLock != b.CheckoutLock ||
-		a.ReceiptProblem != b.ReceiptProblem || len(a.RecoveryMarkers) != len(b.RecoveryMarkers) {
+		a.ReceiptProblem != b.ReceiptProblem || len(a.RecoveryMarkers) != len(b.RecoveryMarkers) || a.writersGone != b.writersGone {
 		return false
 	}
 	if (a.Receipt == nil) != (b.Receipt == nil) || a.Receipt != nil && *a.Receipt != *b.Receipt {

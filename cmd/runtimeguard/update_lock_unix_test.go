@@ -7,6 +7,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -279,4 +282,57 @@ func TestUpdateReceiptProvesOnlyItsCheckout(t *testing.T) {
 	_, err = gb.PlanReload(context.Background())
 	require.ErrorIs(t, err, runtimeguard.ErrNotReady)
 	assert.ErrorContains(t, err, "nothing proves this move")
+}
+
+// The wrapper's last receipt write fails (here its command put a
+// directory where the run's own receipt goes, so that the final write
+// stops before latest.json; the directory is gone after): the marker is
+// removed and the locks freed, and latest.json still says running. That update has ended: a guard
+// plans nothing on it and does not say a reload comes, and a Reloader's
+// 409 is the manual one.
+func TestUpdateWhoseLastReceiptWriteFailed(t *testing.T) {
+	t.Parallel() // processes, files and repositories of its own
+	c := newUpdateCase(t)
+	g, err := runtimeguard.New(runtimeguard.Options{ModulePath: c.module, HomeDir: c.home})
+	require.NoError(t, err)
+	t.Cleanup(func() { g.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	rl, err := runtimeguard.NewReloader(ctx, g, runtimeguard.ReloaderOptions{
+		Restart:       func(context.Context, *runtimeguard.Plan) error { return nil },
+		ProofInterval: 10 * time.Millisecond,
+	})
+	require.NoError(t, err)
+
+	receipts := filepath.Join(c.home, "logs", "update_receipts")
+	script := `f="$0/latest.json"
+id=$(sed -n 's/.*"update_id": "\(.*\)".*/\1/p' "$f")
+pid=$(sed -n 's/.*"pid": \([0-9]*\).*/\1/p' "$f")
+at=$(sed -n 's/.*"started_at": "\([0-9-]*T[0-9:]*\).*/\1Z/p' "$f" | tr -d ':-')
+mkdir "$0/update_${at}_${pid}_${id}.json" && git pull -q --ff-only`
+	r := c.update(t, "sh", "-c", script, receipts)
+	require.NotEqual(t, 0, r.code, "the last receipt could not be written: %s", r.stderr)
+	assert.Equal(t, "running", c.receipt(t)["outcome"], "latest.json")
+	obstacles, err := filepath.Glob(filepath.Join(receipts, "update_*.json"))
+	require.NoError(t, err)
+	for _, dir := range obstacles {
+		require.NoError(t, os.Remove(dir)) // what made the write fail is gone; the receipt stays
+	}
+	assert.NoFileExists(t, filepath.Join(c.home, ".hermes-update-in-progress"))
+
+	require.ErrorIs(t, g.EnsureCurrent(), runtimeguard.ErrStale)
+	_, err = g.PlanReload(context.Background())
+	require.ErrorIs(t, err, runtimeguard.ErrNotReady)
+	assert.ErrorContains(t, err, "ended without finishing it")
+	srv := httptest.NewServer(rl.Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {})))
+	t.Cleanup(srv.Close)
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(srv.URL)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == http.StatusConflict && strings.Contains(string(body), "manually")
+	}, 10*time.Second, 5*time.Millisecond, "the 409 is the manual one")
 }

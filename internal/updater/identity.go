@@ -1,6 +1,7 @@
 package updater
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"strconv"
@@ -46,6 +47,39 @@ var ownIdentity = sync.OnceValue(func() Identity {
 	}
 	return id
 })
+
+// WritersGone reports whether every process a running receipt names as
+// its writer (r.Writer, r.Persister) is provably gone, judged as a
+// marker's identities are (Env.incarnation: a process of that ID created
+// at the recorded time runs; one of another creation time holds a reused
+// ID; one recorded without a creation time is alive while its ID is),
+// and says why. A receipt that names no writer, or a writer whose
+// liveness this platform cannot tell, is not gone: its update may still
+// finish it.
+func (e *Env) WritersGone(r *Receipt) (gone bool, why string) {
+	var whys []string
+	for _, w := range []Identity{r.Writer, r.Persister} {
+		if w.PID == 0 {
+			continue
+		}
+		if w.HasCreated {
+			alive, why, ok := e.incarnation(w.PID, w.Created, false)
+			if alive || !ok {
+				return false, ""
+			}
+			whys = append(whys, why)
+			continue
+		}
+		if w.PID > maxPID || e.Probe(w.PID).State != ProcessGone {
+			return false, ""
+		}
+		whys = append(whys, fmt.Sprintf("process %d is gone", w.PID))
+	}
+	if len(whys) == 0 {
+		return false, ""
+	}
+	return true, strings.Join(whys, ", and ")
+}
 
 // Identity is a process as a marker names it: its ID and, where recorded,
 // its creation time in Unix seconds.

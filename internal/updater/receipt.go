@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -66,6 +68,14 @@ type Receipt struct {
 	// runtimeguard_checkout, which WriteReceipt writes and Hermes's
 	// writer does not); empty where it names none.
 	Checkout string
+	// Writer is the process that writes the receipt, as the receipt
+	// names it (pid and pid_create_time, which both Hermes's newest
+	// writer and WriteReceipt write), and Persister the process that
+	// last wrote it where that is another (Hermes's writer_pid, with no
+	// creation time); PID 0 where it names none. A running receipt
+	// whose writers are gone, with no marker left and the checkout lock
+	// free, will never be finished (see Env.WritersGone).
+	Writer, Persister Identity
 }
 
 // CheckoutKey is the receipt's key that names the checkout the update
@@ -83,6 +93,8 @@ type receiptFile struct {
 	PreUpdate     codeState `json:"pre_update"`
 	PostUpdate    codeState `json:"post_update"`
 	Checkout      string    `json:"runtimeguard_checkout,omitempty"`
+	PID           int64     `json:"pid,omitempty"`
+	PIDCreateTime *float64  `json:"pid_create_time,omitempty"`
 }
 
 // codeState is the state of the code on one side of an update: its
@@ -107,6 +119,11 @@ type receiptJSON struct {
 	PreUpdate     *stateRef `json:"pre_update"`
 	PostUpdate    *stateRef `json:"post_update"`
 	Checkout      *string   `json:"runtimeguard_checkout"`
+	// The writer's identity, of any JSON type: a value that names no
+	// process names none.
+	PID           json.RawMessage `json:"pid"`
+	PIDCreateTime json.RawMessage `json:"pid_create_time"`
+	WriterPID     json.RawMessage `json:"writer_pid"`
 }
 
 type stateRef struct {
@@ -153,6 +170,13 @@ func ParseReceipt(data []byte) (Receipt, error) {
 	if raw.Checkout != nil {
 		r.Checkout = *raw.Checkout
 	}
+	r.Writer.PID = processID(raw.PID)
+	if r.Writer.PID != 0 {
+		r.Writer.Created, r.Writer.HasCreated = createTime(raw.PIDCreateTime)
+	}
+	if w := processID(raw.WriterPID); w != r.Writer.PID {
+		r.Persister.PID = w
+	}
 	sum := sha256.Sum256(data)
 	r.ID = "sha256:" + hex.EncodeToString(sum[:]) // until the ids are read
 	if raw.Outcome == nil {
@@ -192,6 +216,27 @@ func ParseReceipt(data []byte) (Receipt, error) {
 		r.ID = "correlation_id:" + r.CorrelationID + "@" + orNone(r.To) + "@" + r.FinishedAt.UTC().Format(time.RFC3339Nano)
 	}
 	return r, nil
+}
+
+// processID is a receipt's process ID: a JSON integer from 1 to 2**32-1;
+// 0 for anything else (absent, null, another type, out of range), which
+// names no process.
+func processID(v json.RawMessage) int64 {
+	n, err := strconv.ParseUint(string(v), 10, 32)
+	if err != nil || n == 0 {
+		return 0
+	}
+	return int64(n)
+}
+
+// createTime is a receipt's process creation time: a finite JSON number;
+// ok false for anything else.
+func createTime(v json.RawMessage) (float64, bool) {
+	if len(v) == 0 || v[0] == '"' || string(v) == "null" {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(string(v), 64)
+	return f, err == nil && !math.IsInf(f, 0) && !math.IsNaN(f)
 }
 
 // sha is the sha of a pre_update or post_update object: empty when the
@@ -389,7 +434,7 @@ func foldKey(s string) string {
 // form.
 var receiptFields = func() map[string]string {
 	m := make(map[string]string)
-	for _, f := range []string{"schema", "update_id", "correlation_id", "outcome", "started_at", "finished_at", "pre_update", "post_update", "sha", CheckoutKey} {
+	for _, f := range []string{"schema", "update_id", "correlation_id", "outcome", "started_at", "finished_at", "pre_update", "post_update", "sha", CheckoutKey, "pid", "pid_create_time", "writer_pid"} {
 		m[foldKey(f)] = f
 	}
 	return m

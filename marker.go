@@ -105,10 +105,12 @@ type Observation struct {
 	// or no home directory is known.
 	LockPath string `json:"lock_path,omitempty"`
 	// CheckoutLockPath is the updater's kernel lock on the checkout (the
-	// held one, where several installs are read); CheckoutLock is
-	// "free" (no process holds it, or it has no file), "held" (a process
-	// holds it: an update runs) or "unknown" (this platform cannot tell), and
-	// CheckoutLockReason why. A held lock makes State active: a process
+	// held one, where several installs are read), in the common Git
+	// directory git's discovery finds; CheckoutLock is "free" (no
+	// process holds it, or it has no file), "held" (a process holds it: an
+	// update runs) or "unknown" (this platform cannot tell, the repository
+	// that holds it cannot be found, or a link or another file than a
+	// regular one is at its name), and CheckoutLockReason why. A held lock makes State active: a process
 	// of an update's tree still runs, even where the marker is gone.
 	// Empty when the layout has no checkout lock.
 	CheckoutLockPath   string `json:"checkout_lock_path,omitempty"`

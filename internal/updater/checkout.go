@@ -82,7 +82,7 @@ type LockState int
 const (
 	LockFree    LockState = iota // no file, or no process holds it
 	LockHeld                     // a process holds it, or its file cannot be opened
-	LockUnknown                  // this platform cannot tell
+	LockUnknown                  // this platform cannot tell, or what is at the path proves nothing
 )
 
 // ProbeCheckoutLock reports whether a process holds the checkout lock at

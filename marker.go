@@ -434,10 +434,12 @@ func (c *config) checkoutLocks(roots []string) (locks []checkoutLock, problem st
 // probeCheckoutLocks probes the checkout locks at paths, now, and sets
 // what they say in o: the first held (else unknown, else the first) lock,
 // its state and why; a held lock makes the update active, one that
-// cannot be probed, or cannot be found (problem), unknown where nothing
-// else says it is active. A lock is probed on each look, as a process's
-// liveness is: whether a process holds it changes with no change of any
-// file.
+// cannot be probed unknown where nothing else says it is active. One that
+// cannot be found (problem: git cannot read the repository, so neither
+// can an updater that runs git) is unknown too, and plans nothing, but
+// leaves the update state to the markers. A lock is probed on each look,
+// as a process's liveness is: whether a process holds it changes with no
+// change of any file.
 func probeCheckoutLocks(o *Observation, locks []checkoutLock, problem string) {
 	if problem != "" {
 		o.CheckoutLock, o.CheckoutLockReason = lockUnknown, problem
@@ -452,13 +454,11 @@ func probeCheckoutLocks(o *Observation, locks []checkoutLock, problem string) {
 			break
 		}
 	}
-	switch o.CheckoutLock {
-	case lockHeld:
+	switch {
+	case o.CheckoutLock == lockHeld:
 		o.State = UpdateActive
-	case lockUnknown:
-		if o.State != UpdateActive {
-			o.State = UpdateUnknown
-		}
+	case o.CheckoutLock == lockUnknown && o.CheckoutLockReason != problem && o.State != UpdateActive:
+		o.State = UpdateUnknown
 	}
 }
 

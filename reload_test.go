@@ -263,20 +263,28 @@ func TestOneScheduledPlanAtATime(t *testing.T) {
 	assert.Error(t, p1.Schedule(), "a plan carried out")
 }
 
+// twoPlansOfOneReceipt makes two plans of one success receipt, the first
+// scheduled.
+func twoPlansOfOneReceipt(t *testing.T) (c *reloadCase, p1, p2 *Plan) {
+	t.Helper()
+	c = newReloadCase(t)
+	c.success(t)
+	p1, err := c.g.PlanReload(context.Background())
+	require.NoError(t, err)
+	p2, err = c.g.PlanReload(context.Background())
+	require.NoError(t, err)
+	t.Cleanup(p2.Release)
+	require.NoError(t, p1.Schedule())
+	return c, p1, p2
+}
+
 // A receipt carries at most one reload, and a plan's life is its own: a
 // plan made beside one that was carried out cannot be scheduled (the
 // guard was bound anew), nor can one whose receipt an abandoned plan
 // spent; neither keeps a later update's reload from being planned.
 func TestPlanLifeIsItsOwn(t *testing.T) {
 	t.Run("made on a binding the guard no longer has", func(t *testing.T) {
-		c := newReloadCase(t)
-		c.success(t)
-		p1, err := c.g.PlanReload(context.Background())
-		require.NoError(t, err)
-		p2, err := c.g.PlanReload(context.Background())
-		require.NoError(t, err)
-		defer p2.Release()
-		require.NoError(t, p1.Schedule())
+		c, p1, p2 := twoPlansOfOneReceipt(t)
 		require.NoError(t, p1.Bind(context.Background()))
 		assert.ErrorContains(t, p2.Schedule(), "bound anew", "a second reload on one receipt")
 		assert.NoError(t, c.g.EnsureCurrent())
@@ -293,20 +301,13 @@ func TestPlanLifeIsItsOwn(t *testing.T) {
 		assert.True(t, se.RestartScheduled)
 	})
 	t.Run("on a receipt an abandoned plan spent", func(t *testing.T) {
-		c := newReloadCase(t)
-		c.success(t)
-		p1, err := c.g.PlanReload(context.Background())
-		require.NoError(t, err)
-		p2, err := c.g.PlanReload(context.Background())
-		require.NoError(t, err)
-		defer p2.Release()
-		require.NoError(t, p1.Schedule())
+		c, p1, p2 := twoPlansOfOneReceipt(t)
 		p1.Release() // abandoned after it began
 		assert.ErrorContains(t, p2.Schedule(), "already scheduled on the receipt")
 		var se *StaleError
 		require.ErrorAs(t, c.g.EnsureCurrent(), &se)
 		assert.False(t, se.RestartScheduled, "no reload is scheduled")
-		_, err = c.g.PlanReload(context.Background())
+		_, err := c.g.PlanReload(context.Background())
 		assert.ErrorContains(t, err, "already scheduled on the receipt")
 	})
 	t.Run("a correlation_id used again for another update", func(t *testing.T) {

@@ -83,35 +83,15 @@ func TestUpdateRefusesWhileHermesUpdateHoldsTheCheckout(t *testing.T) {
 func TestHermesUpdateRefusedWhileTheWrapperRuns(t *testing.T) {
 	t.Parallel() // processes, files and repositories of its own
 	c := newUpdateCase(t)
-	tmp := gittest.TempDir(t)
-	started, gate := filepath.Join(tmp, "started"), filepath.Join(tmp, "gate")
-	require.NoError(t, syscall.Mkfifo(gate, 0o600))
-	t.Cleanup(func() { // lets a child left by a failure end
-		if f, err := os.OpenFile(gate, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-			f.Close()
-		}
-	})
 	// The command starts a child that outlives it, then ends: the child
-	// holds the inherited lock until the gate opens.
-	args := []string{"update", "--module", c.module, "--home", c.home, "--wait", "200ms", "--",
-		"sh", "-c", `(cat "$1" >/dev/null 2>&1 </dev/null) & touch "$0"`, started, gate}
-	cmd := commandProcess(args...)
-	cmd.Dir = c.dir
-	cmd.Env = append(cmd.Env, gittest.Env...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	require.Eventually(t, func() bool { _, err := os.Stat(started); return err == nil }, 10*time.Second, 5*time.Millisecond)
-	require.NoError(t, cmd.Wait(), stderr.String())
+	// holds the inherited lock until it is released.
+	release := holdingUpdate(t, c.module, c.home)
 
 	state, end := hermesUpdater(t, filepath.Join(c.dir, ".git", "hermes-update.lock"))
 	assert.Equal(t, "busy", state, "the wrapper's command's child holds the checkout")
 	assert.Equal(t, 2, end())
 
-	f, err := os.OpenFile(gate, os.O_WRONLY, 0)
-	require.NoError(t, err)
-	require.NoError(t, f.Close()) // the child reads to the end, and exits
+	release() // the child reads to the end, and exits
 	require.Eventually(t, func() bool {
 		state, end := hermesUpdater(t, filepath.Join(c.dir, ".git", "hermes-update.lock"))
 		end()
@@ -127,12 +107,16 @@ func holdingUpdate(t *testing.T, module, home string) (release func()) {
 	tmp := gittest.TempDir(t)
 	started, gate := filepath.Join(tmp, "started"), filepath.Join(tmp, "gate")
 	require.NoError(t, syscall.Mkfifo(gate, 0o600))
-	release = func() { // lets the child end, whatever the test did
+	t.Cleanup(func() { // lets a child left by a failure end
 		if f, err := os.OpenFile(gate, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
 			f.Close()
 		}
+	})
+	release = func() { // the child reads the gate to its end, and exits
+		f, err := os.OpenFile(gate, os.O_WRONLY, 0)
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
 	}
-	t.Cleanup(release)
 	args := []string{"update", "--module", module, "--home", home, "--wait", "200ms", "--",
 		"sh", "-c", `(cat "$1" >/dev/null 2>&1 </dev/null) & touch "$0"`, started, gate}
 	cmd := commandProcess(args...)

@@ -75,6 +75,22 @@ func FindCheckoutLock(root, name string) (CheckoutLockPaths, error) {
 	return p, nil
 }
 
+// regularOnly returns f, a lock file just opened, where it is a regular
+// file (asked of the descriptor); anything else is closed and refused
+// with an error matching fsread.ErrNotRegular.
+func regularOnly(f *os.File) (*os.File, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, &fs.PathError{Op: "open", Path: f.Name(), Err: &fsread.TypeError{Kind: fsread.TypeName(fi.Mode())}}
+	}
+	return f, nil
+}
+
 // LockState is what a probe of the checkout lock found.
 type LockState int
 

@@ -38,17 +38,7 @@ func openLock(path string, create, write, follow bool) (*os.File, error) {
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	f := os.NewFile(uintptr(fd), path)
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, &os.PathError{Op: "open", Path: path, Err: &fsread.TypeError{Kind: fsread.TypeName(fi.Mode())}}
-	}
-	return f, nil
+	return regularOnly(os.NewFile(uintptr(fd), path))
 }
 
 // isLink reports whether err is an open that O_NOFOLLOW refused because

@@ -41,17 +41,7 @@ func openLock(path string, create, write, follow bool) (*os.File, error) {
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
-	f := os.NewFile(uintptr(h), path)
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, &fs.PathError{Op: "open", Path: path, Err: &fsread.TypeError{Kind: fsread.TypeName(fi.Mode())}}
-	}
-	return f, nil
+	return regularOnly(os.NewFile(uintptr(h), path))
 }
 
 // isLink reports whether err is an open that found a link at the path:

@@ -75,7 +75,7 @@ func TestClosedGuardsHoldNothing(t *testing.T) {
 		watching := make([]chan error, n)
 		for i := range guards {
 			tmp := tempDir(t)
-			dir, home := filepath.Join(tmp, "agent"), filepath.Join(tmp, "home")
+			dir, home := filepath.Join(tmp, "home", "hermes-agent"), filepath.Join(tmp, "home")
 			module, _ := agentRepo(t, dir)
 			writeMarker(t, filepath.Join(home, hermesMarker), live.Process.Pid, time.Now())
 			g, err := New(Options{ModulePath: module, HomeDir: home})

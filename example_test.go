@@ -213,10 +213,15 @@ func ExampleGuard_PlanReload() {
 	fmt.Println("no receipt:", errors.Is(err, runtimeguard.ErrNotReady))
 
 	// The updater writes its receipt (runtimeguard update does this for
-	// any updater).
+	// any updater), naming the checkout it updated: its top-level
+	// directory (git rev-parse --show-toplevel).
 	to := headOf(module) // the revision the update moved to (git rev-parse HEAD)
-	receipt := fmt.Sprintf(`{"schema": 1, "update_id": "u1", "outcome": "success", "started_at": %q, "finished_at": %q, "pre_update": {"sha": %q}, "post_update": {"sha": %q}}`,
-		time.Now().UTC().Format(time.RFC3339Nano), time.Now().UTC().Format(time.RFC3339Nano), from, to)
+	top, err := filepath.EvalSymlinks(filepath.Dir(module))
+	if err != nil {
+		log.Fatal(err)
+	}
+	receipt := fmt.Sprintf(`{"schema": 1, "update_id": "u1", "outcome": "success", "started_at": %q, "finished_at": %q, "pre_update": {"sha": %q}, "post_update": {"sha": %q}, "runtimeguard_checkout": %q}`,
+		time.Now().UTC().Format(time.RFC3339Nano), time.Now().UTC().Format(time.RFC3339Nano), from, to, top)
 	path := filepath.Join(home, "logs", "update_receipts", "latest.json")
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		log.Fatal(err)

@@ -219,7 +219,7 @@ func treeDigest(t *testing.T, root string) []string {
 // the home byte-identical, with no file created.
 func TestGuardIsReadOnly(t *testing.T) {
 	tmp := tempDir(t)
-	dir, home := filepath.Join(tmp, "agent"), filepath.Join(tmp, "home")
+	dir, home := filepath.Join(tmp, "home", "hermes-agent"), filepath.Join(tmp, "home")
 	module, _ := agentRepo(t, dir)
 	writeFile(t, filepath.Join(dir, hermesLazy), "")
 	writeMarker(t, filepath.Join(home, hermesMarker), os.Getpid(), time.Now())

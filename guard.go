@@ -85,11 +85,8 @@ type Guard struct {
 	closedSig   signal                  // fired by Close; its channel made on first use
 	closedOnce  sync.Once
 
-	scheduled  atomic.Pointer[Plan] // the reload the host carries out, if any
-	reloader   atomic.Bool          // a Reloader runs for the guard
-	auto       atomic.Int32         // the Reloader's state: autoWaiting or autoRefused
-	receiptsMu sync.Mutex           // protects spentIDs
-	spentIDs   []string             // the receipts of scheduled reloads, by ID
+	reloader atomic.Bool  // a Reloader runs for the guard
+	auto     atomic.Int32 // the Reloader's state: autoWaiting or autoRefused
 
 	counts counters // see Stats
 }
@@ -428,7 +425,7 @@ func (g *Guard) EnsureCurrent() error {
 		Current:  rev,
 		Err:      err,
 	}
-	if r := g.scheduled.Load(); r != nil && r.b == b {
+	if b.plans.isScheduled() {
 		se.Message, se.RestartScheduled = cfg.reloadMessage, true
 	} else if errors.Is(err, errors.ErrUnsupported) {
 		se.Message = cfg.unsupportedMessage // no restart can bind it, nor a reload prove it

@@ -160,8 +160,8 @@ func TestStaleAnswerOnAHungVenvRoot(t *testing.T) {
 func hungHome(t *testing.T, timeout time.Duration) (*reloadCase, *fusehang.FS) {
 	t.Helper()
 	tmp := tempDir(t)
-	c := &reloadCase{dir: filepath.Join(tmp, "agent"), layout: HermesLayout}
 	home := filepath.Join(tmp, "home")
+	c := &reloadCase{dir: filepath.Join(home, "hermes-agent"), layout: HermesLayout}
 	require.NoError(t, os.MkdirAll(home, 0o755))
 	f := hungMount(t, map[string]string{"home": home})
 	c.home = filepath.Join(f.Dir, "home")

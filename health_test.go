@@ -118,7 +118,13 @@ func TestHealthAcrossAReload(t *testing.T) {
 	writeFile(t, filepath.Join(receiptsDir(h.home), "latest.json"), string(hermesReceipt(t, "gen2-no-id-success.json", h.moved, time.Now())))
 	require.NoError(t, os.Remove(marker))
 	h.restartBegan(t)
-	ready = probe(t, h.probes.URL+"/readyz")
+	// A stale answer's update state may be one read of the updater's files
+	// old (see Guard.observe): the answers compared are those after the
+	// marker's removal was read.
+	require.Eventually(t, func() bool {
+		ready = probe(t, h.probes.URL+"/readyz")
+		return ready.body["agent_update_state"] == string(UpdateUnverified)
+	}, 10*time.Second, 5*time.Millisecond)
 	conflict := h.get(t, "/")
 	require.Equal(t, http.StatusConflict, conflict.code)
 	require.True(t, conflict.payload.RestartScheduled)

@@ -66,6 +66,20 @@ func newUpdaterHomes(home, profiles string, now func() time.Time, x *check.Execu
 	return h
 }
 
+// realRoot is the root of the homes, its links resolved (a receipt that
+// names no checkout proves a reload only of a checkout inside it), or why
+// it cannot be told.
+func (h *updaterHomes) realRoot() (root, why string) {
+	if h == nil {
+		return "", "no home directory is known"
+	}
+	root, err := filepath.EvalSymlinks(h.root)
+	if err != nil {
+		return "", "the homes' root " + h.root + " cannot be resolved: " + err.Error()
+	}
+	return root, ""
+}
+
 // all returns the homes, the guard's own first, and why the list is not
 // whole ("" when it is): a profile home that is not read may hold a
 // marker or a newer receipt, so a list that is not whole proves nothing.

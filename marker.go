@@ -3,6 +3,7 @@ package runtimeguard
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -104,10 +105,12 @@ type Observation struct {
 	// or no home directory is known.
 	LockPath string `json:"lock_path,omitempty"`
 	// CheckoutLockPath is the updater's kernel lock on the checkout (the
-	// held one, where several installs are read); CheckoutLock is
-	// "free" (no process holds it, or it has no file), "held" (a process
-	// holds it: an update runs) or "unknown" (this platform cannot tell), and
-	// CheckoutLockReason why. A held lock makes State active: a process
+	// held one, where several installs are read), in the common Git
+	// directory git's discovery finds; CheckoutLock is "free" (no
+	// process holds it, or it has no file), "held" (a process holds it: an
+	// update runs) or "unknown" (this platform cannot tell, the repository
+	// that holds it cannot be found, or a link or another file than a
+	// regular one is at its name), and CheckoutLockReason why. A held lock makes State active: a process
 	// of an update's tree still runs, even where the marker is gone.
 	// Empty when the layout has no checkout lock.
 	CheckoutLockPath   string `json:"checkout_lock_path,omitempty"`
@@ -129,6 +132,14 @@ type Observation struct {
 	// worktree is the directory the layout's link leads to, links
 	// resolved, where a flip of it is the Receipt.
 	worktree string
+	// writersGone says, for a running Receipt, that every process it
+	// names as its writer is gone, and how that was told; "" otherwise.
+	writersGone string
+	// checkout is the top-level directory of the checkout the receipts
+	// were read for (receipts naming another were passed over), and
+	// homesRoot the root of the homes they were read from, links
+	// resolved, or why it cannot be told (homesRootWhy).
+	checkout, homesRoot, homesRootWhy string
 	// Unguarded says why Git does not guard the install a guard is bound
 	// to: the module is not tracked in a Git checkout whose HEAD names a
 	// commit (no repository, or HEAD that names none git can read, the
@@ -144,12 +155,16 @@ type Observation struct {
 // "running", while it runs): schema 1 of the updater's receipt. Its JSON
 // keys are those of the command-line tool's status.
 type Receipt struct {
-	// ID identifies the receipt: "update_id:" and the update_id where the
-	// updater wrote one, else "correlation_id:" and the correlation_id,
-	// else "sha256:" and a digest of the receipt's bytes with its file's
-	// identity; for the flip of a [Layout].Link, "link:" and the link's
-	// path, file identity and target. A plan scheduled on a receipt
-	// spends it.
+	// ID names what the receipt proves, never a file's identity (an inode
+	// is reused): "update_id:" and the update_id where the updater wrote
+	// one; else "correlation_id:" and the correlation_id, with the
+	// revision after the update and the time it finished (a launcher may
+	// reuse its correlation_id for another update); else "sha256:" and a
+	// digest of the receipt's bytes; for the flip of a [Layout].Link,
+	// "link:" and the link's path, what it leads to (the worktree named by
+	// its revision) and when it was made (the link's change time). A plan
+	// scheduled on a receipt spends it, for the binding the plan was made
+	// on.
 	ID string `json:"id"`
 	// UpdateID and CorrelationID name the run, where the updater wrote
 	// them (Hermes's updater writes one, the other or neither, by its
@@ -168,6 +183,13 @@ type Receipt struct {
 	// FinishedAt is the zero time while it runs.
 	StartedAt  time.Time `json:"started_at"`
 	FinishedAt time.Time `json:"finished_at,omitzero"`
+	// Checkout is the top-level directory of the checkout the update was
+	// run on, where the receipt names one (runtimeguard update writes it;
+	// Hermes's updater does not). A receipt that names another checkout
+	// than the guard's is never read for it; one that names none proves a
+	// reload only of a checkout inside the homes' root (see
+	// [Guard.PlanReload]).
+	Checkout string `json:"checkout,omitempty"`
 }
 
 // receiptRead says which receipt a look at the updater's files reads: none
@@ -198,20 +220,50 @@ func (c *config) observeAt(rr receiptRead, srcs ...string) Observation {
 		c.observeFlip(&o, rr.since)
 		return o
 	}
-	if srcs, missing := c.receiptSources(); len(srcs) > 0 {
-		rf := updater.ListReceipts(srcs)
+	if sources, missing := c.receiptSources(); len(sources) > 0 {
+		rf := updater.ListReceipts(sources)
 		if missing != "" && rf.Problem == "" {
 			rf.Problem = missing // a home not read may hold a newer receipt
 		}
-		f, problem := c.env.upd.NewestReceipt(rf, rr.since)
+		// The checkout the module path leads to now (the last install
+		// directory): receipts that name another say nothing of it.
+		o.checkout = c.checkoutOf(srcs)
+		o.homesRoot, o.homesRootWhy = c.homes.realRoot()
+		f, problem := c.env.upd.NewestReceipt(rf, rr.since, o.checkout)
 		if f != nil {
 			o.ReceiptPath = f.Path
-			r := Receipt(f.Receipt)
-			o.Receipt = &r
+			o.Receipt = receiptOf(&f.Receipt)
+			if f.Outcome == updater.OutcomeRunning {
+				if gone, why := c.env.upd.WritersGone(&f.Receipt); gone {
+					o.writersGone = why
+				}
+			}
 		}
 		o.ReceiptProblem = problem
 	}
 	return o
+}
+
+// receiptOf is the receipt r, in this package's words.
+func receiptOf(r *updater.Receipt) *Receipt {
+	return &Receipt{
+		ID: r.ID, UpdateID: r.UpdateID, CorrelationID: r.CorrelationID, Outcome: r.Outcome,
+		From: r.From, To: r.To, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Checkout: r.Checkout,
+	}
+}
+
+// checkoutOf is the top-level directory of the checkout that holds the
+// last of srcs (the directory the module path leads to now), as git's
+// discovery finds it; "" where none holds it or it cannot be read.
+func (c *config) checkoutOf(srcs []string) string {
+	if len(srcs) == 0 || srcs[len(srcs)-1] == "" {
+		return ""
+	}
+	l, err := gitread.Locate(srcs[len(srcs)-1])
+	if err != nil {
+		return ""
+	}
+	return l.TopLevel
 }
 
 // combine is the update state of a marker and the recovery markers: an
@@ -286,7 +338,8 @@ type staleFacts struct {
 	problem   string                // why not every home was read, or ""
 	links     []string              // the profiles directory's links that lead to no directory
 	roots     []string
-	locks     []string // the checkout locks of the roots
+	locks     []checkoutLock // the checkout locks of the roots
+	lockWhy   string         // why a root's checkout lock cannot be found, or ""
 	present   []string
 	rootsRead bool
 }
@@ -296,7 +349,7 @@ type staleFacts struct {
 // and the recovery markers of every install root.
 func (c *config) readStaleFacts(srcs []string) staleFacts {
 	f := staleFacts{roots: c.installRoots(srcs...)}
-	f.locks = c.checkoutLocks(f.roots)
+	f.locks, f.lockWhy = c.checkoutLocks(f.roots)
 	paths, links, problem := c.markerPathsAndLinks()
 	f.problem, f.links = problem, links
 	if len(paths) == 0 {
@@ -344,7 +397,7 @@ func (c *config) staleObservation(f *staleFacts) Observation {
 		ReceiptPath:     c.receiptPath,
 		LockPath:        c.lockPath,
 	}
-	probeCheckoutLocks(&o, f.locks)
+	probeCheckoutLocks(&o, f.locks, f.lockWhy)
 	return o
 }
 
@@ -355,39 +408,65 @@ const (
 	lockUnknown = "unknown" // this platform cannot tell
 )
 
-// checkoutLocks are the checkout locks of the install roots: none for a
-// layout without one.
-func (c *config) checkoutLocks(roots []string) []string {
+// checkoutLock is a checkout lock to probe: its path, and whether it is
+// probed through a link at its name, as the updater's own path is (see
+// updater.CheckoutLockPaths).
+type checkoutLock struct {
+	path   string
+	follow bool
+}
+
+// checkoutLocks are the checkout locks of the install roots, once each
+// (see updater.FindCheckoutLock: where a writer takes each, and where the
+// updater's own reader would), and why one cannot be found ("" when all
+// are); none for a layout without one.
+func (c *config) checkoutLocks(roots []string) (locks []checkoutLock, problem string) {
 	if c.checkoutLock == "" {
-		return nil
+		return nil, ""
 	}
-	return updater.CheckoutLockPaths(roots, c.checkoutLock)
+	for _, root := range roots {
+		l, err := updater.FindCheckoutLock(root, c.checkoutLock)
+		if err != nil {
+			problem = "the checkout lock of " + root + " cannot be found: " + err.Error()
+			continue
+		}
+		for _, lk := range []checkoutLock{{l.Path, false}, {l.Also, true}} {
+			if lk.path != "" && !slices.ContainsFunc(locks, func(o checkoutLock) bool { return o.path == lk.path }) {
+				locks = append(locks, lk)
+			}
+		}
+	}
+	return locks, problem
 }
 
 // probeCheckoutLocks probes the checkout locks at paths, now, and sets
 // what they say in o: the first held (else unknown, else the first) lock,
 // its state and why; a held lock makes the update active, one that
-// cannot be probed unknown where nothing else says it is active. A lock
-// is probed on each look, as a process's liveness is: whether a process
-// holds it changes with no change of any file.
-func probeCheckoutLocks(o *Observation, paths []string) {
-	for _, p := range paths {
-		state, why := updater.ProbeCheckoutLock(p)
+// cannot be probed unknown where nothing else says it is active. One that
+// cannot be found (problem: git cannot read the repository, so neither
+// can an updater that runs git) is unknown too, and plans nothing, but
+// leaves the update state to the markers. A lock is probed on each look,
+// as a process's liveness is: whether a process holds it changes with no
+// change of any file.
+func probeCheckoutLocks(o *Observation, locks []checkoutLock, problem string) {
+	if problem != "" {
+		o.CheckoutLock, o.CheckoutLockReason = lockUnknown, problem
+	}
+	for i, lk := range locks {
+		state, why := updater.ProbeCheckoutLock(lk.path, lk.follow)
 		word := map[updater.LockState]string{updater.LockFree: lockFree, updater.LockHeld: lockHeld, updater.LockUnknown: lockUnknown}[state]
-		if o.CheckoutLockPath == "" || word == lockHeld || word == lockUnknown && o.CheckoutLock == lockFree {
-			o.CheckoutLockPath, o.CheckoutLock, o.CheckoutLockReason = p, word, why
+		if i == 0 && problem == "" || word == lockHeld || word == lockUnknown && o.CheckoutLock == lockFree {
+			o.CheckoutLockPath, o.CheckoutLock, o.CheckoutLockReason = lk.path, word, why
 		}
 		if word == lockHeld {
 			break
 		}
 	}
-	switch o.CheckoutLock {
-	case lockHeld:
+	switch {
+	case o.CheckoutLock == lockHeld:
 		o.State = UpdateActive
-	case lockUnknown:
-		if o.State != UpdateActive {
-			o.State = UpdateUnknown
-		}
+	case o.CheckoutLock == lockUnknown && o.CheckoutLockReason != problem && o.State != UpdateActive:
+		o.State = UpdateUnknown
 	}
 }
 
@@ -469,7 +548,7 @@ func (c *config) observeFlip(o *Observation, since *updater.ReceiptFiles) {
 	}
 	o.worktree = dir
 	o.Receipt = &Receipt{
-		ID:         flipPrefix + c.link + "@" + st.FileID() + " -> " + target,
+		ID:         flipPrefix + c.link + " -> " + target + " @ " + st.ChangedAt().UTC().Format(time.RFC3339Nano),
 		Outcome:    updater.OutcomeSuccess,
 		To:         strings.ToLower(hash),
 		FinishedAt: st.ChangedAt(),

@@ -49,7 +49,7 @@ func TestProfileHomeBehindALink(t *testing.T) {
 			profile := filepath.Join(root, "profiles", "work")
 			require.NoError(t, os.MkdirAll(profile, 0o755))
 			require.NoError(t, os.MkdirAll(filepath.Join(root, "profiles", "other"), 0o755))
-			dir := filepath.Join(tmp, "agent")
+			dir := filepath.Join(root, "hermes-agent") // where Hermes installs it
 			module, _ := agentRepo(t, dir)
 			g, err := New(Options{ModulePath: module, HomeDir: spell(root, tmp)})
 			require.NoError(t, err)

@@ -54,7 +54,7 @@ func TestNilContextsAreErrors(t *testing.T) {
 	assert.ErrorContains(t, h.Handover(context.Background(), nil), "no plan")
 	assert.ErrorContains(t, plan.Bind(nilCtx), "nil Context")
 	assert.True(t, plan.isDone(), "the plan is done either way, as Bind's other failures leave it")
-	assert.Nil(t, c.g.scheduled.Load())
+	assert.False(t, c.g.bound.Load().plans.isScheduled())
 	// The guard can plan again: nothing was spent.
 	plan, err = c.g.PlanReload(context.Background())
 	require.NoError(t, err)

@@ -433,8 +433,9 @@ type Layout struct {
 	// ever planned.
 	ReceiptHistory string
 	// Lock is the lock file the updater holds while it runs, relative to
-	// the home: a reload plan holds it shared until the new code is bound.
-	// Empty: the updater takes none.
+	// the home: a reload plan holds it shared (read access suffices) until
+	// the new code is bound. It is never opened, created or truncated
+	// through a link at its name. Empty: the updater takes none.
 	Lock string
 	// CheckoutLock is the file name of the kernel lock the updater holds
 	// on the checkout it updates, for its whole process tree (its

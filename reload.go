@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -81,9 +82,14 @@ const (
 //   - the newest receipt the updater wrote since the guard bound (its
 //     latest receipt or one it retained of a run, judged by the files: a
 //     receipt file that was there unchanged when the guard bound proves
-//     nothing, whatever time it claims) is schema 1 with outcome
-//     "success", its post_update.sha is HEAD now, and it claims to have
-//     finished after the guard bound and not after now;
+//     nothing, whatever time it claims), of those that name this checkout
+//     or none ([Receipt].Checkout: one that names another checkout is
+//     passed over), is schema 1 with outcome "success", its
+//     post_update.sha is HEAD now, and it claims to have finished after
+//     the guard bound and not after now; one that names no checkout
+//     proves only where the checkout's top-level directory lies inside
+//     the root of the homes the receipts were read from (where Hermes's
+//     installer puts its checkout);
 //   - where the layout has a link ([Layout].Link), a flip of it made
 //     since the guard bound stands for the receipt: it leads to the
 //     worktree .worktrees/<hash> the module now is in, and <hash> is HEAD
@@ -93,12 +99,17 @@ const (
 //     the bound install's and, where the configured path now leads to
 //     another directory, that one's;
 //   - nothing of it changed while it was read;
-//   - no earlier plan of this guard was scheduled on the same receipt.
+//   - no earlier plan on the binding the guard has now was scheduled on
+//     the same receipt (what earlier bindings spent is forgotten with
+//     them).
 //
 // Where the layout has a lock file, the plan holds it shared from now until
 // the new code is bound ([Plan.Bind]) or the plan is released, so that a
 // cooperating updater cannot start meanwhile; a lock held by an updater is
-// not ready. PlanReload creates the lock file if it is missing.
+// not ready. PlanReload creates the lock file if it is missing, and opens
+// it for reading only (a lock file it may read but not write still takes
+// the shared lock); a link at the lock's name is never opened, nor a file
+// created where it leads: no plan.
 //
 // The plan's reads run on the guard's goroutine for the updater's files:
 // PlanReload waits for them at most [Options.ReadTimeout] in all, or
@@ -117,7 +128,7 @@ func (g *Guard) PlanReload(ctx context.Context) (*Plan, error) {
 	if !b.git() && cfg.link == "" {
 		return nil, notReady("the guard is bound to an install without Git, by its " + b.by + ": nothing proves a move of it; restart to load it")
 	}
-	if g.scheduled.Load() != nil {
+	if b.plans.isScheduled() {
 		return nil, notReady("a reload is scheduled already")
 	}
 	if b.receiptsAt == nil {
@@ -242,6 +253,17 @@ func (g *Guard) unproven(b *binding, c *gitread.Checkout, o *Observation, now ti
 			b.boundAt.UTC().Format(time.RFC3339Nano) + ": nothing proves this move of the checkout; restart to load it"
 	case o.Receipt == nil:
 		return pending("no receipt was written since the guard bound at " + b.boundAt.UTC().Format(time.RFC3339Nano))
+	case o.worktree == "" && o.checkout != c.TopLevel:
+		// The receipts were read for another checkout than the one read
+		// beside them: the module path moved meanwhile.
+		return pending(fmt.Sprintf("the receipts were read for the checkout %s, and the module is in %s", orNone(o.checkout), orNone(c.TopLevel)))
+	case o.worktree == "" && o.Receipt.Checkout == "" && !within(o.homesRoot, c.TopLevel):
+		return receiptOfNoCheckout(o, c.TopLevel)
+	case o.Receipt.Outcome == updater.OutcomeRunning && o.writersGone != "":
+		// No marker, the checkout lock free (updaterBusy said so), and
+		// the processes that would finish it gone: it never will be.
+		return "the receipt " + o.ReceiptPath + " says the update is running, but that update ended without finishing it: no update marker, the checkout lock free, and " +
+			o.writersGone + "; nothing proves this move of the checkout: restart to load it"
 	case o.Receipt.Outcome == updater.OutcomeRunning:
 		return pending("the receipt " + o.ReceiptPath + " says the update is running")
 	case o.Receipt.Outcome != updater.OutcomeSuccess:
@@ -262,10 +284,39 @@ func (g *Guard) unproven(b *binding, c *gitread.Checkout, o *Observation, now ti
 	case o.worktree == "" && !o.Receipt.FinishedAt.After(b.boundAt):
 		return fmt.Sprintf("the receipt finished at %s, not after the guard bound at %s",
 			o.Receipt.FinishedAt.UTC().Format(time.RFC3339Nano), b.boundAt.UTC().Format(time.RFC3339Nano))
-	case g.spent(o.Receipt.ID):
+	case b.plans.spent(o.Receipt.ID):
 		return "a reload was already scheduled on the receipt " + o.Receipt.ID
 	}
 	return ""
+}
+
+// receiptOfNoCheckout says why a receipt that names no checkout proves
+// nothing of the checkout whose top level is top: top is not inside the
+// homes' root, where the updater's own install lives, so it may be
+// another checkout's update; or that root cannot be told.
+func receiptOfNoCheckout(o *Observation, top string) string {
+	if o.homesRoot == "" {
+		return fmt.Sprintf("the receipt %s names no checkout, and whether %s is the homes' own cannot be told: %s", o.ReceiptPath, top, o.homesRootWhy)
+	}
+	return fmt.Sprintf("the receipt %s names no checkout, and %s is not inside %s, the root of the homes it was read from: it may be another checkout's update", o.ReceiptPath, top, o.homesRoot)
+}
+
+// within reports whether path lies inside the directory dir (both
+// absolute, links resolved), not being dir itself.
+func within(dir, path string) bool {
+	if dir == "" || path == "" {
+		return false
+	}
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != "." && filepath.IsLocal(rel)
+}
+
+// orNone is s, or "none".
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 // pendingPrefix starts the reasons of a plan refused for now, on a view
@@ -299,7 +350,7 @@ func updaterBusy(o *Observation) string {
 // same.
 func sameObservation(a, b *Observation) bool {
 	if a.Marker != b.Marker || a.MarkerReason != b.MarkerReason || a.State != b.State || a.CheckoutLock != b.CheckoutLock ||
-		a.ReceiptProblem != b.ReceiptProblem || len(a.RecoveryMarkers) != len(b.RecoveryMarkers) {
+		a.ReceiptProblem != b.ReceiptProblem || len(a.RecoveryMarkers) != len(b.RecoveryMarkers) || a.writersGone != b.writersGone {
 		return false
 	}
 	if (a.Receipt == nil) != (b.Receipt == nil) || a.Receipt != nil && *a.Receipt != *b.Receipt {
@@ -333,10 +384,13 @@ func isPending(err error) bool {
 // on, until [Plan.Bind] or [Plan.Release], every stale answer says
 // "restart_scheduled": true with [Options.ReloadMessage], which asks the
 // client to retry shortly. The plan's receipt can allow no second reload
-// of this guard. At most one plan of a guard is scheduled at a time:
-// scheduling a second, or one released or carried out, is an error, and
-// the host must not carry it out. Scheduling a scheduled plan again is a
-// no-op.
+// of the code the guard is bound to: it is spent. At most one plan of a
+// guard is scheduled at a time, and only on what the guard is bound to
+// now: scheduling a second, one released or carried out, one made on a
+// binding the guard no longer has (it was bound anew since, as by another
+// plan's [Plan.Bind]), or one whose receipt another plan spent, is an
+// error, and the host must not carry it out. Scheduling a scheduled plan
+// again is a no-op.
 func (r *Plan) Schedule() error {
 	if r == nil || r.g == nil {
 		return errors.New("runtimeguard: schedule: the plan was not made by Guard.PlanReload")
@@ -349,13 +403,13 @@ func (r *Plan) Schedule() error {
 	case planDone:
 		return errors.New("runtimeguard: schedule: the plan was released or carried out")
 	}
-	if !r.g.scheduled.CompareAndSwap(nil, r) {
-		return errors.New("runtimeguard: schedule: another reload of this guard is scheduled")
+	if r.g.bound.Load() != r.b {
+		return errors.New("runtimeguard: schedule: the guard was bound anew since the plan was made")
+	}
+	if err := r.b.plans.schedule(r); err != nil {
+		return err
 	}
 	r.state = planScheduled
-	r.g.receiptsMu.Lock()
-	r.g.spentIDs = append(r.g.spentIDs, r.Receipt.ID)
-	r.g.receiptsMu.Unlock()
 	return nil
 }
 
@@ -371,8 +425,8 @@ func (r *Plan) Release() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.state = planDone
-	if r.g != nil { // nil for a Plan that PlanReload did not make
-		r.g.scheduled.CompareAndSwap(r, nil)
+	if r.b != nil { // nil for a Plan that PlanReload did not make
+		r.b.plans.unschedule(r)
 	}
 	if r.lock != nil {
 		r.lock.Close()
@@ -386,11 +440,7 @@ func (r *Plan) Release() {
 func (r *Plan) releaseUnused() {
 	r.mu.Lock()
 	if r.state == planScheduled {
-		r.g.receiptsMu.Lock()
-		if i := slices.Index(r.g.spentIDs, r.Receipt.ID); i >= 0 {
-			r.g.spentIDs = slices.Delete(r.g.spentIDs, i, i+1)
-		}
-		r.g.receiptsMu.Unlock()
+		r.b.plans.unspend(r.Receipt.ID)
 	}
 	r.mu.Unlock()
 	r.Release()
@@ -416,11 +466,64 @@ func (r *Plan) LockFile() *os.File {
 	return r.lock
 }
 
-// spent reports whether a plan on the receipt id was scheduled.
-func (g *Guard) spent(id string) bool {
-	g.receiptsMu.Lock()
-	defer g.receiptsMu.Unlock()
-	return slices.Contains(g.spentIDs, id)
+// planLife is what the plans made on one binding did: the one scheduled,
+// if any, and the receipts spent, by ID. It lives as long as its binding:
+// once the guard binds anew, what was spent on the old one is forgotten
+// (a receipt written before the new binding proves nothing to it anyway).
+// The zero planLife has neither.
+type planLife struct {
+	mu        sync.Mutex // protects scheduled and spentIDs
+	scheduled *Plan
+	spentIDs  []string
+}
+
+// isScheduled reports whether a plan on the binding is scheduled.
+func (l *planLife) isScheduled() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.scheduled != nil
+}
+
+// spent reports whether a plan scheduled on the binding spent the
+// receipt id.
+func (l *planLife) spent(id string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Contains(l.spentIDs, id)
+}
+
+// schedule makes r the binding's scheduled plan, and spends its receipt,
+// unless another plan is scheduled or spent it.
+func (l *planLife) schedule(r *Plan) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.scheduled != nil:
+		return errors.New("runtimeguard: schedule: another reload of this guard is scheduled")
+	case slices.Contains(l.spentIDs, r.Receipt.ID):
+		return errors.New("runtimeguard: schedule: a reload was already scheduled on the receipt " + r.Receipt.ID)
+	}
+	l.scheduled = r
+	l.spentIDs = append(l.spentIDs, r.Receipt.ID)
+	return nil
+}
+
+// unschedule ends r's schedule, where it is the binding's scheduled plan.
+func (l *planLife) unschedule(r *Plan) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.scheduled == r {
+		l.scheduled = nil
+	}
+}
+
+// unspend makes the receipt id unspent: its reload was not carried out.
+func (l *planLife) unspend(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if i := slices.Index(l.spentIDs, id); i >= 0 {
+		l.spentIDs = slices.Delete(l.spentIDs, i, i+1)
+	}
 }
 
 // Bind binds the plan's guard to the plan's new code, for a host that

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
 )
 
 // gitSyncCase is git-sync's root: a repository at upstream's revisions,
@@ -204,4 +206,32 @@ func TestGitSyncFlipProvesAReloadBeforeAnyCheck(t *testing.T) {
 	defer r.Release()
 	assert.Equal(t, c.revs[1], r.To)
 	assert.Equal(t, filepath.Join(c.root, ".worktrees", c.revs[1]), r.Identity.SourceDir)
+}
+
+// git-sync flipping A, B, A, B: every flip is reloaded, the last too,
+// though it leads where the second did (its link file may even reuse that
+// one's inode): what a plan spent is forgotten once the binding it moved
+// is gone, and a flip's receipt is named by what it leads to and when it
+// was made, never by its link's file.
+func TestGitSyncFlipsBackAndForth(t *testing.T) {
+	c := newGitSyncCase(t)
+	g := c.guard(t)
+	a := filepath.Join(".worktrees", c.revs[0])
+	b := c.worktree(t, c.revs[1], c.revs[1])
+	var ids []string
+	for i, to := range []string{b, a, b, a} {
+		c.flip(t, to)
+		require.ErrorIs(t, g.EnsureCurrent(), ErrStale, "flip %d", i)
+		r, err := g.PlanReload(context.Background())
+		require.NoError(t, err, "flip %d", i)
+		require.NoError(t, r.Schedule(), "flip %d", i)
+		require.NoError(t, r.Bind(context.Background()), "flip %d", i)
+		require.NoError(t, g.EnsureCurrent(), "flip %d", i)
+		st, err := fsread.LstatStamp(c.link)
+		require.NoError(t, err)
+		assert.NotContains(t, r.Receipt.ID, st.FileID(), "a flip's ID names no file identity")
+		assert.Contains(t, r.Receipt.ID, to, "a flip's ID names what it leads to")
+		assert.NotContains(t, ids, r.Receipt.ID)
+		ids = append(ids, r.Receipt.ID)
+	}
 }

@@ -144,7 +144,7 @@ func TestPlanReloadHermesReceipts(t *testing.T) {
 // for the revision a move by hand then checks out.
 func TestPlanReloadReceiptFromBeforeBinding(t *testing.T) {
 	tmp := tempDir(t)
-	dir, home := filepath.Join(tmp, "agent"), filepath.Join(tmp, "home")
+	dir, home := filepath.Join(tmp, "home", "hermes-agent"), filepath.Join(tmp, "home")
 	module, loaded := agentRepo(t, dir)
 	moved := commit(t, dir, "run_agent.py", "class AIAgent: revision = 2\n")
 	git(t, dir, "reset", "-q", "--hard", loaded)
@@ -190,7 +190,7 @@ func TestPlanReloadProfiles(t *testing.T) {
 	})
 	t.Run("guard in a profile, marker at the root", func(t *testing.T) {
 		tmp := tempDir(t)
-		dir, root := filepath.Join(tmp, "agent"), filepath.Join(tmp, "hermes")
+		dir, root := filepath.Join(tmp, "hermes", "hermes-agent"), filepath.Join(tmp, "hermes")
 		profile := filepath.Join(root, "profiles", "work")
 		require.NoError(t, os.MkdirAll(profile, 0o755))
 		module, _ := agentRepo(t, dir)
@@ -223,7 +223,7 @@ func TestScheduleRacingRelease(t *testing.T) {
 		go func() { defer wg.Done(); _ = r.Schedule() }()
 		go func() { defer wg.Done(); r.Release() }()
 		wg.Wait()
-		if c.g.scheduled.Load() != nil {
+		if c.g.bound.Load().plans.isScheduled() {
 			t.Fatalf("round %d: a released plan is scheduled", i)
 		}
 	}
@@ -237,7 +237,7 @@ func TestScheduleRacingRelease(t *testing.T) {
 // stale request nothing.
 func TestStaleCheckReadsNoReceipt(t *testing.T) {
 	tmp := tempDir(t)
-	dir, home := filepath.Join(tmp, "agent"), filepath.Join(tmp, "home")
+	dir, home := filepath.Join(tmp, "home", "hermes-agent"), filepath.Join(tmp, "home")
 	module, _ := agentRepo(t, dir)
 	e := *systemEnv
 	u := *e.upd
@@ -315,7 +315,7 @@ func TestPlanReloadManyProfiles(t *testing.T) {
 // there at binding: 260 files.)
 func TestPlanReloadProfilesWithFullHistories(t *testing.T) {
 	tmp := tempDir(t)
-	dir, root := filepath.Join(tmp, "agent"), filepath.Join(tmp, "hermes")
+	dir, root := filepath.Join(tmp, "hermes", "hermes-agent"), filepath.Join(tmp, "hermes")
 	module, _ := agentRepo(t, dir)
 	old := hermesReceipt(t, "gen1-update-id-failed.json", strings.Repeat("0", 40), time.Now().Add(-time.Hour))
 	for p := range 13 {

@@ -1,6 +1,7 @@
 package runtimeguard
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -30,7 +31,7 @@ type reloadCase struct {
 func newReloadCase(t *testing.T) *reloadCase {
 	t.Helper()
 	tmp := tempDir(t)
-	c := &reloadCase{dir: filepath.Join(tmp, "agent"), home: filepath.Join(tmp, "home")}
+	c := &reloadCase{dir: filepath.Join(tmp, "home", "hermes-agent"), home: filepath.Join(tmp, "home")}
 	c.module, c.loaded = agentRepo(t, c.dir)
 	require.NoError(t, os.MkdirAll(c.home, 0o755))
 	c.layout = HermesLayout
@@ -260,6 +261,78 @@ func TestOneScheduledPlanAtATime(t *testing.T) {
 	assert.ErrorContains(t, err, "scheduled already")
 	require.NoError(t, p1.Bind(context.Background()))
 	assert.Error(t, p1.Schedule(), "a plan carried out")
+}
+
+// twoPlansOfOneReceipt makes two plans of one success receipt, the first
+// scheduled.
+func twoPlansOfOneReceipt(t *testing.T) (c *reloadCase, p1, p2 *Plan) {
+	t.Helper()
+	c = newReloadCase(t)
+	c.success(t)
+	p1, err := c.g.PlanReload(context.Background())
+	require.NoError(t, err)
+	p2, err = c.g.PlanReload(context.Background())
+	require.NoError(t, err)
+	t.Cleanup(p2.Release)
+	require.NoError(t, p1.Schedule())
+	return c, p1, p2
+}
+
+// A receipt carries at most one reload, and a plan's life is its own: a
+// plan made beside one that was carried out cannot be scheduled (the
+// guard was bound anew), nor can one whose receipt an abandoned plan
+// spent; neither keeps a later update's reload from being planned.
+func TestPlanLifeIsItsOwn(t *testing.T) {
+	t.Run("made on a binding the guard no longer has", func(t *testing.T) {
+		c, p1, p2 := twoPlansOfOneReceipt(t)
+		require.NoError(t, p1.Bind(context.Background()))
+		assert.ErrorContains(t, p2.Schedule(), "bound anew", "a second reload on one receipt")
+		assert.NoError(t, c.g.EnsureCurrent())
+
+		third := commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 3\n")
+		c.writeReceipt(t, receipt("success", c.moved, third, time.Now()))
+		require.ErrorIs(t, c.g.EnsureCurrent(), ErrStale)
+		p3, err := c.g.PlanReload(context.Background())
+		require.NoError(t, err, "a later update's reload")
+		defer p3.Release()
+		require.NoError(t, p3.Schedule())
+		var se *StaleError
+		require.ErrorAs(t, c.g.EnsureCurrent(), &se)
+		assert.True(t, se.RestartScheduled)
+	})
+	t.Run("on a receipt an abandoned plan spent", func(t *testing.T) {
+		c, p1, p2 := twoPlansOfOneReceipt(t)
+		p1.Release() // abandoned after it began
+		assert.ErrorContains(t, p2.Schedule(), "already scheduled on the receipt")
+		var se *StaleError
+		require.ErrorAs(t, c.g.EnsureCurrent(), &se)
+		assert.False(t, se.RestartScheduled, "no reload is scheduled")
+		_, err := c.g.PlanReload(context.Background())
+		assert.ErrorContains(t, err, "already scheduled on the receipt")
+	})
+	t.Run("a correlation_id used again for another update", func(t *testing.T) {
+		c := newReloadCase(t)
+		c.writeReceipt(t, correlated("corr-1", c.loaded, c.moved, time.Now()))
+		p1, err := c.g.PlanReload(context.Background())
+		require.NoError(t, err)
+		require.NoError(t, p1.Schedule())
+		p1.Release() // abandoned: the receipt is spent
+
+		third := commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 3\n")
+		c.writeReceipt(t, correlated("corr-1", c.moved, third, time.Now()))
+		p2, err := c.g.PlanReload(context.Background())
+		require.NoError(t, err, "another update, whatever its correlation_id")
+		defer p2.Release()
+		assert.NotEqual(t, p1.Receipt.ID, p2.Receipt.ID)
+		assert.NoError(t, p2.Schedule())
+	})
+}
+
+// correlated is a receipt of Hermes's third writer: a correlation_id, no
+// update_id.
+func correlated(id, pre, post string, finished time.Time) string {
+	return fmt.Sprintf(`{"schema": 1, "correlation_id": %q, "outcome": "success", "started_at": %q, "finished_at": %q, "pre_update": {"sha": %q}, "post_update": {"sha": %q}}`,
+		id, finished.Add(-time.Second).UTC().Format(time.RFC3339Nano), finished.UTC().Format(time.RFC3339Nano), pre, post)
 }
 
 // Released plans give today's payload back, exactly.
@@ -525,4 +598,105 @@ func TestCloseTwiceThenCheck(t *testing.T) {
 	require.NoError(t, c.g.Close())
 	assert.ErrorIs(t, c.g.EnsureCurrent(), ErrStale)
 	assert.NotEqual(t, "watch", c.g.Observe().Check)
+}
+
+// twoClones are two clones of one upstream that share one updater's
+// home, each with a guard, and upstream one commit ahead of both.
+type twoClones struct {
+	home, a, b    string
+	ga, gb        *Guard
+	loaded, ahead string
+	moduleA, modB string
+}
+
+func newTwoClones(t *testing.T, home string) *twoClones {
+	t.Helper()
+	tmp := tempDir(t)
+	upstream := filepath.Join(tmp, "upstream")
+	c := &twoClones{home: home, a: filepath.Join(tmp, "a"), b: filepath.Join(tmp, "b")}
+	_, c.loaded = agentRepo(t, upstream)
+	git(t, tmp, "clone", "-q", upstream, c.a)
+	git(t, tmp, "clone", "-q", upstream, c.b)
+	c.ahead = commit(t, upstream, "run_agent.py", "class AIAgent: revision = 2\n")
+	c.moduleA, c.modB = filepath.Join(c.a, "run_agent.py"), filepath.Join(c.b, "run_agent.py")
+	var err error
+	c.ga, err = New(Options{ModulePath: c.moduleA, HomeDir: home})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.ga.Close() })
+	c.gb, err = New(Options{ModulePath: c.modB, HomeDir: home})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.gb.Close() })
+	return c
+}
+
+// updateA updates clone a under the update protocol (git pull), as
+// runtimeguard update does: its receipts name the checkout.
+func (c *twoClones) updateA(t *testing.T) {
+	t.Helper()
+	var out bytes.Buffer
+	_, err := updater.System.Run(context.Background(), updater.Update{
+		Home: c.home, Marker: filepath.Join(c.home, hermesMarker), Receipt: filepath.Join(c.home, filepath.FromSlash(HermesLayout.Receipt)),
+		CheckoutLock: filepath.Join(c.a, ".git", HermesLayout.CheckoutLock),
+		Judge:        updater.System.Judge(DefaultMaxMarkerAge),
+		Argv:         []string{"git", "pull", "-q", "--ff-only"}, Dir: c.a, Stdout: &out, Stderr: &out,
+		Revision: func() (string, string, error) { return git(t, c.a, "rev-parse", "HEAD"), "", nil },
+		Checkout: func() string { return resolved(t, c.a) },
+	})
+	require.NoError(t, err, out.String())
+}
+
+// A receipt proves only an update of the checkout the guard is bound to.
+// Two clones share a home; b moves by a plain git pull, which nothing
+// proves, then a is updated under the protocol to the same revision: a's
+// receipt names a, reloads a, and is no proof for b, whose 409 stays the
+// manual one. A receipt that names no checkout (Hermes's writer's) proves
+// nothing for a checkout outside the homes' root, and proves for the one
+// inside it, where Hermes installs its own.
+func TestReceiptOfAnotherCheckout(t *testing.T) {
+	t.Run("a receipt that names the other clone", func(t *testing.T) {
+		c := newTwoClones(t, tempDir(t))
+		git(t, c.b, "pull", "-q", "--ff-only")
+		require.ErrorIs(t, c.gb.EnsureCurrent(), ErrStale)
+		c.updateA(t)
+		require.ErrorIs(t, c.ga.EnsureCurrent(), ErrStale)
+		ra, err := c.ga.PlanReload(context.Background())
+		require.NoError(t, err, "a's own receipt")
+		assert.Equal(t, resolved(t, c.a), ra.Receipt.Checkout)
+		ra.Release()
+
+		_, err = c.gb.PlanReload(context.Background())
+		require.ErrorIs(t, err, ErrNotReady)
+		assert.False(t, isPending(err), "no proof will come for b: %v", err)
+		assert.ErrorContains(t, err, "nothing proves this move")
+		assert.Nil(t, c.gb.Observe().Receipt, "b sees no receipt of its own")
+	})
+	t.Run("b's own receipt, older than the other clone's", func(t *testing.T) {
+		c := newTwoClones(t, tempDir(t))
+		c.a, c.b = c.b, c.a // update b first, under the protocol
+		c.updateA(t)
+		c.a, c.b = c.b, c.a
+		c.updateA(t) // then a: its receipt is the latest
+		require.ErrorIs(t, c.gb.EnsureCurrent(), ErrStale)
+		rb, err := c.gb.PlanReload(context.Background())
+		require.NoError(t, err, "b's receipt, retained beside a's latest")
+		assert.Equal(t, resolved(t, c.b), rb.Receipt.Checkout)
+		rb.Release()
+	})
+	t.Run("a receipt that names no checkout, the checkouts outside the home", func(t *testing.T) {
+		c := newTwoClones(t, tempDir(t))
+		git(t, c.b, "pull", "-q", "--ff-only")
+		writeFile(t, filepath.Join(c.home, filepath.FromSlash(HermesLayout.Receipt)), receipt("success", c.loaded, c.ahead, time.Now()))
+		require.ErrorIs(t, c.gb.EnsureCurrent(), ErrStale)
+		_, err := c.gb.PlanReload(context.Background())
+		require.ErrorIs(t, err, ErrNotReady)
+		assert.False(t, isPending(err), "no proof will come: %v", err)
+		assert.ErrorContains(t, err, "names no checkout")
+	})
+	t.Run("a receipt that names no checkout, the checkout inside the home", func(t *testing.T) {
+		c := newReloadCase(t) // the checkout at <home>/hermes-agent, as Hermes's installer puts it
+		writeFile(t, filepath.Join(c.home, filepath.FromSlash(HermesLayout.Receipt)), receipt("success", c.loaded, c.moved, time.Now()))
+		r, err := c.g.PlanReload(context.Background())
+		require.NoError(t, err)
+		r.Release()
+	})
 }

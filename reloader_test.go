@@ -46,7 +46,7 @@ func newReloaderCase(t *testing.T, stale func(*http.Request, *StaleError)) *relo
 func newReloaderCaseWith(t *testing.T, stale func(*http.Request, *StaleError), opts func(*ReloaderOptions)) *reloaderCase {
 	t.Helper()
 	tmp := tempDir(t)
-	c := &reloaderCase{reloadCase: &reloadCase{dir: filepath.Join(tmp, "agent"), home: filepath.Join(tmp, "home")},
+	c := &reloaderCase{reloadCase: &reloadCase{dir: filepath.Join(tmp, "home", "hermes-agent"), home: filepath.Join(tmp, "home")},
 		release: make(chan struct{}), entered: make(chan struct{}, 8)}
 	c.module, c.loaded = agentRepo(t, c.dir)
 	require.NoError(t, os.MkdirAll(c.home, 0o755))
@@ -402,7 +402,7 @@ func TestReloaderStormDoesNotPlanPerRequest(t *testing.T) {
 // and still a minute later; the operator's log says why, once.
 func TestReloaderAfterAPlainPull(t *testing.T) {
 	tmp := tempDir(t)
-	dir, home := filepath.Join(tmp, "agent"), filepath.Join(tmp, "home")
+	dir, home := filepath.Join(tmp, "home", "hermes-agent"), filepath.Join(tmp, "home")
 	module, _ := agentRepo(t, dir)
 	require.NoError(t, os.MkdirAll(home, 0o755))
 	g, err := New(Options{ModulePath: module, HomeDir: home})

@@ -54,6 +54,9 @@ type binding struct {
 	staleCount    atomic.Uint64
 	staleLogged   atomic.Int64
 	staleUnlogged atomic.Uint64
+	// plans are the reloads planned on the binding: they live and die
+	// with it.
+	plans planLife
 }
 
 // answeredRead is an observation of a stale answer, when its read was

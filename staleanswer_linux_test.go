@@ -31,7 +31,7 @@ func newStaleCase(t *testing.T) *staleCase {
 	t.Helper()
 	c := &staleCase{}
 	tmp := tempDir(t)
-	c.dir, c.home = filepath.Join(tmp, "agent"), filepath.Join(tmp, "home")
+	c.dir, c.home = filepath.Join(tmp, "home", "hermes-agent"), filepath.Join(tmp, "home")
 	require.NoError(t, os.MkdirAll(c.home, 0o755))
 	c.marker = filepath.Join(c.home, hermesMarker)
 	module, _ := agentRepo(t, c.dir)

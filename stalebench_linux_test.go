@@ -27,7 +27,7 @@ func BenchmarkStaleCheckWatch(b *testing.B) {
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			tmp := tempDir(b)
-			dir, home := filepath.Join(tmp, "agent"), filepath.Join(tmp, "home")
+			dir, home := filepath.Join(tmp, "home", "hermes-agent"), filepath.Join(tmp, "home")
 			module, _ := agentRepo(b, dir)
 			g, err := newGuard(Options{ModulePath: module, HomeDir: home}, watchEnv(b))
 			if err != nil {

@@ -88,10 +88,14 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	}
 	_, perr := g.PlanReload(context.Background())
 	say("9. the install is repaired, but without a receipt no reload is planned:\n   %s", quote.Text(fmt.Sprint(perr)))
+	top, err := filepath.EvalSymlinks(agent)
+	if err != nil {
+		return err
+	}
 	r := updater.Receipt{
 		UpdateID: updater.NewUpdateID(), Outcome: updater.OutcomeSuccess,
 		StartedAt: time.Now().UTC(), FinishedAt: time.Now().UTC(),
-		From: loaded, To: moved,
+		From: loaded, To: moved, Checkout: top, // as runtimeguard update names its checkout
 	}
 	receipt := filepath.Join(home, filepath.FromSlash(runtimeguard.HermesLayout.Receipt))
 	if err := updater.WriteReceipt(receipt, r, os.Getpid()); err != nil {

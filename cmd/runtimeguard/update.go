@@ -30,7 +30,10 @@ that speaks the update protocol a runtime guard reads:
      was, so of two updaters started at once one goes on), record HEAD;
      the claim and the release hold the updater's own sidecar lock,
      <marker>.lock, as Hermes's marker.sh does, and leave it in place;
-  4. write a receipt with outcome "running";
+  4. write a receipt with outcome "running"; every receipt names the
+     checkout it updates (runtimeguard_checkout: its top-level directory),
+     so that a guard of another checkout sharing the home never takes it
+     for its own;
   5. run COMMAND;
   6. write the receipt: "success" only if COMMAND exited 0, HEAD is
      readable and no recovery marker was left; "failed" otherwise; each
@@ -153,9 +156,16 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	checkoutLock := opts.Layout.CheckoutLock
 	if checkoutLock != "" {
-		checkoutLock = updater.CheckoutLockPath(ck.TopLevel, checkoutLock)
+		// Where a guard probes it: found from the module's directory as
+		// git finds the repository.
+		l, err := updater.FindCheckoutLock(filepath.Dir(ck.ModulePath), checkoutLock)
+		if err != nil {
+			return fmt.Errorf("the checkout lock of %s cannot be found: %w", quote.Text(ck.TopLevel), err)
+		}
+		checkoutLock = l.Path
 	}
 	res, err := updater.System.Run(ctx, updater.Update{
+		Home:   paths.Home,
 		Marker: paths.Marker, Receipt: paths.Receipt, Lock: paths.Lock, LockWait: *wait,
 		CheckoutLock: checkoutLock,
 		Judge:        updater.System.Judge(runtimeguard.DefaultMaxMarkerAge),
@@ -167,6 +177,10 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		Revision: func() (string, string, error) {
 			ck, err := gitread.Inspect(gf.module)
 			return ck.Revision, ck.Reason, err
+		},
+		Checkout: func() string {
+			ck, _ := gitread.Inspect(gf.module)
+			return ck.TopLevel
 		},
 		Leftover: func() []string { return observe().RecoveryMarkers },
 	})

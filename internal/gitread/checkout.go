@@ -257,52 +257,12 @@ func (r *reader) readAt(src, mod string) (Checkout, error) {
 	if err := r.findWorktree(&c); err != nil || c.TopLevel == "" {
 		return c, err
 	}
-	config, err := r.readConfig(filepath.Join(c.CommonDir, "config"))
+	format, bare, err := r.locate(&c)
 	if err != nil {
 		return c, err
 	}
-	format, err := parseRepoFormat(config)
-	if err != nil {
-		return c, fmt.Errorf("%s: %w", c.CommonDir, err)
-	}
 	c.ObjectFormat = format.objectFormat
 	r.reftable = format.reftable
-	// core.bare and core.worktree count only where the Git directory has
-	// no commondir (git ignores both in a linked worktree), or under
-	// extensions.worktreeConfig. With core.bare
-	// true git has no worktree (core.worktree is then ignored): it still
-	// reads HEAD and the index, but matches ls-files' paths from the top
-	// level, whatever the directory it runs in, so the module is tracked
-	// when the index holds its file name at the top level. core.worktree
-	// names the worktree, relative to the Git directory: the .git found
-	// only led to the repository.
-	hasCommon := c.CommonDir != c.GitDir
-	if format.worktreeConfig {
-		// extensions.worktreeConfig: git reads core.bare and
-		// core.worktree from the Git directory's config.worktree too, and
-		// honours them (and the repository config's) in a linked
-		// worktree as well.
-		path := filepath.Join(c.GitDir, "config.worktree")
-		data, err := r.readConfig(path)
-		if err != nil {
-			return c, err
-		}
-		if err := format.worktreeOverrides(data); err != nil {
-			return c, fmt.Errorf("%s: %w", path, err)
-		}
-		hasCommon = false
-	}
-	bare := format.bareSet && format.bare && !hasCommon
-	switch {
-	case bare:
-		// ls-files then matches the module's name from the top level,
-		// whatever the directory it runs in.
-	case format.worktreeSet && !hasCommon:
-		if c.TopLevel, err = r.gitPath(c.GitDir, format.worktree); err != nil {
-			return c, fmt.Errorf("core.worktree: %w", err)
-		}
-	}
-
 	rel, err := filepath.Rel(c.TopLevel, mod)
 	if bare && err == nil {
 		rel = filepath.Base(mod)
@@ -340,4 +300,89 @@ func (r *reader) readAt(src, mod string) (Checkout, error) {
 		}
 	}
 	return c, nil
+}
+
+// Location is where git's discovery, started in a directory, finds the
+// repository that holds it: the answer of [Locate].
+type Location struct {
+	// TopLevel is the top-level directory of the worktree (the one
+	// core.worktree names, where it names one), empty where no worktree
+	// holds the directory.
+	TopLevel string
+	// DotGit is the .git the discovery took: a Git directory, or a file
+	// naming one, in the directory git found it in.
+	DotGit string
+	// GitDir is the Git directory, CommonDir the one holding the shared
+	// refs and config (git rev-parse --git-dir and --git-common-dir).
+	GitDir, CommonDir string
+}
+
+// Locate finds the repository that holds dir (absolute) as git's
+// discovery, started in dir, finds it: the first .git up the tree that git
+// accepts (a Git directory, or a gitdir file naming one, through links;
+// a .git that is no Git directory passed over), its commondir, and
+// core.worktree and core.bare where git honours them. A directory that no
+// worktree holds is the zero Location. A repository whose config cannot
+// be read (a format this package does not read) is an error, with the
+// Location of the Git directory found: its DotGit, GitDir and CommonDir,
+// and the TopLevel core.worktree may have moved; any other failure is an
+// error with the zero Location.
+func Locate(dir string) (Location, error) {
+	r := reader{fs: System}
+	c := Checkout{SourceDir: filepath.Clean(dir)}
+	if err := r.findWorktree(&c); err != nil || c.TopLevel == "" {
+		return Location{}, err
+	}
+	l := Location{TopLevel: c.TopLevel, DotGit: filepath.Join(c.TopLevel, ".git"), GitDir: c.GitDir, CommonDir: c.CommonDir}
+	if _, _, err := r.locate(&c); err != nil {
+		return l, err
+	}
+	l.TopLevel = c.TopLevel
+	return l, nil
+}
+
+// locate reads the format of the repository findWorktree found for c,
+// and moves c.TopLevel to the worktree core.worktree names where git
+// honours it; bare is core.bare where git honours it.
+func (r *reader) locate(c *Checkout) (format repoFormat, bare bool, err error) {
+	config, err := r.readConfig(filepath.Join(c.CommonDir, "config"))
+	if err != nil {
+		return format, false, err
+	}
+	format, err = parseRepoFormat(config)
+	if err != nil {
+		return format, false, fmt.Errorf("%s: %w", c.CommonDir, err)
+	}
+	// core.bare and core.worktree count only where the Git directory has
+	// no commondir (git ignores both in a linked worktree), or under
+	// extensions.worktreeConfig. With core.bare
+	// true git has no worktree (core.worktree is then ignored): it still
+	// reads HEAD and the index, but matches ls-files' paths from the top
+	// level, whatever the directory it runs in, so the module is tracked
+	// when the index holds its file name at the top level. core.worktree
+	// names the worktree, relative to the Git directory: the .git found
+	// only led to the repository.
+	hasCommon := c.CommonDir != c.GitDir
+	if format.worktreeConfig {
+		// extensions.worktreeConfig: git reads core.bare and
+		// core.worktree from the Git directory's config.worktree too, and
+		// honours them (and the repository config's) in a linked
+		// worktree as well.
+		path := filepath.Join(c.GitDir, "config.worktree")
+		data, err := r.readConfig(path)
+		if err != nil {
+			return format, false, err
+		}
+		if err := format.worktreeOverrides(data); err != nil {
+			return format, false, fmt.Errorf("%s: %w", path, err)
+		}
+		hasCommon = false
+	}
+	bare = format.bareSet && format.bare && !hasCommon
+	if format.worktreeSet && !hasCommon && !bare {
+		if c.TopLevel, err = r.gitPath(c.GitDir, format.worktree); err != nil {
+			return format, false, fmt.Errorf("core.worktree: %w", err)
+		}
+	}
+	return format, bare, nil
 }

@@ -123,7 +123,7 @@ func (c *Cache) probe(e *Env, pid int64) ProcInfo {
 	defer c.mu.Unlock()
 	if h := c.proc; h != nil && h.pid == pid {
 		if h.alive() {
-			return ProcInfo{State: ProcessAlive, Start: h.start}
+			return aliveSince(h.start)
 		}
 		h.close()
 		c.proc = nil

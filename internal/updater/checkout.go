@@ -6,10 +6,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
+	"github.com/runtimeguard/runtimeguard/internal/gitread"
 )
 
 // The checkout lock: a kernel lock the updater holds on the checkout it
@@ -34,83 +35,60 @@ const (
 	CheckoutContentionWait = 3 * time.Second
 )
 
-// CheckoutLockPath is where the updater locks the checkout whose top-level
-// directory (install root) is root, name being the lock's file name
-// (HermesCheckoutLock): <common Git directory>/<name> where root/.git is a
-// directory or a "gitdir: <path>" file (whose Git directory's commondir
-// file may name the shared one), else root/.<name>. It is read from the
-// files, as the updater reads it, without git.
-func CheckoutLockPath(root, name string) string {
-	if common, ok := gitCommonDir(root); ok {
-		return filepath.Join(common, name)
-	}
-	return filepath.Join(root, "."+name)
+// CheckoutLockPaths are where the checkout lock of one install is: Path,
+// where a writer takes it and a reader probes it (never through a link at
+// its name), and Also, where the updater's own reader puts the lock of the
+// same checkout instead, where its rule and git's differ: a reader probes
+// it too, as the updater opens it (through a link at its name: that is
+// where the updater locks), and no writer here takes it; "" where it is
+// Path.
+type CheckoutLockPaths struct {
+	Path, Also string
 }
 
-// gitCommonDir reads root's common Git directory from root/.git, as the
-// updater reads it: links followed (a .git, gitdir or commondir file that
-// is a link is read where it leads), a .git that is neither a directory
-// nor a regular file names none, and a commondir that is no regular file
-// is not there.
-func gitCommonDir(root string) (string, bool) {
-	dot := filepath.Join(root, ".git")
-	fi, err := os.Stat(dot)
-	if err != nil || !fi.IsDir() && !fi.Mode().IsRegular() {
-		return "", false
+// FindCheckoutLock is where the checkout lock named name (the layout's
+// CheckoutLock, Hermes's HermesCheckoutLock) of the install whose root is
+// root (absolute) is: <common Git directory>/<name> of the repository
+// git's discovery finds from root (gitread.Locate: gitdir files,
+// commondir, core.worktree, a .git git passes over), else, where no
+// repository holds root, <root>/.<name>. Where the updater's own reader,
+// which reads only <top level>/.git, finds no .git there (a core.worktree
+// set in a Git directory elsewhere), it locks <top level>/.<name>:
+// that is Also. A repository git cannot find is an error: no path is
+// known; one whose config cannot be read has its lock in the common Git
+// directory found, and no Also.
+func FindCheckoutLock(root, name string) (CheckoutLockPaths, error) {
+	l, err := gitread.Locate(root)
+	switch {
+	case err != nil && l.CommonDir != "":
+		return CheckoutLockPaths{Path: filepath.Join(l.CommonDir, name)}, nil
+	case err != nil:
+		return CheckoutLockPaths{}, err
 	}
-	gitdir := dot
-	if !fi.IsDir() {
-		body, err := readSmallFollowing(dot)
-		if err != nil {
-			return "", false
-		}
-		text := strings.TrimSpace(strings.TrimPrefix(string(body), "\ufeff"))
-		target, ok := strings.CutPrefix(text, "gitdir:")
-		if !ok {
-			return "", false
-		}
-		target = strings.TrimSpace(target)
-		if !filepath.IsAbs(target) {
-			target = filepath.Join(root, target)
-		}
-		gitdir = target
+	if l.CommonDir == "" {
+		return CheckoutLockPaths{Path: filepath.Join(root, "."+name)}, nil
 	}
-	commondir := filepath.Join(gitdir, "commondir")
-	if ci, err := os.Stat(commondir); err == nil && ci.Mode().IsRegular() {
-		body, err := readSmallFollowing(commondir)
-		if err != nil {
-			return "", false
-		}
-		common := strings.TrimSpace(strings.TrimPrefix(string(body), "\ufeff"))
-		if !filepath.IsAbs(common) {
-			common = filepath.Join(gitdir, common)
-		}
-		gitdir = common
+	p := CheckoutLockPaths{Path: filepath.Join(l.CommonDir, name)}
+	if l.DotGit != filepath.Join(l.TopLevel, ".git") {
+		p.Also = filepath.Join(l.TopLevel, "."+name)
 	}
-	return filepath.Clean(gitdir), true
+	return p, nil
 }
 
-// readSmallFollowing reads a small regular file (a .git file, a commondir)
-// where its links lead, without blocking: the links resolved first, the
-// file they lead to opened as readSmall opens one.
-func readSmallFollowing(path string) ([]byte, error) {
-	real, err := filepath.EvalSymlinks(path)
+// regularOnly returns f, a lock file just opened, where it is a regular
+// file (asked of the descriptor); anything else is closed and refused
+// with an error matching fsread.ErrNotRegular.
+func regularOnly(f *os.File) (*os.File, error) {
+	fi, err := f.Stat()
 	if err != nil {
+		f.Close()
 		return nil, err
 	}
-	return readSmall(real)
-}
-
-// readSmall reads a small regular file (a .git file, a commondir) safely.
-func readSmall(path string) ([]byte, error) {
-	body, kind, why := SafeOpen(path, 64<<10)
-	switch kind {
-	case FileAbsent:
-		return nil, fs.ErrNotExist
-	case FileUnusable:
-		return nil, errors.New(why)
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, &fs.PathError{Op: "open", Path: f.Name(), Err: &fsread.TypeError{Kind: fsread.TypeName(fi.Mode())}}
 	}
-	return body, nil
+	return f, nil
 }
 
 // LockState is what a probe of the checkout lock found.
@@ -120,29 +98,39 @@ type LockState int
 const (
 	LockFree    LockState = iota // no file, or no process holds it
 	LockHeld                     // a process holds it, or its file cannot be opened
-	LockUnknown                  // this platform cannot tell
+	LockUnknown                  // this platform cannot tell, or what is at the path proves nothing
 )
 
 // ProbeCheckoutLock reports whether a process holds the checkout lock at
 // path, as the updater's own probe does: it takes the lock without
-// waiting for the instant of one try and drops it at once. Only a missing
-// file is free without a try; a file that exists and cannot be opened is
-// held (so every reader parks what the updater's own would); a lock call
-// that fails outright (a file system without locks) means nothing can
-// hold it. why says what was found.
-func ProbeCheckoutLock(path string) (state LockState, why string) {
-	// One probe at a time in a process: probes that overlapped could keep
-	// the lock taken long enough for a starting updater to give up.
-	probeMu.Lock()
-	defer probeMu.Unlock()
-	f, err := openLockProbe(path)
-	if errors.Is(err, fs.ErrNotExist) {
+// waiting for the instant of one try and drops it at once. The file is
+// opened for reading (where the platform's lock takes that), never
+// created, and, unless follow, never through a link at its name: a link
+// there (or anything but a regular file) proves nothing, and the lock is
+// unknown. follow is for a path where the updater itself opens through a
+// link (see CheckoutLockPaths.Also). Only a missing file is free without a
+// try; a file that exists and cannot be opened is held (so every reader
+// parks what the updater's own would); a lock call that fails outright
+// (a file system without locks) means nothing can hold it. why says what
+// was found.
+//
+// The tries of one path in this process never overlap (overlapping probes
+// could keep the lock taken long enough for a starting updater to give
+// up); nothing is held across the open, so a lock file that does not
+// answer holds up no probe but its own path's.
+func ProbeCheckoutLock(path string, follow bool) (state LockState, why string) {
+	f, err := openLock(path, false, exclusiveWrites, follow)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return LockFree, "no lock file"
-	}
-	if err != nil {
+	case err != nil && (isLink(err) || errors.Is(err, fsread.ErrNotRegular)):
+		return LockUnknown, "not opened, it proves nothing: " + err.Error()
+	case err != nil:
 		return LockHeld, "the lock file cannot be opened: " + err.Error()
 	}
 	defer f.Close()
+	unlock := probes.lock(path)
+	defer unlock()
 	held, err := tryCheckoutLock(f)
 	switch {
 	case errors.Is(err, errors.ErrUnsupported):
@@ -156,21 +144,66 @@ func ProbeCheckoutLock(path string) (state LockState, why string) {
 	return LockFree, "no process holds it"
 }
 
-// probeMu serializes the probes of this process.
-var probeMu sync.Mutex
+// probes serializes the tries of each lock path in this process.
+var probes pathLocks
+
+// pathLocks are mutexes by path, each kept while a holder or a waiter
+// uses it. mu is held only to find or drop one, never across a file
+// system call.
+type pathLocks struct {
+	mu sync.Mutex // protects m
+	m  map[string]*pathLock
+}
+
+type pathLock struct {
+	mu   sync.Mutex
+	refs int // holders and waiters; pathLocks.mu protects it
+}
+
+// lock takes the mutex of path and returns its release.
+func (p *pathLocks) lock(path string) func() {
+	p.mu.Lock()
+	if p.m == nil {
+		p.m = make(map[string]*pathLock)
+	}
+	l := p.m[path]
+	if l == nil {
+		l = new(pathLock)
+		p.m[path] = l
+	}
+	l.refs++
+	p.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		p.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(p.m, path)
+		}
+		p.mu.Unlock()
+	}
+}
 
 // ErrCheckoutLocked matches the error of LockCheckout when another
 // process tree holds the checkout lock.
 var ErrCheckoutLocked = errors.New("another update holds the checkout lock")
 
 // LockCheckout takes the checkout lock at path for this process's update,
-// as the updater takes it: the file opened (created) read-write, the lock
-// tried every 20 ms for at most wait (a probe holds it for an instant),
-// and the holder record (MarkerBody of this process) written into it. The
-// lock lasts until the file is closed, and on Unix while any child that
-// inherited the descriptor runs.
+// as the updater takes it: the file opened (created where missing) for
+// reading and writing, or for reading alone where its permissions allow
+// no more (a lock file left by another user: the kernel lock takes a
+// read-only descriptor, but on AIX), never through a link at its name and
+// never anything but a regular file; the lock tried every 20 ms for at
+// most wait (a probe holds it for an instant); and, where the file is
+// writable, the holder record (MarkerBody of this process) written into
+// it. The lock lasts until the file is closed, and on Unix while any child
+// that inherited the descriptor runs.
 func LockCheckout(path string, wait time.Duration) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := openLock(path, true, true, false)
+	writable := err == nil
+	if denied(err) && !exclusiveWrites {
+		f, err = openLock(path, false, false, false)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -191,37 +224,12 @@ func LockCheckout(path string, wait time.Duration) (*os.File, error) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	// The try that found it free left it taken on f: record the holder
-	// for readers that name it.
-	pid := os.Getpid()
-	record := markerBodyOf(pid, time.Now())
-	if err := f.Truncate(0); err == nil {
-		_, _ = f.WriteAt(record, 0)
+	// for readers that name it, in the file opened (no link followed).
+	if writable {
+		record := markerBodyOf(os.Getpid(), time.Now())
+		if err := f.Truncate(0); err == nil {
+			_, _ = f.WriteAt(record, 0)
+		}
 	}
 	return f, nil
-}
-
-// CheckoutLockPaths are the checkout locks named name of the installs
-// whose directories are roots: for each, the lock of the nearest directory at or
-// above it that holds a .git (its checkout's top level), else the lock of
-// the directory itself (an install without .git), once each.
-func CheckoutLockPaths(roots []string, name string) []string {
-	var paths []string
-	for _, root := range roots {
-		top := root
-		for dir := root; ; {
-			if _, err := os.Lstat(filepath.Join(dir, ".git")); err == nil {
-				top = dir
-				break
-			}
-			parent := filepath.Dir(dir)
-			if parent == dir {
-				break
-			}
-			dir = parent
-		}
-		if p := CheckoutLockPath(top, name); !slices.Contains(paths, p) {
-			paths = append(paths, p)
-		}
-	}
-	return paths
 }

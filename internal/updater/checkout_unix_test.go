@@ -5,64 +5,151 @@ package updater
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
-// The checkout lock's path is read from the files as the updater reads
-// them, links followed: a .git, a gitdir file and a commondir file reached
-// through a link name the same common Git directory as the files
-// themselves, and a commondir that is no regular file names none.
-func TestCheckoutLockPathThroughLinks(t *testing.T) {
-	tmp := tempDir(t)
-	common := filepath.Join(tmp, "main", ".git")
-	gitdir := filepath.Join(common, "worktrees", "wt")
-	require.NoError(t, os.MkdirAll(gitdir, 0o755))
-	want := filepath.Join(common, HermesCheckoutLock)
-	cases := map[string]func(t *testing.T, root string){
-		"a .git file": func(t *testing.T, root string) {
-			writeFile(t, filepath.Join(root, ".git"), "gitdir: "+gitdir+"\n")
-		},
-		"a .git that links to a gitdir file": func(t *testing.T, root string) {
-			file := filepath.Join(tmp, filepath.Base(root)+".gitfile")
-			writeFile(t, file, "gitdir: "+gitdir+"\n")
-			require.NoError(t, os.Symlink(file, filepath.Join(root, ".git")))
-		},
-		"a .git that links to a link to a gitdir file": func(t *testing.T, root string) {
-			file := filepath.Join(tmp, filepath.Base(root)+".gitfile")
-			writeFile(t, file, "gitdir: "+gitdir+"\n")
-			require.NoError(t, os.Symlink(file, file+".link"))
-			require.NoError(t, os.Symlink(file+".link", filepath.Join(root, ".git")))
-		},
+// commonDir is git's own answer for the directory dir: git rev-parse
+// --git-common-dir, absolute and its links resolved; "" where git finds
+// no repository.
+func commonDir(t *testing.T, dir string) string {
+	t.Helper()
+	out, err := gittest.Command(dir, "rev-parse", "--path-format=absolute", "--git-common-dir").CombinedOutput()
+	if err != nil {
+		require.Contains(t, string(out), "not a git repository", "git rev-parse in %s", dir)
+		return ""
 	}
-	writeFile(t, filepath.Join(gitdir, "commondir"), "../..\n")
-	for name, make := range cases {
-		t.Run(name, func(t *testing.T) {
-			root := filepath.Join(tmp, name)
-			require.NoError(t, os.MkdirAll(root, 0o755))
-			make(t, root)
-			assert.Equal(t, want, CheckoutLockPath(root, HermesCheckoutLock))
+	return gittest.Resolved(t, strings.TrimSpace(string(out)))
+}
+
+// The checkout lock is found as git finds the repository, in every layout
+// of a checkout: where git rev-parse --git-common-dir, run in the install
+// root, names the common Git directory, the lock is in it; where git finds
+// no repository, it is <root>/.hermes-update.lock. Where the updater's own
+// reader, which reads only <top level>/.git, finds none there, its path
+// is the other one a reader probes.
+func TestFindCheckoutLockAsGitFindsTheRepository(t *testing.T) {
+	gittest.Need(t)
+	cases := []struct {
+		name string
+		// make builds the layout in tmp and returns the install root,
+		// and the top level where the updater's own reader finds no .git
+		// ("" where it reads the lock git's discovery finds).
+		make func(t *testing.T, tmp string) (root, updaterTop string)
+	}{
+		{"a plain checkout", func(t *testing.T, tmp string) (string, string) {
+			repo := filepath.Join(tmp, "repo")
+			gittest.Agent(t, repo)
+			return repo, ""
+		}},
+		{"a subdirectory of a checkout", func(t *testing.T, tmp string) (string, string) {
+			repo := filepath.Join(tmp, "repo")
+			gittest.Init(t, repo, map[string]string{"sub/run_agent.py": "x\n"})
+			return filepath.Join(repo, "sub"), ""
+		}},
+		{"a linked worktree, its gitdir absolute", func(t *testing.T, tmp string) (string, string) {
+			main := filepath.Join(tmp, "main")
+			gittest.Agent(t, main)
+			gittest.Git(t, main, "worktree", "add", "-q", filepath.Join(tmp, "wt"))
+			return filepath.Join(tmp, "wt"), ""
+		}},
+		{"a linked worktree, its gitdir relative", func(t *testing.T, tmp string) (string, string) {
+			main := filepath.Join(tmp, "main")
+			gittest.Agent(t, main)
+			wt := filepath.Join(tmp, "wt")
+			gittest.Git(t, main, "worktree", "add", "-q", wt)
+			writeFile(t, filepath.Join(wt, ".git"), "gitdir: ../main/.git/worktrees/wt\n")
+			return wt, ""
+		}},
+		{"a submodule", func(t *testing.T, tmp string) (string, string) {
+			sub, super := filepath.Join(tmp, "upstream"), filepath.Join(tmp, "super")
+			gittest.Agent(t, sub)
+			gittest.Init(t, super, map[string]string{"README": "x\n"})
+			gittest.Git(t, super, "-c", "protocol.file.allow=always", "submodule", "add", "-q", sub, "agent")
+			return filepath.Join(super, "agent"), ""
+		}},
+		{"core.worktree set in a Git directory above the worktree", func(t *testing.T, tmp string) (string, string) {
+			top := filepath.Join(tmp, "top")
+			wt := filepath.Join(top, "wt")
+			require.NoError(t, os.MkdirAll(wt, 0o755))
+			gittest.Git(t, top, "init", "-q")
+			gittest.Git(t, top, "config", "core.worktree", "../wt")
+			writeFile(t, filepath.Join(wt, "run_agent.py"), "x\n")
+			gittest.Git(t, wt, "add", "run_agent.py")
+			gittest.Git(t, wt, "commit", "-qm", "one")
+			return wt, wt
+		}},
+		{"core.worktree set in a Git directory a gitdir file names", func(t *testing.T, tmp string) (string, string) {
+			wt := filepath.Join(tmp, "wt")
+			gittest.Git(t, tmp, "init", "-q", "--separate-git-dir", filepath.Join(tmp, "store.git"), wt)
+			gittest.Git(t, wt, "config", "core.worktree", wt)
+			return wt, ""
+		}},
+		{"a stray empty .git in a subdirectory, which git passes over", func(t *testing.T, tmp string) (string, string) {
+			repo := filepath.Join(tmp, "repo")
+			gittest.Init(t, repo, map[string]string{"sub/run_agent.py": "x\n"})
+			require.NoError(t, os.Mkdir(filepath.Join(repo, "sub", ".git"), 0o755))
+			return filepath.Join(repo, "sub"), ""
+		}},
+		{"a .git that links to a gitdir file", func(t *testing.T, tmp string) (string, string) {
+			main := filepath.Join(tmp, "main")
+			gittest.Agent(t, main)
+			wt := filepath.Join(tmp, "wt")
+			gittest.Git(t, main, "worktree", "add", "-q", wt)
+			require.NoError(t, os.Rename(filepath.Join(wt, ".git"), filepath.Join(tmp, "wt.gitfile")))
+			require.NoError(t, os.Symlink(filepath.Join(tmp, "wt.gitfile"), filepath.Join(wt, ".git")))
+			return wt, ""
+		}},
+		{"a .git that links to a Git directory", func(t *testing.T, tmp string) (string, string) {
+			repo := filepath.Join(tmp, "repo")
+			gittest.Agent(t, repo)
+			require.NoError(t, os.Rename(filepath.Join(repo, ".git"), filepath.Join(tmp, "store")))
+			require.NoError(t, os.Symlink(filepath.Join(tmp, "store"), filepath.Join(repo, ".git")))
+			return repo, ""
+		}},
+		{"an install without .git", func(t *testing.T, tmp string) (string, string) {
+			root := filepath.Join(tmp, "install")
+			writeFile(t, filepath.Join(root, "run_agent.py"), "x\n")
+			return root, ""
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // repositories of its own
+			tmp := gittest.Resolved(t, tempDir(t))
+			root, updaterTop := tc.make(t, tmp)
+			common := commonDir(t, root)
+			want := CheckoutLockPaths{Path: filepath.Join(common, HermesCheckoutLock)}
+			if common == "" {
+				want.Path = filepath.Join(root, "."+HermesCheckoutLock)
+			}
+			if updaterTop != "" {
+				want.Also = filepath.Join(updaterTop, "."+HermesCheckoutLock)
+			}
+			got, err := FindCheckoutLock(root, HermesCheckoutLock)
+			require.NoError(t, err)
+			// The same directory, named through a link or not.
+			got.Path = filepath.Join(gittest.Resolved(t, filepath.Dir(got.Path)), filepath.Base(got.Path))
+			assert.Equal(t, want, got, "git rev-parse --git-common-dir in %s says %q", root, common)
 		})
 	}
+}
 
-	t.Run("a commondir that is a link", func(t *testing.T) {
-		other := filepath.Join(tmp, "linked", "gitdir")
-		require.NoError(t, os.MkdirAll(other, 0o755))
-		writeFile(t, filepath.Join(tmp, "linked", "commondir.real"), common+"\n")
-		require.NoError(t, os.Symlink(filepath.Join(tmp, "linked", "commondir.real"), filepath.Join(other, "commondir")))
-		root := filepath.Join(tmp, "linked", "root")
-		require.NoError(t, os.MkdirAll(root, 0o755))
-		writeFile(t, filepath.Join(root, ".git"), "gitdir: "+other+"\n")
-		assert.Equal(t, want, CheckoutLockPath(root, HermesCheckoutLock))
-	})
-	t.Run("a commondir that is a directory", func(t *testing.T) {
-		other := filepath.Join(tmp, "dircommon", "gitdir")
-		require.NoError(t, os.MkdirAll(filepath.Join(other, "commondir"), 0o755))
-		root := filepath.Join(tmp, "dircommon", "root")
-		require.NoError(t, os.MkdirAll(root, 0o755))
-		writeFile(t, filepath.Join(root, ".git"), "gitdir: "+other+"\n")
-		assert.Equal(t, filepath.Join(other, HermesCheckoutLock), CheckoutLockPath(root, HermesCheckoutLock))
-	})
+// A repository git cannot read names no lock: an error, never a guess
+// (the guard then says the lock is unknown, and plans nothing).
+func TestFindCheckoutLockOfARepositoryGitCannotRead(t *testing.T) {
+	gittest.Need(t)
+	tmp := tempDir(t)
+	root := filepath.Join(tmp, "wt")
+	require.NoError(t, os.MkdirAll(root, 0o755))
+	writeFile(t, filepath.Join(root, ".git"), "gitdir: "+filepath.Join(tmp, "nowhere")+"\n")
+	_, err := gittest.Command(root, "rev-parse", "--git-common-dir").CombinedOutput()
+	require.Error(t, err, "git reads it")
+	_, err = FindCheckoutLock(root, HermesCheckoutLock)
+	assert.Error(t, err)
 }

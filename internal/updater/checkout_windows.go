@@ -4,6 +4,7 @@ package updater
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 
 	"golang.org/x/sys/windows"
@@ -11,11 +12,52 @@ import (
 	"github.com/runtimeguard/runtimeguard/internal/fsread"
 )
 
-// openLockProbe opens the lock file for a probe, sharing it with every
-// other opener, for deletes and renames too.
-func openLockProbe(path string) (*os.File, error) {
-	return fsread.OpenShared(path)
+// openLock opens the lock file at path, shared with every other opener
+// (for deletes and renames too), and, unless follow, the name itself,
+// never what a reparse point there (a symbolic link, a junction) names
+// (FILE_FLAG_OPEN_REPARSE_POINT, as the marker is read): created where
+// missing when create (never where a link leads), for reading and writing
+// when write, for reading alone otherwise (LockFileEx takes either).
+// Anything but a regular file, a reparse point included, is refused with
+// an error matching fsread.ErrNotRegular.
+func openLock(path string, create, write, follow bool) (*os.File, error) {
+	p, err := windows.UTF16PtrFromString(path)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	access := uint32(windows.GENERIC_READ)
+	if write {
+		access |= windows.GENERIC_WRITE
+	}
+	disposition := uint32(windows.OPEN_EXISTING)
+	if create {
+		disposition = windows.OPEN_ALWAYS
+	}
+	flags := uint32(windows.FILE_ATTRIBUTE_NORMAL)
+	if !follow {
+		flags |= windows.FILE_FLAG_OPEN_REPARSE_POINT
+	}
+	h, err := windows.CreateFile(p, access, windows.FILE_SHARE_READ|windows.FILE_SHARE_WRITE|windows.FILE_SHARE_DELETE, nil, disposition, flags, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	return regularOnly(os.NewFile(uintptr(h), path))
 }
+
+// isLink reports whether err is an open that found a link at the path:
+// here the open itself succeeds, and its type refuses it.
+func isLink(err error) bool {
+	var te *fsread.TypeError
+	return errors.As(err, &te) && te.Kind == "symbolic link"
+}
+
+// denied reports whether err is an open that the file's permissions
+// refused.
+func denied(err error) bool { return errors.Is(err, fs.ErrPermission) }
+
+// exclusiveWrites is whether an exclusive lock needs the file open for
+// writing: LockFileEx takes a handle open for reading.
+const exclusiveWrites = false
 
 // lockRange locks n bytes of f at off exclusively, without waiting;
 // locked false when another handle holds any of them.

@@ -31,10 +31,10 @@ func lockBytes(t *testing.T, path string, off, n uint32) func() {
 // before it (the holder's record) and after the leases are not the lock.
 func TestCheckoutLockByteRange(t *testing.T) {
 	path := filepath.Join(tempDir(t), ".hermes-update.lock")
-	state, _ := ProbeCheckoutLock(path)
+	state, _ := ProbeCheckoutLock(path, false)
 	assert.Equal(t, LockFree, state, "no file")
 	require.NoError(t, os.WriteFile(path, []byte("1\n2\n"), 0o644))
-	state, _ = ProbeCheckoutLock(path)
+	state, _ = ProbeCheckoutLock(path, false)
 	assert.Equal(t, LockFree, state)
 
 	for _, tc := range []struct {
@@ -49,18 +49,18 @@ func TestCheckoutLockByteRange(t *testing.T) {
 		{"past the leases", CheckoutLockOffset + CheckoutLeaseBytes + 1, 1, LockFree},
 	} {
 		unlock := lockBytes(t, path, tc.off, tc.n)
-		state, why := ProbeCheckoutLock(path)
+		state, why := ProbeCheckoutLock(path, false)
 		unlock()
 		assert.Equal(t, tc.want, state, "%s: %s", tc.name, why)
 	}
 
 	held, err := LockCheckout(path, 0)
 	require.NoError(t, err)
-	state, _ = ProbeCheckoutLock(path)
+	state, _ = ProbeCheckoutLock(path, false)
 	assert.Equal(t, LockHeld, state, "held by LockCheckout")
 	_, err = LockCheckout(path, 0)
 	assert.ErrorIs(t, err, ErrCheckoutLocked)
 	require.NoError(t, held.Close())
-	state, _ = ProbeCheckoutLock(path)
+	state, _ = ProbeCheckoutLock(path, false)
 	assert.Equal(t, LockFree, state, "released")
 }

@@ -175,12 +175,19 @@ func (e *Env) readFileFacts(f *MarkerFacts) {
 		f.file = Verdict{MarkerUnknown, "not a process ID and a time on two lines of UTF-8"}
 		return
 	}
+	ids := ParseIdentities(body)
+	if ids.HasCreated && !secondFormatLines(body) {
+		// The updater's own format, whose reader takes nothing else:
+		// malformed, never judged by what a looser parse made of it.
+		f.file = Verdict{MarkerUnknown, "a marker of the second format whose process ID or time is not ASCII digits within 32 and 64 bits"}
+		return
+	}
 	if e.Cache != nil && st.Present() && st.Settled(e.Now()) {
 		// The stamp is from before the read, and old enough that a
 		// rewrite after it changes it (Git's racy rule).
-		e.Cache.remember(f.Path, st, pid, started, ParseIdentities(body))
+		e.Cache.remember(f.Path, st, pid, started, ids)
 	}
-	f.pid, f.started, f.ids, f.parsed = pid, started, ParseIdentities(body), true
+	f.pid, f.started, f.ids, f.parsed = pid, started, ids, true
 }
 
 // readArtifactFacts lists the artifacts beside the marker of f and stamps
@@ -234,10 +241,25 @@ func (e *Env) judgeEmpty(mtime time.Time) Verdict {
 // time, runs: alive when a process of that ID runs and its creation time
 // lies within CreateTimeTolerance of the one recorded; dead when
 // none runs or it is another (a reused ID); unprovable (ok false) when
-// its liveness or creation time cannot be told here.
+// its liveness or creation time cannot be told here. Process ID 0 is no
+// process. The reading process's own ID is the reader only within
+// OwnCreateTimeEpsilon of its own creation time, and never where that
+// cannot be told: any other is a previous incarnation of the ID.
 func (e *Env) incarnation(pid int64, created float64, owner bool) (alive bool, why string, ok bool) {
-	if pid <= 0 || pid > maxPID {
+	if pid == 0 {
+		return false, "process ID 0 names no process", true
+	}
+	if pid < 0 || pid > maxPID {
 		return false, "", false
+	}
+	if self := e.self(); pid == self.PID {
+		switch {
+		case !self.HasCreated:
+			return false, fmt.Sprintf("process %d is this one, whose creation time cannot be told here: the marker's is a previous incarnation's", pid), true
+		case math.Abs(self.Created-created) > OwnCreateTimeEpsilon.Seconds():
+			return false, fmt.Sprintf("process %d is this one, created at %.3f, not at %.3f: a previous incarnation of its ID", pid, self.Created, created), true
+		}
+		return true, fmt.Sprintf("process %d, created at %.3f, is this one", pid, created), true
 	}
 	info := e.Probe(pid)
 	if owner {
@@ -247,10 +269,10 @@ func (e *Env) incarnation(pid int64, created float64, owner bool) (alive bool, w
 	case ProcessGone:
 		return false, fmt.Sprintf("process %d is gone", pid), true
 	case ProcessAlive:
-		if info.Start.IsZero() {
+		if info.Created.IsZero() {
 			return false, "", false
 		}
-		start := float64(RecordedStart(info.Start).UnixNano()) / 1e9
+		start := float64(info.Created.UnixNano()) / 1e9
 		if math.Abs(start-created) > CreateTimeTolerance.Seconds() {
 			return false, fmt.Sprintf("process %d was created at %.3f, not at %.3f: its ID was reused", pid, start, created), true
 		}

@@ -394,10 +394,14 @@ func assertNoArtifacts(t *testing.T, path string) {
 }
 
 // FuzzReadUpdateMarker: any bytes in a real marker file classify as one of
-// the four words, the file is left as it was, a time that is not finite is
-// unknown, a marker over the age limit is stale whatever its process ID, and no process is asked about unless the
-// body parsed, its time is within the age limit and its process ID is one
-// this platform can ask about.
+// the four words and the file is left as it was. A marker of the first
+// format (no creation time, no delegate): a time that is not finite is
+// unknown, a marker over the age limit is stale whatever its process ID,
+// and no process is asked about unless the body parsed, its time is
+// within the age limit and its process ID is one this platform can ask
+// about. One of the second format (a creation time): lines 1 and 2 that
+// are not ASCII digits within 32 and 64 bits are unknown, and process ID 0
+// with no delegate is stale.
 var markerStates = map[MarkerState]bool{MarkerAbsent: true, MarkerActive: true, MarkerAbandoned: true, MarkerUnknown: true}
 
 func FuzzReadUpdateMarker(f *testing.F) {
@@ -405,6 +409,9 @@ func FuzzReadUpdateMarker(f *testing.F) {
 	f.Add([]byte("1\n1\n"), int64(3600))
 	f.Add([]byte(""), int64(0))
 	f.Add([]byte("99999\n-1e9\n"), int64(-3600))
+	f.Add([]byte("0\n1700000000\nct:1700000000.000\n"), int64(0))
+	f.Add([]byte("6080\n18446744073709551616\nct:1.5\n"), int64(0))
+	f.Add([]byte("6080\n1700000000\nct:1e9\ndelegate:7 ct:1.25\n"), int64(60))
 	dir := tempDir(f)
 	f.Fuzz(func(t *testing.T, body []byte, offset int64) {
 		path := filepath.Join(dir, "marker")
@@ -414,6 +421,21 @@ func FuzzReadUpdateMarker(f *testing.F) {
 		now := time.Unix(1700000000, 0).Add(time.Duration(offset) * time.Second)
 		nowSec := float64(now.UnixNano()) / 1e9
 		parsedPID, started, parsed := ParseMarker(body)
+		ids := ParseIdentities(body)
+		if parsed && (ids.HasCreated || ids.Delegate.PID != 0) {
+			e := probedEnv(func(pid int64) ProcInfo { return ProcInfo{State: Liveness(pid % 3)} })
+			e.Now = func() time.Time { return now }
+			got := e.ClassifyMarker(path, defaultMaxAge).State
+			switch {
+			case !markerStates[got] || got == MarkerAbsent:
+				t.Fatalf("readMarker(%q) = %q", body, got)
+			case ids.HasCreated && !secondFormatLines(body) && got != MarkerUnknown:
+				t.Fatalf("readMarker(%q) = %q, want %q: the second format's lines 1 and 2 malformed", body, got, MarkerUnknown)
+			case ids.HasCreated && secondFormatLines(body) && parsedPID == 0 && ids.Delegate.PID == 0 && got != MarkerAbandoned:
+				t.Fatalf("readMarker(%q) = %q, want %q: process ID 0 is no process", body, got, MarkerAbandoned)
+			}
+			return
+		}
 		e := probedEnv(func(pid int64) ProcInfo {
 			switch {
 			case !parsed:

@@ -1,8 +1,12 @@
 package updater
 
 import (
+	"fmt"
+	"math"
+	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -20,7 +24,62 @@ const (
 	// published (a writer without hard links creates the file, then
 	// writes it) rather than a claim that was never finished.
 	EmptyMarkerGrace = 5 * time.Second
+	// OwnCreateTimeEpsilon is how far a recorded creation time may lie
+	// from the reading process's own, for an identity that names the
+	// reader's process ID to be the reader: the reader reads its own on
+	// the same clock, so only the record's rounding to milliseconds
+	// differs, while two processes are a clock tick (10 ms) apart. Any
+	// other is a previous incarnation of that ID (a fresh PID namespace
+	// hands a killed update's ID to the next process started).
+	OwnCreateTimeEpsilon = 5 * time.Millisecond
 )
+
+// OwnIdentity is this process as a marker names it: its ID and, where
+// this platform tells it, its creation time on the updater's clock
+// (RecordedStart), read once.
+func OwnIdentity() Identity { return ownIdentity() }
+
+var ownIdentity = sync.OnceValue(func() Identity {
+	pid := os.Getpid()
+	id := Identity{PID: int64(pid)}
+	if start, _ := ProcessStart(int64(pid)); !start.IsZero() {
+		id.Created, id.HasCreated = float64(RecordedStart(start).UnixNano())/1e9, true
+	}
+	return id
+})
+
+// WritersGone reports whether every process a running receipt names as
+// its writer (r.Writer, r.Persister) is provably gone, judged as a
+// marker's identities are (Env.incarnation: a process of that ID created
+// at the recorded time runs; one of another creation time holds a reused
+// ID; one recorded without a creation time is alive while its ID is),
+// and says why. A receipt that names no writer, or a writer whose
+// liveness this platform cannot tell, is not gone: its update may still
+// finish it.
+func (e *Env) WritersGone(r *Receipt) (gone bool, why string) {
+	var whys []string
+	for _, w := range []Identity{r.Writer, r.Persister} {
+		if w.PID == 0 {
+			continue
+		}
+		if w.HasCreated {
+			alive, why, ok := e.incarnation(w.PID, w.Created, false)
+			if alive || !ok {
+				return false, ""
+			}
+			whys = append(whys, why)
+			continue
+		}
+		if w.PID > maxPID || e.Probe(w.PID).State != ProcessGone {
+			return false, ""
+		}
+		whys = append(whys, fmt.Sprintf("process %d is gone", w.PID))
+	}
+	if len(whys) == 0 {
+		return false, ""
+	}
+	return true, strings.Join(whys, ", and ")
+}
 
 // Identity is a process as a marker names it: its ID and, where recorded,
 // its creation time in Unix seconds.
@@ -89,14 +148,43 @@ func markerLines(body []byte) []string {
 }
 
 // ctValue reads a creation time: ASCII digits, optionally a point and
-// more digits.
+// more digits. Its form alone decides: one past a float's range is
+// infinite, and matches no process.
 func ctValue(s string) (float64, bool) {
 	whole, frac, dotted := strings.Cut(s, ".")
 	if !allDigits(whole) || dotted && !allDigits(frac) {
 		return 0, false
 	}
 	v, err := strconv.ParseFloat(s, 64)
-	return v, err == nil
+	if err != nil {
+		v = math.Inf(1) // digits only: the one error is the range
+	}
+	return v, true
+}
+
+// secondFormatLines reports whether the first two lines of a marker body
+// are what the updater's second format takes (its reader judges any
+// marker so; the first format's own rules read them as Python does):
+// line 1 ASCII digits whose value fits 32 bits, line 2 ASCII digits
+// whose value fits 64 bits, leading zeros allowed, after the tolerated
+// byte order mark, CR and spaces or tabs.
+func secondFormatLines(body []byte) bool {
+	lines := markerLines(body)
+	return len(lines) >= 2 && fitsDigits(lines[0], math.MaxUint32) && fitsDigits(lines[1], math.MaxUint64)
+}
+
+// fitsDigits reports whether s is ASCII digits whose value is at most
+// limit, however many leading zeros it has.
+func fitsDigits(s string, limit uint64) bool {
+	if !allDigits(s) {
+		return false
+	}
+	significant := strings.TrimLeft(s, "0")
+	if significant == "" {
+		return true
+	}
+	v, err := strconv.ParseUint(significant, 10, 64) // a range error past 64 bits, however long
+	return err == nil && v <= limit
 }
 
 func allDigits(s string) bool {

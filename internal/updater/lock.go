@@ -16,13 +16,20 @@ import (
 // ErrLocked is a lock that another holder has in a conflicting mode.
 var ErrLocked = errors.New("the lock is held by another updater or a reload")
 
-// Lock opens (creating it if missing) the lock file at path and takes an
-// advisory lock on it without waiting: shared for a reload plan, exclusive
-// for an updater. A lock another process holds in a conflicting mode is
-// ErrLocked. Closing the file releases the lock; so does the process's
+// Lock opens the lock file at path (creating it if missing) and takes an
+// advisory lock on it without waiting: shared for a reload plan, which
+// needs only read access (a lock file it may read but not write still
+// takes it), exclusive for an updater, which opens it for writing too
+// where it may (but on AIX, for reading alone otherwise). It never opens
+// or creates through a link at the path, and refuses anything but a
+// regular file there. A lock another process holds in a conflicting mode
+// is ErrLocked. Closing the file releases the lock; so does the process's
 // exit, whatever its cause.
 func Lock(path string, exclusive bool) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := openLock(path, true, exclusive, false)
+	if exclusive && denied(err) && !exclusiveWrites {
+		f, err = openLock(path, false, false, false)
+	}
 	if err != nil {
 		return nil, err
 	}

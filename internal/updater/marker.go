@@ -35,13 +35,25 @@ type Env struct {
 	// Probe reports whether pid is alive and when it started (see
 	// ProbeProcess).
 	Probe func(pid int64) ProcInfo
+	// Self is the reading process as a marker names it: its ID and its
+	// creation time on the updater's clock, where this platform tells it
+	// (see OwnIdentity). Nil: OwnIdentity.
+	Self func() Identity
 	// Cache, when not nil, spares a read of an unchanged receipt or
 	// marker its parse.
 	Cache *Cache
 }
 
 // System is the real environment.
-var System = &Env{Now: time.Now, Open: SafeOpen, Probe: ProbeProcess}
+var System = &Env{Now: time.Now, Open: SafeOpen, Probe: ProbeProcess, Self: OwnIdentity}
+
+// self is e.Self, or OwnIdentity where it is nil.
+func (e *Env) self() Identity {
+	if e.Self != nil {
+		return e.Self()
+	}
+	return OwnIdentity()
+}
 
 // lstatOnly is the open of a platform without a safe one: it never opens
 // the file, so nothing at the path is absent and anything there proves

@@ -13,10 +13,19 @@ const (
 )
 
 // ProcInfo is the answer of a process probe. Start is the zero time when
-// the platform cannot tell when the process started.
+// the platform cannot tell when the process started, and so is Created.
 type ProcInfo struct {
 	State Liveness
-	Start time.Time
+	// Start is when the process started, as precisely as the platform
+	// tells it; Created is the same instant on the clock the updater's
+	// writers record a creation time on (RecordedStart).
+	Start, Created time.Time
+}
+
+// aliveSince is the answer for a live process that started at start (the
+// zero time where the platform cannot tell).
+func aliveSince(start time.Time) ProcInfo {
+	return ProcInfo{State: ProcessAlive, Start: start, Created: RecordedStart(start)}
 }
 
 // ProbeProcess reports whether pid is alive and, where the platform can

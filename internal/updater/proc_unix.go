@@ -29,5 +29,5 @@ func probeLiveness(pid int64) ProcInfo {
 	if zombie {
 		return ProcInfo{State: ProcessGone}
 	}
-	return ProcInfo{State: ProcessAlive, Start: start}
+	return aliveSince(start)
 }

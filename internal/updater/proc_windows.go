@@ -60,5 +60,5 @@ func probeLiveness(pid int64) ProcInfo {
 	if err := windows.GetProcessTimes(h, &created, &exited, &kernel, &user); err != nil {
 		return ProcInfo{State: ProcessAlive}
 	}
-	return ProcInfo{State: ProcessAlive, Start: time.Unix(0, created.Nanoseconds())}
+	return aliveSince(time.Unix(0, created.Nanoseconds()))
 }

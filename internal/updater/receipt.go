@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -37,11 +39,14 @@ const (
 // reader takes it. Package runtimeguard converts it to its Receipt, whose
 // JSON is the command-line tool's.
 type Receipt struct {
-	// ID identifies the receipt: "update_id:" and the update_id where the
-	// updater wrote one, else "correlation_id:" and the correlation_id,
-	// else "sha256:" and a digest of the receipt's bytes with its file's
-	// identity (for the flip of a layout's link, which stands for a
-	// receipt, "link:" and the link's path, identity and target). A plan
+	// ID names what the receipt proves, never a file's identity (an inode
+	// is reused): "update_id:" and the update_id where the updater wrote
+	// one; else "correlation_id:" and the correlation_id, "@" the
+	// revision after the update (post_update.sha, or none) and "@" the
+	// time it finished (a launcher may reuse its correlation_id for
+	// another update); else "sha256:" and a digest of the receipt's bytes
+	// (for the flip of a layout's link, which stands for a receipt,
+	// "link:" and the link's path, target and change time). A plan
 	// scheduled on a receipt spends it. It is never written to the file.
 	ID string
 	// UpdateID and CorrelationID name the run, where the updater wrote
@@ -58,7 +63,24 @@ type Receipt struct {
 	// StartedAt and FinishedAt are when the run began and ended; FinishedAt
 	// is the zero time while it runs.
 	StartedAt, FinishedAt time.Time
+	// Checkout is the top-level directory of the checkout the update was
+	// run on (links resolved), where the writer names it (key
+	// runtimeguard_checkout, which WriteReceipt writes and Hermes's
+	// writer does not); empty where it names none.
+	Checkout string
+	// Writer is the process that writes the receipt, as the receipt
+	// names it (pid and pid_create_time, which both Hermes's newest
+	// writer and WriteReceipt write), and Persister the process that
+	// last wrote it where that is another (Hermes's writer_pid, with no
+	// creation time); PID 0 where it names none. A running receipt
+	// whose writers are gone, with no marker left and the checkout lock
+	// free, will never be finished (see Env.WritersGone).
+	Writer, Persister Identity
 }
+
+// CheckoutKey is the receipt's key that names the checkout the update
+// was run on: one of this package's, in no writer's but WriteReceipt's.
+const CheckoutKey = "runtimeguard_checkout"
 
 // receiptFile is a receipt as WriteReceipt writes it: the schema's keys.
 type receiptFile struct {
@@ -70,6 +92,9 @@ type receiptFile struct {
 	FinishedAt    time.Time `json:"finished_at,omitzero"`
 	PreUpdate     codeState `json:"pre_update"`
 	PostUpdate    codeState `json:"post_update"`
+	Checkout      string    `json:"runtimeguard_checkout,omitempty"`
+	PID           int64     `json:"pid,omitempty"`
+	PIDCreateTime *float64  `json:"pid_create_time,omitempty"`
 }
 
 // codeState is the state of the code on one side of an update: its
@@ -93,6 +118,12 @@ type receiptJSON struct {
 	FinishedAt    *string   `json:"finished_at"`
 	PreUpdate     *stateRef `json:"pre_update"`
 	PostUpdate    *stateRef `json:"post_update"`
+	Checkout      *string   `json:"runtimeguard_checkout"`
+	// The writer's identity, of any JSON type: a value that names no
+	// process names none.
+	PID           json.RawMessage `json:"pid"`
+	PIDCreateTime json.RawMessage `json:"pid_create_time"`
+	WriterPID     json.RawMessage `json:"writer_pid"`
 }
 
 type stateRef struct {
@@ -106,7 +137,8 @@ type stateRef struct {
 // outcomes, or one a newer writer added), started_at (and finished_at unless the outcome is
 // running) times in ISO 8601 (RFC 3339; a time without an offset is UTC),
 // pre_update and post_update objects whose sha, when present and not null,
-// is a full hex object id. Unknown keys are allowed. A receipt of another
+// is a full hex object id, runtimeguard_checkout (CheckoutKey) a string
+// or null where present. Unknown keys are allowed. A receipt of another
 // schema is an error matching ErrUnknownSchema.
 func ParseReceipt(data []byte) (Receipt, error) {
 	if len(data) > MaxReceiptBytes {
@@ -135,15 +167,18 @@ func ParseReceipt(data []byte) (Receipt, error) {
 	if raw.CorrelationID != nil {
 		r.CorrelationID = *raw.CorrelationID
 	}
-	switch {
-	case r.UpdateID != "":
-		r.ID = "update_id:" + r.UpdateID
-	case r.CorrelationID != "":
-		r.ID = "correlation_id:" + r.CorrelationID
-	default:
-		sum := sha256.Sum256(data)
-		r.ID = "sha256:" + hex.EncodeToString(sum[:])
+	if raw.Checkout != nil {
+		r.Checkout = *raw.Checkout
 	}
+	r.Writer.PID = processID(raw.PID)
+	if r.Writer.PID != 0 {
+		r.Writer.Created, r.Writer.HasCreated = createTime(raw.PIDCreateTime)
+	}
+	if w := processID(raw.WriterPID); w != r.Writer.PID {
+		r.Persister.PID = w
+	}
+	sum := sha256.Sum256(data)
+	r.ID = "sha256:" + hex.EncodeToString(sum[:]) // until the ids are read
 	if raw.Outcome == nil {
 		return r, errors.New("no outcome")
 	}
@@ -174,7 +209,34 @@ func ParseReceipt(data []byte) (Receipt, error) {
 	if r.To, err = sha("post_update", raw.PostUpdate); err != nil {
 		return r, err
 	}
+	switch {
+	case r.UpdateID != "":
+		r.ID = "update_id:" + r.UpdateID
+	case r.CorrelationID != "":
+		r.ID = "correlation_id:" + r.CorrelationID + "@" + orNone(r.To) + "@" + r.FinishedAt.UTC().Format(time.RFC3339Nano)
+	}
 	return r, nil
+}
+
+// processID is a receipt's process ID: a JSON integer from 1 to 2**32-1;
+// 0 for anything else (absent, null, another type, out of range), which
+// names no process.
+func processID(v json.RawMessage) int64 {
+	n, err := strconv.ParseUint(string(v), 10, 32)
+	if err != nil || n == 0 {
+		return 0
+	}
+	return int64(n)
+}
+
+// createTime is a receipt's process creation time: a finite JSON number;
+// ok false for anything else.
+func createTime(v json.RawMessage) (float64, bool) {
+	if len(v) == 0 || v[0] == '"' || string(v) == "null" {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(string(v), 64)
+	return f, err == nil && !math.IsInf(f, 0) && !math.IsNaN(f)
 }
 
 // sha is the sha of a pre_update or post_update object: empty when the
@@ -376,7 +438,7 @@ func foldKey(s string) string {
 // form.
 var receiptFields = func() map[string]string {
 	m := make(map[string]string)
-	for _, f := range []string{"schema", "update_id", "correlation_id", "outcome", "started_at", "finished_at", "pre_update", "post_update", "sha"} {
+	for _, f := range []string{"schema", "update_id", "correlation_id", "outcome", "started_at", "finished_at", "pre_update", "post_update", "sha", CheckoutKey, "pid", "pid_create_time", "writer_pid"} {
 		m[foldKey(f)] = f
 	}
 	return m

@@ -1,9 +1,12 @@
 package updater
 
 import (
+	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -108,10 +111,25 @@ func FuzzParseReceipt(f *testing.F) {
 	f.Add([]byte(`{"schema":2}`))
 	f.Add([]byte(`{"schema":1,"outcome":"failed","outcome":"success"}`))
 	f.Add([]byte(`{"schema":1,"outcome":"0","started_at":"0000-01-10T0:00:00","finished_at":"0000-01-10T0:00:00"}`))
+	f.Add([]byte(`{"schema":1,"update_id":"u","outcome":"success","started_at":"2026-11-30T05:00:00Z","finished_at":"2026-11-30T05:00:01Z","runtimeguard_checkout":"/srv/agent"}`))
+	f.Add([]byte(`{"schema":1,"correlation_id":"c","outcome":"success","started_at":"2026-11-30T05:00:00Z","finished_at":"2026-11-30T05:00:01Z","runtimeguard_checkout":null,"RUNTIMEGUARD_CHECKOUT":"/x"}`))
+	f.Add([]byte(`{"schema":1,"update_id":"u","outcome":"running","started_at":"2026-11-30T05:00:00Z","pid":1e3,"pid_create_time":"1.5","writer_pid":-4}`))
+	f.Add([]byte(`{"schema":1,"update_id":"u","outcome":"running","started_at":"2026-11-30T05:00:00Z","pid":4294967296,"pid_create_time":1e400,"writer_pid":7}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := ParseReceipt(data)
 		if err != nil {
 			return
+		}
+		for _, w := range []Identity{r.Writer, r.Persister} {
+			if w.PID < 0 || w.PID > math.MaxUint32 || w.HasCreated && (math.IsInf(w.Created, 0) || math.IsNaN(w.Created)) || w.PID == 0 && w.HasCreated {
+				t.Fatalf("accepted %q naming the writer %+v", data, w)
+			}
+		}
+		var keys map[string]any
+		if json.Unmarshal(data, &keys) == nil {
+			if v, ok := keys[CheckoutKey].(string); ok && r.Checkout != v {
+				t.Fatalf("accepted %q naming the checkout %q as %q", data, v, r.Checkout)
+			}
 		}
 		if r.ID == "" || r.StartedAt.IsZero() {
 			t.Fatalf("accepted %q as %+v", data, r)
@@ -125,22 +143,24 @@ func FuzzParseReceipt(f *testing.F) {
 	})
 }
 
-// What WriteReceipt writes, ParseReceipt reads back; a finished run also
+// What WriteReceipt writes, ParseReceipt reads back, its writer (this
+// process, with its creation time) and checkout too; a finished run also
 // leaves its own file.
 func TestWriteReceiptRoundTrip(t *testing.T) {
 	dir := tempDir(t)
 	latest := filepath.Join(dir, "logs", "update_receipts", "latest.json")
 	start := time.Date(2026, 11, 30, 5, 0, 0, 123, time.UTC)
-	running := Receipt{UpdateID: NewUpdateID(), Outcome: OutcomeRunning, StartedAt: start, From: shaA}
-	require.NoError(t, WriteReceipt(latest, running, 42))
+	running := Receipt{UpdateID: NewUpdateID(), Outcome: OutcomeRunning, StartedAt: start, From: shaA, Checkout: "/srv/agent", Writer: OwnIdentity()}
+	pid := os.Getpid()
+	require.NoError(t, WriteReceipt(latest, running, pid))
 	entries, err := os.ReadDir(filepath.Dir(latest))
 	require.NoError(t, err)
 	assert.Len(t, entries, 1, "a running receipt is only the latest")
 
 	done := running
 	done.Outcome, done.FinishedAt, done.To = OutcomeSuccess, start.Add(time.Minute), shaB
-	require.NoError(t, WriteReceipt(latest, done, 42))
-	for _, p := range []string{latest, filepath.Join(filepath.Dir(latest), "update_20261130T050000Z_42_"+done.UpdateID+".json")} {
+	require.NoError(t, WriteReceipt(latest, done, pid))
+	for _, p := range []string{latest, filepath.Join(filepath.Dir(latest), "update_20261130T050000Z_"+strconv.Itoa(pid)+"_"+done.UpdateID+".json")} {
 		data, err := os.ReadFile(p)
 		require.NoError(t, err)
 		got, err := ParseReceipt(data)
@@ -151,10 +171,13 @@ func TestWriteReceiptRoundTrip(t *testing.T) {
 }
 
 // The file WriteReceipt writes is schema 1, key for key: the schema, the
-// run's names where it has them, the outcome and times, and the revisions
-// on each side under pre_update and post_update (the reader's ID is never
-// written).
+// run's names where it has them, the outcome and times, the revisions on
+// each side under pre_update and post_update, the checkout where it has
+// one, and its writer (here a process ID no process has, on any platform:
+// past Linux's limit, and odd for Windows; so no creation time). The
+// reader's ID is never written.
 func TestWriteReceiptBytes(t *testing.T) {
+	const noProcess = 4194305
 	start := time.Date(2026, 11, 30, 5, 0, 0, 123, time.UTC)
 	dir := tempDir(t)
 	for _, tc := range []struct {
@@ -162,7 +185,7 @@ func TestWriteReceiptBytes(t *testing.T) {
 		want string
 	}{
 		{Receipt{ID: "update_id:0123456789abcdef", UpdateID: "0123456789abcdef", CorrelationID: "c1", Outcome: OutcomeSuccess,
-			StartedAt: start, FinishedAt: start.Add(time.Minute), From: strings.Repeat("a", 40), To: strings.Repeat("b", 40)}, `{
+			StartedAt: start, FinishedAt: start.Add(time.Minute), From: strings.Repeat("a", 40), To: strings.Repeat("b", 40), Checkout: "/srv/agent"}, `{
   "schema": 1,
   "update_id": "0123456789abcdef",
   "correlation_id": "c1",
@@ -174,7 +197,9 @@ func TestWriteReceiptBytes(t *testing.T) {
   },
   "post_update": {
     "sha": "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
-  }
+  },
+  "runtimeguard_checkout": "/srv/agent",
+  "pid": 4194305
 }
 `},
 		{Receipt{Outcome: OutcomeRunning, StartedAt: start}, `{
@@ -182,12 +207,13 @@ func TestWriteReceiptBytes(t *testing.T) {
   "outcome": "running",
   "started_at": "2026-11-30T05:00:00.000000123Z",
   "pre_update": {},
-  "post_update": {}
+  "post_update": {},
+  "pid": 4194305
 }
 `},
 	} {
 		latest := filepath.Join(dir, tc.r.Outcome, "latest.json")
-		require.NoError(t, WriteReceipt(latest, tc.r, 42))
+		require.NoError(t, WriteReceipt(latest, tc.r, noProcess))
 		assert.Equal(t, tc.want, string(mustRead(t, latest)), "WriteReceipt(%+v)", tc.r)
 	}
 }

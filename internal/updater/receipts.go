@@ -114,9 +114,11 @@ type FoundReceipt struct {
 
 // NewestReceipt reads the receipts of files that are in now and not in
 // before with the same stamp (every file of now when before is nil): the
-// receipts written since before was listed. It returns the newest of them
-// by finished_at (a receipt still running is newer than any finished one),
-// then started_at; nil when none was written. A receipt file among them
+// receipts written since before was listed. Of those that name no
+// checkout or the checkout whose top-level directory is checkout (a
+// receipt of another checkout says nothing of this one), it returns the
+// newest by finished_at (a receipt still running is newer than any
+// finished one), then started_at; nil when none was written. A receipt file among them
 // that cannot be read or parsed (a receipt being written in place, a
 // link, another schema) might be the newest, so the answer is then a
 // problem, never an older receipt; so it is when the newest ones
@@ -124,7 +126,7 @@ type FoundReceipt struct {
 //
 // Parses are cached by the file's stamp when the Env has a Cache: a
 // receipt is parsed once per change of its file.
-func (e *Env) NewestReceipt(now ReceiptFiles, before *ReceiptFiles) (*FoundReceipt, string) {
+func (e *Env) NewestReceipt(now ReceiptFiles, before *ReceiptFiles, checkout string) (*FoundReceipt, string) {
 	if now.Problem != "" {
 		return nil, "the receipts cannot be listed: " + now.Problem
 	}
@@ -146,6 +148,9 @@ func (e *Env) NewestReceipt(now ReceiptFiles, before *ReceiptFiles) (*FoundRecei
 		r, why := e.readReceiptFile(p, now.Stamps[p])
 		if why != "" {
 			return nil, "the receipt " + p + " is not usable: " + why
+		}
+		if r.Checkout != "" && r.Checkout != checkout {
+			continue
 		}
 		found = append(found, &FoundReceipt{Receipt: *r, Path: p})
 	}
@@ -218,10 +223,6 @@ func (e *Env) parseReceiptFile(path string, st fsread.Stamp) (*Receipt, string) 
 	r, err := ParseReceipt(body)
 	if err != nil {
 		return nil, err.Error()
-	}
-	if r.UpdateID == "" && r.CorrelationID == "" {
-		// The receipt itself is its identity: its bytes, in its file.
-		r.ID += "@" + st.FileID()
 	}
 	return &r, ""
 }

@@ -124,7 +124,7 @@ func TestNewestReceipt(t *testing.T) {
 		d.write(t, "latest.json", hermesReceipt(t, "gen1-update-id-success.json", otherSHA, t0))
 		before := ListReceipts(d.sources)
 		p := d.write(t, "update_20261201_081340_12054.json", hermesReceipt(t, "gen2-no-id-success.json", headSHA, t0.Add(time.Minute)))
-		r, why := e.NewestReceipt(ListReceipts(d.sources), &before)
+		r, why := e.NewestReceipt(ListReceipts(d.sources), &before, "")
 		require.Empty(t, why)
 		require.NotNil(t, r)
 		assert.Equal(t, p, r.Path)
@@ -136,7 +136,7 @@ func TestNewestReceipt(t *testing.T) {
 		before := ListReceipts(d.sources)
 		d.write(t, "latest.json", hermesReceipt(t, "gen3-correlation-success-latest.json", headSHA, t0.Add(time.Minute)))
 		p := d.write(t, "update_20261201_081341_1_x.json", hermesReceipt(t, "gen1-update-id-failed.json", headSHA, t0.Add(2*time.Minute)))
-		r, why := e.NewestReceipt(ListReceipts(d.sources), &before)
+		r, why := e.NewestReceipt(ListReceipts(d.sources), &before, "")
 		require.Empty(t, why)
 		assert.Equal(t, p, r.Path)
 		assert.Equal(t, OutcomeFailed, r.Outcome)
@@ -146,11 +146,11 @@ func TestNewestReceipt(t *testing.T) {
 		d.write(t, "latest.json", hermesReceipt(t, "gen1-update-id-success.json", headSHA, t0))
 		d.write(t, "update_1.json", hermesReceipt(t, "gen1-update-id-success.json", headSHA, t0))
 		before := ListReceipts(d.sources)
-		r, why := e.NewestReceipt(ListReceipts(d.sources), &before)
+		r, why := e.NewestReceipt(ListReceipts(d.sources), &before, "")
 		assert.Nil(t, r)
 		assert.Empty(t, why)
 		// Without a listing before, every file counts.
-		r, why = e.NewestReceipt(ListReceipts(d.sources), nil)
+		r, why = e.NewestReceipt(ListReceipts(d.sources), nil, "")
 		require.Empty(t, why)
 		assert.Equal(t, OutcomeSuccess, r.Outcome)
 	})
@@ -159,7 +159,7 @@ func TestNewestReceipt(t *testing.T) {
 		before := ListReceipts(d.sources)
 		d.write(t, "latest.json", hermesReceipt(t, "gen1-update-id-success.json", headSHA, t0))
 		d.write(t, "update_2.json", hermesReceipt(t, "gen1-update-id-failed.json", headSHA, t0))
-		r, why := e.NewestReceipt(ListReceipts(d.sources), &before)
+		r, why := e.NewestReceipt(ListReceipts(d.sources), &before, "")
 		assert.Nil(t, r)
 		assert.Contains(t, why, "disagree")
 	})
@@ -170,7 +170,7 @@ func TestNewestReceipt(t *testing.T) {
 		require.Greater(t, len(data), 64<<10, "the long receipt is over the old cap")
 		d.write(t, "update_3_cbb7.json", data)
 		latest := d.write(t, "latest.json", data)
-		r, why := e.NewestReceipt(ListReceipts(d.sources), &before)
+		r, why := e.NewestReceipt(ListReceipts(d.sources), &before, "")
 		require.Empty(t, why)
 		assert.Equal(t, latest, r.Path, "of equal receipts, the first by path")
 		assert.Equal(t, headSHA, r.To)
@@ -180,7 +180,7 @@ func TestNewestReceipt(t *testing.T) {
 		for i := 0; i <= MaxReceiptFiles; i++ {
 			d.write(t, fmt.Sprintf("update_%04d.json", i), []byte("{}"))
 		}
-		_, why := e.NewestReceipt(ListReceipts(d.sources), nil)
+		_, why := e.NewestReceipt(ListReceipts(d.sources), nil, "")
 		assert.Contains(t, why, "more than")
 	})
 }
@@ -200,13 +200,13 @@ func TestNewestReceiptHalfWritten(t *testing.T) {
 	defer f.Close()
 	_, err = f.Write(whole[:len(whole)/2])
 	require.NoError(t, err)
-	r, why := e.NewestReceipt(ListReceipts(d.sources), &before)
+	r, why := e.NewestReceipt(ListReceipts(d.sources), &before, "")
 	assert.Nil(t, r)
 	assert.Contains(t, why, "not usable")
 
 	_, err = f.Write(whole[len(whole)/2:])
 	require.NoError(t, err)
-	r, why = e.NewestReceipt(ListReceipts(d.sources), &before)
+	r, why = e.NewestReceipt(ListReceipts(d.sources), &before, "")
 	require.Empty(t, why)
 	assert.Equal(t, headSHA, r.To)
 }
@@ -227,13 +227,13 @@ func TestReceiptParsedOncePerChange(t *testing.T) {
 	e.Now = func() time.Time { return time.Now().Add(time.Second) }
 	d.write(t, "latest.json", hermesReceipt(t, "gen1-300-steps-success.json", headSHA, time.Now().Add(-time.Hour)))
 	for i := 0; i < 5; i++ {
-		r, why := e.NewestReceipt(ListReceipts(d.sources), nil)
+		r, why := e.NewestReceipt(ListReceipts(d.sources), nil, "")
 		require.Empty(t, why)
 		require.NotNil(t, r)
 	}
 	assert.Equal(t, 1, opens, "five looks at an unchanged receipt")
 	d.write(t, "latest.json", hermesReceipt(t, "gen1-update-id-failed.json", headSHA, time.Now().Add(-time.Minute)))
-	r, _ := e.NewestReceipt(ListReceipts(d.sources), nil)
+	r, _ := e.NewestReceipt(ListReceipts(d.sources), nil, "")
 	assert.Equal(t, OutcomeFailed, r.Outcome)
 	assert.Equal(t, 2, opens)
 }

@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
+
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
 )
 
 // ErrRefused matches the error of Run when the update must not start:
@@ -20,6 +24,10 @@ var ErrRefused = errors.New("refused")
 // Update is one run of an updater command under the update protocol: the
 // writer side of the files a guard reads.
 type Update struct {
+	// Home is the updater's home, which holds Marker, Receipt and Lock:
+	// the directories between it and them are made where missing, never
+	// through a link. Empty: they are made as os.MkdirAll makes them.
+	Home string
 	// Marker is the in-progress marker to claim, and Receipt the latest
 	// receipt to write (its directory also receives the receipt of the run
 	// as a file of its own). Both required, absolute.
@@ -49,6 +57,11 @@ type Update struct {
 	// Revision reads the revision of the checkout's HEAD, or why it has
 	// none (an error for a checkout that cannot be read). Required.
 	Revision func() (rev, none string, err error)
+	// Checkout reads the top-level directory of the checkout (links
+	// resolved), which each receipt names, as the revision is read: a
+	// guard takes a receipt that names another checkout for none of its
+	// own. Nil, or "": the receipts name none.
+	Checkout func() string
 	// Leftover lists the recovery markers found once the command ended: any
 	// makes the run fail. Nil: none is looked for.
 	Leftover func() []string
@@ -102,7 +115,7 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 	}
 	var lock *os.File
 	if u.Lock != "" {
-		if err := os.MkdirAll(filepath.Dir(u.Lock), 0o755); err != nil {
+		if err := makeDirIn(u.Home, filepath.Dir(u.Lock)); err != nil {
 			return Result{}, err
 		}
 		var err error
@@ -139,6 +152,11 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 		return Result{}, fmt.Errorf("%w: the marker %s proves nothing (%s); remove it if no update runs", ErrRefused, path, reason)
 	}
 
+	for _, p := range []string{u.Marker, u.Receipt} {
+		if err := makeDirIn(u.Home, filepath.Dir(p)); err != nil {
+			return Result{}, err
+		}
+	}
 	pid, start := os.Getpid(), time.Now()
 	// Claimed exclusively, where none was and where a stale one was: of
 	// two updaters started at once, one goes on.
@@ -152,6 +170,7 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 	res := Result{Receipt: Receipt{UpdateID: NewUpdateID(), Outcome: OutcomeRunning, StartedAt: start.UTC()}}
 	r := &res.Receipt
 	r.From, _, _ = u.Revision()
+	r.Checkout = u.checkout()
 	if err := WriteReceipt(u.Receipt, *r, pid); err != nil {
 		return res, err
 	}
@@ -159,7 +178,7 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 	res.ExitCode, res.RunErr = runCommand(ctx, &u, lock, checkout)
 	r.FinishedAt = time.Now().UTC()
 	after, none, readErr := u.Revision()
-	r.To = after
+	r.To, r.Checkout = after, u.checkout()
 	var left []string
 	if u.Leftover != nil {
 		left = u.Leftover()
@@ -183,6 +202,14 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 		r.Outcome = OutcomeFailed
 	}
 	return res, WriteReceipt(u.Receipt, *r, pid)
+}
+
+// checkout is the checkout a receipt names now, "" for none.
+func (u *Update) checkout() string {
+	if u.Checkout == nil {
+		return ""
+	}
+	return u.Checkout()
 }
 
 // runCommand runs u.Argv and returns its exit status. The context's end
@@ -216,4 +243,43 @@ func runCommand(ctx context.Context, u *Update, lock, checkout *os.File) (int, e
 		return exit.ExitCode(), nil
 	}
 	return 0, err
+}
+
+// makeDirIn makes the directory dir, which lies in home, with every
+// directory missing between them, none through a link: what is on the
+// way below home must be a directory itself, not a link to one, so that
+// nothing is created where a link leads. home itself is taken as it is
+// (a home given through a link is the user's choice) and made where
+// missing. With no home, or a dir outside it, dir is made as os.MkdirAll
+// makes it.
+func makeDirIn(home, dir string) error {
+	rel, err := filepath.Rel(home, dir)
+	if home == "" || err != nil || !filepath.IsLocal(rel) && rel != "." {
+		return os.MkdirAll(dir, 0o755)
+	}
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		return err
+	}
+	at := home
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+		if part == "." {
+			continue
+		}
+		at = filepath.Join(at, part)
+		if err := os.Mkdir(at, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		fi, err := os.Lstat(at)
+		if err != nil {
+			return err
+		}
+		if !fi.Mode().IsDir() {
+			kind := "regular file"
+			if !fi.Mode().IsRegular() {
+				kind = fsread.TypeName(fi.Mode())
+			}
+			return &fs.PathError{Op: "mkdir", Path: at, Err: fmt.Errorf("a %s, not a directory: nothing is made in it or where it leads", kind)}
+		}
+	}
+	return nil
 }

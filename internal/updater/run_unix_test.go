@@ -46,6 +46,7 @@ func (c *runCase) receipt() string {
 // update is the Update of argv in the clone, its revision read by git.
 func (c *runCase) update(t *testing.T, argv ...string) Update {
 	return Update{
+		Home:   c.home,
 		Marker: c.marker(), Receipt: c.receipt(), Lock: filepath.Join(c.home, "update.lock"),
 		LockWait: 100 * time.Millisecond, Judge: System.Judge(testMaxAge),
 		Argv: argv, Dir: c.dir, Stdout: &c.stderr, Stderr: &c.stderr,

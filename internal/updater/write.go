@@ -139,6 +139,20 @@ func MarkerBody(pid int, started time.Time, created string) []byte {
 // once: two readings may round to different milliseconds.
 var ownCreated = sync.OnceValue(func() string { return CreationTime(os.Getpid()) })
 
+// identityOf is process pid as a marker or a receipt names it: this
+// process's own identity, read once, or the process's creation time read
+// now.
+func identityOf(pid int) Identity {
+	if pid == os.Getpid() {
+		return OwnIdentity()
+	}
+	id := Identity{PID: int64(pid)}
+	if start, _ := ProcessStart(int64(pid)); !start.IsZero() {
+		id.Created, id.HasCreated = float64(RecordedStart(start).UnixNano())/1e9, true
+	}
+	return id
+}
+
 // markerBodyOf is the marker ClaimMarker writes for process pid.
 func markerBodyOf(pid int, started time.Time) []byte {
 	created := ""
@@ -205,14 +219,21 @@ func NewUpdateID() string {
 // WriteReceipt writes r, atomically and durably, at latest and, once the
 // run has finished, as update_<time>_<pid>_<update_id>.json beside it: the
 // receipts of the last 20 runs are kept (by modification time), the latest
-// one is where readers look first. It makes the receipts' directory if it
-// is missing.
+// one is where readers look first. The receipt names its writer, process
+// pid, and that process's creation time where this platform tells it (the
+// keys pid and pid_create_time, as Hermes's writer names its own). It
+// makes the receipts' directory if it is missing.
 func WriteReceipt(latest string, r Receipt, pid int) error {
-	data, err := json.MarshalIndent(receiptFile{
+	f := receiptFile{
 		Schema: ReceiptSchema, UpdateID: r.UpdateID, CorrelationID: r.CorrelationID, Outcome: r.Outcome,
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
-		PreUpdate: codeState{r.From}, PostUpdate: codeState{r.To},
-	}, "", "  ")
+		PreUpdate: codeState{r.From}, PostUpdate: codeState{r.To}, Checkout: r.Checkout,
+		PID: int64(pid),
+	}
+	if w := identityOf(pid); w.HasCreated {
+		f.PIDCreateTime = &w.Created
+	}
+	data, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {
 		return err
 	}

@@ -166,7 +166,7 @@ func settledGuard(b *testing.B, module string) *Guard {
 // depList describes a guard's dependencies, one per line.
 func depList(g *Guard) string {
 	var sb strings.Builder
-	for _, d := range g.bound.Load().Snap().Deps {
+	for _, d := range g.bound.Load().snap.Load().Deps {
 		op := "stat "
 		if d.NoFollow {
 			op = "lstat"
@@ -251,7 +251,7 @@ func reportChecks(b *testing.B, g *Guard) func() {
 // keeps answering for a directory renamed away.)
 func BenchmarkStatFloor(b *testing.B) {
 	benchLayouts(b, func(b *testing.B, module string) {
-		deps := settledGuard(b, module).bound.Load().Snap().Deps
+		deps := settledGuard(b, module).bound.Load().snap.Load().Deps
 		paths := make([]string, len(deps))
 		lstat := make([]bool, len(deps))
 		access := make([]bool, len(deps))

@@ -46,7 +46,7 @@ func TestCheckWaitsOneReadTimeoutInAll(t *testing.T) {
 	}
 	require.True(t, onWatchPath(g), "the guard took the watch path")
 	require.NoError(t, g.EnsureCurrent())
-	dirty := func() bool { s := g.bound.Load().Snap(); return s.Claim != nil && s.Claim.Dirty() }
+	dirty := func() bool { s := g.bound.Load().snap.Load(); return s.Claim != nil && s.Claim.Dirty() }
 	require.False(t, dirty())
 
 	gated.Store(true)
@@ -58,7 +58,7 @@ func TestCheckWaitsOneReadTimeoutInAll(t *testing.T) {
 	}()
 	touch := func(at time.Time) { require.NoError(t, os.Chtimes(head, at, at)) }
 	touch(time.Now().Add(time.Hour))
-	require.Eventually(t, func() bool { return dirty() || !g.bound.Load().Snap().Claim.Unchanged() }, 5*time.Second, time.Millisecond, "the touch of HEAD was seen")
+	require.Eventually(t, func() bool { return dirty() || !g.bound.Load().snap.Load().Claim.Unchanged() }, 5*time.Second, time.Millisecond, "the touch of HEAD was seen")
 
 	// A finds the snapshot changed and reads: the test holds its read.
 	errA := make(chan error, 1)

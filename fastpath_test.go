@@ -45,8 +45,8 @@ func watchEnv(t testing.TB) *env {
 // onWatchPath reports whether the guard's checks of an unchanged checkout
 // take the watch path.
 func onWatchPath(g *Guard) bool {
-	check, _ := g.bound.Load().Path(false)
-	return check == "watch"
+	check, _ := g.bound.Load().checkPath()
+	return check == checkWatch
 }
 
 // pathModes are the ways a check proves a checkout unchanged, each with
@@ -73,7 +73,7 @@ func bindFast(t *testing.T, module string, e *env) *Guard {
 }
 
 func trusted(g *Guard) bool {
-	s := g.bound.Load().Snap()
+	s := g.bound.Load().snap.Load()
 	return s != nil && s.Trusted
 }
 

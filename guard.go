@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/runtimeguard/runtimeguard/internal/check"
+	"github.com/runtimeguard/runtimeguard/internal/bounded"
 	"github.com/runtimeguard/runtimeguard/internal/fsread"
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
 	"github.com/runtimeguard/runtimeguard/internal/updater"
@@ -79,8 +79,8 @@ type Guard struct {
 	bound  atomic.Pointer[binding]
 	first  atomic.Pointer[signal] // the change signal of Capture's bindings
 
-	unboundObs  check.Lane[Observation] // the reads of the updater's files of an unbound guard
-	unboundDiag check.Lane[Observation] // and of its diagnostics
+	unboundObs  bounded.Lane[Observation] // the reads of the updater's files of an unbound guard
+	unboundDiag bounded.Lane[Observation] // and of its diagnostics
 	closed      atomic.Bool             // set by Close
 	closedSig   signal                  // fired by Close; its channel made on first use
 	closedOnce  sync.Once
@@ -167,16 +167,16 @@ func (g *Guard) Capture(modulePath string) error {
 		g.bindMu.Lock()
 		if cur := g.bound.Load(); cur != nil && cur.git() {
 			g.bindMu.Unlock()
-			b.Close() // another Capture bound meanwhile: verify against it
+			b.close() // another Capture bound meanwhile: verify against it
 			continue
 		}
 		old := g.bound.Swap(b)
 		if g.closed.Load() {
-			b.Close()
+			b.close()
 		}
 		g.bindMu.Unlock()
 		if old != nil {
-			old.Close() // a binding without Git replaced
+			old.close() // a binding without Git replaced
 			old.replaced.fire()
 		}
 		return nil
@@ -187,15 +187,15 @@ func (g *Guard) Capture(modulePath string) error {
 // the path b was bound to is verified as a check is; another
 // path must lead to the same module.
 func (g *Guard) captureBound(cfg *config, b *binding, abs string) error {
-	if abs != b.Configured() { // the same path is verified as a check is, within ReadTimeout
-		t, stuck := check.Submit(context.Background(), checkoutExecutor(abs), nil, cfg.timeout, func(t *check.Task[string]) {
+	if abs != b.configured { // the same path is verified as a check is, within ReadTimeout
+		t, stuck := bounded.Submit(context.Background(), checkoutExecutor(abs), nil, cfg.timeout, func(t *bounded.Task[string]) {
 			t.Val, _ = gitread.ResolvePath(abs)
 		}, nil)
 		if stuck != nil {
 			return classed(ErrReadTimeout, "runtimeguard: capture %s: its path did not resolve within %v: %s", abs, cfg.timeout, classWords(ErrReadTimeout))
 		}
 		if t.Val != b.id.ModulePath {
-			return fmt.Errorf("runtimeguard: capture %s: the guard is bound to %s at %s; a guard binds once", abs, b.Configured(), b.id.Revision)
+			return fmt.Errorf("runtimeguard: capture %s: the guard is bound to %s at %s; a guard binds once", abs, b.configured, b.id.Revision)
 		}
 	}
 	return g.EnsureCurrent()
@@ -218,13 +218,13 @@ func (g *Guard) captureNew(cfg *config, abs string) (*binding, error) {
 	b.sig = g.firstSignal()
 	if !b.git() {
 		if err := g.withoutGit(cfg, b, abs); err != nil {
-			b.Close()
+			b.close()
 			return nil, err
 		}
 	}
 	if cfg.expect != "" {
 		if len(cfg.expect) != len(b.id.Revision) {
-			b.Close()
+			b.close()
 			return nil, optionError("Options.ExpectRevision", cfg.expect, fmt.Sprintf("has %d hex digits; the object ids of the repository of %s have %d", len(cfg.expect), abs, len(b.id.Revision)))
 		}
 		b.id.Revision = cfg.expect
@@ -244,7 +244,7 @@ func (g *Guard) captureNew(cfg *config, abs string) (*binding, error) {
 			why = "the newest receipt is no longer " + cfg.expectReceipt
 		}
 		if why != "" {
-			b.Close()
+			b.close()
 			return nil, classed(ErrNotReady, "runtimeguard: bind %s with ExpectReceipt: %s: %s", abs, why, classWords(ErrNotReady))
 		}
 	}
@@ -278,7 +278,7 @@ func (g *Guard) Close() error {
 	b := g.bound.Load()
 	g.bindMu.Unlock()
 	if b != nil {
-		b.Close()
+		b.close()
 	}
 	g.config().env.upd.Cache.Close()
 	return nil
@@ -328,7 +328,7 @@ func (g *Guard) bind(ctx context.Context, cfg *config, abs string) (*binding, er
 		}
 		b := newBinding(cfg, abs, e.now(), &g.closed, &g.counts)
 		// The receipts are listed before the read: see binding.receiptsAt.
-		rf, stuck := check.Submit(ctx, b.ux, nil, cfg.timeout, func(t *check.Task[*updater.ReceiptFiles]) {
+		rf, stuck := bounded.Submit(ctx, b.ux, nil, cfg.timeout, func(t *bounded.Task[*updater.ReceiptFiles]) {
 			t.Val = cfg.listReceipts()
 		}, nil)
 		if stuck != nil {
@@ -343,30 +343,30 @@ func (g *Guard) bind(ctx context.Context, cfg *config, abs string) (*binding, er
 			return nil, classed(ErrReadTimeout, "the listing of the updater's receipts did not return within %v%s: %s", cfg.timeout, on, classWords(ErrReadTimeout))
 		}
 		b.receiptsAt = rf.Val
-		call, err := b.Look(ctx, e, cfg.alwaysRead, cfg.timeout, true)
+		call, err := b.look(ctx, cfg.timeout, true)
 		if err == nil {
 			err = call.Val.Err
 		}
 		switch {
 		case err != nil && errors.Is(err, fsread.ErrChanged):
 			moving = err
-			b.Close()
+			b.close()
 			continue
 		case err != nil:
-			b.Close()
+			b.close()
 			return nil, err
 		case call.Val.Checkout.Transient:
 			moving = fmt.Errorf("HEAD names %s, which does not exist while other refs do (a branch being renamed or deleted, or an orphan branch)", call.Val.Checkout.Head)
-			b.Close()
+			b.close()
 			continue
 		case !call.Val.Unchanged:
 			moving = errors.New("the checkout changed while it was read")
-			b.Close()
+			b.close()
 			continue
 		}
 		c := call.Val.Checkout
 		b.id = Identity{SourceDir: c.SourceDir, ModulePath: c.ModulePath, Revision: c.Revision}
-		b.Bind(&c)
+		b.boundTo(&c)
 		b.by, b.reason = identifiedBy(&c), c.Reason
 		return b, nil
 	}
@@ -408,7 +408,7 @@ func (g *Guard) EnsureCurrent() error {
 		return nil
 	}
 	cfg := g.config()
-	rev, err := b.Current(cfg.env, cfg.alwaysRead, cfg.timeout)
+	rev, err := b.current(cfg.timeout)
 	if err == nil && rev == b.id.Revision {
 		if b.staleSeen.Load() && b.staleSeen.CompareAndSwap(true, false) {
 			g.logCurrentAgain(cfg, b)
@@ -455,7 +455,8 @@ func (g *Guard) Observe() Observation {
 	b := g.bound.Load()
 	o := g.observeRead(context.Background(), cfg, b, newestReceipt, true)
 	if b != nil {
-		o.Check, o.CheckReason = b.Path(cfg.alwaysRead)
+		check, why := b.checkPath()
+		o.Check, o.CheckReason = string(check), why
 		o.IdentifiedBy = b.by
 		if !b.git() {
 			o.Unguarded = cmp.Or(b.reason, "HEAD names no commit")
@@ -486,7 +487,7 @@ func Observe(opts Options) (Observation, error) {
 		}
 		src = filepath.Dir(abs)
 	}
-	t, stuck := check.Submit(context.Background(), cfg.ux, nil, cfg.timeout, func(t *check.Task[Observation]) {
+	t, stuck := bounded.Submit(context.Background(), cfg.ux, nil, cfg.timeout, func(t *bounded.Task[Observation]) {
 		dir := src
 		if opts.ModulePath != "" {
 			// A module path that leads nowhere still names a directory
@@ -502,7 +503,7 @@ func Observe(opts Options) (Observation, error) {
 		return cfg.unknownObservation(readStuck(stuck), src), nil
 	}
 	if t.Err != nil {
-		return cfg.unknownObservation("reading the updater's files ended: "+pieceErr(t.Err).Error(), src), nil
+		return cfg.unknownObservation("reading the updater's files ended: "+t.Err.Error(), src), nil
 	}
 	return t.Val, nil
 }
@@ -521,7 +522,7 @@ func Observe(opts Options) (Observation, error) {
 // that doubles the 409s a server serves per second; a 409's update state
 // is at most staleReuse older than the request.
 func (g *Guard) observe(cfg *config, b *binding) Observation {
-	now, mod := time.Now(), b.ReadModule()
+	now, mod := time.Now(), b.readModule.Load()
 	if a := b.answered.Load(); a != nil && mod != nil && a.module != nil && *a.module == *mod && now.Sub(a.at) < staleReuse {
 		return a.o
 	}
@@ -538,7 +539,7 @@ const staleReuse = 10 * time.Millisecond
 // answer's reads and the diagnostic's each share pieces of their own.
 // resolve is for a caller that did not look at the checkout just before:
 // the install directories are those the module path leads to now (see
-// check.Binding.InstallDirs).
+// binding.installDirs).
 func (g *Guard) observeRead(ctx context.Context, cfg *config, b *binding, rr receiptRead, resolve bool) Observation {
 	x, l, src := cfg.ux, &g.unboundObs, ""
 	if rr.read {
@@ -553,7 +554,7 @@ func (g *Guard) observeRead(ctx context.Context, cfg *config, b *binding, rr rec
 	if rr.since != nil {
 		l = nil // a read of its own
 	}
-	t, stuck := check.Submit(ctx, x, l, cfg.timeout, func(t *check.Task[Observation]) {
+	t, stuck := bounded.Submit(ctx, x, l, cfg.timeout, func(t *bounded.Task[Observation]) {
 		defer func() {
 			if p := recover(); p != nil {
 				t.Val = cfg.unknownObservation(fmt.Sprintf("reading the updater's files panicked: %v", p), src)
@@ -569,14 +570,14 @@ func (g *Guard) observeRead(ctx context.Context, cfg *config, b *binding, rr rec
 	case stuck != nil:
 		return cfg.unknownObservation(readStuck(stuck), src)
 	case t.Err != nil:
-		return cfg.unknownObservation("reading the updater's files ended: "+pieceErr(t.Err).Error(), src)
+		return cfg.unknownObservation("reading the updater's files ended: "+t.Err.Error(), src)
 	}
 	return t.Val
 }
 
 // readStuck is why a read of the updater's files is unknown, for a caller
 // that gave up on it.
-func readStuck(s *check.Stuck) string {
+func readStuck(s *bounded.Stuck) string {
 	if s.Ctx != nil {
 		return "the read of the updater's files was abandoned: " + s.Ctx.Error()
 	}

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runtimeguard/runtimeguard/internal/check"
+	"github.com/runtimeguard/runtimeguard/internal/bounded"
 	"github.com/runtimeguard/runtimeguard/internal/fsread"
 	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
@@ -49,13 +49,13 @@ type updaterHomes struct {
 // under the profiles directory has the root above it. The links are
 // resolved on x, waited for at most timeout: a home on a file system
 // that does not answer is taken as spelt.
-func newUpdaterHomes(home, profiles string, now func() time.Time, x *check.Executor, timeout time.Duration) *updaterHomes {
+func newUpdaterHomes(home, profiles string, now func() time.Time, x *bounded.Executor, timeout time.Duration) *updaterHomes {
 	h := &updaterHomes{home: home, root: home, profiles: profiles, now: now}
 	if profiles == "" {
 		return h
 	}
 	real := filepath.Clean(home)
-	if t, stuck := check.Submit(context.Background(), x, nil, timeout, func(t *check.Task[string]) {
+	if t, stuck := bounded.Submit(context.Background(), x, nil, timeout, func(t *bounded.Task[string]) {
 		t.Val, _ = filepath.EvalSymlinks(home)
 	}, nil); stuck == nil && t.Err == nil && t.Val != "" {
 		real = t.Val

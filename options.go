@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/runtimeguard/runtimeguard/internal/check"
+	"github.com/runtimeguard/runtimeguard/internal/bounded"
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
 	"github.com/runtimeguard/runtimeguard/internal/updater"
 	"github.com/runtimeguard/runtimeguard/internal/watch"
@@ -174,7 +174,7 @@ type config struct {
 	reloadMessage string
 	autoMessage   string // while a Reloader waits for the proof of a reload
 	problem       bool
-	alwaysRead    bool
+	check         checkMode // Options.Check
 	logger        *slog.Logger
 	onStale       func(*http.Request, *StaleError)
 	staleLogEvery time.Duration // the least time between two Debug logs of stale checks
@@ -194,7 +194,7 @@ type config struct {
 	// ux runs the reads of the updater's files for the options' own
 	// module path (those of an unbound guard, of Observe, the home's
 	// links): see updaterExecutor.
-	ux *check.Executor
+	ux *bounded.Executor
 }
 
 // resolveOn validates opts and applies its defaults, with what it reads
@@ -215,7 +215,7 @@ func (opts *Options) resolveOn(e *env) (*config, error) {
 		return nil, err
 	}
 	ec := *e
-	switch opts.Check {
+	switch checkMode(opts.Check) {
 	case "", checkWatch, checkRead:
 	case checkStat:
 		ec.watch = func() (*watch.Watcher, error) { return nil, errors.New(`Options.Check is "stat"`) }
@@ -234,7 +234,7 @@ func (opts *Options) resolveOn(e *env) (*config, error) {
 		maxAge:       cmp.Or(opts.MaxMarkerAge, DefaultMaxMarkerAge),
 		timeout:      cmp.Or(opts.ReadTimeout, DefaultReadTimeout),
 		problem:      opts.ProblemDetails,
-		alwaysRead:   opts.Check == checkRead,
+		check:        cmp.Or(checkMode(opts.Check), checkWatch),
 		logger:       opts.Logger,
 		onStale:      opts.OnStale,
 
@@ -353,20 +353,20 @@ func (opts *Options) resolveOn(e *env) (*config, error) {
 // that reads it. So a file system that stops answering holds one
 // goroutine per install, whatever the number of calls, and slows only the
 // guards that read it.
-func (c *config) updaterExecutor(abs string) *check.Executor {
+func (c *config) updaterExecutor(abs string) *bounded.Executor {
 	dir := ""
 	if abs != "" {
 		dir = filepath.Dir(abs)
 	}
-	return check.Shared("updater\x00" + c.updaterKey + "\x00" + dir)
+	return bounded.Shared("updater\x00"+c.updaterKey+"\x00"+dir, panicError)
 }
 
 // checkoutExecutor is the process's executor of the looks at the
 // checkout the configured module path abs leads to (stats, full reads,
 // binds): one per directory of a module path, shared by every guard of
 // the process that reads it, as updaterExecutor's are.
-func checkoutExecutor(abs string) *check.Executor {
-	return check.Shared("checkout\x00" + filepath.Dir(abs))
+func checkoutExecutor(abs string) *bounded.Executor {
+	return bounded.Shared("checkout\x00"+filepath.Dir(abs), panicError)
 }
 
 // log is the logger of what an operator must know (a guard bound without Git at

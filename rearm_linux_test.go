@@ -131,7 +131,7 @@ func rearmCalls(t *testing.T, change func(t testing.TB, dir string)) (first, all
 	e, reads := countingEnv(t)
 	g := watched(t, module, e)
 	steady(t, g, reads)
-	sub := g.bound.Load().Sub()
+	sub := g.bound.Load().sub.Load()
 	before := sub.Calls()
 	change(t, dir)
 	require.NoError(t, g.EnsureCurrent())

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runtimeguard/runtimeguard/internal/check"
+	"github.com/runtimeguard/runtimeguard/internal/bounded"
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
 	"github.com/runtimeguard/runtimeguard/internal/updater"
 	"github.com/runtimeguard/runtimeguard/internal/watch"
@@ -134,9 +134,9 @@ func (g *Guard) PlanReload(ctx context.Context) (*Plan, error) {
 	if b.receiptsAt == nil {
 		return nil, notReady("the updater's layout has no receipt, or no home directory is known")
 	}
-	t, stuck := check.Submit(ctx, b.ux, nil, cfg.timeout, func(t *check.Task[planResult]) {
+	t, stuck := bounded.Submit(ctx, b.ux, nil, cfg.timeout, func(t *bounded.Task[planResult]) {
 		t.Val.r, t.Val.err = g.lockAndPlan(ctx, cfg, b)
-	}, func(t *check.Task[planResult]) {
+	}, func(t *bounded.Task[planResult]) {
 		if r := t.Val.r; r != nil {
 			if l := r.LockFile(); l != nil {
 				at := "the release of the plan's lock " + l.Name()
@@ -158,7 +158,7 @@ func (g *Guard) PlanReload(ctx context.Context) (*Plan, error) {
 		// every plan while the file system hangs.
 		return nil, notReady(pending(fmt.Sprintf("the reads of the updater's files and the checkout did not return within %v%s: %v", cfg.timeout, on, ErrReadTimeout)))
 	case t.Err != nil:
-		return nil, fmt.Errorf("%w: %w", ErrNotReady, pieceErr(t.Err))
+		return nil, fmt.Errorf("%w: %w", ErrNotReady, t.Err)
 	}
 	return t.Val.r, t.Val.err
 }
@@ -209,7 +209,7 @@ func (g *Guard) plan(ctx context.Context, cfg *config, b *binding) (*Plan, error
 		srcs := b.installDirs(true)
 		rr := receiptsSince(b.receiptsAt)
 		before := cfg.observeAt(rr, srcs...)
-		c, deps, err := gitread.Read(cfg.env.git, b.Configured(), false)
+		c, deps, err := gitread.Read(cfg.env.git, b.configured, false)
 		after := cfg.observeAt(rr, srcs...)
 		if err != nil {
 			return nil, notReady(pending("the checkout cannot be read: " + err.Error()))
@@ -563,12 +563,12 @@ func (r *Plan) bind(ctx context.Context, log *slog.Logger) error {
 	}
 	// Nothing is read while the lock is held: Close never waits on a
 	// file system.
-	b, err := g.bind(ctx, cfg, r.b.Configured())
+	b, err := g.bind(ctx, cfg, r.b.configured)
 	if err != nil {
-		return fmt.Errorf("runtimeguard: bind %s: %w", r.b.Configured(), err)
+		return fmt.Errorf("runtimeguard: bind %s: %w", r.b.configured, err)
 	}
 	if b.id.Revision != r.To || b.id.ModulePath != r.Identity.ModulePath {
-		b.Close()
+		b.close()
 		return classed(ErrStale, "runtimeguard: bind: the checkout is at %q (%s), not at the planned %s: %s",
 			b.id.Revision, b.id.ModulePath, r.To, classWords(ErrStale))
 	}
@@ -577,21 +577,21 @@ func (r *Plan) bind(ctx context.Context, log *slog.Logger) error {
 	// what the plan proved.
 	o := g.observeRead(ctx, cfg, b, receiptsSince(r.b.receiptsAt), false)
 	if why := stillProven(&o, &r.Receipt); why != "" {
-		b.Close()
+		b.close()
 		return classed(ErrNotReady, "runtimeguard: bind: %s: %s", why, classWords(ErrNotReady))
 	}
 	g.bindMu.Lock()
 	if g.bound.Load() != r.b {
 		g.bindMu.Unlock()
-		b.Close()
+		b.close()
 		return errors.New("runtimeguard: bind: the guard was bound anew since the plan was made")
 	}
 	g.bound.Store(b)
 	if g.closed.Load() {
-		b.Close()
+		b.close()
 	}
 	g.bindMu.Unlock()
-	r.b.Close() // the old binding's watches
+	r.b.close() // the old binding's watches
 	r.b.replaced.fire()
 	if log == nil {
 		log = cfg.log().With("from", r.From, "to", r.To, "receipt", r.Receipt.ID)
@@ -700,7 +700,7 @@ func (g *Guard) Watch(ctx context.Context, interval time.Duration) error {
 // can answer from it: there is none, it is not watched, or an event touched
 // what it depends on since its read began.
 func dirty(b *binding) bool {
-	s := b.Snap()
+	s := b.snap.Load()
 	return s == nil || s.Claim == nil || s.Claim.Dirty()
 }
 
@@ -720,7 +720,7 @@ const watchEventGap = 5 * time.Millisecond
 // the guard is closed, or ctx is done; only the last is an error.
 func (g *Guard) watchBinding(ctx context.Context, b *binding, interval time.Duration) error {
 	closed := g.closedSignal().c
-	moved := b.PathChanged() // before the path is looked at: a change after it fires
+	moved := b.pathSignal() // before the path is looked at: a change after it fires
 	if wt := g.waiter(b); wt != nil {
 		defer wt.Close()
 		wctx, cancel := context.WithCancel(ctx)
@@ -777,8 +777,8 @@ func (g *Guard) watchBinding(ctx context.Context, b *binding, interval time.Dura
 
 // waiter is an event source for watching b, when b is on the watch path.
 func (g *Guard) waiter(b *binding) *watch.Waiter {
-	s := b.Snap()
-	if s == nil || s.Claim == nil || b.Unused() {
+	s := b.snap.Load()
+	if s == nil || s.Claim == nil || b.unused() {
 		return nil
 	}
 	w, err := g.config().env.watch()

@@ -278,7 +278,7 @@ func TestStaleAnswerProfileHomeLinkTargetAppears(t *testing.T) {
 	require.NoError(t, os.MkdirAll(target, 0o755))
 	writeMarker(t, filepath.Join(target, hermesMarker), live.Process.Pid, time.Now())
 	assert.Equal(t, UpdateActive, c.state(t), "the linked profile's update runs")
-	fresh, err := New(Options{ModulePath: c.g.bound.Load().Configured(), HomeDir: c.home, Check: "stat"})
+	fresh, err := New(Options{ModulePath: c.g.bound.Load().configured, HomeDir: c.home, Check: "stat"})
 	require.NoError(t, err)
 	defer fresh.Close()
 	assert.Equal(t, UpdateActive, fresh.Observe().State, "a fresh guard's observation")

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/runtimeguard/runtimeguard/internal/check"
 	"github.com/runtimeguard/runtimeguard/internal/fsread"
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
 	"github.com/runtimeguard/runtimeguard/internal/gittest"
@@ -80,7 +79,7 @@ func TestWatchSeesACommitAfterPackRefs(t *testing.T) {
 	startWatch(t, g, time.Hour)
 	gittest.Git(t, dir, "pack-refs", "--all")
 	require.Eventually(t, func() bool {
-		s := g.bound.Load().Snap()
+		s := g.bound.Load().snap.Load()
 		return s != nil && hasDep(s, filepath.Join(dir, ".git", "packed-refs"))
 	}, 10*time.Second, time.Millisecond, "Watch read the packed branch")
 	gittest.Commit(t, dir, "run_agent.py", "class AIAgent: moved = True\n")
@@ -88,7 +87,7 @@ func TestWatchSeesACommitAfterPackRefs(t *testing.T) {
 }
 
 // hasDep reports whether the snapshot depends on path.
-func hasDep(s *check.Snapshot, path string) bool {
+func hasDep(s *snapshot, path string) bool {
 	for _, d := range s.Deps {
 		if d.Path == path {
 			return true
@@ -158,7 +157,7 @@ func TestCloseReleasesTheWatches(t *testing.T) {
 	g := watched(t, module, watchEnv(t))
 	w, err := watch.Shared()
 	require.NoError(t, err)
-	wds := g.bound.Load().Sub().Registered()
+	wds := g.bound.Load().sub.Load().Registered()
 	require.NotEmpty(t, wds)
 	done := startWatch(t, g, time.Hour)
 
@@ -192,7 +191,7 @@ func TestCloseReleasesTheWatches(t *testing.T) {
 	}
 	require.NoError(t, g.EnsureCurrent())
 	assert.Equal(t, "stat", g.Observe().Check)
-	assert.Nil(t, g.bound.Load().Sub())
+	assert.Nil(t, g.bound.Load().sub.Load())
 	for _, wd := range wds {
 		assert.False(t, w.Leaked(wd), "watch %d left in the kernel with no subscription", wd)
 	}
@@ -225,7 +224,7 @@ func TestWatchSeesACommitMadeDuringItsRead(t *testing.T) {
 	g := watched(t, module, e)
 	startWatch(t, g, time.Hour)
 	require.Eventually(t, func() bool {
-		s := g.bound.Load().Snap()
+		s := g.bound.Load().snap.Load()
 		return s != nil && s.Claim != nil && !s.Claim.Dirty() && hasDep(s, packed)
 	}, 10*time.Second, time.Millisecond, "Watch read the packed branch")
 	armed.Store(true)

@@ -1,12 +1,11 @@
-// Package check is the engine of a guard's checks: the bounded [Executor]
-// every file-system touch of a guard runs on, so that no caller waits past
-// its timeout and a file system that never answers holds at most one
-// goroutine per executor (and [Shared] gives the process one executor per
-// thing read); and the [Binding] of one checkout, which proves
-// between checks that its files did not change (by watching them, or by
-// a stat of each) and reads it again once they did. Its errors are its
-// owner's, through [Errors].
-package check
+// Package bounded runs work on a file system that may never answer: an
+// [Executor] runs pieces of work one at a time on one goroutine, and no
+// caller waits for its piece past its timeout or its context, so a file
+// system that hangs holds at most one goroutine per executor ([Shared]
+// gives the process one executor per thing read). A piece's panic is
+// recovered and becomes an error in its owner's words (see
+// [Executor.Panicked]).
+package bounded
 
 import (
 	"context"
@@ -53,6 +52,12 @@ import (
 //
 // The zero Executor is ready.
 type Executor struct {
+	// Panicked makes the error of a piece that panicked and did not
+	// recover, from the value it panicked with and the goroutine's stack;
+	// nil makes an error that names the value. It is set before the
+	// executor is first used, and not changed after.
+	Panicked func(value any, stack []byte) error
+
 	mu      sync.Mutex
 	queue   []*job
 	running *job // the piece the worker runs, or nil
@@ -74,27 +79,15 @@ type job struct {
 	// nothing is known. The piece stores it as it goes; the executor
 	// loads it, concurrently.
 	At atomic.Pointer[string]
-	// Err is set when the piece panicked (a *[Panic]) or ended its
-	// goroutine ([ErrExited]), rather than return. It is written before
+	// Err is set when the piece panicked (the error of
+	// [Executor.Panicked]) or ended its goroutine ([ErrExited]), rather
+	// than return. It is written before
 	// the piece's callers are answered, and read only after.
 	Err error
 }
 
 // ErrExited is the error of work that ended its goroutine (runtime.Goexit).
 var ErrExited = errors.New("the read ended its goroutine")
-
-// Panic is the error of work that panicked and did not recover.
-type Panic struct {
-	// Value is the value the work panicked with.
-	Value any
-	// Stack is the goroutine's stack when it panicked.
-	Stack []byte
-}
-
-// Error returns the panic's value and stack.
-func (p *Panic) Error() string {
-	return fmt.Sprintf("read panicked: %v\n\n%s", p.Value, p.Stack)
-}
 
 // where is what the piece is on now, or "".
 func (j *job) where() string {
@@ -310,14 +303,14 @@ func (x *Executor) serve() {
 }
 
 // runOne runs j, then answers its callers or releases what it holds
-// (finish); a panic that j did not recover becomes its *Panic, and an end
-// of its goroutine its ErrExited.
+// (finish); a panic that j did not recover becomes its error of
+// Panicked, and an end of its goroutine its ErrExited.
 func (x *Executor) runOne(j *job) {
 	returned := false
 	defer func() {
 		if !returned {
 			if p := recover(); p != nil {
-				j.Err = &Panic{Value: p, Stack: debug.Stack()}
+				j.Err = x.panicked(p, debug.Stack())
 			} else {
 				j.Err = ErrExited
 			}
@@ -326,6 +319,14 @@ func (x *Executor) runOne(j *job) {
 	}()
 	j.run()
 	returned = true
+}
+
+// panicked is the error of a piece that panicked with value.
+func (x *Executor) panicked(value any, stack []byte) error {
+	if x.Panicked != nil {
+		return x.Panicked(value, stack)
+	}
+	return fmt.Errorf("a piece of work panicked: %v", value)
 }
 
 // finish answers j's callers and, when none is left, releases what j

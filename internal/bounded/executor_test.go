@@ -1,8 +1,9 @@
-package check
+package bounded
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"sync"
@@ -179,12 +180,13 @@ func TestExecutorHungPieceTimesOut(t *testing.T) {
 	assert.False(t, behind.Load(), "a piece queued behind the hung one ran")
 }
 
-// A piece that panics answers its callers with a *Panic, and one that
+// A piece that panics answers its callers with the error of Panicked,
+// made from its value and stack, and one that
 // ends its goroutine (runtime.Goexit, as t.FailNow does) with an error;
 // neither wedges the executor, which answers the pieces queued behind
 // them and the next.
 func TestExecutorPanicAndGoexit(t *testing.T) {
-	var x Executor
+	x := Executor{Panicked: func(value any, stack []byte) error { return &panicError{value, stack} }}
 	release := make(chan struct{})
 	blocked(t, &x, release)
 	type result struct {
@@ -208,10 +210,10 @@ func TestExecutorPanicAndGoexit(t *testing.T) {
 	close(release)
 	r := <-results[0]
 	require.Nil(t, r.s)
-	var pe *Panic
+	var pe *panicError
 	require.ErrorAs(t, r.tk.Err, &pe)
-	assert.EqualError(t, pe.Value.(error), "the reader broke")
-	assert.NotEmpty(t, pe.Stack)
+	assert.EqualError(t, pe.value.(error), "the reader broke")
+	assert.NotEmpty(t, pe.stack)
 	r = <-results[1]
 	require.Nil(t, r.s)
 	assert.ErrorIs(t, r.tk.Err, ErrExited)
@@ -226,6 +228,14 @@ func TestExecutorPanicAndGoexit(t *testing.T) {
 	require.Nil(t, s)
 	assert.Equal(t, 4, tk.Val)
 }
+
+// panicError is an owner's error of a piece that panicked.
+type panicError struct {
+	value any
+	stack []byte
+}
+
+func (e *panicError) Error() string { return fmt.Sprint("panicked: ", e.value) }
 
 // goroutineID is the number of the calling goroutine, from its stack.
 func goroutineID(t *testing.T) string {
@@ -389,8 +399,8 @@ func TestExecutorReleaseIsAPieceOfTheWorker(t *testing.T) {
 // Shared gives every caller of a key the same executor while it lives,
 // and other keys executors of their own.
 func TestSharedExecutors(t *testing.T) {
-	a, b := Shared("test a"), Shared("test b")
-	assert.Same(t, a, Shared("test a"))
+	a, b := Shared("test a", nil), Shared("test b", nil)
+	assert.Same(t, a, Shared("test a", nil))
 	assert.NotSame(t, a, b)
 	runtime.KeepAlive(a)
 	runtime.KeepAlive(b)

@@ -1,4 +1,4 @@
-package check
+package bounded
 
 import (
 	"runtime"
@@ -12,7 +12,8 @@ var shared struct {
 	m  map[string]weak.Pointer[Executor]
 }
 
-// Shared returns the process's executor for key, made on its first use:
+// Shared returns the process's executor for key, made on its first use
+// with panicked as its [Executor.Panicked]:
 // every caller that names the same key (what the work touches, such as a
 // directory) shares its one worker, so that a file system that stops
 // answering holds one goroutine per key, whatever the number of callers
@@ -20,7 +21,7 @@ var shared struct {
 // on it, a worker that runs, an owner that keeps it); once nothing does,
 // the key's next caller gets a new one, and the process keeps nothing of
 // the old.
-func Shared(key string) *Executor {
+func Shared(key string, panicked func(value any, stack []byte) error) *Executor {
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if x := shared.m[key].Value(); x != nil {
@@ -29,7 +30,7 @@ func Shared(key string) *Executor {
 	if shared.m == nil {
 		shared.m = make(map[string]weak.Pointer[Executor])
 	}
-	x := new(Executor)
+	x := &Executor{Panicked: panicked}
 	wp := weak.Make(x)
 	shared.m[key] = wp
 	runtime.AddCleanup(x, func(key string) {

@@ -52,11 +52,9 @@ type binding struct {
 	file, build string
 	stamp       *gitread.Stamp
 
-	// mode is Options.Check: how checks prove the checkout unchanged.
-	mode checkMode
-	// env is the guard's environment, which the checkout is read
-	// through.
-	env *env
+	// cfg is the guard's configuration: its check mode (Options.Check)
+	// and the environment the checkout is read through.
+	cfg *config
 
 	snap atomic.Pointer[snapshot]
 	// failed is the latest full read's failure, when what decided it is
@@ -156,7 +154,7 @@ type answeredRead struct {
 // not nil, is set once the guard that uses the binding is closed.
 func newBinding(cfg *config, abs string, boundAt time.Time, guardClosed *atomic.Bool, counts *counters) *binding {
 	return &binding{
-		x: checkoutExecutor(abs), configured: abs, stamp: cfg.stamp, mode: cfg.check, env: cfg.env,
+		x: checkoutExecutor(abs), configured: abs, stamp: cfg.stamp, cfg: cfg,
 		sub: new(subRef), guardClosed: guardClosed, counts: counts,
 		ux:      cfg.updaterExecutor(abs),
 		boundAt: boundAt, sig: newSignal(), replaced: newSignal(),
@@ -263,7 +261,7 @@ type readCall = bounded.Task[lookResult]
 func (b *binding) current(timeout time.Duration) (string, error) {
 	var since time.Time // when the first wait for a read began
 	waited := false
-	for retry := 0; b.mode != checkRead; retry++ {
+	for retry := 0; b.cfg.check != checkRead; retry++ {
 		s := b.snap.Load()
 		if s == nil || s.Claim == nil {
 			break
@@ -400,7 +398,7 @@ func (b *binding) run(call *readCall, mustExist bool) {
 			r.Err = panicError(p, debug.Stack())
 		}
 	}()
-	e, alwaysRead := b.env, b.mode == checkRead
+	e, alwaysRead := b.cfg.env, b.cfg.check == checkRead
 	if s := b.snap.Load(); s != nil && !alwaysRead && !mustExist && s.Claim == nil && s.Trusted && statsUnchanged(call, e.git, s.Deps) {
 		r.Rev, r.Snap = s.Rev, s
 		return
@@ -553,12 +551,12 @@ var errReplaced = errors.New("the module file was replaced")
 // subscription, so that every change from here on is seen. It returns the
 // read's claim, and false on the stat path.
 func (b *binding) armable() (watch.Read, bool) {
-	if b.mode == checkRead || b.watchOff.Load() || b.unused() {
+	if b.cfg.check == checkRead || b.watchOff.Load() || b.unused() {
 		return watch.Read{}, false
 	}
 	sub := b.sub.Load()
 	if sub == nil {
-		w, err := b.env.watch()
+		w, err := b.cfg.env.watch()
 		if err != nil {
 			b.watchOff.Store(true)
 			b.setWatchWhy(err.Error())
@@ -617,7 +615,7 @@ const (
 // watching. A binding that may no longer watch (see binding.unused) is on
 // the stat path from then on, whatever its last snapshot claimed.
 func (b *binding) checkPath() (check checkMode, why string) {
-	if b.mode == checkRead {
+	if b.cfg.check == checkRead {
 		return checkRead, `Options.Check is "read"`
 	}
 	if b.guardClosed != nil && b.guardClosed.Load() {

@@ -70,7 +70,7 @@ const (
 // readMarker classifies the marker at path as a guard with the default
 // options does.
 func readMarker(path string) MarkerState {
-	return MarkerState(updater.System.ClassifyMarker(path, DefaultMaxMarkerAge).State)
+	return markerState(updater.System.ClassifyMarker(path, DefaultMaxMarkerAge).Life)
 }
 
 // inspectRevision is the revision gitread.Inspect finds for module.

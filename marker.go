@@ -42,6 +42,19 @@ const (
 // String returns the state's word.
 func (s MarkerState) String() string { return string(s) }
 
+// markerState is the state of a marker that proves l of its update.
+func markerState(l updater.Life) MarkerState {
+	switch l {
+	case updater.NoUpdate:
+		return MarkerAbsent
+	case updater.Live:
+		return MarkerActive
+	case updater.Ended:
+		return MarkerAbandoned
+	}
+	return MarkerUnknown
+}
+
 // UpdateState is the diagnostic a [StaleError] carries: what can be
 // observed of the updater. These are observations, not receipts: a missing
 // marker does not prove that an update succeeded, since the updater removes
@@ -368,17 +381,19 @@ func (c *config) readStaleFacts(srcs []string) staleFacts {
 // read of the updater's files.
 func (c *config) judgeMarkers(f *staleFacts) (updater.Verdict, string) {
 	if c.noMarker {
-		return updater.Verdict{State: updater.MarkerAbsent, Reason: "the updater's layout has no update marker"}, ""
+		return updater.Verdict{Life: updater.NoUpdate, Reason: "the updater's layout has no update marker"}, ""
 	}
+	// Of several homes' markers, the one that says the most that an
+	// update may be under way counts (updater.Life is ordered so).
 	best, bestPath := c.env.upd.JudgeMarker(&f.markers[0], c.maxAge), f.markers[0].Path
-	for i := 1; i < len(f.markers) && best.State != updater.MarkerActive; i++ {
-		if m := c.env.upd.JudgeMarker(&f.markers[i], c.maxAge); m.State.Rank() > best.State.Rank() {
+	for i := 1; i < len(f.markers) && best.Life != updater.Live; i++ {
+		if m := c.env.upd.JudgeMarker(&f.markers[i], c.maxAge); m.Life > best.Life {
 			best, bestPath = m, f.markers[i].Path
 		}
 	}
-	if f.problem != "" && best.State.Rank() < updater.MarkerUnknown.Rank() {
+	if f.problem != "" && best.Life < updater.Unsure {
 		// A home not read may hold an active marker.
-		return updater.Verdict{State: updater.MarkerUnknown, Reason: f.problem}, bestPath
+		return updater.Verdict{Life: updater.Unsure, Reason: f.problem}, bestPath
 	}
 	return best, bestPath
 }
@@ -389,11 +404,11 @@ func (c *config) staleObservation(f *staleFacts) Observation {
 	m, mpath := c.judgeMarkers(f)
 	o := Observation{
 		MarkerPath:      mpath,
-		Marker:          MarkerState(m.State),
+		Marker:          markerState(m.Life),
 		MarkerReason:    m.Reason,
 		InstallRoots:    nonNil(f.roots),
 		RecoveryMarkers: nonNil(f.present),
-		State:           combine(MarkerState(m.State), len(f.present) > 0, f.rootsRead),
+		State:           combine(markerState(m.Life), len(f.present) > 0, f.rootsRead),
 		ReceiptPath:     c.receiptPath,
 		LockPath:        c.lockPath,
 	}

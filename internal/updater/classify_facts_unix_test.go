@@ -80,21 +80,21 @@ func TestFactsAreJudgedNow(t *testing.T) {
 	}
 	maxAge := defaultMaxAge
 	f := e.ReadMarker(path)
-	require.Equal(t, MarkerActive, e.JudgeMarker(&f, maxAge).State)
+	require.Equal(t, Live, e.JudgeMarker(&f, maxAge).Life)
 	now = start.Add(maxAge + time.Second)
-	assert.Equal(t, MarkerAbandoned, e.JudgeMarker(&f, maxAge).State, "past the age limit")
+	assert.Equal(t, Ended, e.JudgeMarker(&f, maxAge).Life, "past the age limit")
 	now = time.Time{}
-	require.Equal(t, MarkerActive, e.JudgeMarker(&f, maxAge).State)
+	require.Equal(t, Live, e.JudgeMarker(&f, maxAge).Life)
 	require.NoError(t, child.Process.Kill())
 	_, _ = child.Process.Wait()
-	assert.Equal(t, MarkerAbandoned, e.JudgeMarker(&f, maxAge).State, "the marker's process exited")
+	assert.Equal(t, Ended, e.JudgeMarker(&f, maxAge).Life, "the marker's process exited")
 
 	require.NoError(t, os.Remove(path))
 	releaser := longChild(t)
 	require.NoError(t, os.WriteFile(fmt.Sprintf("%s%s%d-x", path, ReleaseInfix, releaser.Process.Pid), nil, 0o644))
 	f = e.ReadMarker(path)
-	require.Equal(t, MarkerActive, e.JudgeMarker(&f, maxAge).State)
+	require.Equal(t, Live, e.JudgeMarker(&f, maxAge).Life)
 	require.NoError(t, releaser.Process.Kill())
 	_, _ = releaser.Process.Wait()
-	assert.Equal(t, MarkerAbsent, e.JudgeMarker(&f, maxAge).State, "the releaser exited")
+	assert.Equal(t, NoUpdate, e.JudgeMarker(&f, maxAge).Life, "the releaser exited")
 }

@@ -47,6 +47,6 @@ func probedEnv(probe func(int64) ProcInfo) *Env {
 
 // readMarker classifies the marker at path as a guard with the default
 // options does.
-func readMarker(path string) MarkerState {
-	return System.ClassifyMarker(path, defaultMaxAge).State
+func readMarker(path string) Life {
+	return System.ClassifyMarker(path, defaultMaxAge).Life
 }

@@ -70,11 +70,11 @@ func TestCreationTimeOnTheUpdatersClock(t *testing.T) {
 	now := time.Now().Unix()
 	for _, tc := range []struct {
 		offset float64
-		want   MarkerState
-	}{{-1.995, MarkerActive}, {1.995, MarkerActive}, {-2.05, MarkerAbandoned}, {2.05, MarkerAbandoned}} {
+		want   Life
+	}{{-1.995, Live}, {1.995, Live}, {-2.05, Ended}, {2.05, Ended}} {
 		path := filepath.Join(tempDir(t), markerName)
 		writeFile(t, path, fmt.Sprintf("%d\n%d\nct:%.3f\n", live, now, ct+tc.offset))
 		m := System.ClassifyMarker(path, defaultMaxAge)
-		assert.Equal(t, tc.want, m.State, "recorded %+.3f s from the updater's reading: %s", tc.offset, m.Reason)
+		assert.Equal(t, tc.want, m.Life, "recorded %+.3f s from the updater's reading: %s", tc.offset, m.Reason)
 	}
 }

@@ -21,16 +21,16 @@ func TestWindowsMarkerKinds(t *testing.T) {
 	dir := tempDir(t)
 	regular := filepath.Join(dir, markerName)
 	writeMarker(t, regular, os.Getpid(), time.Now())
-	assert.Equal(t, MarkerActive, readMarker(regular), "a regular file")
-	assert.Equal(t, MarkerAbsent, readMarker(filepath.Join(dir, "missing")))
-	assert.Equal(t, MarkerAbsent, readMarker(filepath.Join(dir, "no-dir", "missing")))
-	assert.Equal(t, MarkerUnknown, readMarker(dir), "a directory")
-	assert.Equal(t, MarkerUnknown, readMarker(`\\.\NUL`), "a device")
-	assert.Equal(t, MarkerUnknown, readMarker(filepath.Join(dir, "NUL")), "a reserved device name")
+	assert.Equal(t, Live, readMarker(regular), "a regular file")
+	assert.Equal(t, NoUpdate, readMarker(filepath.Join(dir, "missing")))
+	assert.Equal(t, NoUpdate, readMarker(filepath.Join(dir, "no-dir", "missing")))
+	assert.Equal(t, Unsure, readMarker(dir), "a directory")
+	assert.Equal(t, Unsure, readMarker(`\\.\NUL`), "a device")
+	assert.Equal(t, Unsure, readMarker(filepath.Join(dir, "NUL")), "a reserved device name")
 
 	big := filepath.Join(dir, "big")
 	writeFile(t, big, fmt.Sprintf("%d\n%d\n", os.Getpid(), time.Now().Unix())+strings.Repeat("x", MaxMarkerBytes))
-	assert.Equal(t, MarkerUnknown, readMarker(big), "over the size cap")
+	assert.Equal(t, Unsure, readMarker(big), "over the size cap")
 }
 
 func TestWindowsSymlinkMarkerIsNotFollowed(t *testing.T) {
@@ -45,7 +45,7 @@ func TestWindowsSymlinkMarkerIsNotFollowed(t *testing.T) {
 		// Wine 8 reports success from CreateSymbolicLink but makes nothing.
 		t.Skipf("this host reported a symbolic link it did not make: %v", err)
 	}
-	assert.Equal(t, MarkerUnknown, readMarker(link))
+	assert.Equal(t, Unsure, readMarker(link))
 }
 
 func TestWindowsProbeProcess(t *testing.T) {
@@ -99,7 +99,7 @@ func TestWindowsReusedPIDMarkerIsStale(t *testing.T) {
 
 	path := filepath.Join(tempDir(t), markerName)
 	writeMarker(t, path, child.Process.Pid, written)
-	assert.Equal(t, MarkerAbandoned, readMarker(path))
+	assert.Equal(t, Ended, readMarker(path))
 	writeMarker(t, path, child.Process.Pid, time.Now())
-	assert.Equal(t, MarkerActive, readMarker(path))
+	assert.Equal(t, Live, readMarker(path))
 }

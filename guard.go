@@ -81,8 +81,8 @@ type Guard struct {
 
 	unboundObs  bounded.Lane[Observation] // the reads of the updater's files of an unbound guard
 	unboundDiag bounded.Lane[Observation] // and of its diagnostics
-	closed      atomic.Bool             // set by Close
-	closedSig   signal                  // fired by Close; its channel made on first use
+	closed      atomic.Bool               // set by Close
+	closedSig   signal                    // fired by Close; its channel made on first use
 	closedOnce  sync.Once
 
 	reloader atomic.Bool  // a Reloader runs for the guard

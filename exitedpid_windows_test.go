@@ -5,9 +5,10 @@ package runtimeguard
 import (
 	"testing"
 
-	"github.com/runtimeguard/runtimeguard/internal/gittest"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/windows"
+
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
 // exitedPID returns the ID of a child that has exited, with a handle to it

@@ -2,13 +2,14 @@ package runtimeguard
 
 import (
 	"bytes"
-	"github.com/runtimeguard/runtimeguard/internal/fsread"
 	"io"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

@@ -12,9 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runtimeguard/runtimeguard/internal/updater"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
 
 // hermesReceipt returns the receipt fixture name, written by a generation

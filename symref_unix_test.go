@@ -7,9 +7,10 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/runtimeguard/runtimeguard/internal/gitread"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runtimeguard/runtimeguard/internal/gitread"
 )
 
 // With core.preferSymlinkRefs, git writes symbolic refs as symbolic links

@@ -95,6 +95,7 @@ func benchSetup(b *testing.B) benchCheckout {
 			return
 		}
 		benchRepo = benchCheckout{root: root, packed: filepath.Join(root, "packed"), loose: filepath.Join(root, "loose")}
+		cleanups = append(cleanups, root)
 		makeCheckout(b, benchRepo.packed, benchFiles, benchRefs)
 		if out, err := exec.Command("cp", "-a", benchRepo.packed, benchRepo.loose).CombinedOutput(); err != nil {
 			benchErr = fmt.Errorf("cp: %v: %s", err, out)

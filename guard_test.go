@@ -23,6 +23,7 @@ import (
 
 	"github.com/runtimeguard/runtimeguard/internal/fsread"
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
 // changedCheckout is a guard bound to an agent checkout that has since moved
@@ -79,7 +80,7 @@ func TestStaleCheckReportsUpdateState(t *testing.T) {
 			writeMarker(t, marker(c), os.Getpid(), time.Now())
 		}, UpdateActive},
 		{"dead", func(t *testing.T, c *changedCheckout) {
-			writeMarker(t, marker(c), exitedPID(t), time.Now())
+			writeMarker(t, marker(c), gittest.ExitedPID(t, processGone), time.Now())
 		}, UpdateAbandoned},
 		{"over-age", func(t *testing.T, c *changedCheckout) {
 			writeMarker(t, marker(c), os.Getpid(), time.Now().Add(-24*time.Hour))

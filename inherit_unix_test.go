@@ -27,6 +27,8 @@ import (
 // inheritChild), with the value as what to do.
 const inheritChildEnv = "RUNTIMEGUARD_TEST_INHERIT_CHILD"
 
+func init() { children[inheritChildEnv] = inheritChild }
+
 // inheritChild is the process a service manager started: "serve" reports
 // and serves what Inherit took; "overcount" opens a log file of its own
 // first, then reports Inherit's error and whether its log and the

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
 // symlinkOrSkip makes a symbolic link, or skips the test where none can be made
@@ -26,7 +28,7 @@ func symlinkOrSkip(t *testing.T, target, link string) {
 // live updater named there and a success receipt in the profile, no
 // reload is proven.
 func TestProfileHomeBehindALink(t *testing.T) {
-	live := longChild(t).Process.Pid
+	live := gittest.LongChild(t).Process.Pid
 	spellings := map[string]func(root, tmp string) string{
 		"a link": func(root, tmp string) string {
 			link := filepath.Join(tmp, ".hermes-work")

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
 
@@ -118,7 +119,7 @@ func TestPlanReloadHermesReceipts(t *testing.T) {
 		}, "releasing the marker"},
 		{"a release whose process is gone", func(t *testing.T, c *reloadCase) {
 			writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen3-correlation-success-latest.json", c.moved, time.Now())))
-			writeMarker(t, filepath.Join(c.home, fmt.Sprintf("%s.cas-release-%d-0b7e", hermesMarker, exitedPID(t))), os.Getpid(), time.Now())
+			writeMarker(t, filepath.Join(c.home, fmt.Sprintf("%s.cas-release-%d-0b7e", hermesMarker, gittest.ExitedPID(t, processGone))), os.Getpid(), time.Now())
 		}, ""},
 	}
 	for _, tc := range cases {

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
 
@@ -99,7 +100,7 @@ func TestPlanReloadConditions(t *testing.T) {
 		}, "the update marker"},
 		{"a stale marker", func(t *testing.T, c *reloadCase) {
 			c.success(t)
-			writeMarker(t, filepath.Join(c.home, hermesMarker), exitedPID(t), time.Now())
+			writeMarker(t, filepath.Join(c.home, hermesMarker), gittest.ExitedPID(t, processGone), time.Now())
 		}, "is stale"},
 		{"a recovery marker", func(t *testing.T, c *reloadCase) {
 			c.success(t)

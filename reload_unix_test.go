@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
 
@@ -129,7 +130,7 @@ func runningReceipt(pre, writer string) string {
 // names none, or names one of another platform's range, the update may
 // still finish it: a plan is awaited.
 func TestOrphanedRunningReceipt(t *testing.T) {
-	dead := exitedPID(t)
+	dead := gittest.ExitedPID(t, processGone)
 	own := updater.OwnIdentity()
 	ownCT := ""
 	if own.HasCreated {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
 
@@ -96,7 +97,7 @@ func TestStaleAnswerMarkerRewritten(t *testing.T) {
 	// In place: the same file, truncated and written.
 	f, err := os.OpenFile(c.marker, os.O_WRONLY|os.O_TRUNC, 0)
 	require.NoError(t, err)
-	_, err = fmt.Fprintf(f, "%d\n%d\n", exitedPID(t), time.Now().Unix())
+	_, err = fmt.Fprintf(f, "%d\n%d\n", gittest.ExitedPID(t, processGone), time.Now().Unix())
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
 	assert.Equal(t, UpdateAbandoned, c.state(t), "the marker names a process that exited")

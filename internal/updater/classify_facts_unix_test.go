@@ -11,13 +11,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
 // The facts of a marker, judged, are what a read of the same files says,
 // for every kind of marker and artifact: one classification, of a fresh
 // read as of facts kept.
 func TestJudgedFactsAreRead(t *testing.T) {
-	live, dead := os.Getpid(), exitedPID(t)
+	live, dead := os.Getpid(), gittest.ExitedPID(t, processGone)
 	release := func(pid int) string { return fmt.Sprintf("%s%d-x", ReleaseInfix, pid) }
 	e := System
 	for _, tc := range []struct {
@@ -66,7 +68,7 @@ func TestJudgedFactsAreRead(t *testing.T) {
 // counts for nothing.
 func TestFactsAreJudgedNow(t *testing.T) {
 	path := filepath.Join(tempDir(t), markerName)
-	child := longChild(t)
+	child := gittest.LongChild(t)
 	start := time.Now()
 	writeMarker(t, path, child.Process.Pid, start)
 	e := testEnv()
@@ -90,7 +92,7 @@ func TestFactsAreJudgedNow(t *testing.T) {
 	assert.Equal(t, Ended, e.JudgeMarker(&f, maxAge).Life, "the marker's process exited")
 
 	require.NoError(t, os.Remove(path))
-	releaser := longChild(t)
+	releaser := gittest.LongChild(t)
 	require.NoError(t, os.WriteFile(fmt.Sprintf("%s%s%d-x", path, ReleaseInfix, releaser.Process.Pid), nil, 0o644))
 	f = e.ReadMarker(path)
 	require.Equal(t, Live, e.JudgeMarker(&f, maxAge).Life)

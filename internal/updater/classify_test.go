@@ -15,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
 func TestReadUpdateMarker(t *testing.T) {
@@ -230,7 +232,7 @@ func TestCacheSparesReads(t *testing.T) {
 		assert.Equal(t, 1, probes, "process probes: a pidfd answers the rest")
 	}
 
-	child := longChild(t)
+	child := gittest.LongChild(t)
 	writeMarker(t, path, child.Process.Pid, later.Add(-time.Minute))
 	require.Equal(t, Live, e.ClassifyMarker(path, defaultMaxAge).Life)
 	assert.Equal(t, 2, opens, "a rewritten marker is read again")
@@ -252,12 +254,12 @@ func TestMarkerRelease(t *testing.T) {
 	m := e.ClassifyMarker(path, defaultMaxAge)
 	assert.Equal(t, Live, m.Life, "a release in flight, the marker gone: %s", m.Reason)
 	assert.Contains(t, m.Reason, "releasing")
-	writeMarker(t, path, exitedPID(t), time.Now())
+	writeMarker(t, path, gittest.ExitedPID(t, processGone), time.Now())
 	assert.Equal(t, Live, e.ClassifyMarker(path, defaultMaxAge).Life, "a stale marker and a live release")
 	require.NoError(t, os.Remove(path))
 	require.NoError(t, os.Remove(live))
 
-	dead := fmt.Sprintf("%s%s%d-%s", path, ReleaseInfix, exitedPID(t), "x")
+	dead := fmt.Sprintf("%s%s%d-%s", path, ReleaseInfix, gittest.ExitedPID(t, processGone), "x")
 	writeMarker(t, dead, os.Getpid(), time.Now())
 	assert.Equal(t, NoUpdate, e.ClassifyMarker(path, defaultMaxAge).Life, "a release whose process is gone")
 	writeMarker(t, path, os.Getpid(), time.Now())
@@ -498,7 +500,7 @@ func TestClaimObeysTheGuardsReading(t *testing.T) {
 		{"none", func(*testing.T, string) {}},
 		{"a live process", func(t *testing.T, path string) { writeMarker(t, path, os.Getpid(), now) }},
 		{"over age", func(t *testing.T, path string) { writeMarker(t, path, os.Getpid(), now.Add(-time.Hour)) }},
-		{"a gone process", func(t *testing.T, path string) { writeMarker(t, path, exitedPID(t), now) }},
+		{"a gone process", func(t *testing.T, path string) { writeMarker(t, path, gittest.ExitedPID(t, processGone), now) }},
 		{"garbage", func(t *testing.T, path string) { writeFile(t, path, "garbage") }},
 		{"a time in the future", func(t *testing.T, path string) { writeMarker(t, path, os.Getpid(), now.Add(time.Hour)) }},
 		{"a directory", func(t *testing.T, path string) { require.NoError(t, os.Mkdir(path, 0o755)) }},
@@ -510,7 +512,7 @@ func TestClaimObeysTheGuardsReading(t *testing.T) {
 			writeMarker(t, fmt.Sprintf("%s%s%d-x", path, ReleaseInfix, os.Getpid()), os.Getpid(), now)
 		}},
 		{"a finished release", func(t *testing.T, path string) {
-			writeMarker(t, fmt.Sprintf("%s%s%d-x", path, ReleaseInfix, exitedPID(t)), os.Getpid(), now)
+			writeMarker(t, fmt.Sprintf("%s%s%d-x", path, ReleaseInfix, gittest.ExitedPID(t, processGone)), os.Getpid(), now)
 		}},
 		{"an unresolved cleanup", func(t *testing.T, path string) { writeFile(t, path+".cas-claim-1", "") }},
 	}

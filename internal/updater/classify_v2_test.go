@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
 // createdAt is the creation time of a live process as the updater records
@@ -32,8 +34,8 @@ func createdAt(t *testing.T, pid int, offset float64) string {
 // process created at another time holds a reused ID. A byte order mark,
 // CRLF and spaces are tolerated.
 func TestMarkerSecondFormat(t *testing.T) {
-	live := longChild(t).Process.Pid
-	dead := exitedPID(t)
+	live := gittest.LongChild(t).Process.Pid
+	dead := gittest.ExitedPID(t, processGone)
 	ct := createdAt(t, live, 0)
 	now := time.Now()
 	old := now.Add(-25 * time.Minute).Unix()

@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
 func TestZombieProcessIsGone(t *testing.T) {
@@ -64,7 +66,7 @@ func recordedCreation(t *testing.T, pid int) float64 {
 // that the 2 s tolerance is the updater's on either side: the boot time
 // truncated to whole seconds, not the guard's own precise one.
 func TestCreationTimeOnTheUpdatersClock(t *testing.T) {
-	live := longChild(t).Process.Pid
+	live := gittest.LongChild(t).Process.Pid
 	ct := recordedCreation(t, live)
 	assert.Equal(t, fmt.Sprintf("%.3f", ct), CreationTime(live), "the creation time a marker written here records")
 	now := time.Now().Unix()

@@ -54,7 +54,7 @@ func TestWindowsProbeProcess(t *testing.T) {
 	assert.False(t, self.Start.IsZero(), "GetProcessTimes gave no start time")
 	assert.True(t, self.Start.Before(time.Now().Add(time.Second)))
 
-	child := gittest.Self(nil, waitChildEnv+"=1")
+	child := gittest.Self(nil, gittest.WaitChildEnv+"=1")
 	stdin, err := child.StdinPipe()
 	require.NoError(t, err)
 	require.NoError(t, child.Start())
@@ -71,7 +71,7 @@ func TestWindowsProbeProcess(t *testing.T) {
 // A process that exited with 259 (STILL_ACTIVE) is gone: liveness comes from
 // waiting on the process, not from its exit code.
 func TestWindowsExitCode259IsGone(t *testing.T) {
-	child := gittest.Self(nil, exitChildEnv+"=259")
+	child := gittest.Self(nil, gittest.ExitChildEnv+"=259")
 	require.NoError(t, child.Start())
 	defer func() { _ = child.Wait() }()
 	// A handle of our own keeps the exited process's object, and its id,
@@ -91,7 +91,7 @@ func TestWindowsExitCode259IsGone(t *testing.T) {
 // A live process that started after the marker's time did not write it.
 func TestWindowsReusedPIDMarkerIsStale(t *testing.T) {
 	written := time.Now().Add(-30 * time.Second)
-	child := gittest.Self(nil, waitChildEnv+"=1")
+	child := gittest.Self(nil, gittest.WaitChildEnv+"=1")
 	stdin, err := child.StdinPipe()
 	require.NoError(t, err)
 	require.NoError(t, child.Start())

@@ -1,22 +1,19 @@
-//go:build windows
-
-package runtimeguard
+package gittest
 
 import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/windows"
-
-	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
-// exitedPID returns the ID of a child that has exited, with a handle to it
+// ExitedPID returns the ID of a child that has exited, with a handle to it
 // held until the test ends: while a handle is open, Windows gives its ID to
-// no other process.
-func exitedPID(t *testing.T) int {
+// no other process. (gone is for the platforms where a zombie is told
+// from a live process by the caller's probe: not here.)
+func ExitedPID(t testing.TB, gone func(pid int) bool) int {
 	t.Helper()
-	cmd := gittest.Self([]string{"-test.run=^$"})
+	cmd := Self([]string{"-test.run=^$"})
 	require.NoError(t, cmd.Start())
 	h, err := windows.OpenProcess(windows.SYNCHRONIZE|windows.PROCESS_QUERY_LIMITED_INFORMATION, false, uint32(cmd.Process.Pid))
 	require.NoError(t, err)

@@ -1,6 +1,4 @@
-//go:build linux
-
-package updater
+package gittest
 
 import (
 	"os/exec"
@@ -10,10 +8,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// exitedPID returns the ID of a child that has exited but is not reaped
+// ExitedPID returns the ID of a child that has exited but is not reaped
 // until the test ends: a zombie, whose ID no other process can take
-// meanwhile.
-func exitedPID(t *testing.T) int {
+// meanwhile. (gone is for the platforms where a zombie is told from a
+// live process by the caller's probe: not here.)
+func ExitedPID(t testing.TB, gone func(pid int) bool) int {
 	t.Helper()
 	cmd := exec.Command("sh", "-c", "exit 0")
 	require.NoError(t, cmd.Start())

@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package updater
+package gittest
 
 import (
 	"os/exec"
@@ -10,17 +10,17 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// exitedPID returns the ID of a child that has exited but is not reaped
+// ExitedPID returns the ID of a child that has exited but is not reaped
 // until the test ends: a zombie, whose ID no other process can take
-// meanwhile. Where a zombie cannot be told from a live process, the test
-// is skipped.
-func exitedPID(t *testing.T) int {
+// meanwhile, once gone (the caller's process probe) says it is gone.
+// Where a zombie cannot be told from a live process, the test is skipped.
+func ExitedPID(t testing.TB, gone func(pid int) bool) int {
 	t.Helper()
 	cmd := exec.Command("sh", "-c", "exit 0")
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Wait() })
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if ProbeProcess(int64(cmd.Process.Pid)).State == ProcessGone {
+		if gone(cmd.Process.Pid) {
 			return cmd.Process.Pid
 		}
 	}

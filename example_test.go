@@ -3,8 +3,11 @@ package runtimeguard_test
 import (
 	"context"
 	"errors"
+	"expvar"
 	"fmt"
+	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -322,4 +325,172 @@ func headOf(module string) string {
 		log.Fatal(err)
 	}
 	return g.Identity().Revision
+}
+
+// A server that reloads by re-executing itself: the new image takes the
+// listening socket and the plan's revision, and binds only to that
+// revision. (Compiled, not run: it listens until it is stopped.)
+func ExampleExecHandover() {
+	ctx := context.Background()
+	inherited, err := runtimeguard.Inherit() // nil unless a handover started this image
+	if err != nil {
+		log.Fatal(err)
+	}
+	opts := runtimeguard.Options{ModulePath: "/srv/agent/run_agent.py"}
+	var ln net.Listener
+	if inherited != nil {
+		ln = inherited.Listeners[0]
+		opts.ExpectRevision, opts.ExpectReceipt = inherited.ExpectRevision, inherited.ExpectReceipt
+	} else if ln, err = net.Listen("tcp", "localhost:8080"); err != nil {
+		log.Fatal(err)
+	}
+	guard, err := runtimeguard.New(opts) // fails if the checkout is not at the planned revision
+	inherited.Release()
+	if err != nil {
+		log.Fatal(err) // or answer the 409 until restarted, as examples/agentserver does
+	}
+
+	api := http.NewServeMux() // the handlers that touch session state
+	var hs *http.Server
+	served := make(chan struct{})
+	serve := func(l net.Listener) {
+		hs = &http.Server{Handler: api}
+		go func() { _ = hs.Serve(l); served <- struct{}{} }()
+	}
+	handover := &runtimeguard.ExecHandover{
+		Listeners: []net.Listener{ln},
+		Quiesce: func(ctx context.Context) error {
+			return hs.Shutdown(ctx) // closes the listener; the socket stays open for the new image
+		},
+		Resume: func(lns []net.Listener) error {
+			<-served
+			serve(lns[0])
+			return nil
+		},
+	}
+	rl, err := runtimeguard.NewReloader(ctx, guard, runtimeguard.ReloaderOptions{Handover: handover.Handover})
+	if err != nil {
+		log.Fatal(err)
+	}
+	api.Handle("/api/", rl.Wrap(http.NotFoundHandler()))
+	serve(ln)
+	<-rl.Done()
+}
+
+// The probes of an orchestrator or a load balancer, mounted beside the
+// guarded handlers rather than behind the guard: a stale server stays live
+// and, with no reload scheduled, ready, answering retryable 409s.
+func ExampleGuard_ReadinessHandler() {
+	module := checkout()
+	defer os.RemoveAll(filepath.Dir(module))
+	home := tempDir()
+	defer os.RemoveAll(home)
+	guard, err := runtimeguard.New(runtimeguard.Options{ModulePath: module, HomeDir: home})
+	if err != nil {
+		log.Fatal(err)
+	}
+	api := http.NewServeMux() // the handlers that touch session state
+	api.HandleFunc("/api/chat", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
+
+	mux := http.NewServeMux()
+	mux.Handle("GET /livez", guard.LivenessHandler())
+	mux.Handle("GET /readyz", guard.ReadinessHandler())
+	mux.Handle("/", guard.Middleware(api)) // or a Reloader's Wrap
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	update(module, "class AIAgent: revision = 2\n")
+	for _, path := range []string{"/api/chat", "/livez", "/readyz"} {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			log.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		fmt.Println(path, resp.StatusCode, len(body) > 0)
+	}
+	// Output:
+	// /api/chat 409 true
+	// /livez 200 true
+	// /readyz 200 true
+}
+
+// A configuration mistake is an *OptionError that names the field, the
+// value and why: a host can point its own configuration key at it.
+func ExampleOptionError() {
+	layout := runtimeguard.HermesLayout
+	layout.Marker = "../outside"
+	_, err := runtimeguard.New(runtimeguard.Options{HomeDir: "/srv/hermes", Layout: layout})
+
+	var oe *runtimeguard.OptionError
+	if errors.As(err, &oe) {
+		fmt.Println("field:", oe.Field)
+		fmt.Println("value:", oe.Value)
+		fmt.Println("why:", oe.Reason)
+	}
+	fmt.Println(err)
+	// Output:
+	// field: Layout.Marker
+	// value: ../outside
+	// why: is not a relative path that stays inside its directory
+	// runtimeguard: Layout.Marker "../outside": is not a relative path that stays inside its directory
+}
+
+// A whole server: bind at startup to the file the server loaded its agent
+// from, and put the guard in front of every handler that touches session
+// state. The README's first screen is this function's body, in a main
+// package. (Compiled, not run: it listens until it is stopped.)
+func Example_server() {
+	// Bind, at startup, to the file this server loaded its agent from.
+	guard, err := runtimeguard.New(runtimeguard.Options{ModulePath: "/srv/agent/run_agent.py"})
+	if err != nil {
+		log.Fatal(err) // no such file, or a checkout it cannot read
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/chat", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "ok") // only while the checkout is where it was: session state is safe
+	})
+	// Once the checkout moved, a retryable 409 before any handler runs.
+	log.Fatal(http.ListenAndServe("localhost:8080", guard.Middleware(mux)))
+}
+
+// A server that reloads by itself once the updater's receipt proves the
+// update finished. (Compiled, not run: it listens until it is stopped.)
+func Example_reloader() {
+	ctx := context.Background()
+	guard, err := runtimeguard.New(runtimeguard.Options{ModulePath: "/srv/agent/run_agent.py"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	api := http.NewServeMux() // the handlers that touch session state
+
+	rl, err := runtimeguard.NewReloader(ctx, guard, runtimeguard.ReloaderOptions{
+		Restart: func(ctx context.Context, plan *runtimeguard.Plan) error {
+			return nil // stop the workers, start them on the new code; the guard is then rebound
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	http.Handle("/api/", rl.Wrap(api)) // guarded, drained while it reloads
+	log.Fatal(http.ListenAndServe("localhost:8080", nil))
+}
+
+// A guard's counts published with expvar, which serves every published
+// variable as JSON at /debug/vars of http.DefaultServeMux: each read of
+// the variable takes a fresh snapshot. The guard here is unbound (a
+// server binds one with Options.ModulePath), so that the counts are known.
+func ExampleGuard_Stats() {
+	g, err := runtimeguard.New(runtimeguard.Options{})
+	if err != nil {
+		panic(err)
+	}
+	expvar.Publish("runtimeguard", expvar.Func(func() any { return g.Stats() }))
+
+	for range 3 {
+		_ = g.EnsureCurrent()
+	}
+	fmt.Println(expvar.Get("runtimeguard").String())
+	// Output:
+	// {"checks":3,"stale":0,"full_reads":0,"read_timeouts":0,"reloads":0,"reloads_abandoned":0}
 }

@@ -2672,7 +2672,7 @@ func needReftable(t *testing.T) {
 	t.Helper()
 	gittest.Need(t)
 	if !gittest.HasReftable() {
-		t.Skip("the git on PATH is older than 2.45 and makes no reftable repository; put a current one first (scripts/current-git.sh)")
+		t.Skip("the git on PATH is older than 2.45 and makes no reftable repository; put a current one first (.ci/current-git.sh)")
 	}
 }
 

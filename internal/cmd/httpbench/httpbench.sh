@@ -2,7 +2,7 @@
 # The HTTP benchmark: requests per second of a trivial handler, bare and
 # behind the guard, on loopback, under wrk (Debian: apt-get install wrk).
 #
-#   scripts/httpbench.sh [-rounds N] [-duration Ds] [REV]
+#   internal/cmd/httpbench/httpbench.sh [-rounds N] [-duration Ds] [REV]
 #
 # Builds internal/cmd/httpbench from the working tree and runs it: one
 # server process with five ports (bare, watch, stat, stale, seed), each
@@ -25,7 +25,7 @@
 # tree), or "tree" where there is no REV. It fails when any port answers
 # other than it should (200, and 409 on the stale port).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../../.."
 
 usage() {
 	echo "usage: $0 [-rounds N] [-duration Ds] [REV]" >&2

@@ -5,7 +5,7 @@
 # the benchmark, run under strace -f with RUNTIMEGUARD_MARK set, lstats a
 # marker path before and after each measured check, and the calls between
 # two markers are counted, per check. Needs strace and python3. Usage:
-# scripts/rearm-syscalls.sh [N]
+# .ci/rearm-syscalls.sh [N]
 set -euo pipefail
 n=${1:-50}
 cd "$(dirname "$0")/.."

@@ -4,7 +4,7 @@
 # divided by N, on the watch path and on the stat path (--check stat), for a
 # loose and a packed branch, and a reftable repository where git makes one
 # (2.45 and later). Needs strace and git. Usage:
-# scripts/syscalls.sh [N]
+# .ci/syscalls.sh [N]
 set -euo pipefail
 n=${1:-20000}
 cd "$(dirname "$0")/.."

@@ -211,6 +211,49 @@ type Receipt struct {
 	Checkout string `json:"checkout,omitempty"`
 }
 
+// Observe is [Guard.Observe] without a guard: it reads the updater's files
+// for the install opts describe, its source directory being the directory
+// of opts.ModulePath (links resolved as far as they lead), without reading
+// the checkout, and waits for them at most opts.ReadTimeout, as
+// [Guard.Observe] does. It serves a host that could not bind (New failed:
+// the checkout could not be read, is moving, or the module is missing) and
+// still wants to say what the updater is doing; its error is an
+// [*OptionError], for options that describe no install, or a module path
+// that cannot be made absolute.
+func Observe(opts Options) (Observation, error) {
+	cfg, err := opts.resolveOn(systemEnv)
+	if err != nil {
+		return Observation{}, err
+	}
+	src := ""
+	if opts.ModulePath != "" {
+		abs, err := gitread.Abs(opts.ModulePath)
+		if err != nil {
+			return Observation{}, fmt.Errorf("runtimeguard: %w", err)
+		}
+		src = filepath.Dir(abs)
+	}
+	t, stuck := bounded.Submit(context.Background(), cfg.ux, nil, cfg.timeout, func(t *bounded.Task[Observation]) {
+		dir := src
+		if opts.ModulePath != "" {
+			// A module path that leads nowhere still names a directory
+			// whose recovery markers may say why.
+			if mod, err := gitread.ResolvePath(opts.ModulePath); err == nil {
+				dir = filepath.Dir(mod)
+			}
+		}
+		t.Val = cfg.observeAt(newestReceipt, dir)
+	}, nil)
+	cfg.env.upd.Cache.Close() // the options' guard lives no longer than the call
+	if stuck != nil {
+		return cfg.unknownObservation(readStuck(stuck), src), nil
+	}
+	if t.Err != nil {
+		return cfg.unknownObservation("reading the updater's files ended: "+t.Err.Error(), src), nil
+	}
+	return t.Val, nil
+}
+
 // receiptRead says which receipt a look at the updater's files reads: none
 // (the stale path needs only the update state), the newest of all, or the
 // newest written since a listing.
@@ -762,47 +805,4 @@ func (c *config) receiptSources() ([]updater.ReceiptSource, string) {
 		srcs = append(srcs, s)
 	}
 	return srcs, problem
-}
-
-// Observe is [Guard.Observe] without a guard: it reads the updater's files
-// for the install opts describe, its source directory being the directory
-// of opts.ModulePath (links resolved as far as they lead), without reading
-// the checkout, and waits for them at most opts.ReadTimeout, as
-// [Guard.Observe] does. It serves a host that could not bind (New failed:
-// the checkout could not be read, is moving, or the module is missing) and
-// still wants to say what the updater is doing; its error is an
-// [*OptionError], for options that describe no install, or a module path
-// that cannot be made absolute.
-func Observe(opts Options) (Observation, error) {
-	cfg, err := opts.resolveOn(systemEnv)
-	if err != nil {
-		return Observation{}, err
-	}
-	src := ""
-	if opts.ModulePath != "" {
-		abs, err := gitread.Abs(opts.ModulePath)
-		if err != nil {
-			return Observation{}, fmt.Errorf("runtimeguard: %w", err)
-		}
-		src = filepath.Dir(abs)
-	}
-	t, stuck := bounded.Submit(context.Background(), cfg.ux, nil, cfg.timeout, func(t *bounded.Task[Observation]) {
-		dir := src
-		if opts.ModulePath != "" {
-			// A module path that leads nowhere still names a directory
-			// whose recovery markers may say why.
-			if mod, err := gitread.ResolvePath(opts.ModulePath); err == nil {
-				dir = filepath.Dir(mod)
-			}
-		}
-		t.Val = cfg.observeAt(newestReceipt, dir)
-	}, nil)
-	cfg.env.upd.Cache.Close() // the options' guard lives no longer than the call
-	if stuck != nil {
-		return cfg.unknownObservation(readStuck(stuck), src), nil
-	}
-	if t.Err != nil {
-		return cfg.unknownObservation("reading the updater's files ended: "+t.Err.Error(), src), nil
-	}
-	return t.Val, nil
 }

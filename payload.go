@@ -20,6 +20,10 @@ const PayloadType = "agent_runtime_stale"
 // that it stays valid however the README is arranged.
 const ProblemType = "https://github.com/runtimeguard/runtimeguard/blob/main/docs/payload.md"
 
+// RetryAfterSeconds is the Retry-After, in seconds, of a stale answer while
+// a reload is scheduled: the new code is usually bound within it.
+const RetryAfterSeconds = 1
+
 // Payload is the JSON body of the HTTP 409 a stale runtime answers with.
 // Its keys are frozen API:
 //
@@ -380,7 +384,3 @@ func writeHealth(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_, _ = w.Write(append(body, '\n'))
 }
-
-// RetryAfterSeconds is the Retry-After, in seconds, of a stale answer while
-// a reload is scheduled: the new code is usually bound within it.
-const RetryAfterSeconds = 1

@@ -9,6 +9,8 @@ import (
 
 	"github.com/runtimeguard/runtimeguard/internal/bounded"
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
+	"github.com/runtimeguard/runtimeguard/internal/updater"
+	"github.com/runtimeguard/runtimeguard/internal/watch"
 )
 
 // config is Options resolved once, with every default applied: what a
@@ -127,3 +129,17 @@ func (c *config) installRoots(srcs ...string) []string {
 	}
 	return roots
 }
+
+// env is the part of the environment a guard touches, replaceable per
+// instance so that tests can run in parallel.
+type env struct {
+	now func() time.Time
+	// git is the file system the checkout is read from.
+	git *gitread.FS
+	// upd reads the updater's files.
+	upd *updater.Env
+	// watch is the process's inotify watcher, or why there is none.
+	watch func() (*watch.Watcher, error)
+}
+
+var systemEnv = &env{now: time.Now, git: gitread.System, upd: updater.System, watch: watch.Shared}

@@ -666,20 +666,6 @@ func (g *Guard) logCurrentAgain(cfg *config, b *binding) {
 	cfg.log().Info("runtimeguard: the loaded runtime is current again", "revision", b.id.Revision, "stale_checks", b.staleCount.Load())
 }
 
-// env is the part of the environment a guard touches, replaceable per
-// instance so that tests can run in parallel.
-type env struct {
-	now func() time.Time
-	// git is the file system the checkout is read from.
-	git *gitread.FS
-	// upd reads the updater's files.
-	upd *updater.Env
-	// watch is the process's inotify watcher, or why there is none.
-	watch func() (*watch.Watcher, error)
-}
-
-var systemEnv = &env{now: time.Now, git: gitread.System, upd: updater.System, watch: watch.Shared}
-
 // withoutGit handles a binding b of the configured path abs that no Git
 // checkout identifies: with [Options.RequireCheckout] or
 // [Options.ExpectRevision] it is an error matching [ErrNotCheckout];

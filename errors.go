@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/runtimeguard/runtimeguard/internal/check"
 )
 
 // Errors a host can tell apart with errors.Is. A repository format this
@@ -58,13 +56,16 @@ func (e *PanicError) Unwrap() error {
 	return err
 }
 
-// pieceErr is the error of a piece of an executor's work as the package
-// reports it: a panic the executor recovered is a *[PanicError].
-func pieceErr(err error) error {
-	if p, ok := err.(*check.Panic); ok {
-		return &PanicError{Value: p.Value, Stack: p.Stack}
-	}
-	return err
+// panicError is the error of a read that panicked with value: the
+// Panicked of the package's executors.
+func panicError(value any, stack []byte) error {
+	return &PanicError{Value: value, Stack: stack}
+}
+
+// readTimeout is the error of a check that gave up waiting for the
+// checkout; msg says what it waited for, and for how long.
+func readTimeout(msg string) error {
+	return classed(ErrReadTimeout, "%s: %s", msg, classWords(ErrReadTimeout))
 }
 
 // noRevision is why a read of the checkout found no revision, as an

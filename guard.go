@@ -6,14 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/runtimeguard/runtimeguard/internal/check"
+	"github.com/runtimeguard/runtimeguard/internal/bounded"
 	"github.com/runtimeguard/runtimeguard/internal/fsread"
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
 	"github.com/runtimeguard/runtimeguard/internal/updater"
@@ -79,10 +78,10 @@ type Guard struct {
 	bound  atomic.Pointer[binding]
 	first  atomic.Pointer[signal] // the change signal of Capture's bindings
 
-	unboundObs  check.Lane[Observation] // the reads of the updater's files of an unbound guard
-	unboundDiag check.Lane[Observation] // and of its diagnostics
-	closed      atomic.Bool             // set by Close
-	closedSig   signal                  // fired by Close; its channel made on first use
+	unboundObs  bounded.Lane[Observation] // the reads of the updater's files of an unbound guard
+	unboundDiag bounded.Lane[Observation] // and of its diagnostics
+	closed      atomic.Bool               // set by Close
+	closedSig   signal                    // fired by Close; its channel made on first use
 	closedOnce  sync.Once
 
 	reloader atomic.Bool  // a Reloader runs for the guard
@@ -167,16 +166,16 @@ func (g *Guard) Capture(modulePath string) error {
 		g.bindMu.Lock()
 		if cur := g.bound.Load(); cur != nil && cur.git() {
 			g.bindMu.Unlock()
-			b.Close() // another Capture bound meanwhile: verify against it
+			b.close() // another Capture bound meanwhile: verify against it
 			continue
 		}
 		old := g.bound.Swap(b)
 		if g.closed.Load() {
-			b.Close()
+			b.close()
 		}
 		g.bindMu.Unlock()
 		if old != nil {
-			old.Close() // a binding without Git replaced
+			old.close() // a binding without Git replaced
 			old.replaced.fire()
 		}
 		return nil
@@ -187,15 +186,15 @@ func (g *Guard) Capture(modulePath string) error {
 // the path b was bound to is verified as a check is; another
 // path must lead to the same module.
 func (g *Guard) captureBound(cfg *config, b *binding, abs string) error {
-	if abs != b.Configured() { // the same path is verified as a check is, within ReadTimeout
-		t, stuck := check.Submit(context.Background(), checkoutExecutor(abs), nil, cfg.timeout, func(t *check.Task[string]) {
+	if abs != b.configured { // the same path is verified as a check is, within ReadTimeout
+		t, stuck := bounded.Submit(context.Background(), checkoutExecutor(abs), nil, cfg.timeout, func(t *bounded.Task[string]) {
 			t.Val, _ = gitread.ResolvePath(abs)
 		}, nil)
 		if stuck != nil {
 			return classed(ErrReadTimeout, "runtimeguard: capture %s: its path did not resolve within %v: %s", abs, cfg.timeout, classWords(ErrReadTimeout))
 		}
 		if t.Val != b.id.ModulePath {
-			return fmt.Errorf("runtimeguard: capture %s: the guard is bound to %s at %s; a guard binds once", abs, b.Configured(), b.id.Revision)
+			return fmt.Errorf("runtimeguard: capture %s: the guard is bound to %s at %s; a guard binds once", abs, b.configured, b.id.Revision)
 		}
 	}
 	return g.EnsureCurrent()
@@ -218,13 +217,13 @@ func (g *Guard) captureNew(cfg *config, abs string) (*binding, error) {
 	b.sig = g.firstSignal()
 	if !b.git() {
 		if err := g.withoutGit(cfg, b, abs); err != nil {
-			b.Close()
+			b.close()
 			return nil, err
 		}
 	}
 	if cfg.expect != "" {
 		if len(cfg.expect) != len(b.id.Revision) {
-			b.Close()
+			b.close()
 			return nil, optionError("Options.ExpectRevision", cfg.expect, fmt.Sprintf("has %d hex digits; the object ids of the repository of %s have %d", len(cfg.expect), abs, len(b.id.Revision)))
 		}
 		b.id.Revision = cfg.expect
@@ -244,7 +243,7 @@ func (g *Guard) captureNew(cfg *config, abs string) (*binding, error) {
 			why = "the newest receipt is no longer " + cfg.expectReceipt
 		}
 		if why != "" {
-			b.Close()
+			b.close()
 			return nil, classed(ErrNotReady, "runtimeguard: bind %s with ExpectReceipt: %s: %s", abs, why, classWords(ErrNotReady))
 		}
 	}
@@ -278,7 +277,7 @@ func (g *Guard) Close() error {
 	b := g.bound.Load()
 	g.bindMu.Unlock()
 	if b != nil {
-		b.Close()
+		b.close()
 	}
 	g.config().env.upd.Cache.Close()
 	return nil
@@ -328,7 +327,7 @@ func (g *Guard) bind(ctx context.Context, cfg *config, abs string) (*binding, er
 		}
 		b := newBinding(cfg, abs, e.now(), &g.closed, &g.counts)
 		// The receipts are listed before the read: see binding.receiptsAt.
-		rf, stuck := check.Submit(ctx, b.ux, nil, cfg.timeout, func(t *check.Task[*updater.ReceiptFiles]) {
+		rf, stuck := bounded.Submit(ctx, b.ux, nil, cfg.timeout, func(t *bounded.Task[*updater.ReceiptFiles]) {
 			t.Val = cfg.listReceipts()
 		}, nil)
 		if stuck != nil {
@@ -343,30 +342,30 @@ func (g *Guard) bind(ctx context.Context, cfg *config, abs string) (*binding, er
 			return nil, classed(ErrReadTimeout, "the listing of the updater's receipts did not return within %v%s: %s", cfg.timeout, on, classWords(ErrReadTimeout))
 		}
 		b.receiptsAt = rf.Val
-		call, err := b.Look(ctx, e, cfg.alwaysRead, cfg.timeout, true)
+		call, err := b.look(ctx, cfg.timeout, true)
 		if err == nil {
 			err = call.Val.Err
 		}
 		switch {
 		case err != nil && errors.Is(err, fsread.ErrChanged):
 			moving = err
-			b.Close()
+			b.close()
 			continue
 		case err != nil:
-			b.Close()
+			b.close()
 			return nil, err
 		case call.Val.Checkout.Transient:
 			moving = fmt.Errorf("HEAD names %s, which does not exist while other refs do (a branch being renamed or deleted, or an orphan branch)", call.Val.Checkout.Head)
-			b.Close()
+			b.close()
 			continue
 		case !call.Val.Unchanged:
 			moving = errors.New("the checkout changed while it was read")
-			b.Close()
+			b.close()
 			continue
 		}
 		c := call.Val.Checkout
 		b.id = Identity{SourceDir: c.SourceDir, ModulePath: c.ModulePath, Revision: c.Revision}
-		b.Bind(&c)
+		b.boundTo(&c)
 		b.by, b.reason = identifiedBy(&c), c.Reason
 		return b, nil
 	}
@@ -408,7 +407,7 @@ func (g *Guard) EnsureCurrent() error {
 		return nil
 	}
 	cfg := g.config()
-	rev, err := b.Current(cfg.env, cfg.alwaysRead, cfg.timeout)
+	rev, err := b.current(cfg.timeout)
 	if err == nil && rev == b.id.Revision {
 		if b.staleSeen.Load() && b.staleSeen.CompareAndSwap(true, false) {
 			g.logCurrentAgain(cfg, b)
@@ -445,6 +444,72 @@ func (g *Guard) Identity() Identity {
 	return Identity{}
 }
 
+// Paths returns the paths the guard's options resolved to at [New] (the
+// zero Guard's, those of a zero [Options], at its first use). A
+// tool that writes the updater's files, or shows where a guard would look,
+// makes a guard with no [Options.ModulePath] for them: New then reads
+// neither the checkout nor the updater's files.
+func (g *Guard) Paths() Paths {
+	return g.config().paths()
+}
+
+// Stats counts what a guard did since [New], for an operator's metrics:
+// each count only grows, and a snapshot costs a few atomic loads. Publish
+// it with the standard library's expvar (see the package examples) or any
+// metrics library, and compare two snapshots for rates.
+type Stats struct {
+	// Checks counts the calls of [Guard.EnsureCurrent], whoever made them
+	// ([Guard.Middleware], [Guard.Watch], the host), including those of an
+	// unbound guard.
+	Checks uint64 `json:"checks"`
+	// Stale counts the checks that answered with a *[StaleError]: the
+	// 409s the guard caused.
+	Stale uint64 `json:"stale"`
+	// FullReads counts the full reads of the checkout (HEAD, the refs, the
+	// config, the index), made where no proof that nothing changed held,
+	// and on every check with [Options].Check "read".
+	FullReads uint64 `json:"full_reads"`
+	// ReadTimeouts counts the checks that gave up waiting for the file
+	// system ([ErrReadTimeout]).
+	ReadTimeouts uint64 `json:"read_timeouts"`
+	// Reloads counts the reloads carried out by the Reloaders of the
+	// guard, and ReloadsAbandoned the planned attempts that were not:
+	// work that did not drain by the deadline (each attempt), a restart or
+	// a handover that failed or panicked, a checkout that moved again.
+	Reloads          uint64 `json:"reloads"`
+	ReloadsAbandoned uint64 `json:"reloads_abandoned"`
+}
+
+// counters are a guard's counts, each on a cache line of its own so that
+// the checks' counting stays cheap from many cores.
+type counters struct {
+	checks       paddedCount
+	stale        atomic.Uint64
+	fullReads    atomic.Uint64
+	readTimeouts atomic.Uint64
+	reloads      atomic.Uint64
+	abandoned    atomic.Uint64
+}
+
+// paddedCount is a counter alone on its cache line.
+type paddedCount struct {
+	atomic.Uint64
+	_ [56]byte
+}
+
+// Stats returns the guard's counts so far.
+func (g *Guard) Stats() Stats {
+	c := &g.counts
+	return Stats{
+		Checks:           c.checks.Load(),
+		Stale:            c.stale.Load(),
+		FullReads:        c.fullReads.Load(),
+		ReadTimeouts:     c.readTimeouts.Load(),
+		Reloads:          c.reloads.Load(),
+		ReloadsAbandoned: c.abandoned.Load(),
+	}
+}
+
 // Observe reads the updater's files now, as a stale check does, and reports
 // everything it found: the marker, the recovery markers of the install
 // roots, the newest receipt, and the update state they add up to. It
@@ -455,56 +520,14 @@ func (g *Guard) Observe() Observation {
 	b := g.bound.Load()
 	o := g.observeRead(context.Background(), cfg, b, newestReceipt, true)
 	if b != nil {
-		o.Check, o.CheckReason = b.Path(cfg.alwaysRead)
+		check, why := b.checkPath()
+		o.Check, o.CheckReason = string(check), why
 		o.IdentifiedBy = b.by
 		if !b.git() {
 			o.Unguarded = cmp.Or(b.reason, "HEAD names no commit")
 		}
 	}
 	return o
-}
-
-// Observe is [Guard.Observe] without a guard: it reads the updater's files
-// for the install opts describe, its source directory being the directory
-// of opts.ModulePath (links resolved as far as they lead), without reading
-// the checkout, and waits for them at most opts.ReadTimeout, as
-// [Guard.Observe] does. It serves a host that could not bind (New failed:
-// the checkout could not be read, is moving, or the module is missing) and
-// still wants to say what the updater is doing; its error is an
-// [*OptionError], for options that describe no install, or a module path
-// that cannot be made absolute.
-func Observe(opts Options) (Observation, error) {
-	cfg, err := opts.resolveOn(systemEnv)
-	if err != nil {
-		return Observation{}, err
-	}
-	src := ""
-	if opts.ModulePath != "" {
-		abs, err := gitread.Abs(opts.ModulePath)
-		if err != nil {
-			return Observation{}, fmt.Errorf("runtimeguard: %w", err)
-		}
-		src = filepath.Dir(abs)
-	}
-	t, stuck := check.Submit(context.Background(), cfg.ux, nil, cfg.timeout, func(t *check.Task[Observation]) {
-		dir := src
-		if opts.ModulePath != "" {
-			// A module path that leads nowhere still names a directory
-			// whose recovery markers may say why.
-			if mod, err := gitread.ResolvePath(opts.ModulePath); err == nil {
-				dir = filepath.Dir(mod)
-			}
-		}
-		t.Val = cfg.observeAt(newestReceipt, dir)
-	}, nil)
-	cfg.env.upd.Cache.Close() // the options' guard lives no longer than the call
-	if stuck != nil {
-		return cfg.unknownObservation(readStuck(stuck), src), nil
-	}
-	if t.Err != nil {
-		return cfg.unknownObservation("reading the updater's files ended: "+pieceErr(t.Err).Error(), src), nil
-	}
-	return t.Val, nil
 }
 
 // observe reads the updater's files for b, as a stale answer needs them
@@ -521,7 +544,7 @@ func Observe(opts Options) (Observation, error) {
 // that doubles the 409s a server serves per second; a 409's update state
 // is at most staleReuse older than the request.
 func (g *Guard) observe(cfg *config, b *binding) Observation {
-	now, mod := time.Now(), b.ReadModule()
+	now, mod := time.Now(), b.readModule.Load()
 	if a := b.answered.Load(); a != nil && mod != nil && a.module != nil && *a.module == *mod && now.Sub(a.at) < staleReuse {
 		return a.o
 	}
@@ -538,7 +561,7 @@ const staleReuse = 10 * time.Millisecond
 // answer's reads and the diagnostic's each share pieces of their own.
 // resolve is for a caller that did not look at the checkout just before:
 // the install directories are those the module path leads to now (see
-// check.Binding.InstallDirs).
+// binding.installDirs).
 func (g *Guard) observeRead(ctx context.Context, cfg *config, b *binding, rr receiptRead, resolve bool) Observation {
 	x, l, src := cfg.ux, &g.unboundObs, ""
 	if rr.read {
@@ -553,7 +576,7 @@ func (g *Guard) observeRead(ctx context.Context, cfg *config, b *binding, rr rec
 	if rr.since != nil {
 		l = nil // a read of its own
 	}
-	t, stuck := check.Submit(ctx, x, l, cfg.timeout, func(t *check.Task[Observation]) {
+	t, stuck := bounded.Submit(ctx, x, l, cfg.timeout, func(t *bounded.Task[Observation]) {
 		defer func() {
 			if p := recover(); p != nil {
 				t.Val = cfg.unknownObservation(fmt.Sprintf("reading the updater's files panicked: %v", p), src)
@@ -569,14 +592,14 @@ func (g *Guard) observeRead(ctx context.Context, cfg *config, b *binding, rr rec
 	case stuck != nil:
 		return cfg.unknownObservation(readStuck(stuck), src)
 	case t.Err != nil:
-		return cfg.unknownObservation("reading the updater's files ended: "+pieceErr(t.Err).Error(), src)
+		return cfg.unknownObservation("reading the updater's files ended: "+t.Err.Error(), src)
 	}
 	return t.Val
 }
 
 // readStuck is why a read of the updater's files is unknown, for a caller
 // that gave up on it.
-func readStuck(s *check.Stuck) string {
+func readStuck(s *bounded.Stuck) string {
 	if s.Ctx != nil {
 		return "the read of the updater's files was abandoned: " + s.Ctx.Error()
 	}
@@ -643,20 +666,6 @@ func (g *Guard) logCurrentAgain(cfg *config, b *binding) {
 	cfg.log().Info("runtimeguard: the loaded runtime is current again", "revision", b.id.Revision, "stale_checks", b.staleCount.Load())
 }
 
-// env is the part of the environment a guard touches, replaceable per
-// instance so that tests can run in parallel.
-type env struct {
-	now func() time.Time
-	// git is the file system the checkout is read from.
-	git *gitread.FS
-	// upd reads the updater's files.
-	upd *updater.Env
-	// watch is the process's inotify watcher, or why there is none.
-	watch func() (*watch.Watcher, error)
-}
-
-var systemEnv = &env{now: time.Now, git: gitread.System, upd: updater.System, watch: watch.Shared}
-
 // withoutGit handles a binding b of the configured path abs that no Git
 // checkout identifies: with [Options.RequireCheckout] or
 // [Options.ExpectRevision] it is an error matching [ErrNotCheckout];
@@ -677,4 +686,212 @@ func (g *Guard) withoutGit(cfg *config, b *binding, abs string) error {
 	cfg.log().Warn("runtimeguard: no Git checkout identifies the module: the guard identifies the install by its "+b.by,
 		"module", b.id.ModulePath, "reason", why, "identified_by", b.by, "revision", b.id.Revision)
 	return nil
+}
+
+// Changed returns a channel that is closed once the guard has seen its
+// checkout move: a check found it stale, or [Guard.Watch] did. A host can
+// plan a reload, or show a banner, without waiting for a request. After
+// [Plan.Bind], Changed returns a new channel for the new binding. An
+// unbound guard's channel is closed by the first move of the checkout it
+// then binds to.
+func (g *Guard) Changed() <-chan struct{} {
+	if b := g.bound.Load(); b != nil {
+		return b.sig.c
+	}
+	s := g.firstSignal()
+	if b := g.bound.Load(); b != nil { // bound meanwhile, to this signal
+		return b.sig.c
+	}
+	return s.c
+}
+
+// firstSignal is the change signal of the guard's first bindings: made
+// once, so that a Changed called before Capture and the binding Capture
+// makes share it.
+func (g *Guard) firstSignal() *signal {
+	if s := g.first.Load(); s != nil {
+		return s
+	}
+	g.first.CompareAndSwap(nil, newSignal())
+	return g.first.Load()
+}
+
+// Watch checks the checkout until ctx is done or the guard is closed, so
+// that [Guard.Changed] fires without a request, and returns ctx's error
+// (nil once the guard is closed). On the watch path (see
+// [Observation].Check) it checks when the kernel reports an event about
+// what the answer depends on, with no polling; elsewhere every interval.
+// The interval must be positive on either path, since the path may
+// change while Watch runs: Watch returns an error at once otherwise. It
+// picks its event source again whenever the
+// binding changes path (a ref packed, a watch that could not be armed and
+// later could). Once the checkout moved, Changed has fired and Watch rests
+// until the guard binds anew ([Plan.Bind], [Guard.Capture]). A stale
+// check is logged as any other.
+func (g *Guard) Watch(ctx context.Context, interval time.Duration) error {
+	if ctx == nil {
+		return errNilContext("watch")
+	}
+	if interval <= 0 {
+		return fmt.Errorf("runtimeguard: watch interval %v is not positive", interval)
+	}
+	closed := g.closedSignal().c
+	for {
+		if g.closed.Load() {
+			return nil
+		}
+		b := g.bound.Load()
+		if b != nil {
+			_ = g.EnsureCurrent()
+			if !b.sig.fired() {
+				if err := g.watchBinding(ctx, b, interval); err != nil {
+					return err
+				}
+				continue // stale, replaced, or closed: look again
+			}
+		}
+		// Stale: nothing more to tell until the guard binds anew.
+		// Unbound: look again every interval for a binding.
+		var rebound, tick <-chan struct{}
+		if b != nil {
+			rebound = b.replaced.c
+		} else {
+			tick = afterChan(interval)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-closed:
+			return nil
+		case <-rebound:
+		case <-tick:
+		}
+	}
+}
+
+// dirty reports whether b's snapshot must be read again before a check
+// can answer from it: there is none, it is not watched, or an event touched
+// what it depends on since its read began.
+func dirty(b *binding) bool {
+	s := b.snap.Load()
+	return s == nil || s.Claim == nil || s.Claim.Dirty()
+}
+
+// afterChan is time.After as a channel of struct{}.
+func afterChan(d time.Duration) <-chan struct{} {
+	c := make(chan struct{})
+	time.AfterFunc(d, func() { close(c) })
+	return c
+}
+
+// watchEventGap spaces the wakeups of a watch by events that were about
+// nothing it depends on: a burst of writes beside the checkout costs a
+// wakeup per gap, not one per write.
+const watchEventGap = 5 * time.Millisecond
+
+// watchBinding checks b until it is stale, replaced or changes path, or
+// the guard is closed, or ctx is done; only the last is an error.
+func (g *Guard) watchBinding(ctx context.Context, b *binding, interval time.Duration) error {
+	closed := g.closedSignal().c
+	moved := b.pathSignal() // before the path is looked at: a change after it fires
+	if wt := g.waiter(b); wt != nil {
+		defer wt.Close()
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			select {
+			case <-moved:
+			case <-closed:
+			case <-b.sig.c:
+			case <-b.replaced.c:
+			case <-wctx.Done():
+			}
+			cancel()
+		}()
+		stop := context.AfterFunc(wctx, wt.Stop)
+		defer stop()
+		for {
+			if dirty(b) {
+				_ = g.EnsureCurrent()
+			}
+			if b.sig.fired() || b.replaced.fired() || isClosed(moved) {
+				return nil
+			}
+			// Wait only while the snapshot is clean: events that came
+			// while the check read (a commit between a read's last look
+			// and its arming) were drained by that read's arming, and
+			// made it dirty with nothing left for the wait to report.
+			if !dirty(b) && !wt.Wait() {
+				return ctx.Err()
+			}
+			time.Sleep(watchEventGap)
+		}
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-closed:
+			return nil
+		case <-b.replaced.c:
+			return nil
+		case <-moved:
+			return nil
+		case <-t.C:
+		}
+		_ = g.EnsureCurrent()
+		if b.sig.fired() {
+			return nil
+		}
+	}
+}
+
+// waiter is an event source for watching b, when b is on the watch path.
+func (g *Guard) waiter(b *binding) *watch.Waiter {
+	s := b.snap.Load()
+	if s == nil || s.Claim == nil || b.unused() {
+		return nil
+	}
+	w, err := g.config().env.watch()
+	if err != nil {
+		return nil
+	}
+	wt, err := w.NewWaiter()
+	if err != nil {
+		return nil
+	}
+	return wt
+}
+
+// isClosed reports whether c is closed.
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// newSignal returns a signal that has not fired.
+func newSignal() *signal { return &signal{c: make(chan struct{})} }
+
+// signal is a channel closed once.
+type signal struct {
+	c    chan struct{}
+	once sync.Once
+}
+
+func (s *signal) fire() { s.once.Do(func() { close(s.c) }) }
+
+// fired reports whether the signal fired.
+func (s *signal) fired() bool {
+	select {
+	case <-s.c:
+		return true
+	default:
+		return false
+	}
 }

@@ -70,11 +70,34 @@ const (
 // readMarker classifies the marker at path as a guard with the default
 // options does.
 func readMarker(path string) MarkerState {
-	return MarkerState(updater.System.ClassifyMarker(path, DefaultMaxMarkerAge).State)
+	return markerState(updater.System.ClassifyMarker(path, DefaultMaxMarkerAge).Life)
 }
 
 // inspectRevision is the revision gitread.Inspect finds for module.
 func inspectRevision(module string) (string, error) {
 	c, err := gitread.Inspect(module)
 	return c.Revision, err
+}
+
+// children are the helper processes this test binary can be run as,
+// besides the harness's own (see gittest.RunChild), by the variable that
+// names each: a platform's test file adds its own.
+var children = map[string]func(value string) int{}
+
+// cleanups are directories made once per run and shared by tests (test
+// fixtures that are copied per case), removed when the run ends.
+var cleanups []string
+
+func TestMain(m *testing.M) {
+	gittest.RunChild(children)
+	code := m.Run()
+	for _, dir := range cleanups {
+		os.RemoveAll(dir)
+	}
+	os.Exit(code)
+}
+
+// processGone reports whether the updater's probe finds process pid gone.
+func processGone(pid int) bool {
+	return updater.ProbeProcess(int64(pid)).State == updater.ProcessGone
 }

@@ -1,12 +1,18 @@
 package runtimeguard
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/runtimeguard/runtimeguard/internal/bounded"
 	"github.com/runtimeguard/runtimeguard/internal/fsread"
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
 	"github.com/runtimeguard/runtimeguard/internal/updater"
@@ -41,6 +47,19 @@ const (
 
 // String returns the state's word.
 func (s MarkerState) String() string { return string(s) }
+
+// markerState is the state of a marker that proves l of its update.
+func markerState(l updater.Life) MarkerState {
+	switch l {
+	case updater.NoUpdate:
+		return MarkerAbsent
+	case updater.Live:
+		return MarkerActive
+	case updater.Ended:
+		return MarkerAbandoned
+	}
+	return MarkerUnknown
+}
 
 // UpdateState is the diagnostic a [StaleError] carries: what can be
 // observed of the updater. These are observations, not receipts: a missing
@@ -190,6 +209,49 @@ type Receipt struct {
 	// reload only of a checkout inside the homes' root (see
 	// [Guard.PlanReload]).
 	Checkout string `json:"checkout,omitempty"`
+}
+
+// Observe is [Guard.Observe] without a guard: it reads the updater's files
+// for the install opts describe, its source directory being the directory
+// of opts.ModulePath (links resolved as far as they lead), without reading
+// the checkout, and waits for them at most opts.ReadTimeout, as
+// [Guard.Observe] does. It serves a host that could not bind (New failed:
+// the checkout could not be read, is moving, or the module is missing) and
+// still wants to say what the updater is doing; its error is an
+// [*OptionError], for options that describe no install, or a module path
+// that cannot be made absolute.
+func Observe(opts Options) (Observation, error) {
+	cfg, err := opts.resolveOn(systemEnv)
+	if err != nil {
+		return Observation{}, err
+	}
+	src := ""
+	if opts.ModulePath != "" {
+		abs, err := gitread.Abs(opts.ModulePath)
+		if err != nil {
+			return Observation{}, fmt.Errorf("runtimeguard: %w", err)
+		}
+		src = filepath.Dir(abs)
+	}
+	t, stuck := bounded.Submit(context.Background(), cfg.ux, nil, cfg.timeout, func(t *bounded.Task[Observation]) {
+		dir := src
+		if opts.ModulePath != "" {
+			// A module path that leads nowhere still names a directory
+			// whose recovery markers may say why.
+			if mod, err := gitread.ResolvePath(opts.ModulePath); err == nil {
+				dir = filepath.Dir(mod)
+			}
+		}
+		t.Val = cfg.observeAt(newestReceipt, dir)
+	}, nil)
+	cfg.env.upd.Cache.Close() // the options' guard lives no longer than the call
+	if stuck != nil {
+		return cfg.unknownObservation(readStuck(stuck), src), nil
+	}
+	if t.Err != nil {
+		return cfg.unknownObservation("reading the updater's files ended: "+t.Err.Error(), src), nil
+	}
+	return t.Val, nil
 }
 
 // receiptRead says which receipt a look at the updater's files reads: none
@@ -368,17 +430,19 @@ func (c *config) readStaleFacts(srcs []string) staleFacts {
 // read of the updater's files.
 func (c *config) judgeMarkers(f *staleFacts) (updater.Verdict, string) {
 	if c.noMarker {
-		return updater.Verdict{State: updater.MarkerAbsent, Reason: "the updater's layout has no update marker"}, ""
+		return updater.Verdict{Life: updater.NoUpdate, Reason: "the updater's layout has no update marker"}, ""
 	}
+	// Of several homes' markers, the one that says the most that an
+	// update may be under way counts (updater.Life is ordered so).
 	best, bestPath := c.env.upd.JudgeMarker(&f.markers[0], c.maxAge), f.markers[0].Path
-	for i := 1; i < len(f.markers) && best.State != updater.MarkerActive; i++ {
-		if m := c.env.upd.JudgeMarker(&f.markers[i], c.maxAge); m.State.Rank() > best.State.Rank() {
+	for i := 1; i < len(f.markers) && best.Life != updater.Live; i++ {
+		if m := c.env.upd.JudgeMarker(&f.markers[i], c.maxAge); m.Life > best.Life {
 			best, bestPath = m, f.markers[i].Path
 		}
 	}
-	if f.problem != "" && best.State.Rank() < updater.MarkerUnknown.Rank() {
+	if f.problem != "" && best.Life < updater.Unsure {
 		// A home not read may hold an active marker.
-		return updater.Verdict{State: updater.MarkerUnknown, Reason: f.problem}, bestPath
+		return updater.Verdict{Life: updater.Unsure, Reason: f.problem}, bestPath
 	}
 	return best, bestPath
 }
@@ -389,11 +453,11 @@ func (c *config) staleObservation(f *staleFacts) Observation {
 	m, mpath := c.judgeMarkers(f)
 	o := Observation{
 		MarkerPath:      mpath,
-		Marker:          MarkerState(m.State),
+		Marker:          markerState(m.Life),
 		MarkerReason:    m.Reason,
 		InstallRoots:    nonNil(f.roots),
 		RecoveryMarkers: nonNil(f.present),
-		State:           combine(MarkerState(m.State), len(f.present) > 0, f.rootsRead),
+		State:           combine(markerState(m.Life), len(f.present) > 0, f.rootsRead),
 		ReceiptPath:     c.receiptPath,
 		LockPath:        c.lockPath,
 	}
@@ -553,4 +617,192 @@ func (c *config) observeFlip(o *Observation, since *updater.ReceiptFiles) {
 		To:         strings.ToLower(hash),
 		FinishedAt: st.ChangedAt(),
 	}
+}
+
+// maxProfileHomes bounds the profile homes a guard reads the updater's
+// files in, and maxProfileEntries the entries of the profiles directory it
+// reads to find them: past either, the homes are not read, and the
+// updater's files are unknown (they prove nothing), never a part of them
+// taken for all.
+const (
+	maxProfileHomes   = 64
+	maxProfileEntries = 4096
+)
+
+// updaterHomes is where an updater may keep its files: the guard's home
+// and, for a layout with profiles, the root those profiles share and every
+// profile home under it. The profile homes are listed again when the
+// profiles directory changes.
+type updaterHomes struct {
+	home     string // the guard's own home, absolute
+	root     string // the root of the profiles; home where there are none
+	profiles string // Layout.Profiles; "" for none
+	now      func() time.Time
+
+	mu      sync.Mutex // protects stamp, list and problem
+	stamp   fsread.Stamp
+	list    []string // the homes under root/profiles, as last listed
+	problem string   // why that listing is not whole, or ""
+}
+
+// newUpdaterHomes is the homes of a guard whose home is home (absolute).
+// A home is a profile home by what it is, not how it is spelt: its links
+// resolved (a ~/.hermes-work that leads to <root>/profiles/work), a home
+// under the profiles directory has the root above it. The links are
+// resolved on x, waited for at most timeout: a home on a file system
+// that does not answer is taken as spelt.
+func newUpdaterHomes(home, profiles string, now func() time.Time, x *bounded.Executor, timeout time.Duration) *updaterHomes {
+	h := &updaterHomes{home: home, root: home, profiles: profiles, now: now}
+	if profiles == "" {
+		return h
+	}
+	real := filepath.Clean(home)
+	if t, stuck := bounded.Submit(context.Background(), x, nil, timeout, func(t *bounded.Task[string]) {
+		t.Val, _ = filepath.EvalSymlinks(home)
+	}, nil); stuck == nil && t.Err == nil && t.Val != "" {
+		real = t.Val
+	}
+	if filepath.Base(filepath.Dir(real)) == profiles {
+		h.root = filepath.Dir(filepath.Dir(real))
+	}
+	return h
+}
+
+// realRoot is the root of the homes, its links resolved (a receipt that
+// names no checkout proves a reload only of a checkout inside it), or why
+// it cannot be told.
+func (h *updaterHomes) realRoot() (root, why string) {
+	if h == nil {
+		return "", "no home directory is known"
+	}
+	root, err := filepath.EvalSymlinks(h.root)
+	if err != nil {
+		return "", "the homes' root " + h.root + " cannot be resolved: " + err.Error()
+	}
+	return root, ""
+}
+
+// all returns the homes, the guard's own first, and why the list is not
+// whole ("" when it is): a profile home that is not read may hold a
+// marker or a newer receipt, so a list that is not whole proves nothing.
+func (h *updaterHomes) all() ([]string, string) {
+	homes, _, problem := h.allAndLinks()
+	return homes, problem
+}
+
+// allAndLinks is all, and also returns the links of the profiles
+// directory that lead to no directory (see listProfileHomes).
+func (h *updaterHomes) allAndLinks() (homes, links []string, problem string) {
+	homes = []string{h.home}
+	if h.profiles == "" {
+		return homes, nil, ""
+	}
+	if h.root != h.home {
+		homes = append(homes, h.root)
+	}
+	profiles, links, problem := h.profileHomes()
+	for _, p := range profiles {
+		if !slices.Contains(homes, p) {
+			homes = append(homes, p)
+		}
+	}
+	return homes, links, problem
+}
+
+// profileHomes lists the directories of root/profiles whose names do not
+// start with a dot, through the last listing while the directory's stamp
+// is the same and settled, and says why the list is not whole: the
+// directory could not be read, or holds more than maxProfileHomes homes.
+// links are the directory's links that lead to no directory: a listing
+// that found one is not kept, as what it leads to can become a home
+// while the directory's stamp stays the same.
+func (h *updaterHomes) profileHomes() (list, links []string, problem string) {
+	dir := filepath.Join(h.root, h.profiles)
+	st, err := fsread.StatStamp(dir)
+	if err != nil {
+		return nil, nil, "the profile homes " + dir + " cannot be listed: " + err.Error()
+	}
+	if !st.Present() || !st.IsDir() {
+		return nil, nil, ""
+	}
+	h.mu.Lock()
+	if h.list != nil && h.stamp == st {
+		defer h.mu.Unlock()
+		return h.list, nil, h.problem
+	}
+	h.mu.Unlock()
+	list, links, problem = listProfileHomes(dir)
+	if len(links) == 0 && st.Settled(h.now()) {
+		h.mu.Lock()
+		h.stamp, h.list, h.problem = st, list, problem
+		h.mu.Unlock()
+	}
+	return list, links, problem
+}
+
+// listProfileHomes lists the profile homes of dir, at most maxProfileHomes
+// of them, reading at most maxProfileEntries entries, and the symbolic
+// links in it that lead to no directory (dangling, or to something else):
+// whether one is a home can change with no change of dir.
+func listProfileHomes(dir string) (list, links []string, problem string) {
+	names, err := fsread.ReadNames(dir, maxProfileEntries, func(n string) bool { return !strings.HasPrefix(n, ".") })
+	if err != nil {
+		return []string{}, nil, "the profile homes cannot be listed: " + err.Error()
+	}
+	slices.Sort(names)
+	list = []string{}
+	for _, n := range names {
+		p := filepath.Join(dir, n)
+		fi, err := os.Stat(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist) || err == nil && !fi.IsDir():
+			// Removed, a dangling link, or no directory.
+			if li, err := os.Lstat(p); err == nil && li.Mode()&fs.ModeSymlink != 0 {
+				links = append(links, p)
+			}
+			continue
+		case err != nil:
+			return []string{}, nil, "the profile home " + p + " cannot be read: " + err.Error()
+		}
+		if len(list) == maxProfileHomes {
+			return []string{}, nil, fmt.Sprintf("%s holds more than %d profile homes: they are not read", dir, maxProfileHomes)
+		}
+		list = append(list, p)
+	}
+	return list, links, ""
+}
+
+// markerPathsAndLinks returns the marker's paths in every home, the
+// guard's own first, the links of the profiles directory that lead to no
+// directory (see listProfileHomes), and why the homes are not all known.
+func (c *config) markerPathsAndLinks() (paths, links []string, problem string) {
+	if c.homes == nil {
+		return nil, nil, ""
+	}
+	homes, links, problem := c.homes.allAndLinks()
+	for _, home := range homes {
+		paths = append(paths, filepath.Join(home, c.markerRel))
+	}
+	return paths, links, problem
+}
+
+// receiptSources are where every home keeps its receipts, and why they
+// are not all of them ("" when they are).
+func (c *config) receiptSources() ([]updater.ReceiptSource, string) {
+	if c.homes == nil || c.receiptRel == "" && c.historyRel == "" {
+		return nil, ""
+	}
+	homes, problem := c.homes.all()
+	var srcs []updater.ReceiptSource
+	for _, home := range homes {
+		var s updater.ReceiptSource
+		if c.receiptRel != "" {
+			s.Latest = filepath.Join(home, c.receiptRel)
+		}
+		if c.historyRel != "" {
+			s.History = filepath.Join(home, c.historyRel)
+		}
+		srcs = append(srcs, s)
+	}
+	return srcs, problem
 }

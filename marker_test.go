@@ -1,6 +1,8 @@
 package runtimeguard
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -8,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
 // The update state is what the marker and the recovery markers add up to,
@@ -52,6 +56,65 @@ func TestUpdateStateTable(t *testing.T) {
 			o := g.Observe()
 			assert.Equal(t, tc.marker, o.Marker, "Observe().Marker (%s)", o.MarkerReason)
 			assert.Equal(t, tc.want, o.State, "Observe().State with marker %s, incomplete %v", tc.marker, tc.incomplete)
+		})
+	}
+}
+
+// symlinkOrSkip makes a symbolic link, or skips the test where none can be made
+// (Windows without the privilege, Wine).
+func symlinkOrSkip(t *testing.T, target, link string) {
+	t.Helper()
+	if err := os.Symlink(target, link); err != nil {
+		t.Skipf("no symbolic link here: %v", err)
+	}
+}
+
+// A guard whose home is a profile home however it is spelt (a link to it,
+// a path through "..", a trailing slash) reads the root's marker: with a
+// live updater named there and a success receipt in the profile, no
+// reload is proven.
+func TestProfileHomeBehindALink(t *testing.T) {
+	live := gittest.LongChild(t).Process.Pid
+	spellings := map[string]func(root, tmp string) string{
+		"a link": func(root, tmp string) string {
+			link := filepath.Join(tmp, ".hermes-work")
+			symlinkOrSkip(t, filepath.Join(root, "profiles", "work"), link)
+			return link
+		},
+		"a link to a link": func(root, tmp string) string {
+			symlinkOrSkip(t, filepath.Join(root, "profiles"), filepath.Join(tmp, "p"))
+			link := filepath.Join(tmp, ".hermes-work")
+			symlinkOrSkip(t, filepath.Join(tmp, "p", "work"), link)
+			return link
+		},
+		"dot-dot":          func(root, _ string) string { return filepath.Join(root, "profiles", "other") + "/../work" },
+		"a trailing slash": func(root, _ string) string { return filepath.Join(root, "profiles", "work") + "/" },
+	}
+	for name, spell := range spellings {
+		t.Run(name, func(t *testing.T) {
+			tmp := tempDir(t)
+			root := filepath.Join(tmp, "root")
+			profile := filepath.Join(root, "profiles", "work")
+			require.NoError(t, os.MkdirAll(profile, 0o755))
+			require.NoError(t, os.MkdirAll(filepath.Join(root, "profiles", "other"), 0o755))
+			dir := filepath.Join(root, "hermes-agent") // where Hermes installs it
+			module, _ := agentRepo(t, dir)
+			g, err := New(Options{ModulePath: module, HomeDir: spell(root, tmp)})
+			require.NoError(t, err)
+			moved := commit(t, dir, "run_agent.py", "class AIAgent: revision = 2\n")
+			writeFile(t, filepath.Join(receiptsDir(profile), "latest.json"), string(hermesReceipt(t, "gen2-no-id-success.json", moved, time.Now())))
+			writeFile(t, filepath.Join(root, hermesMarker), fmt.Sprintf("%d\n%d\n", live, time.Now().Unix()))
+
+			_, err = g.PlanReload(context.Background())
+			require.ErrorIs(t, err, ErrNotReady)
+			assert.ErrorContains(t, err, filepath.Join(root, hermesMarker))
+			o := g.Observe()
+			assert.Equal(t, UpdateActive, o.State, "%s: %s", o.MarkerPath, o.MarkerReason)
+
+			require.NoError(t, os.Remove(filepath.Join(root, hermesMarker)))
+			r, err := g.PlanReload(context.Background())
+			require.NoError(t, err, "the marker gone, the profile's receipt proves")
+			r.Release()
 		})
 	}
 }

@@ -8,11 +8,9 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
-	"github.com/runtimeguard/runtimeguard/internal/check"
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
 	"github.com/runtimeguard/runtimeguard/internal/updater"
 	"github.com/runtimeguard/runtimeguard/internal/watch"
@@ -150,53 +148,6 @@ const (
 	defaultServerName = "Hermes WebUI"
 )
 
-// config is Options resolved once, with every default applied: what a
-// guard owns for its lifetime.
-type config struct {
-	env           *env
-	homes         *updaterHomes  // nil when no home directory is known
-	stamp         *gitread.Stamp // where an install's build stamp is (see Layout.Stamp)
-	markerRel     string         // Layout.Marker, Receipt and ReceiptHistory, native
-	receiptRel    string
-	historyRel    string
-	markerPath    string // the marker in the guard's home; "" when no home directory is known
-	receiptPath   string // the latest receipt in the guard's home; "" when the layout has none or no home is known
-	lockPath      string // "" when the layout has no lock or no home is known
-	checkoutLock  string // Layout.CheckoutLock
-	link          string // Layout.Link, absolute
-	noMarker      bool   // the layout has no Marker (it has a Link)
-	recovery      []string
-	python        string // Options.Python, absolute
-	installRoot   string // the root of the install python's venv is in, or ""
-	maxAge        time.Duration
-	timeout       time.Duration
-	message       string
-	reloadMessage string
-	autoMessage   string // while a Reloader waits for the proof of a reload
-	problem       bool
-	alwaysRead    bool
-	logger        *slog.Logger
-	onStale       func(*http.Request, *StaleError)
-	staleLogEvery time.Duration // the least time between two Debug logs of stale checks
-	expect        string        // ExpectRevision, lower case
-	expectReceipt string
-	// requireCheckout is Options.RequireCheckout.
-	requireCheckout bool
-
-	// unsupportedMessage is the stale message when the checkout turned
-	// into a format the guard does not read: a restart would fail too.
-	unsupportedMessage string
-
-	// updaterKey names what the reads of the updater's files touch
-	// besides the module's directory: the home, the interpreter's install
-	// root, the link. See updaterExecutor.
-	updaterKey string
-	// ux runs the reads of the updater's files for the options' own
-	// module path (those of an unbound guard, of Observe, the home's
-	// links): see updaterExecutor.
-	ux *check.Executor
-}
-
 // resolveOn validates opts and applies its defaults, with what it reads
 // of the file system (the links of the home) run on the executor of the
 // updater's files for opts.ModulePath (see updaterExecutor).
@@ -215,7 +166,7 @@ func (opts *Options) resolveOn(e *env) (*config, error) {
 		return nil, err
 	}
 	ec := *e
-	switch opts.Check {
+	switch checkMode(opts.Check) {
 	case "", checkWatch, checkRead:
 	case checkStat:
 		ec.watch = func() (*watch.Watcher, error) { return nil, errors.New(`Options.Check is "stat"`) }
@@ -234,7 +185,7 @@ func (opts *Options) resolveOn(e *env) (*config, error) {
 		maxAge:       cmp.Or(opts.MaxMarkerAge, DefaultMaxMarkerAge),
 		timeout:      cmp.Or(opts.ReadTimeout, DefaultReadTimeout),
 		problem:      opts.ProblemDetails,
-		alwaysRead:   opts.Check == checkRead,
+		check:        cmp.Or(checkMode(opts.Check), checkWatch),
 		logger:       opts.Logger,
 		onStale:      opts.OnStale,
 
@@ -342,41 +293,6 @@ func (opts *Options) resolveOn(e *env) (*config, error) {
 	}
 	c.requireCheckout = opts.RequireCheckout
 	return c, nil
-}
-
-// updaterExecutor is the process's executor of the reads of the
-// updater's files (markers, recovery markers, receipts, the checkout
-// lock, plans) for a guard of c whose configured module path is abs (""
-// for none): one per updater install, as what the reads touch names it
-// (the home, the interpreter's install root, the link, the module's
-// directory), shared by every guard, diagnostic and plan of the process
-// that reads it. So a file system that stops answering holds one
-// goroutine per install, whatever the number of calls, and slows only the
-// guards that read it.
-func (c *config) updaterExecutor(abs string) *check.Executor {
-	dir := ""
-	if abs != "" {
-		dir = filepath.Dir(abs)
-	}
-	return check.Shared("updater\x00" + c.updaterKey + "\x00" + dir)
-}
-
-// checkoutExecutor is the process's executor of the looks at the
-// checkout the configured module path abs leads to (stats, full reads,
-// binds): one per directory of a module path, shared by every guard of
-// the process that reads it, as updaterExecutor's are.
-func checkoutExecutor(abs string) *check.Executor {
-	return check.Shared("checkout\x00" + filepath.Dir(abs))
-}
-
-// log is the logger of what an operator must know (a guard bound without Git at
-// bind, the first stale answer, a reload done or abandoned):
-// [Options.Logger], or slog.Default() without one.
-func (c *config) log() *slog.Logger {
-	if c.logger != nil {
-		return c.logger
-	}
-	return slog.Default()
 }
 
 // homeDir is the updater's home directory: dir when set, else the layout's
@@ -619,48 +535,4 @@ type Paths struct {
 	// RecoveryMarkers are the file names of the recovery markers searched
 	// for in the install roots.
 	RecoveryMarkers []string `json:"recovery_markers"`
-}
-
-// Paths returns the paths the guard's options resolved to at [New] (the
-// zero Guard's, those of a zero [Options], at its first use). A
-// tool that writes the updater's files, or shows where a guard would look,
-// makes a guard with no [Options.ModulePath] for them: New then reads
-// neither the checkout nor the updater's files.
-func (g *Guard) Paths() Paths {
-	return g.config().paths()
-}
-
-// paths returns the resolved paths, in a copy the caller may keep.
-func (c *config) paths() Paths {
-	p := Paths{
-		Marker:          c.markerPath,
-		Receipt:         c.receiptPath,
-		Lock:            c.lockPath,
-		Python:          c.python,
-		InstallRoot:     c.installRoot,
-		RecoveryMarkers: nonNil(slices.Clone(c.recovery)),
-	}
-	if c.homes != nil {
-		p.Home = c.homes.home
-		if c.historyRel != "" {
-			p.ReceiptHistory = filepath.Join(p.Home, c.historyRel)
-		}
-	}
-	return p
-}
-
-// installRoots are the directories searched for recovery markers for the
-// installs whose source directories are srcs: each of them, then the
-// interpreter's install root, once each.
-func (c *config) installRoots(srcs ...string) []string {
-	var roots []string
-	for _, dir := range append(srcs, c.installRoot) {
-		if dir == "" {
-			continue
-		}
-		if dir = filepath.Clean(dir); !slices.Contains(roots, dir) {
-			roots = append(roots, dir)
-		}
-	}
-	return roots
 }

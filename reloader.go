@@ -60,10 +60,6 @@ const (
 	DefaultProofInterval = 250 * time.Millisecond
 )
 
-// RetryAfterSeconds is the Retry-After, in seconds, of a stale answer while
-// a reload is scheduled: the new code is usually bound within it.
-const RetryAfterSeconds = 1
-
 // Reloader carries out the reload protocol for a host, so that a host's
 // in-process reload is one constructor and one handler wrap:
 //

@@ -282,10 +282,10 @@ func cmdMarker(args []string, stdout, stderr io.Writer) error {
 	if path == "" {
 		return usagef("the marker PATH is empty")
 	}
-	word, reason := updater.System.Judge(*maxAge).Read(path)
-	state := runtimeguard.MarkerState(word)
+	v := updater.System.Judge(*maxAge).Read(path)
+	state, reason := stateOf(v.Life), v.Reason
 	if *asJSON {
-		if err := json.NewEncoder(stdout).Encode(markerJSON{Path: path, State: word, Reason: reason}); err != nil {
+		if err := json.NewEncoder(stdout).Encode(markerJSON{Path: path, State: string(state), Reason: reason}); err != nil {
 			return err
 		}
 	} else {

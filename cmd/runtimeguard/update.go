@@ -170,9 +170,9 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		CheckoutLock: checkoutLock,
 		Judge:        updater.System.Judge(runtimeguard.DefaultMaxMarkerAge),
 		Argv:         c.args, Dir: dir, Stdin: os.Stdin, Stdout: stdout, Stderr: stderr,
-		Markers: func() (string, string, string) {
+		Markers: func() (updater.Verdict, string) {
 			o := observe() // every home's marker, where the layout has profiles
-			return string(o.Marker), o.MarkerReason, o.MarkerPath
+			return updater.Verdict{Life: lives[o.Marker], Reason: o.MarkerReason}, o.MarkerPath
 		},
 		Revision: func() (string, string, error) {
 			ck, err := gitread.Inspect(gf.module)
@@ -201,4 +201,24 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return exitCode(exitError)
 	}
 	return nil
+}
+
+// lives are the marker states a guard reports, each with what the marker
+// proves of its update in the updater's words: a claim obeys the guard's
+// verdict.
+var lives = map[runtimeguard.MarkerState]updater.Life{
+	runtimeguard.MarkerAbsent:    updater.NoUpdate,
+	runtimeguard.MarkerAbandoned: updater.Ended,
+	runtimeguard.MarkerUnknown:   updater.Unsure,
+	runtimeguard.MarkerActive:    updater.Live,
+}
+
+// stateOf is the marker state a guard reports of a marker that proves l.
+func stateOf(l updater.Life) runtimeguard.MarkerState {
+	for s, x := range lives {
+		if x == l {
+			return s
+		}
+	}
+	return runtimeguard.MarkerUnknown
 }

@@ -19,7 +19,7 @@ import (
 func needReftable(tb testing.TB) {
 	tb.Helper()
 	if !gittest.HasReftable() {
-		tb.Skip("the git on PATH is older than 2.45 and makes no reftable repository; put a current one first (scripts/current-git.sh)")
+		tb.Skip("the git on PATH is older than 2.45 and makes no reftable repository; put a current one first (.ci/current-git.sh)")
 	}
 }
 

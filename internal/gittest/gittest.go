@@ -132,7 +132,7 @@ const EnvCurrentGit = "RUNTIMEGUARD_CURRENT_GIT"
 // Current returns the path of a git of version major.minor or newer: the
 // git the tests run when it is that new, else the one RUNTIMEGUARD_CURRENT_GIT
 // names. Without one it skips the test, saying why (CI always has one:
-// scripts/current-git.sh installs it).
+// .ci/current-git.sh installs it).
 func Current(tb testing.TB, major, minor int) string {
 	tb.Helper()
 	Need(tb)

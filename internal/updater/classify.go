@@ -22,37 +22,44 @@ import (
 // than this did not write the marker: its process ID was reused.
 const pidReuseSlack = time.Second
 
-// MarkerState is the classification of an update marker, in the words of
-// the JSON contract ("absent", "active", "stale", "unknown"): a marker
-// that proves nothing, absent, one of a live updater, or one an updater
-// left behind. Package runtimeguard exports them as its own type.
-type MarkerState string
+// Life is what an update marker proves of the update it names, ordered
+// by how much it says an update may be under way: of the markers of
+// several homes, the greatest counts. Package runtimeguard names each in
+// the words of its JSON contract (MarkerState).
+type Life int
 
-// The four marker states.
+// What a marker proves of its update.
 const (
-	MarkerAbsent    MarkerState = "absent"
-	MarkerActive    MarkerState = "active"
-	MarkerAbandoned MarkerState = "stale"
-	MarkerUnknown   MarkerState = "unknown"
+	// NoUpdate: nothing at the marker's path proves an update (no file,
+	// or a release whose process is gone).
+	NoUpdate Life = iota
+	// Ended: the update it names provably ended (its process is gone,
+	// its ID was reused, or it is over the age limit).
+	Ended
+	// Unsure: whether the update it names lives cannot be told.
+	Unsure
+	// Live: the update it names lives.
+	Live
 )
 
-// Rank orders marker states by how much they say an update may be under
-// way: of the markers of several homes, the highest counts.
-func (s MarkerState) Rank() int {
-	switch s {
-	case MarkerAbandoned:
-		return 1
-	case MarkerUnknown:
-		return 2
-	case MarkerActive:
-		return 3
+// String says what l proves, in a few words: "a live update".
+func (l Life) String() string {
+	switch l {
+	case NoUpdate:
+		return "no update"
+	case Ended:
+		return "an ended update"
+	case Unsure:
+		return "an update that may live"
+	case Live:
+		return "a live update"
 	}
-	return 0
+	return fmt.Sprintf("Life(%d)", int(l))
 }
 
 // Verdict is the classification of a marker, with the reason for it.
 type Verdict struct {
-	State MarkerState
+	Life Life
 	// Reason says why the state is what it is, in a few words: "no file",
 	// "process 123 is alive", "a symbolic link", "over the age limit".
 	Reason string
@@ -79,11 +86,11 @@ func (e *Env) ClassifyMarker(path string, maxAge time.Duration) Verdict {
 // kept). Beside an active marker it reads nothing more.
 func (e *Env) readBody(path string, maxAge time.Duration) (Verdict, []byte) {
 	if path == "" {
-		return Verdict{MarkerUnknown, "no home directory is known"}, nil
+		return Verdict{Unsure, "no home directory is known"}, nil
 	}
 	f := MarkerFacts{Path: path}
 	e.readFileFacts(&f)
-	if m := e.judgeFile(&f, maxAge); m.State == MarkerActive {
+	if m := e.judgeFile(&f, maxAge); m.Life == Live {
 		return m, f.body
 	}
 	e.readArtifactFacts(&f)
@@ -155,10 +162,10 @@ func (e *Env) readFileFacts(f *MarkerFacts) {
 	body, kind, why := e.Open(f.Path, MaxMarkerBytes)
 	switch kind {
 	case FileAbsent:
-		f.file = Verdict{MarkerAbsent, "no file"}
+		f.file = Verdict{NoUpdate, "no file"}
 		return
 	case FileUnusable:
-		f.file = Verdict{MarkerUnknown, why}
+		f.file = Verdict{Unsure, why}
 		return
 	}
 	if body == nil {
@@ -172,14 +179,14 @@ func (e *Env) readFileFacts(f *MarkerFacts) {
 	}
 	pid, started, ok := ParseMarker(body)
 	if !ok {
-		f.file = Verdict{MarkerUnknown, "not a process ID and a time on two lines of UTF-8"}
+		f.file = Verdict{Unsure, "not a process ID and a time on two lines of UTF-8"}
 		return
 	}
 	ids := ParseIdentities(body)
 	if ids.HasCreated && !secondFormatLines(body) {
 		// The updater's own format, whose reader takes nothing else:
 		// malformed, never judged by what a looser parse made of it.
-		f.file = Verdict{MarkerUnknown, "a marker of the second format whose process ID or time is not ASCII digits within 32 and 64 bits"}
+		f.file = Verdict{Unsure, "a marker of the second format whose process ID or time is not ASCII digits within 32 and 64 bits"}
 		return
 	}
 	if e.Cache != nil && st.Present() && st.Settled(e.Now()) {
@@ -211,7 +218,7 @@ func (e *Env) readArtifactFacts(f *MarkerFacts) {
 // judgeFile classifies the marker file of f alone, now.
 func (e *Env) judgeFile(f *MarkerFacts, maxAge time.Duration) Verdict {
 	if f.Path == "" {
-		return Verdict{MarkerUnknown, "no home directory is known"}
+		return Verdict{Unsure, "no home directory is known"}
 	}
 	if f.empty {
 		return e.judgeEmpty(f.emptyAt)
@@ -232,9 +239,9 @@ func (e *Env) judgeFile(f *MarkerFacts, maxAge time.Duration) Verdict {
 func (e *Env) judgeEmpty(mtime time.Time) Verdict {
 	age := e.Now().Sub(mtime)
 	if age < EmptyMarkerGrace {
-		return Verdict{MarkerActive, fmt.Sprintf("empty, written %v ago: a claim being published", age.Round(time.Millisecond))}
+		return Verdict{Live, fmt.Sprintf("empty, written %v ago: a claim being published", age.Round(time.Millisecond))}
 	}
-	return Verdict{MarkerAbandoned, fmt.Sprintf("empty, and older than %v: a claim never finished", EmptyMarkerGrace)}
+	return Verdict{Ended, fmt.Sprintf("empty, and older than %v: a claim never finished", EmptyMarkerGrace)}
 }
 
 // incarnation is whether process pid, created at the recorded creation
@@ -294,7 +301,7 @@ func (e *Env) classifyIdentities(pid int64, started float64, ids *Identities, ma
 	}
 	owner, ownerWhy, ownerKnown := e.incarnation(pid, ids.Created, true)
 	if owner {
-		return Verdict{MarkerActive, "its owner " + ownerWhy}, true
+		return Verdict{Live, "its owner " + ownerWhy}, true
 	}
 	d := ids.Delegate
 	if d.PID != 0 {
@@ -303,7 +310,7 @@ func (e *Env) classifyIdentities(pid int64, started float64, ids *Identities, ma
 			if !ownerKnown {
 				ownerWhy = fmt.Sprintf("whether its owner %d runs cannot be told", pid)
 			}
-			return Verdict{MarkerActive, fmt.Sprintf("its delegate %s (%s)", delegateWhy, ownerWhy)}, true
+			return Verdict{Live, fmt.Sprintf("its delegate %s (%s)", delegateWhy, ownerWhy)}, true
 		}
 		if !known {
 			if !ownerKnown {
@@ -314,14 +321,14 @@ func (e *Env) classifyIdentities(pid int64, started float64, ids *Identities, ma
 			return m, true
 		}
 		if ownerKnown {
-			return Verdict{MarkerAbandoned, fmt.Sprintf("its owner %s, and its delegate %s", ownerWhy, delegateWhy)}, true
+			return Verdict{Ended, fmt.Sprintf("its owner %s, and its delegate %s", ownerWhy, delegateWhy)}, true
 		}
 		return Verdict{}, false
 	}
 	if !ownerKnown {
 		return Verdict{}, false
 	}
-	return Verdict{MarkerAbandoned, "its owner " + ownerWhy}, true
+	return Verdict{Ended, "its owner " + ownerWhy}, true
 }
 
 // classifyFirstFormatDelegate judges a marker without the owner's creation
@@ -335,19 +342,19 @@ func (e *Env) classifyFirstFormatDelegate(pid int64, started float64, ids *Ident
 		return Verdict{}, false
 	}
 	owner := e.classify(pid, started, maxAge)
-	if owner.State == MarkerActive {
+	if owner.Life == Live {
 		return owner, true
 	}
 	delegate, why, known := e.incarnation(d.PID, d.Created, false)
 	switch {
 	case delegate:
-		return Verdict{MarkerActive, fmt.Sprintf("its delegate %s (its owner: %s)", why, owner.Reason)}, true
+		return Verdict{Live, fmt.Sprintf("its delegate %s (its owner: %s)", why, owner.Reason)}, true
 	case known:
 		owner.Reason = "its owner: " + owner.Reason + "; its delegate " + why
 		return owner, true
 	}
 	m := e.classify(d.PID, started, maxAge)
-	if m.State == MarkerAbandoned {
+	if m.Life == Ended {
 		m = owner
 	}
 	m.Reason = fmt.Sprintf("its owner: %s; its delegate %d: %s", owner.Reason, d.PID, m.Reason)
@@ -371,11 +378,11 @@ func (e *Env) classifyFirstFormatDelegate(pid int64, started float64, ids *Ident
 // unknown.
 func (e *Env) JudgeMarker(f *MarkerFacts, maxAge time.Duration) Verdict {
 	m := e.judgeFile(f, maxAge)
-	if m.State == MarkerActive || f.Path == "" {
+	if m.Life == Live || f.Path == "" {
 		return m
 	}
 	a := e.judgeArtifacts(f)
-	if a.State == MarkerActive || a.State == MarkerUnknown && m.State != MarkerUnknown {
+	if a.Life == Live || a.Life == Unsure && m.Life != Unsure {
 		return a
 	}
 	return m
@@ -386,15 +393,15 @@ func (e *Env) JudgeMarker(f *MarkerFacts, maxAge time.Duration) Verdict {
 // cannot be searched) unknown, and otherwise the answer is absent.
 func (e *Env) judgeArtifacts(f *MarkerFacts) Verdict {
 	if f.dirWhy != "" {
-		return Verdict{MarkerUnknown, f.dirWhy}
+		return Verdict{Unsure, f.dirWhy}
 	}
-	result := Verdict{State: MarkerAbsent}
+	result := Verdict{Life: NoUpdate}
 	for i := range f.artifacts {
 		m := e.judgeArtifact(&f.artifacts[i])
 		switch {
-		case m.State == MarkerActive:
+		case m.Life == Live:
 			return m
-		case m.State == MarkerUnknown && result.State != MarkerUnknown:
+		case m.Life == Unsure && result.Life != Unsure:
 			result = m
 		}
 	}
@@ -418,30 +425,30 @@ func (e *Env) classify(pid int64, started float64, maxAge time.Duration) Verdict
 	nowSec := float64(e.Now().UnixNano()) / 1e9
 	switch {
 	case math.IsNaN(started) || math.IsInf(started, 0):
-		return Verdict{MarkerUnknown, "its time is not finite"}
+		return Verdict{Unsure, "its time is not finite"}
 	case started > nowSec:
-		return Verdict{MarkerUnknown, "its time lies in the future"}
+		return Verdict{Unsure, "its time lies in the future"}
 	case pid <= 0:
-		return Verdict{MarkerUnknown, fmt.Sprintf("process ID %d names no process", pid)}
+		return Verdict{Unsure, fmt.Sprintf("process ID %d names no process", pid)}
 	case nowSec-started > maxAge.Seconds():
-		return Verdict{MarkerAbandoned, fmt.Sprintf("older than %v", maxAge)}
+		return Verdict{Ended, fmt.Sprintf("older than %v", maxAge)}
 	case pid > maxPID:
-		return Verdict{MarkerUnknown, fmt.Sprintf("process ID %d cannot be asked about here", pid)}
+		return Verdict{Unsure, fmt.Sprintf("process ID %d cannot be asked about here", pid)}
 	}
 	info := e.probeCached(pid)
 	switch info.State {
 	case ProcessGone:
-		return Verdict{MarkerAbandoned, fmt.Sprintf("process %d is gone", pid)}
+		return Verdict{Ended, fmt.Sprintf("process %d is gone", pid)}
 	case ProcessAlive:
 		if !info.Start.IsZero() {
 			writtenAt := time.Unix(0, int64(started*1e9))
 			if info.Start.After(writtenAt.Add(pidReuseSlack)) {
-				return Verdict{MarkerAbandoned, fmt.Sprintf("process %d started after the marker was written: its ID was reused", pid)}
+				return Verdict{Ended, fmt.Sprintf("process %d started after the marker was written: its ID was reused", pid)}
 			}
 		}
-		return Verdict{MarkerActive, fmt.Sprintf("process %d is alive", pid)}
+		return Verdict{Live, fmt.Sprintf("process %d is alive", pid)}
 	}
-	return Verdict{MarkerUnknown, fmt.Sprintf("whether process %d lives cannot be told", pid)}
+	return Verdict{Unsure, fmt.Sprintf("whether process %d lives cannot be told", pid)}
 }
 
 // probeCached is e.Probe, through the cache when there is one.
@@ -458,25 +465,25 @@ func (e *Env) judgeArtifact(a *artifactFact) Verdict {
 	pid, release := ReleasePID(a.suffix)
 	switch {
 	case !release:
-		return Verdict{MarkerUnknown, fmt.Sprintf("%s is an updater's unresolved cleanup of the marker", name)}
+		return Verdict{Unsure, fmt.Sprintf("%s is an updater's unresolved cleanup of the marker", name)}
 	case pid <= 0:
-		return Verdict{MarkerUnknown, fmt.Sprintf("%s names no process", name)}
+		return Verdict{Unsure, fmt.Sprintf("%s names no process", name)}
 	case pid > maxPID:
-		return Verdict{MarkerUnknown, fmt.Sprintf("%s names process %d, which cannot be asked about here", name, pid)}
+		return Verdict{Unsure, fmt.Sprintf("%s names process %d, which cannot be asked about here", name, pid)}
 	}
 	info := e.Probe(pid)
 	switch info.State {
 	case ProcessGone:
-		return Verdict{State: MarkerAbsent}
+		return Verdict{Life: NoUpdate}
 	case ProcessAlive:
 		// A process that started after the rename (its change time) is
 		// not the releaser: its ID was reused.
 		if a.stamped && !info.Start.IsZero() && info.Start.After(a.changed.Add(pidReuseSlack)) {
-			return Verdict{State: MarkerAbsent}
+			return Verdict{Life: NoUpdate}
 		}
-		return Verdict{MarkerActive, fmt.Sprintf("process %d is releasing the marker (%s): the update has not finished", pid, name)}
+		return Verdict{Live, fmt.Sprintf("process %d is releasing the marker (%s): the update has not finished", pid, name)}
 	}
-	return Verdict{MarkerUnknown, fmt.Sprintf("whether process %d, releasing the marker, lives cannot be told", pid)}
+	return Verdict{Unsure, fmt.Sprintf("whether process %d, releasing the marker, lives cannot be told", pid)}
 }
 
 // artifactNames lists the names of the artifacts beside the marker base in
@@ -512,29 +519,28 @@ type markerJudge struct {
 	maxAge time.Duration
 }
 
-// Read classifies the marker at path: its state's word and why.
-func (j markerJudge) Read(path string) (state, reason string) {
-	m := j.e.ClassifyMarker(path, j.maxAge)
-	return string(m.State), m.Reason
+// Read classifies the marker at path.
+func (j markerJudge) Read(path string) Verdict {
+	return j.e.ClassifyMarker(path, j.maxAge)
 }
 
 // Marker reads and judges the marker at path, with what lies beside it.
 func (j markerJudge) Marker(path string) (body []byte, stale bool, held string) {
 	m, body := j.e.readBody(path, j.maxAge)
-	switch m.State {
-	case MarkerAbsent:
+	switch m.Life {
+	case NoUpdate:
 		return nil, false, ""
-	case MarkerAbandoned:
+	case Ended:
 		if body != nil {
 			return body, true, ""
 		}
 	}
-	return body, false, fmt.Sprintf("%s (%s)", m.State, m.Reason)
+	return body, false, fmt.Sprintf("%v (%s)", m.Life, m.Reason)
 }
 
 // Beside judges what lies beside the marker at path alone.
 func (j markerJudge) Beside(path string) string {
-	if a := j.e.artifacts(path); a.State != MarkerAbsent {
+	if a := j.e.artifacts(path); a.Life != NoUpdate {
 		return a.Reason
 	}
 	return ""

@@ -11,13 +11,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
 // The facts of a marker, judged, are what a read of the same files says,
 // for every kind of marker and artifact: one classification, of a fresh
 // read as of facts kept.
 func TestJudgedFactsAreRead(t *testing.T) {
-	live, dead := os.Getpid(), exitedPID(t)
+	live, dead := os.Getpid(), gittest.ExitedPID(t, processGone)
 	release := func(pid int) string { return fmt.Sprintf("%s%d-x", ReleaseInfix, pid) }
 	e := System
 	for _, tc := range []struct {
@@ -66,7 +68,7 @@ func TestJudgedFactsAreRead(t *testing.T) {
 // counts for nothing.
 func TestFactsAreJudgedNow(t *testing.T) {
 	path := filepath.Join(tempDir(t), markerName)
-	child := longChild(t)
+	child := gittest.LongChild(t)
 	start := time.Now()
 	writeMarker(t, path, child.Process.Pid, start)
 	e := testEnv()
@@ -80,21 +82,21 @@ func TestFactsAreJudgedNow(t *testing.T) {
 	}
 	maxAge := defaultMaxAge
 	f := e.ReadMarker(path)
-	require.Equal(t, MarkerActive, e.JudgeMarker(&f, maxAge).State)
+	require.Equal(t, Live, e.JudgeMarker(&f, maxAge).Life)
 	now = start.Add(maxAge + time.Second)
-	assert.Equal(t, MarkerAbandoned, e.JudgeMarker(&f, maxAge).State, "past the age limit")
+	assert.Equal(t, Ended, e.JudgeMarker(&f, maxAge).Life, "past the age limit")
 	now = time.Time{}
-	require.Equal(t, MarkerActive, e.JudgeMarker(&f, maxAge).State)
+	require.Equal(t, Live, e.JudgeMarker(&f, maxAge).Life)
 	require.NoError(t, child.Process.Kill())
 	_, _ = child.Process.Wait()
-	assert.Equal(t, MarkerAbandoned, e.JudgeMarker(&f, maxAge).State, "the marker's process exited")
+	assert.Equal(t, Ended, e.JudgeMarker(&f, maxAge).Life, "the marker's process exited")
 
 	require.NoError(t, os.Remove(path))
-	releaser := longChild(t)
+	releaser := gittest.LongChild(t)
 	require.NoError(t, os.WriteFile(fmt.Sprintf("%s%s%d-x", path, ReleaseInfix, releaser.Process.Pid), nil, 0o644))
 	f = e.ReadMarker(path)
-	require.Equal(t, MarkerActive, e.JudgeMarker(&f, maxAge).State)
+	require.Equal(t, Live, e.JudgeMarker(&f, maxAge).Life)
 	require.NoError(t, releaser.Process.Kill())
 	_, _ = releaser.Process.Wait()
-	assert.Equal(t, MarkerAbsent, e.JudgeMarker(&f, maxAge).State, "the releaser exited")
+	assert.Equal(t, NoUpdate, e.JudgeMarker(&f, maxAge).Life, "the releaser exited")
 }

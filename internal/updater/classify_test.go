@@ -15,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
 func TestReadUpdateMarker(t *testing.T) {
@@ -24,46 +26,46 @@ func TestReadUpdateMarker(t *testing.T) {
 	cases := []struct {
 		name string
 		body string // "" with absent true: no file
-		want MarkerState
+		want Life
 	}{
-		{"live process", fmt.Sprintf("%d\n%d\n", pid, now.Unix()), MarkerActive},
-		{"fractional time", fmt.Sprintf("%d\n%.6f\n", pid, float64(now.UnixNano())/1e9), MarkerActive},
-		{"no final newline", fmt.Sprintf("%d\n%d", pid, now.Unix()), MarkerActive},
-		{"crlf lines", fmt.Sprintf("%d\r\n%d\r\n", pid, now.Unix()), MarkerActive},
-		{"extra lines ignored", fmt.Sprintf("%d\n%d\nupdater v2\n", pid, now.Unix()), MarkerActive},
-		{"padded values", fmt.Sprintf("  %d \n %d \n", pid, now.Unix()), MarkerActive},
-		{"over age", fmt.Sprintf("%d\n%d\n", pid, now.Add(-defaultMaxAge-time.Minute).Unix()), MarkerAbandoned},
-		{"over age beats liveness", fmt.Sprintf("1\n%d\n", now.Add(-48*time.Hour).Unix()), MarkerAbandoned},
-		{"one line", fmt.Sprintf("%d\n", pid), MarkerUnknown},
-		{"empty, just written: a claim being published", "", MarkerActive},
-		{"pid zero", fmt.Sprintf("0\n%d\n", now.Unix()), MarkerUnknown},
-		{"negative pid", fmt.Sprintf("-5\n%d\n", now.Unix()), MarkerUnknown},
-		{"pid past the platform limit", fmt.Sprintf("%d\n%d\n", int64(maxPID)+1, now.Unix()), MarkerUnknown},
-		{"pid 2^100", fmt.Sprintf("1267650600228229401496703205376\n%d\n", now.Unix()), MarkerUnknown},
-		{"pid zero over age", fmt.Sprintf("0\n%d\n", old.Unix()), MarkerUnknown},
-		{"negative pid over age", fmt.Sprintf("-5\n%d\n", old.Unix()), MarkerUnknown},
-		{"pid past the platform limit over age", fmt.Sprintf("%d\n%d\n", int64(maxPID)+1, old.Unix()), MarkerAbandoned},
-		{"pid 2^100 over age", fmt.Sprintf("1267650600228229401496703205376\n%d\n", old.Unix()), MarkerAbandoned},
-		{"pid 2^100 in the future", fmt.Sprintf("1267650600228229401496703205376\n%d\n", now.Add(time.Hour).Unix()), MarkerUnknown},
-		{"pid over int()'s digit limit, over age", fmt.Sprintf("%s\n%d\n", strings.Repeat("1", 4301), old.Unix()), MarkerUnknown},
-		{"pid not a number", fmt.Sprintf("12a\n%d\n", now.Unix()), MarkerUnknown},
-		{"time not a number", fmt.Sprintf("%d\nyesterday\n", pid), MarkerUnknown},
-		{"hex float time", fmt.Sprintf("%d\n%s\n", pid, strconv.FormatFloat(float64(now.Unix()), 'x', -1, 64)), MarkerUnknown},
-		{"hex pid", fmt.Sprintf("%#x\n%d\n", pid, now.Unix()), MarkerUnknown},
-		{"underscores", fmt.Sprintf("%s\n%s.0_0\n", underscored(strconv.Itoa(pid)), underscored(strconv.FormatInt(now.Unix(), 10))), MarkerActive},
-		{"doubled underscore", fmt.Sprintf("%d\n1__%d\n", pid, now.Unix()), MarkerUnknown},
-		{"arabic-indic digits", fmt.Sprintf("%s\n%s\n", arabicIndic(strconv.Itoa(pid)), arabicIndic(strconv.FormatInt(now.Unix(), 10))), MarkerActive},
-		{"unicode spaces", fmt.Sprintf("\u3000%d\u00a0\n\u2003%d\u0085\n", pid, now.Unix()), MarkerActive},
-		{"exponent time", fmt.Sprintf("%d\n%.9e\n", pid, float64(now.Unix())), MarkerActive},
-		{"overflowing time", fmt.Sprintf("%d\n1e400\n", pid), MarkerUnknown},
-		{"infinite time", fmt.Sprintf("%d\ninf\n", pid), MarkerUnknown},
-		{"negative infinite time", fmt.Sprintf("%d\n-inf\n", pid), MarkerUnknown},
-		{"nan time", fmt.Sprintf("%d\nNaN\n", pid), MarkerUnknown},
-		{"future time", fmt.Sprintf("%d\n%d\n", pid, now.Add(time.Hour).Unix()), MarkerUnknown},
-		{"not utf-8", "\xff\xfe\n\x00\n", MarkerUnknown},
-		{"at the size cap", padTo(fmt.Sprintf("%d\n%d\n", pid, now.Unix()), MaxMarkerBytes), MarkerActive},
-		{"one byte over the cap", padTo(fmt.Sprintf("%d\n%d\n", pid, now.Unix()), MaxMarkerBytes+1), MarkerUnknown},
-		{"far over the cap", padTo(fmt.Sprintf("%d\n%d\n", pid, now.Unix()), MaxMarkerBytes+1024), MarkerUnknown},
+		{"live process", fmt.Sprintf("%d\n%d\n", pid, now.Unix()), Live},
+		{"fractional time", fmt.Sprintf("%d\n%.6f\n", pid, float64(now.UnixNano())/1e9), Live},
+		{"no final newline", fmt.Sprintf("%d\n%d", pid, now.Unix()), Live},
+		{"crlf lines", fmt.Sprintf("%d\r\n%d\r\n", pid, now.Unix()), Live},
+		{"extra lines ignored", fmt.Sprintf("%d\n%d\nupdater v2\n", pid, now.Unix()), Live},
+		{"padded values", fmt.Sprintf("  %d \n %d \n", pid, now.Unix()), Live},
+		{"over age", fmt.Sprintf("%d\n%d\n", pid, now.Add(-defaultMaxAge-time.Minute).Unix()), Ended},
+		{"over age beats liveness", fmt.Sprintf("1\n%d\n", now.Add(-48*time.Hour).Unix()), Ended},
+		{"one line", fmt.Sprintf("%d\n", pid), Unsure},
+		{"empty, just written: a claim being published", "", Live},
+		{"pid zero", fmt.Sprintf("0\n%d\n", now.Unix()), Unsure},
+		{"negative pid", fmt.Sprintf("-5\n%d\n", now.Unix()), Unsure},
+		{"pid past the platform limit", fmt.Sprintf("%d\n%d\n", int64(maxPID)+1, now.Unix()), Unsure},
+		{"pid 2^100", fmt.Sprintf("1267650600228229401496703205376\n%d\n", now.Unix()), Unsure},
+		{"pid zero over age", fmt.Sprintf("0\n%d\n", old.Unix()), Unsure},
+		{"negative pid over age", fmt.Sprintf("-5\n%d\n", old.Unix()), Unsure},
+		{"pid past the platform limit over age", fmt.Sprintf("%d\n%d\n", int64(maxPID)+1, old.Unix()), Ended},
+		{"pid 2^100 over age", fmt.Sprintf("1267650600228229401496703205376\n%d\n", old.Unix()), Ended},
+		{"pid 2^100 in the future", fmt.Sprintf("1267650600228229401496703205376\n%d\n", now.Add(time.Hour).Unix()), Unsure},
+		{"pid over int()'s digit limit, over age", fmt.Sprintf("%s\n%d\n", strings.Repeat("1", 4301), old.Unix()), Unsure},
+		{"pid not a number", fmt.Sprintf("12a\n%d\n", now.Unix()), Unsure},
+		{"time not a number", fmt.Sprintf("%d\nyesterday\n", pid), Unsure},
+		{"hex float time", fmt.Sprintf("%d\n%s\n", pid, strconv.FormatFloat(float64(now.Unix()), 'x', -1, 64)), Unsure},
+		{"hex pid", fmt.Sprintf("%#x\n%d\n", pid, now.Unix()), Unsure},
+		{"underscores", fmt.Sprintf("%s\n%s.0_0\n", underscored(strconv.Itoa(pid)), underscored(strconv.FormatInt(now.Unix(), 10))), Live},
+		{"doubled underscore", fmt.Sprintf("%d\n1__%d\n", pid, now.Unix()), Unsure},
+		{"arabic-indic digits", fmt.Sprintf("%s\n%s\n", arabicIndic(strconv.Itoa(pid)), arabicIndic(strconv.FormatInt(now.Unix(), 10))), Live},
+		{"unicode spaces", fmt.Sprintf("\u3000%d\u00a0\n\u2003%d\u0085\n", pid, now.Unix()), Live},
+		{"exponent time", fmt.Sprintf("%d\n%.9e\n", pid, float64(now.Unix())), Live},
+		{"overflowing time", fmt.Sprintf("%d\n1e400\n", pid), Unsure},
+		{"infinite time", fmt.Sprintf("%d\ninf\n", pid), Unsure},
+		{"negative infinite time", fmt.Sprintf("%d\n-inf\n", pid), Unsure},
+		{"nan time", fmt.Sprintf("%d\nNaN\n", pid), Unsure},
+		{"future time", fmt.Sprintf("%d\n%d\n", pid, now.Add(time.Hour).Unix()), Unsure},
+		{"not utf-8", "\xff\xfe\n\x00\n", Unsure},
+		{"at the size cap", padTo(fmt.Sprintf("%d\n%d\n", pid, now.Unix()), MaxMarkerBytes), Live},
+		{"one byte over the cap", padTo(fmt.Sprintf("%d\n%d\n", pid, now.Unix()), MaxMarkerBytes+1), Unsure},
+		{"far over the cap", padTo(fmt.Sprintf("%d\n%d\n", pid, now.Unix()), MaxMarkerBytes+1024), Unsure},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -98,8 +100,8 @@ func padTo(body string, n int) string {
 
 func TestReadUpdateMarkerAbsent(t *testing.T) {
 	dir := tempDir(t)
-	assert.Equal(t, MarkerAbsent, readMarker(filepath.Join(dir, "absent")))
-	assert.Equal(t, MarkerAbsent, readMarker(filepath.Join(dir, "no-dir", "absent")))
+	assert.Equal(t, NoUpdate, readMarker(filepath.Join(dir, "absent")))
+	assert.Equal(t, NoUpdate, readMarker(filepath.Join(dir, "no-dir", "absent")))
 }
 
 // A marker path through a file proves nothing: it is not the absence of a
@@ -108,13 +110,13 @@ func TestMarkerThroughAFileIsUnknown(t *testing.T) {
 	file := filepath.Join(tempDir(t), "home")
 	writeFile(t, file, "a file, not a home\n")
 	for _, path := range []string{filepath.Join(file, markerName), filepath.Join(file, "x", markerName)} {
-		assert.Equal(t, MarkerUnknown, readMarker(path), "readMarker(%q)", path)
+		assert.Equal(t, Unsure, readMarker(path), "readMarker(%q)", path)
 	}
 }
 
 func TestReadUpdateMarkerDirectory(t *testing.T) {
 	dir := tempDir(t)
-	assert.Equal(t, MarkerUnknown, readMarker(dir))
+	assert.Equal(t, Unsure, readMarker(dir))
 }
 
 func TestMarkerLiveness(t *testing.T) {
@@ -122,15 +124,15 @@ func TestMarkerLiveness(t *testing.T) {
 	cases := []struct {
 		name  string
 		probe ProcInfo
-		want  MarkerState
+		want  Life
 	}{
-		{"alive, start unknown", ProcInfo{State: ProcessAlive}, MarkerActive},
-		{"alive, started before the marker", ProcInfo{State: ProcessAlive, Start: started.Add(-time.Hour)}, MarkerActive},
-		{"alive, started within the slack", ProcInfo{State: ProcessAlive, Start: started.Add(pidReuseSlack / 2)}, MarkerActive},
-		{"alive, started just past the slack", ProcInfo{State: ProcessAlive, Start: started.Add(pidReuseSlack + 10*time.Millisecond)}, MarkerAbandoned},
-		{"alive, started after the marker: reused pid", ProcInfo{State: ProcessAlive, Start: started.Add(10 * time.Second)}, MarkerAbandoned},
-		{"gone", ProcInfo{State: ProcessGone}, MarkerAbandoned},
-		{"cannot tell", ProcInfo{}, MarkerUnknown},
+		{"alive, start unknown", ProcInfo{State: ProcessAlive}, Live},
+		{"alive, started before the marker", ProcInfo{State: ProcessAlive, Start: started.Add(-time.Hour)}, Live},
+		{"alive, started within the slack", ProcInfo{State: ProcessAlive, Start: started.Add(pidReuseSlack / 2)}, Live},
+		{"alive, started just past the slack", ProcInfo{State: ProcessAlive, Start: started.Add(pidReuseSlack + 10*time.Millisecond)}, Ended},
+		{"alive, started after the marker: reused pid", ProcInfo{State: ProcessAlive, Start: started.Add(10 * time.Second)}, Ended},
+		{"gone", ProcInfo{State: ProcessGone}, Ended},
+		{"cannot tell", ProcInfo{}, Unsure},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -138,7 +140,7 @@ func TestMarkerLiveness(t *testing.T) {
 			writeMarker(t, path, 4242, started)
 			var asked int64
 			e := probedEnv(func(pid int64) ProcInfo { asked = pid; return tc.probe })
-			assert.Equal(t, tc.want, e.ClassifyMarker(path, defaultMaxAge).State)
+			assert.Equal(t, tc.want, e.ClassifyMarker(path, defaultMaxAge).Life)
 			assert.Equal(t, int64(4242), asked)
 		})
 	}
@@ -151,8 +153,8 @@ func TestMarkerAgeIsCheckedBeforeLiveness(t *testing.T) {
 		t.Error("liveness was asked for an over-age marker")
 		return ProcInfo{State: ProcessAlive}
 	})
-	assert.Equal(t, MarkerAbandoned, e.ClassifyMarker(path, defaultMaxAge).State)
-	assert.Equal(t, MarkerActive, probedEnv(func(int64) ProcInfo { return ProcInfo{State: ProcessAlive} }).ClassifyMarker(path, time.Hour).State)
+	assert.Equal(t, Ended, e.ClassifyMarker(path, defaultMaxAge).Life)
+	assert.Equal(t, Live, probedEnv(func(int64) ProcInfo { return ProcInfo{State: ProcessAlive} }).ClassifyMarker(path, time.Hour).Life)
 }
 
 // The checks run in order: a time that is not finite or in the future,
@@ -164,18 +166,18 @@ func TestMarkerCheckOrder(t *testing.T) {
 	now := time.Unix(1700000000, 0)
 	cases := []struct {
 		body string
-		want MarkerState
+		want Life
 	}{
-		{"0\n1699999000\n", MarkerUnknown},
-		{"-1\n1699999000\n", MarkerUnknown},
-		{"1267650600228229401496703205376\n1699999000\n", MarkerUnknown},
-		{"0\n1690000000\n", MarkerUnknown},
-		{"-1\n1690000000\n", MarkerUnknown},
-		{"-1267650600228229401496703205376\n1690000000\n", MarkerUnknown},
-		{"1267650600228229401496703205376\n1690000000\n", MarkerAbandoned},
-		{"-1267650600228229401496703205376\n-inf\n", MarkerUnknown},
-		{"0\nnan\n", MarkerUnknown},
-		{"0\n1700000001\n", MarkerUnknown},
+		{"0\n1699999000\n", Unsure},
+		{"-1\n1699999000\n", Unsure},
+		{"1267650600228229401496703205376\n1699999000\n", Unsure},
+		{"0\n1690000000\n", Unsure},
+		{"-1\n1690000000\n", Unsure},
+		{"-1267650600228229401496703205376\n1690000000\n", Unsure},
+		{"1267650600228229401496703205376\n1690000000\n", Ended},
+		{"-1267650600228229401496703205376\n-inf\n", Unsure},
+		{"0\nnan\n", Unsure},
+		{"0\n1700000001\n", Unsure},
 	}
 	for _, tc := range cases {
 		path := filepath.Join(tempDir(t), markerName)
@@ -185,7 +187,7 @@ func TestMarkerCheckOrder(t *testing.T) {
 			return ProcInfo{State: ProcessAlive}
 		})
 		e.Now = func() time.Time { return now }
-		got := e.ClassifyMarker(path, defaultMaxAge).State
+		got := e.ClassifyMarker(path, defaultMaxAge).Life
 		assert.Equal(t, tc.want, got, "readMarker(%q) = %q, want %q", tc.body, got, tc.want)
 	}
 }
@@ -199,8 +201,8 @@ func TestUnusableMarkerAsksNoProcess(t *testing.T) {
 		t.Error("liveness was asked without reading the marker")
 		return ProcInfo{}
 	})
-	assert.Equal(t, MarkerUnknown, e.ClassifyMarker(dir, defaultMaxAge).State)
-	assert.Equal(t, MarkerAbsent, e.ClassifyMarker(filepath.Join(dir, "missing"), defaultMaxAge).State)
+	assert.Equal(t, Unsure, e.ClassifyMarker(dir, defaultMaxAge).Life)
+	assert.Equal(t, NoUpdate, e.ClassifyMarker(filepath.Join(dir, "missing"), defaultMaxAge).Life)
 }
 
 // A classification of an unchanged marker reads neither the marker nor the
@@ -223,20 +225,20 @@ func TestCacheSparesReads(t *testing.T) {
 	e.Now = func() time.Time { return later }
 	e.Cache = new(Cache)
 	for i := 0; i < 5; i++ {
-		require.Equal(t, MarkerActive, e.ClassifyMarker(path, defaultMaxAge).State)
+		require.Equal(t, Live, e.ClassifyMarker(path, defaultMaxAge).Life)
 	}
 	assert.Equal(t, 1, opens, "marker reads")
 	if runtime.GOOS == "linux" {
 		assert.Equal(t, 1, probes, "process probes: a pidfd answers the rest")
 	}
 
-	child := longChild(t)
+	child := gittest.LongChild(t)
 	writeMarker(t, path, child.Process.Pid, later.Add(-time.Minute))
-	require.Equal(t, MarkerActive, e.ClassifyMarker(path, defaultMaxAge).State)
+	require.Equal(t, Live, e.ClassifyMarker(path, defaultMaxAge).Life)
 	assert.Equal(t, 2, opens, "a rewritten marker is read again")
 	require.NoError(t, child.Process.Kill())
 	_, _ = child.Process.Wait()
-	assert.Equal(t, MarkerAbandoned, e.ClassifyMarker(path, defaultMaxAge).State, "the cached process exited")
+	assert.Equal(t, Ended, e.ClassifyMarker(path, defaultMaxAge).Life, "the cached process exited")
 }
 
 // A marker released by renaming it aside is active while its releaser
@@ -245,40 +247,40 @@ func TestMarkerRelease(t *testing.T) {
 	home := tempDir(t)
 	path := filepath.Join(home, markerName)
 	e := System
-	assert.Equal(t, MarkerAbsent, e.ClassifyMarker(path, defaultMaxAge).State)
+	assert.Equal(t, NoUpdate, e.ClassifyMarker(path, defaultMaxAge).Life)
 
 	live := fmt.Sprintf("%s%s%d-%s", path, ReleaseInfix, os.Getpid(), "6f1c2a8e-0d3b-4b1e-9a55-3f1e2d4c5b6a")
 	writeMarker(t, live, os.Getpid(), time.Now())
 	m := e.ClassifyMarker(path, defaultMaxAge)
-	assert.Equal(t, MarkerActive, m.State, "a release in flight, the marker gone: %s", m.Reason)
+	assert.Equal(t, Live, m.Life, "a release in flight, the marker gone: %s", m.Reason)
 	assert.Contains(t, m.Reason, "releasing")
-	writeMarker(t, path, exitedPID(t), time.Now())
-	assert.Equal(t, MarkerActive, e.ClassifyMarker(path, defaultMaxAge).State, "a stale marker and a live release")
+	writeMarker(t, path, gittest.ExitedPID(t, processGone), time.Now())
+	assert.Equal(t, Live, e.ClassifyMarker(path, defaultMaxAge).Life, "a stale marker and a live release")
 	require.NoError(t, os.Remove(path))
 	require.NoError(t, os.Remove(live))
 
-	dead := fmt.Sprintf("%s%s%d-%s", path, ReleaseInfix, exitedPID(t), "x")
+	dead := fmt.Sprintf("%s%s%d-%s", path, ReleaseInfix, gittest.ExitedPID(t, processGone), "x")
 	writeMarker(t, dead, os.Getpid(), time.Now())
-	assert.Equal(t, MarkerAbsent, e.ClassifyMarker(path, defaultMaxAge).State, "a release whose process is gone")
+	assert.Equal(t, NoUpdate, e.ClassifyMarker(path, defaultMaxAge).Life, "a release whose process is gone")
 	writeMarker(t, path, os.Getpid(), time.Now())
-	assert.Equal(t, MarkerActive, e.ClassifyMarker(path, defaultMaxAge).State)
+	assert.Equal(t, Live, e.ClassifyMarker(path, defaultMaxAge).Life)
 	require.NoError(t, os.Remove(path))
 	require.NoError(t, os.Remove(dead))
 
 	writeFile(t, path+".cas-claim-123", "")
-	assert.Equal(t, MarkerUnknown, e.ClassifyMarker(path, defaultMaxAge).State, "an unresolved artifact")
+	assert.Equal(t, Unsure, e.ClassifyMarker(path, defaultMaxAge).Life, "an unresolved artifact")
 	require.NoError(t, os.Remove(path+".cas-claim-123"))
 	writeFile(t, path+ReleaseInfix+"abc-x", "")
-	assert.Equal(t, MarkerUnknown, e.ClassifyMarker(path, defaultMaxAge).State, "a release that names no process")
+	assert.Equal(t, Unsure, e.ClassifyMarker(path, defaultMaxAge).Life, "a release that names no process")
 	require.NoError(t, os.Remove(path+ReleaseInfix+"abc-x"))
 
 	// A marker that another file merely starts like is not its artifact.
 	writeFile(t, path+"-notes", "")
-	assert.Equal(t, MarkerAbsent, e.ClassifyMarker(path, defaultMaxAge).State)
+	assert.Equal(t, NoUpdate, e.ClassifyMarker(path, defaultMaxAge).Life)
 
 	// A third line (Hermes's handoff-bridge) changes nothing.
 	writeFile(t, path, fmt.Sprintf("%d\n%d\nhandoff-bridge\n", os.Getpid(), time.Now().Unix()))
-	assert.Equal(t, MarkerActive, e.ClassifyMarker(path, defaultMaxAge).State)
+	assert.Equal(t, Live, e.ClassifyMarker(path, defaultMaxAge).Life)
 }
 
 // probeAlive is a process probe under which the processes pids and this
@@ -402,7 +404,7 @@ func assertNoArtifacts(t *testing.T, path string) {
 // about. One of the second format (a creation time): lines 1 and 2 that
 // are not ASCII digits within 32 and 64 bits are unknown, and process ID 0
 // with no delegate is stale.
-var markerStates = map[MarkerState]bool{MarkerAbsent: true, MarkerActive: true, MarkerAbandoned: true, MarkerUnknown: true}
+var markerStates = map[Life]bool{NoUpdate: true, Live: true, Ended: true, Unsure: true}
 
 func FuzzReadUpdateMarker(f *testing.F) {
 	f.Add([]byte("1234\n1700000000\n"), int64(0))
@@ -425,14 +427,14 @@ func FuzzReadUpdateMarker(f *testing.F) {
 		if parsed && (ids.HasCreated || ids.Delegate.PID != 0) {
 			e := probedEnv(func(pid int64) ProcInfo { return ProcInfo{State: Liveness(pid % 3)} })
 			e.Now = func() time.Time { return now }
-			got := e.ClassifyMarker(path, defaultMaxAge).State
+			got := e.ClassifyMarker(path, defaultMaxAge).Life
 			switch {
-			case !markerStates[got] || got == MarkerAbsent:
+			case !markerStates[got] || got == NoUpdate:
 				t.Fatalf("readMarker(%q) = %q", body, got)
-			case ids.HasCreated && !secondFormatLines(body) && got != MarkerUnknown:
-				t.Fatalf("readMarker(%q) = %q, want %q: the second format's lines 1 and 2 malformed", body, got, MarkerUnknown)
-			case ids.HasCreated && secondFormatLines(body) && parsedPID == 0 && ids.Delegate.PID == 0 && got != MarkerAbandoned:
-				t.Fatalf("readMarker(%q) = %q, want %q: process ID 0 is no process", body, got, MarkerAbandoned)
+			case ids.HasCreated && !secondFormatLines(body) && got != Unsure:
+				t.Fatalf("readMarker(%q) = %q, want %q: the second format's lines 1 and 2 malformed", body, got, Unsure)
+			case ids.HasCreated && secondFormatLines(body) && parsedPID == 0 && ids.Delegate.PID == 0 && got != Ended:
+				t.Fatalf("readMarker(%q) = %q, want %q: process ID 0 is no process", body, got, Ended)
 			}
 			return
 		}
@@ -448,19 +450,19 @@ func FuzzReadUpdateMarker(f *testing.F) {
 			return ProcInfo{State: Liveness(pid % 3)}
 		})
 		e.Now = func() time.Time { return now }
-		got := e.ClassifyMarker(path, defaultMaxAge).State
-		if !markerStates[got] || got == MarkerAbsent {
+		got := e.ClassifyMarker(path, defaultMaxAge).Life
+		if !markerStates[got] || got == NoUpdate {
 			t.Fatalf("readMarker(%q) = %q", body, got)
 		}
 		finite := !math.IsNaN(started) && !math.IsInf(started, 0)
-		if parsed && !finite && got != MarkerUnknown {
-			t.Fatalf("readMarker(%q) = %q, want %q: its time is not finite", body, got, MarkerUnknown)
+		if parsed && !finite && got != Unsure {
+			t.Fatalf("readMarker(%q) = %q, want %q: its time is not finite", body, got, Unsure)
 		}
-		if parsed && finite && started <= nowSec && parsedPID <= 0 && got != MarkerUnknown {
-			t.Fatalf("readMarker(%q) = %q, want %q: a process ID of zero or less, whatever the age", body, got, MarkerUnknown)
+		if parsed && finite && started <= nowSec && parsedPID <= 0 && got != Unsure {
+			t.Fatalf("readMarker(%q) = %q, want %q: a process ID of zero or less, whatever the age", body, got, Unsure)
 		}
-		if parsed && finite && started <= nowSec && parsedPID > 0 && nowSec-started > defaultMaxAge.Seconds() && got != MarkerAbandoned {
-			t.Fatalf("readMarker(%q) = %q, want %q: over age, whatever the positive process ID", body, got, MarkerAbandoned)
+		if parsed && finite && started <= nowSec && parsedPID > 0 && nowSec-started > defaultMaxAge.Seconds() && got != Ended {
+			t.Fatalf("readMarker(%q) = %q, want %q: over age, whatever the positive process ID", body, got, Ended)
 		}
 		after, err := os.ReadFile(path)
 		if err != nil || string(after) != string(body) {
@@ -475,8 +477,8 @@ func FuzzReadUpdateMarker(f *testing.F) {
 func BenchmarkReadUpdateActive(b *testing.B) {
 	path := filepath.Join(tempDir(b), markerName)
 	writeMarker(b, path, os.Getpid(), time.Now())
-	if got := readMarker(path); got != MarkerActive {
-		b.Fatalf("readMarker(%q) = %q, want %q", path, got, MarkerActive)
+	if got := readMarker(path); got != Live {
+		b.Fatalf("readMarker(%q) = %q, want %q", path, got, Live)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -498,7 +500,7 @@ func TestClaimObeysTheGuardsReading(t *testing.T) {
 		{"none", func(*testing.T, string) {}},
 		{"a live process", func(t *testing.T, path string) { writeMarker(t, path, os.Getpid(), now) }},
 		{"over age", func(t *testing.T, path string) { writeMarker(t, path, os.Getpid(), now.Add(-time.Hour)) }},
-		{"a gone process", func(t *testing.T, path string) { writeMarker(t, path, exitedPID(t), now) }},
+		{"a gone process", func(t *testing.T, path string) { writeMarker(t, path, gittest.ExitedPID(t, processGone), now) }},
 		{"garbage", func(t *testing.T, path string) { writeFile(t, path, "garbage") }},
 		{"a time in the future", func(t *testing.T, path string) { writeMarker(t, path, os.Getpid(), now.Add(time.Hour)) }},
 		{"a directory", func(t *testing.T, path string) { require.NoError(t, os.Mkdir(path, 0o755)) }},
@@ -510,7 +512,7 @@ func TestClaimObeysTheGuardsReading(t *testing.T) {
 			writeMarker(t, fmt.Sprintf("%s%s%d-x", path, ReleaseInfix, os.Getpid()), os.Getpid(), now)
 		}},
 		{"a finished release", func(t *testing.T, path string) {
-			writeMarker(t, fmt.Sprintf("%s%s%d-x", path, ReleaseInfix, exitedPID(t)), os.Getpid(), now)
+			writeMarker(t, fmt.Sprintf("%s%s%d-x", path, ReleaseInfix, gittest.ExitedPID(t, processGone)), os.Getpid(), now)
 		}},
 		{"an unresolved cleanup", func(t *testing.T, path string) { writeFile(t, path+".cas-claim-1", "") }},
 	}
@@ -520,16 +522,16 @@ func TestClaimObeysTheGuardsReading(t *testing.T) {
 			tc.setup(t, path)
 			before := readMarker(path)
 			err := ClaimMarker(path, os.Getpid(), now, System.Judge(defaultMaxAge))
-			if before == MarkerAbsent || before == MarkerAbandoned {
+			if before == NoUpdate || before == Ended {
 				require.NoError(t, err, "ClaimMarker of a marker the guard reads as %s", before)
-				assert.Equal(t, MarkerActive, readMarker(path), "the claimed marker")
+				assert.Equal(t, Live, readMarker(path), "the claimed marker")
 				removed, err := RemoveMarker(path, os.Getpid(), now)
 				require.NoError(t, err)
 				assert.True(t, removed)
 				return
 			}
 			require.ErrorIs(t, err, ErrMarkerHeld, "ClaimMarker of a marker the guard reads as %s", before)
-			assert.Contains(t, err.Error(), string(before), "the refusal says what the guard reads")
+			assert.Contains(t, err.Error(), before.String(), "the refusal says what the guard reads")
 			assert.Equal(t, before, readMarker(path), "a refused claim changes nothing")
 		})
 	}

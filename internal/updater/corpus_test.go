@@ -149,14 +149,14 @@ func cmpOr[T comparable](v, def T) T {
 // stateOf is the marker state a guard gives what the corpus's judge
 // says: a malformed marker proves nothing, a dead one is stale, one that
 // lives (or is the reader) is active.
-func stateOf(verdict string) MarkerState {
+func stateOf(verdict string) Life {
 	switch verdict {
 	case judgeMalformed:
-		return MarkerUnknown
+		return Unsure
 	case judgeDead:
-		return MarkerAbandoned
+		return Ended
 	}
-	return MarkerActive
+	return Live
 }
 
 // Every judge case of the corpus, with its process table and clock: the
@@ -172,9 +172,9 @@ func TestMarkerCorpusJudgeCases(t *testing.T) {
 			m := corpusEnv(c).ClassifyMarker(path, defaultMaxAge)
 			want := stateOf(c.verdict)
 			if c.seed {
-				want = MarkerActive
+				want = Live
 			}
-			assert.Equal(t, want, m.State, "%s: the updater says %s; %s", c.name, c.verdict, m.Reason)
+			assert.Equal(t, want, m.Life, "%s: the updater says %s; %s", c.name, c.verdict, m.Reason)
 			if c.verdict != judgeMalformed {
 				var run string
 				if ids := ParseIdentities([]byte(c.body)); len(ids.Runs) > 0 {
@@ -193,7 +193,7 @@ func TestMarkerCorpusTableDecides(t *testing.T) {
 	c := corpusJudgeCases[0]
 	path := filepath.Join(tempDir(t), markerName)
 	writeFile(t, path, c.body)
-	assert.Equal(t, MarkerActive, corpusEnv(&c).ClassifyMarker(path, defaultMaxAge).State)
+	assert.Equal(t, Live, corpusEnv(&c).ClassifyMarker(path, defaultMaxAge).Life)
 	c.live = nil
-	assert.Equal(t, MarkerAbandoned, corpusEnv(&c).ClassifyMarker(path, defaultMaxAge).State, fmt.Sprintf("%q with no process", c.body))
+	assert.Equal(t, Ended, corpusEnv(&c).ClassifyMarker(path, defaultMaxAge).Life, fmt.Sprintf("%q with no process", c.body))
 }

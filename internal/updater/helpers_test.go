@@ -2,6 +2,7 @@ package updater
 
 import (
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -47,6 +48,21 @@ func probedEnv(probe func(int64) ProcInfo) *Env {
 
 // readMarker classifies the marker at path as a guard with the default
 // options does.
-func readMarker(path string) MarkerState {
-	return System.ClassifyMarker(path, defaultMaxAge).State
+func readMarker(path string) Life {
+	return System.ClassifyMarker(path, defaultMaxAge).Life
+}
+
+// children are the helper processes this test binary can be run as,
+// besides the harness's own (see gittest.RunChild), by the variable that
+// names each: a platform's test file adds its own.
+var children = map[string]func(value string) int{}
+
+func TestMain(m *testing.M) {
+	gittest.RunChild(children)
+	os.Exit(m.Run())
+}
+
+// processGone reports whether the probe finds process pid gone.
+func processGone(pid int) bool {
+	return ProbeProcess(int64(pid)).State == ProcessGone
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
 func TestZombieProcessIsGone(t *testing.T) {
@@ -64,17 +66,17 @@ func recordedCreation(t *testing.T, pid int) float64 {
 // that the 2 s tolerance is the updater's on either side: the boot time
 // truncated to whole seconds, not the guard's own precise one.
 func TestCreationTimeOnTheUpdatersClock(t *testing.T) {
-	live := longChild(t).Process.Pid
+	live := gittest.LongChild(t).Process.Pid
 	ct := recordedCreation(t, live)
 	assert.Equal(t, fmt.Sprintf("%.3f", ct), CreationTime(live), "the creation time a marker written here records")
 	now := time.Now().Unix()
 	for _, tc := range []struct {
 		offset float64
-		want   MarkerState
-	}{{-1.995, MarkerActive}, {1.995, MarkerActive}, {-2.05, MarkerAbandoned}, {2.05, MarkerAbandoned}} {
+		want   Life
+	}{{-1.995, Live}, {1.995, Live}, {-2.05, Ended}, {2.05, Ended}} {
 		path := filepath.Join(tempDir(t), markerName)
 		writeFile(t, path, fmt.Sprintf("%d\n%d\nct:%.3f\n", live, now, ct+tc.offset))
 		m := System.ClassifyMarker(path, defaultMaxAge)
-		assert.Equal(t, tc.want, m.State, "recorded %+.3f s from the updater's reading: %s", tc.offset, m.Reason)
+		assert.Equal(t, tc.want, m.Life, "recorded %+.3f s from the updater's reading: %s", tc.offset, m.Reason)
 	}
 }

@@ -16,23 +16,23 @@ import (
 
 // readWithin classifies path in a goroutine and fails the test if that does
 // not return: a blocked read would otherwise hang the whole run.
-func readWithin(t *testing.T, path string) MarkerState {
+func readWithin(t *testing.T, path string) Life {
 	t.Helper()
-	done := make(chan MarkerState, 1)
+	done := make(chan Life, 1)
 	go func() { done <- readMarker(path) }()
 	select {
 	case s := <-done:
 		return s
 	case <-time.After(30 * time.Second):
 		t.Fatalf("readMarker(%q) blocked", path)
-		return ""
+		return NoUpdate
 	}
 }
 
 func TestFIFOMarkerIsUnknownWithoutBlocking(t *testing.T) {
 	fifo := filepath.Join(tempDir(t), markerName)
 	mkfifo(t, fifo)
-	assert.Equal(t, MarkerUnknown, readWithin(t, fifo), "no writer")
+	assert.Equal(t, Unsure, readWithin(t, fifo), "no writer")
 
 	// A writer holds it open, with data waiting.
 	w, err := unix.Open(fifo, unix.O_RDWR|unix.O_NONBLOCK, 0)
@@ -40,30 +40,30 @@ func TestFIFOMarkerIsUnknownWithoutBlocking(t *testing.T) {
 	defer unix.Close(w)
 	_, err = unix.Write(w, []byte("1\n1\n"))
 	require.NoError(t, err)
-	assert.Equal(t, MarkerUnknown, readWithin(t, fifo), "a writer holds it open")
+	assert.Equal(t, Unsure, readWithin(t, fifo), "a writer holds it open")
 }
 
 func TestSymlinkMarkerIsNotFollowed(t *testing.T) {
 	dir := tempDir(t)
 	target := filepath.Join(dir, "real-marker")
 	writeMarker(t, target, os.Getpid(), time.Now())
-	require.Equal(t, MarkerActive, readMarker(target))
+	require.Equal(t, Live, readMarker(target))
 	link := filepath.Join(dir, markerName)
 	require.NoError(t, os.Symlink(target, link))
-	assert.Equal(t, MarkerUnknown, readMarker(link))
+	assert.Equal(t, Unsure, readMarker(link))
 	dangling := filepath.Join(dir, "dangling")
 	require.NoError(t, os.Symlink(filepath.Join(dir, "missing"), dangling))
-	assert.Equal(t, MarkerUnknown, readMarker(dangling))
+	assert.Equal(t, Unsure, readMarker(dangling))
 }
 
 func TestDeviceAndSocketMarkersAreUnknown(t *testing.T) {
-	assert.Equal(t, MarkerUnknown, readMarker(os.DevNull))
+	assert.Equal(t, Unsure, readMarker(os.DevNull))
 	sock := filepath.Join(tempDir(t), "s")
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
 	require.NoError(t, err)
 	defer unix.Close(fd)
 	require.NoError(t, unix.Bind(fd, &unix.SockaddrUnix{Name: sock}))
-	assert.Equal(t, MarkerUnknown, readMarker(sock))
+	assert.Equal(t, Unsure, readMarker(sock))
 }
 
 func TestProbeProcess(t *testing.T) {
@@ -93,12 +93,12 @@ func TestReusedPIDMarker(t *testing.T) {
 	cases := []struct {
 		name    string
 		written time.Time
-		want    MarkerState
+		want    Life
 	}{
-		{"written 2.3 s before the child started", before.Add(-2300 * time.Millisecond), MarkerAbandoned},
-		{"written 1.5 s before the child started", before.Add(-1500 * time.Millisecond), MarkerAbandoned},
-		{"written 0.5 s before Start returned: within the slack", after.Add(-500 * time.Millisecond), MarkerActive},
-		{"written after the child started", after, MarkerActive},
+		{"written 2.3 s before the child started", before.Add(-2300 * time.Millisecond), Ended},
+		{"written 1.5 s before the child started", before.Add(-1500 * time.Millisecond), Ended},
+		{"written 0.5 s before Start returned: within the slack", after.Add(-500 * time.Millisecond), Live},
+		{"written after the child started", after, Live},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

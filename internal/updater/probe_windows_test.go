@@ -21,16 +21,16 @@ func TestWindowsMarkerKinds(t *testing.T) {
 	dir := tempDir(t)
 	regular := filepath.Join(dir, markerName)
 	writeMarker(t, regular, os.Getpid(), time.Now())
-	assert.Equal(t, MarkerActive, readMarker(regular), "a regular file")
-	assert.Equal(t, MarkerAbsent, readMarker(filepath.Join(dir, "missing")))
-	assert.Equal(t, MarkerAbsent, readMarker(filepath.Join(dir, "no-dir", "missing")))
-	assert.Equal(t, MarkerUnknown, readMarker(dir), "a directory")
-	assert.Equal(t, MarkerUnknown, readMarker(`\\.\NUL`), "a device")
-	assert.Equal(t, MarkerUnknown, readMarker(filepath.Join(dir, "NUL")), "a reserved device name")
+	assert.Equal(t, Live, readMarker(regular), "a regular file")
+	assert.Equal(t, NoUpdate, readMarker(filepath.Join(dir, "missing")))
+	assert.Equal(t, NoUpdate, readMarker(filepath.Join(dir, "no-dir", "missing")))
+	assert.Equal(t, Unsure, readMarker(dir), "a directory")
+	assert.Equal(t, Unsure, readMarker(`\\.\NUL`), "a device")
+	assert.Equal(t, Unsure, readMarker(filepath.Join(dir, "NUL")), "a reserved device name")
 
 	big := filepath.Join(dir, "big")
 	writeFile(t, big, fmt.Sprintf("%d\n%d\n", os.Getpid(), time.Now().Unix())+strings.Repeat("x", MaxMarkerBytes))
-	assert.Equal(t, MarkerUnknown, readMarker(big), "over the size cap")
+	assert.Equal(t, Unsure, readMarker(big), "over the size cap")
 }
 
 func TestWindowsSymlinkMarkerIsNotFollowed(t *testing.T) {
@@ -45,7 +45,7 @@ func TestWindowsSymlinkMarkerIsNotFollowed(t *testing.T) {
 		// Wine 8 reports success from CreateSymbolicLink but makes nothing.
 		t.Skipf("this host reported a symbolic link it did not make: %v", err)
 	}
-	assert.Equal(t, MarkerUnknown, readMarker(link))
+	assert.Equal(t, Unsure, readMarker(link))
 }
 
 func TestWindowsProbeProcess(t *testing.T) {
@@ -54,7 +54,7 @@ func TestWindowsProbeProcess(t *testing.T) {
 	assert.False(t, self.Start.IsZero(), "GetProcessTimes gave no start time")
 	assert.True(t, self.Start.Before(time.Now().Add(time.Second)))
 
-	child := gittest.Self(nil, waitChildEnv+"=1")
+	child := gittest.Self(nil, gittest.WaitChildEnv+"=1")
 	stdin, err := child.StdinPipe()
 	require.NoError(t, err)
 	require.NoError(t, child.Start())
@@ -71,7 +71,7 @@ func TestWindowsProbeProcess(t *testing.T) {
 // A process that exited with 259 (STILL_ACTIVE) is gone: liveness comes from
 // waiting on the process, not from its exit code.
 func TestWindowsExitCode259IsGone(t *testing.T) {
-	child := gittest.Self(nil, exitChildEnv+"=259")
+	child := gittest.Self(nil, gittest.ExitChildEnv+"=259")
 	require.NoError(t, child.Start())
 	defer func() { _ = child.Wait() }()
 	// A handle of our own keeps the exited process's object, and its id,
@@ -91,7 +91,7 @@ func TestWindowsExitCode259IsGone(t *testing.T) {
 // A live process that started after the marker's time did not write it.
 func TestWindowsReusedPIDMarkerIsStale(t *testing.T) {
 	written := time.Now().Add(-30 * time.Second)
-	child := gittest.Self(nil, waitChildEnv+"=1")
+	child := gittest.Self(nil, gittest.WaitChildEnv+"=1")
 	stdin, err := child.StdinPipe()
 	require.NoError(t, err)
 	require.NoError(t, child.Start())
@@ -99,7 +99,7 @@ func TestWindowsReusedPIDMarkerIsStale(t *testing.T) {
 
 	path := filepath.Join(tempDir(t), markerName)
 	writeMarker(t, path, child.Process.Pid, written)
-	assert.Equal(t, MarkerAbandoned, readMarker(path))
+	assert.Equal(t, Ended, readMarker(path))
 	writeMarker(t, path, child.Process.Pid, time.Now())
-	assert.Equal(t, MarkerActive, readMarker(path))
+	assert.Equal(t, Live, readMarker(path))
 }

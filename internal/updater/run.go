@@ -50,10 +50,10 @@ type Update struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	// Markers classifies the marker that says the most of every home an
-	// updater may run in: its state's word (a MarkerState),
-	// why, and its path; an active or unknown one refuses the update. It
-	// is read once the lock is held. Nil: Marker alone, through Judge.
-	Markers func() (state, reason, path string)
+	// updater may run in, and its path; one of a live update, or of one
+	// that may live, refuses the update. It is read once the lock is
+	// held. Nil: Marker alone, through Judge.
+	Markers func() (v Verdict, path string)
 	// Revision reads the revision of the checkout's HEAD, or why it has
 	// none (an error for a checkout that cannot be read). Required.
 	Revision func() (rev, none string, err error)
@@ -108,10 +108,7 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 	}
 	markers := u.Markers
 	if markers == nil {
-		markers = func() (string, string, string) {
-			state, reason := u.Judge.Read(u.Marker)
-			return state, reason, u.Marker
-		}
+		markers = func() (Verdict, string) { return u.Judge.Read(u.Marker), u.Marker }
 	}
 	var lock *os.File
 	if u.Lock != "" {
@@ -145,11 +142,11 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 		defer checkout.Close()
 	}
 	// Read under the lock: another updater may have finished meanwhile.
-	switch state, reason, path := markers(); state {
-	case "active":
-		return Result{}, fmt.Errorf("%w: another updater is running (%s: %s)", ErrRefused, path, reason)
-	case "unknown":
-		return Result{}, fmt.Errorf("%w: the marker %s proves nothing (%s); remove it if no update runs", ErrRefused, path, reason)
+	switch v, path := markers(); v.Life {
+	case Live:
+		return Result{}, fmt.Errorf("%w: another updater is running (%s: %s)", ErrRefused, path, v.Reason)
+	case Unsure:
+		return Result{}, fmt.Errorf("%w: the marker %s proves nothing (%s); remove it if no update runs", ErrRefused, path, v.Reason)
 	}
 
 	for _, p := range []string{u.Marker, u.Receipt} {

@@ -177,7 +177,7 @@ func TestRunRefuses(t *testing.T) {
 
 	// Markers, where given, are what refuses: another home's marker.
 	u := c.update(t, "touch", ran)
-	u.Markers = func() (string, string, string) { return "active", "process 1 is alive", "/elsewhere/marker" }
+	u.Markers = func() (Verdict, string) { return Verdict{Live, "process 1 is alive"}, "/elsewhere/marker" }
 	_, err = System.Run(context.Background(), u)
 	assert.ErrorIs(t, err, ErrRefused)
 	assert.ErrorContains(t, err, "/elsewhere/marker")

@@ -25,14 +25,13 @@ var ErrMarkerHeld = errors.New("the update marker is held")
 // own (Env.Judge), so that a claim replaces only a marker a guard reads as
 // stale and yields to anything a guard does not read as absent.
 type Judge interface {
-	// Read classifies the marker at path, with what lies beside it: the
-	// state's word (a MarkerState) and why.
-	Read(path string) (state, reason string)
+	// Read classifies the marker at path, with what lies beside it.
+	Read(path string) Verdict
 	// Marker reads the marker at path and judges it, with what lies
 	// beside it: body is the file's bytes where a guard read them as
 	// stale; stale whether it did; held, when a guard reads them as
-	// neither absent nor stale, the state and why ("active (process 12
-	// is alive)").
+	// neither absent nor stale, what it proves and why ("a live update
+	// (process 12 is alive)").
 	Marker(path string) (body []byte, stale bool, held string)
 	// Beside judges what lies beside the marker at path, whatever the
 	// marker itself is: why it holds the marker (a release in flight, an
@@ -75,7 +74,7 @@ func ClaimMarker(path string, pid int, started time.Time, judge Judge) error {
 		stale, isStale, held := judge.Marker(path)
 		switch {
 		case held != "":
-			return fmt.Errorf("%w: %s is %s", ErrMarkerHeld, path, held)
+			return fmt.Errorf("%w: %s names %s", ErrMarkerHeld, path, held)
 		case isStale:
 			aside := releaseName(path, os.Getpid())
 			if err := os.Rename(path, aside); err != nil {

@@ -25,7 +25,7 @@
 // second per port (the median of the rounds and their range) and its
 // ratio to the bare port of the same server, taken round by round.
 //
-// scripts/httpbench.sh builds it and runs it; docs/performance.md says how
+// httpbench.sh beside it builds it and runs it; docs/performance.md says how
 // to read its table. It lives under internal so that it is no command of
 // the module a user installs.
 package main

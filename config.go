@@ -1,0 +1,145 @@
+package runtimeguard
+
+import (
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/runtimeguard/runtimeguard/internal/bounded"
+	"github.com/runtimeguard/runtimeguard/internal/gitread"
+	"github.com/runtimeguard/runtimeguard/internal/updater"
+	"github.com/runtimeguard/runtimeguard/internal/watch"
+)
+
+// config is Options resolved once, with every default applied: what a
+// guard owns for its lifetime.
+type config struct {
+	env           *env
+	homes         *updaterHomes  // nil when no home directory is known
+	stamp         *gitread.Stamp // where an install's build stamp is (see Layout.Stamp)
+	markerRel     string         // Layout.Marker, Receipt and ReceiptHistory, native
+	receiptRel    string
+	historyRel    string
+	markerPath    string // the marker in the guard's home; "" when no home directory is known
+	receiptPath   string // the latest receipt in the guard's home; "" when the layout has none or no home is known
+	lockPath      string // "" when the layout has no lock or no home is known
+	checkoutLock  string // Layout.CheckoutLock
+	link          string // Layout.Link, absolute
+	noMarker      bool   // the layout has no Marker (it has a Link)
+	recovery      []string
+	python        string // Options.Python, absolute
+	installRoot   string // the root of the install python's venv is in, or ""
+	maxAge        time.Duration
+	timeout       time.Duration
+	message       string
+	reloadMessage string
+	autoMessage   string // while a Reloader waits for the proof of a reload
+	problem       bool
+	check         checkMode // Options.Check
+	logger        *slog.Logger
+	onStale       func(*http.Request, *StaleError)
+	staleLogEvery time.Duration // the least time between two Debug logs of stale checks
+	expect        string        // ExpectRevision, lower case
+	expectReceipt string
+	// requireCheckout is Options.RequireCheckout.
+	requireCheckout bool
+
+	// unsupportedMessage is the stale message when the checkout turned
+	// into a format the guard does not read: a restart would fail too.
+	unsupportedMessage string
+
+	// updaterKey names what the reads of the updater's files touch
+	// besides the module's directory: the home, the interpreter's install
+	// root, the link. See updaterExecutor.
+	updaterKey string
+	// ux runs the reads of the updater's files for the options' own
+	// module path (those of an unbound guard, of Observe, the home's
+	// links): see updaterExecutor.
+	ux *bounded.Executor
+}
+
+// updaterExecutor is the process's executor of the reads of the
+// updater's files (markers, recovery markers, receipts, the checkout
+// lock, plans) for a guard of c whose configured module path is abs (""
+// for none): one per updater install, as what the reads touch names it
+// (the home, the interpreter's install root, the link, the module's
+// directory), shared by every guard, diagnostic and plan of the process
+// that reads it. So a file system that stops answering holds one
+// goroutine per install, whatever the number of calls, and slows only the
+// guards that read it.
+func (c *config) updaterExecutor(abs string) *bounded.Executor {
+	dir := ""
+	if abs != "" {
+		dir = filepath.Dir(abs)
+	}
+	return bounded.Shared("updater\x00"+c.updaterKey+"\x00"+dir, panicError)
+}
+
+// checkoutExecutor is the process's executor of the looks at the
+// checkout the configured module path abs leads to (stats, full reads,
+// binds): one per directory of a module path, shared by every guard of
+// the process that reads it, as updaterExecutor's are.
+func checkoutExecutor(abs string) *bounded.Executor {
+	return bounded.Shared("checkout\x00"+filepath.Dir(abs), panicError)
+}
+
+// log is the logger of what an operator must know (a guard bound without Git at
+// bind, the first stale answer, a reload done or abandoned):
+// [Options.Logger], or slog.Default() without one.
+func (c *config) log() *slog.Logger {
+	if c.logger != nil {
+		return c.logger
+	}
+	return slog.Default()
+}
+
+// paths returns the resolved paths, in a copy the caller may keep.
+func (c *config) paths() Paths {
+	p := Paths{
+		Marker:          c.markerPath,
+		Receipt:         c.receiptPath,
+		Lock:            c.lockPath,
+		Python:          c.python,
+		InstallRoot:     c.installRoot,
+		RecoveryMarkers: nonNil(slices.Clone(c.recovery)),
+	}
+	if c.homes != nil {
+		p.Home = c.homes.home
+		if c.historyRel != "" {
+			p.ReceiptHistory = filepath.Join(p.Home, c.historyRel)
+		}
+	}
+	return p
+}
+
+// installRoots are the directories searched for recovery markers for the
+// installs whose source directories are srcs: each of them, then the
+// interpreter's install root, once each.
+func (c *config) installRoots(srcs ...string) []string {
+	var roots []string
+	for _, dir := range append(srcs, c.installRoot) {
+		if dir == "" {
+			continue
+		}
+		if dir = filepath.Clean(dir); !slices.Contains(roots, dir) {
+			roots = append(roots, dir)
+		}
+	}
+	return roots
+}
+
+// env is the part of the environment a guard touches, replaceable per
+// instance so that tests can run in parallel.
+type env struct {
+	now func() time.Time
+	// git is the file system the checkout is read from.
+	git *gitread.FS
+	// upd reads the updater's files.
+	upd *updater.Env
+	// watch is the process's inotify watcher, or why there is none.
+	watch func() (*watch.Watcher, error)
+}
+
+var systemEnv = &env{now: time.Now, git: gitread.System, upd: updater.System, watch: watch.Shared}

@@ -640,7 +640,7 @@ func (c *twoClones) updateA(t *testing.T) {
 		Home: c.home, Marker: filepath.Join(c.home, hermesMarker), Receipt: filepath.Join(c.home, filepath.FromSlash(HermesLayout.Receipt)),
 		CheckoutLock: filepath.Join(c.a, ".git", HermesLayout.CheckoutLock),
 		Judge:        updater.System.Judge(DefaultMaxMarkerAge),
-		Argv:         []string{"git", "pull", "-q", "--ff-only"}, Dir: c.a, Stdout: &out, Stderr: &out,
+		Argv:         []string{"git", "pull", "-q", "--ff-only"}, Dir: c.a, Env: gittest.Env, Stdout: &out, Stderr: &out,
 		Revision: func() (string, string, error) { return git(t, c.a, "rev-parse", "HEAD"), "", nil },
 		Checkout: func() string { return resolved(t, c.a) },
 	})

@@ -43,10 +43,12 @@ type Update struct {
 	// Judge is the classification of a marker the claim obeys (a
 	// guard's: see Judge). Required.
 	Judge Judge
-	// Argv is the command to run, in Dir, with the standard streams
-	// given.
+	// Argv is the command to run, in Dir, in the environment Env (as
+	// exec.Cmd takes it; required: the CLI gives os.Environ(), a test
+	// gittest.Env), with the standard streams given.
 	Argv           []string
 	Dir            string
+	Env            []string
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	// Markers classifies the marker that says the most of every home an
@@ -101,6 +103,8 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 		return Result{}, errors.New("the layout has no receipt")
 	case len(u.Argv) == 0:
 		return Result{}, errors.New("no command to run")
+	case u.Env == nil:
+		return Result{}, errors.New("no environment for the command")
 	case u.Revision == nil:
 		return Result{}, errors.New("no way to read the checkout's revision")
 	case u.Judge == nil:
@@ -213,7 +217,7 @@ func (u *Update) checkout() string {
 // interrupts the command, which then has thirty seconds to end.
 func runCommand(ctx context.Context, u *Update, lock, checkout *os.File) (int, error) {
 	cmd := exec.CommandContext(ctx, u.Argv[0], u.Argv[1:]...)
-	cmd.Dir = u.Dir
+	cmd.Dir, cmd.Env = u.Dir, u.Env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = u.Stdin, u.Stdout, u.Stderr
 	if lock != nil && runtime.GOOS != "windows" {
 		// The command holds the lock too (as descriptor 3): a caller that

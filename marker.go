@@ -124,8 +124,9 @@ type Observation struct {
 	// or no home directory is known.
 	LockPath string `json:"lock_path,omitempty"`
 	// CheckoutLockPath is the updater's kernel lock on the checkout (the
-	// held one, where several installs are read), in the common Git
-	// directory git's discovery finds; CheckoutLock is "free" (no
+	// held one, where several are probed), in the common Git directory
+	// git's discovery finds, or where the updater's own rule puts it;
+	// CheckoutLock is "free" (no
 	// process holds it, or it has no file), "held" (a process holds it: an
 	// update runs) or "unknown" (this platform cannot tell, the repository
 	// that holds it cannot be found, or a link or another file than a
@@ -492,7 +493,6 @@ func (c *config) checkoutLocks(roots []string) (locks []checkoutLock, problem st
 		l, err := updater.FindCheckoutLock(root, c.checkoutLock)
 		if err != nil {
 			problem = "the checkout lock of " + root + " cannot be found: " + err.Error()
-			continue
 		}
 		for _, lk := range []checkoutLock{{l.Path, false}, {l.Also, true}} {
 			if lk.path != "" && !slices.ContainsFunc(locks, func(o checkoutLock) bool { return o.path == lk.path }) {

@@ -479,6 +479,54 @@ func TestCheckoutLockHeldByAChildAfterItsOwnerExited(t *testing.T) {
 	r.Release()
 }
 
+// Hermes's updater locks the install root by its own rule, which reads
+// only <root>/.git: installed in a folder of a larger repository it locks
+// <root>/.hermes-update.lock, and with a stray empty .git there (which git
+// passes over) <root>/.git/hermes-update.lock, while git's discovery finds
+// the outer repository's common directory. Its completion child holding
+// that lock after its parent wrote the success receipt keeps the update
+// active, and no reload is proven.
+func TestCheckoutLockWhereHermesTakesIt(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// lock makes the layout in root and returns where Hermes locks it.
+		lock func(t *testing.T, root string) string
+	}{
+		{"an install root below the top level", func(t *testing.T, root string) string {
+			return filepath.Join(root, ".hermes-update.lock")
+		}},
+		{"a stray empty .git in the install root", func(t *testing.T, root string) string {
+			require.NoError(t, os.Mkdir(filepath.Join(root, ".git"), 0o755))
+			return filepath.Join(root, ".git", "hermes-update.lock")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			home := filepath.Join(resolved(t, tempDir(t)), "home")
+			mono := filepath.Join(home, "mono")
+			root := filepath.Join(mono, "hermes-agent")
+			loaded := initRepo(t, mono, map[string]string{"hermes-agent/run_agent.py": "class AIAgent: pass\n"})
+			hermesLock := tc.lock(t, root)
+			g, err := New(Options{ModulePath: filepath.Join(root, "run_agent.py"), HomeDir: home})
+			require.NoError(t, err)
+			defer g.Close()
+			moved := commit(t, mono, "hermes-agent/run_agent.py", "class AIAgent: revision = 2\n")
+
+			p := startPyUpdater(t, "hold", hermesLock)
+			require.Equal(t, "locked", p.line(t))
+			writeFile(t, filepath.Join(home, filepath.FromSlash(HermesLayout.Receipt)), receipt("success", loaded, moved, time.Now()))
+
+			o := g.Observe()
+			assert.Equal(t, lockHeld, o.CheckoutLock, "%s: %s", o.CheckoutLockPath, o.CheckoutLockReason)
+			assert.Equal(t, hermesLock, o.CheckoutLockPath)
+			assert.Equal(t, UpdateActive, o.State)
+			_, err = g.PlanReload(context.Background())
+			require.ErrorIs(t, err, ErrNotReady)
+			assert.ErrorContains(t, err, "the checkout lock "+hermesLock+" is held")
+			assert.True(t, isPending(err), "an update still runs: %v", err)
+		})
+	}
+}
+
 // isZombie reports whether pid has exited and waits to be reaped.
 func isZombie(pid int) bool {
 	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")

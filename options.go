@@ -351,7 +351,8 @@ type Layout struct {
 	// Lock is the lock file the updater holds while it runs, relative to
 	// the home: a reload plan holds it shared (read access suffices) until
 	// the new code is bound. It is never opened, created or truncated
-	// through a link at its name. Empty: the updater takes none.
+	// through a link at its name or at a directory below the home. Empty:
+	// the updater takes none.
 	Lock string
 	// CheckoutLock is the file name of the kernel lock the updater holds
 	// on the checkout it updates, for its whole process tree (its

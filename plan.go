@@ -107,8 +107,8 @@ const (
 // cooperating updater cannot start meanwhile; a lock held by an updater is
 // not ready. PlanReload creates the lock file if it is missing, and opens
 // it for reading only (a lock file it may read but not write still takes
-// the shared lock); a link at the lock's name is never opened, nor a file
-// created where it leads: no plan.
+// the shared lock); a link at the lock's name, or at a directory below the
+// home, is never opened, nor a file created where it leads: no plan.
 //
 // The plan's reads run on the guard's goroutine for the updater's files:
 // PlanReload waits for them at most [Options.ReadTimeout] in all, or
@@ -173,7 +173,7 @@ type planResult struct {
 func (g *Guard) lockAndPlan(ctx context.Context, cfg *config, b *binding) (*Plan, error) {
 	var lock *os.File
 	if cfg.lockPath != "" {
-		f, err := updater.Lock(cfg.lockPath, false)
+		f, err := updater.Lock(cfg.homes.home, cfg.lockPath, false)
 		if errors.Is(err, updater.ErrLocked) {
 			return nil, notReady(pending("an update holds the lock " + cfg.lockPath))
 		}

@@ -131,7 +131,7 @@ func TestPlanReloadConditions(t *testing.T) {
 		}, "not stale"},
 		{"an updater holds the lock", func(t *testing.T, c *reloadCase) {
 			c.success(t)
-			f, err := updater.Lock(filepath.Join(c.home, "update.lock"), true)
+			f, err := updater.Lock("", filepath.Join(c.home, "update.lock"), true)
 			require.NoError(t, err)
 			t.Cleanup(func() { f.Close() })
 		}, "holds the lock"},
@@ -159,7 +159,7 @@ func TestPlanReloadConditions(t *testing.T) {
 			// until it execs: the lock may be held for that instant.)
 			if tc.name != "an updater holds the lock" {
 				require.Eventually(t, func() bool {
-					f, err := updater.Lock(filepath.Join(c.home, "update.lock"), true)
+					f, err := updater.Lock("", filepath.Join(c.home, "update.lock"), true)
 					if err == nil {
 						f.Close()
 					}
@@ -187,7 +187,7 @@ func TestPlanBindAfterPlan(t *testing.T) {
 	r, err := c.g.PlanReload(context.Background())
 	require.NoError(t, err)
 	lock := filepath.Join(c.home, "update.lock")
-	_, err = updater.Lock(lock, true)
+	_, err = updater.Lock("", lock, true)
 	require.ErrorIs(t, err, updater.ErrLocked, "an updater's lock while a plan holds it")
 
 	require.NoError(t, r.Schedule())
@@ -203,7 +203,7 @@ func TestPlanBindAfterPlan(t *testing.T) {
 	assert.Equal(t, c.moved, c.g.Identity().Revision)
 	assert.NoError(t, c.g.EnsureCurrent())
 	require.Eventually(t, func() bool {
-		f, err := updater.Lock(lock, true)
+		f, err := updater.Lock("", lock, true)
 		if err == nil {
 			f.Close()
 		}

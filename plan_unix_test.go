@@ -106,6 +106,53 @@ func TestPlanReloadNeverLocksThroughALink(t *testing.T) {
 	}
 }
 
+// A layout's lock in a directory of the home that is a link (to a
+// directory, or dangling): the plan creates no lock file where it leads,
+// plans nothing, and says why; the home itself may be a link.
+func TestPlanReloadNeverLocksInADirectoryLink(t *testing.T) {
+	for _, dangling := range []bool{false, true} {
+		tmp := tempDir(t)
+		home := filepath.Join(tmp, "home")
+		dir := filepath.Join(home, "hermes-agent")
+		module, loaded := agentRepo(t, dir)
+		victim := filepath.Join(tmp, "victim")
+		if !dangling {
+			require.NoError(t, os.Mkdir(victim, 0o755))
+		}
+		require.NoError(t, os.Symlink(victim, filepath.Join(home, "run")))
+		layout := HermesLayout
+		layout.Lock = "run/update.lock"
+		g, err := New(Options{ModulePath: module, HomeDir: home, Layout: layout})
+		require.NoError(t, err)
+		defer g.Close()
+		moved := commit(t, dir, "run_agent.py", "class AIAgent: revision = 2\n")
+		writeFile(t, filepath.Join(home, filepath.FromSlash(HermesLayout.Receipt)), receipt("success", loaded, moved, time.Now()))
+		r, err := g.PlanReload(context.Background())
+		r.Release()
+		require.ErrorIs(t, err, ErrNotReady, "dangling %v", dangling)
+		assert.ErrorContains(t, err, "symbolic link")
+		assert.NoFileExists(t, filepath.Join(victim, "update.lock"), "a lock file made where the link leads")
+	}
+	// The home through a link: the user's choice.
+	tmp := tempDir(t)
+	home := filepath.Join(tmp, "home")
+	module, loaded := agentRepo(t, filepath.Join(home, "hermes-agent"))
+	require.NoError(t, os.Mkdir(filepath.Join(home, "run"), 0o755))
+	linked := filepath.Join(tmp, "home-link")
+	require.NoError(t, os.Symlink(home, linked))
+	layout := HermesLayout
+	layout.Lock = "run/update.lock"
+	g, err := New(Options{ModulePath: module, HomeDir: linked, Layout: layout})
+	require.NoError(t, err)
+	defer g.Close()
+	moved := commit(t, filepath.Join(home, "hermes-agent"), "run_agent.py", "class AIAgent: revision = 2\n")
+	writeFile(t, filepath.Join(home, filepath.FromSlash(HermesLayout.Receipt)), receipt("success", loaded, moved, time.Now()))
+	r, err := g.PlanReload(context.Background())
+	require.NoError(t, err)
+	r.Release()
+	assert.FileExists(t, filepath.Join(home, "run", "update.lock"))
+}
+
 // A plan takes the layout's lock shared with read access alone: its lock
 // file is open for reading only, so a server that may read the lock file
 // but not write it still plans.

@@ -238,7 +238,7 @@ func ProbeCheckoutLock(path string, follow bool) (state LockState, why string) {
 	case !fi.Mode().IsRegular():
 		return LockUnknown, "a " + fsread.TypeName(fi.Mode()) + " is at its name, not a regular file: not opened, it proves nothing"
 	}
-	f, err := openLock(path, false, exclusiveWrites, follow)
+	f, err := openLock(nil, path, false, exclusiveWrites, follow)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return LockFree, "no lock file"
@@ -321,10 +321,10 @@ var ErrCheckoutLocked = errors.New("another update holds the checkout lock")
 // it. The lock lasts until the file is closed, and on Unix while any child
 // that inherited the descriptor runs.
 func LockCheckout(path string, wait time.Duration) (*os.File, error) {
-	f, err := openLock(path, true, true, false)
+	f, err := openLock(nil, path, true, true, false)
 	writable := err == nil
 	if denied(err) && !exclusiveWrites {
-		f, err = openLock(path, false, false, false)
+		f, err = openLock(nil, path, false, false, false)
 	}
 	if err != nil {
 		return nil, err

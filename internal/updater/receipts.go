@@ -2,12 +2,12 @@ package updater
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"time"
 
+	"github.com/runtimeguard/runtimeguard/internal/durable"
 	"github.com/runtimeguard/runtimeguard/internal/fsread"
 )
 
@@ -236,10 +236,13 @@ func ReceiptFileName(r *Receipt, pid int) string {
 // keepReceipts is how many receipts of finished runs WriteReceipt keeps.
 const keepReceipts = 20
 
-// pruneReceipts removes all but the newest keepReceipts files of dir
-// named by pattern, by modification time.
-func pruneReceipts(dir, pattern string) {
-	names, err := matchingNames(dir, pattern)
+// pruneReceipts removes all but the newest keepReceipts files of d named
+// by pattern, by modification time.
+func pruneReceipts(d *durable.Dir, pattern string) {
+	names, err := d.Names(maxReceiptEntries, func(n string) bool {
+		ok, _ := filepath.Match(pattern, n)
+		return ok
+	})
 	if err != nil || len(names) <= keepReceipts {
 		return
 	}
@@ -249,13 +252,13 @@ func pruneReceipts(dir, pattern string) {
 	}
 	var files []file
 	for _, n := range names {
-		if fi, err := os.Lstat(filepath.Join(dir, n)); err == nil && fi.Mode().IsRegular() {
+		if fi, err := d.Lstat(n); err == nil && fi.Mode().IsRegular() {
 			files = append(files, file{n, fi.ModTime()})
 		}
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].mtime.After(files[j].mtime) })
 	for _, f := range files[min(keepReceipts, len(files)):] {
-		_ = os.Remove(filepath.Join(dir, f.name))
+		_ = d.Remove(f.name)
 	}
 }
 

@@ -5,15 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"time"
 
-	"github.com/runtimeguard/runtimeguard/internal/fsread"
+	"github.com/runtimeguard/runtimeguard/internal/durable"
 )
 
 // ErrRefused matches the error of Run when the update must not start:
@@ -25,8 +23,9 @@ var ErrRefused = errors.New("refused")
 // writer side of the files a guard reads.
 type Update struct {
 	// Home is the updater's home, which holds Marker, Receipt and Lock:
-	// the directories between it and them are made where missing, never
-	// through a link. Empty: they are made as os.MkdirAll makes them.
+	// the directories between it and them are made where missing, and
+	// opened, for each write, without following a link (durable.OpenIn).
+	// Empty: they are made as os.MkdirAll makes them.
 	Home string
 	// Marker is the in-progress marker to claim, and Receipt the latest
 	// receipt to write (its directory also receives the receipt of the run
@@ -116,15 +115,16 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 	}
 	var lock *os.File
 	if u.Lock != "" {
-		if err := makeDirIn(u.Home, filepath.Dir(u.Lock)); err != nil {
+		d, err := durable.OpenIn(u.Home, filepath.Dir(u.Lock), true)
+		if err != nil {
 			return Result{}, err
 		}
-		var err error
-		lock, err = Lock(u.Lock, true)
+		lock, err = lockIn(d, filepath.Base(u.Lock), true)
 		for deadline := time.Now().Add(u.LockWait); errors.Is(err, ErrLocked) && time.Now().Before(deadline); {
 			time.Sleep(50 * time.Millisecond)
-			lock, err = Lock(u.Lock, true)
+			lock, err = lockIn(d, filepath.Base(u.Lock), true)
 		}
+		d.Close()
 		if errors.Is(err, ErrLocked) {
 			return Result{}, fmt.Errorf("%w: another update or a reload holds %s", ErrRefused, u.Lock)
 		}
@@ -153,26 +153,27 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 		return Result{}, fmt.Errorf("%w: the marker %s proves nothing (%s); remove it if no update runs", ErrRefused, path, v.Reason)
 	}
 
-	for _, p := range []string{u.Marker, u.Receipt} {
-		if err := makeDirIn(u.Home, filepath.Dir(p)); err != nil {
-			return Result{}, err
-		}
+	// The receipts' directory is made, or refused, before any claim.
+	if d, err := durable.OpenIn(u.Home, filepath.Dir(u.Receipt), true); err != nil {
+		return Result{}, err
+	} else {
+		d.Close()
 	}
 	pid, start := os.Getpid(), time.Now()
 	// Claimed exclusively, where none was and where a stale one was: of
 	// two updaters started at once, one goes on.
-	if err := ClaimMarker(u.Marker, pid, start, u.Judge); err != nil {
+	if err := ClaimMarker(u.Home, u.Marker, pid, start, u.Judge); err != nil {
 		if errors.Is(err, ErrMarkerHeld) {
 			return Result{}, fmt.Errorf("%w: another updater holds the marker (%w)", ErrRefused, err)
 		}
 		return Result{}, err
 	}
-	defer RemoveMarker(u.Marker, pid, start) // ours only
+	defer RemoveMarker(u.Home, u.Marker, pid, start) // ours only
 	res := Result{Receipt: Receipt{UpdateID: NewUpdateID(), Outcome: OutcomeRunning, StartedAt: start.UTC()}}
 	r := &res.Receipt
 	r.From, _, _ = u.Revision()
 	r.Checkout = u.checkout()
-	if err := WriteReceipt(u.Receipt, *r, pid); err != nil {
+	if err := WriteReceipt(u.Home, u.Receipt, *r, pid); err != nil {
 		return res, err
 	}
 
@@ -202,7 +203,7 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 	if res.Failure != "" {
 		r.Outcome = OutcomeFailed
 	}
-	return res, WriteReceipt(u.Receipt, *r, pid)
+	return res, WriteReceipt(u.Home, u.Receipt, *r, pid)
 }
 
 // checkout is the checkout a receipt names now, "" for none.
@@ -244,43 +245,4 @@ func runCommand(ctx context.Context, u *Update, lock, checkout *os.File) (int, e
 		return exit.ExitCode(), nil
 	}
 	return 0, err
-}
-
-// makeDirIn makes the directory dir, which lies in home, with every
-// directory missing between them, none through a link: what is on the
-// way below home must be a directory itself, not a link to one, so that
-// nothing is created where a link leads. home itself is taken as it is
-// (a home given through a link is the user's choice) and made where
-// missing. With no home, or a dir outside it, dir is made as os.MkdirAll
-// makes it.
-func makeDirIn(home, dir string) error {
-	rel, err := filepath.Rel(home, dir)
-	if home == "" || err != nil || !filepath.IsLocal(rel) && rel != "." {
-		return os.MkdirAll(dir, 0o755)
-	}
-	if err := os.MkdirAll(home, 0o755); err != nil {
-		return err
-	}
-	at := home
-	for _, part := range strings.Split(rel, string(filepath.Separator)) {
-		if part == "." {
-			continue
-		}
-		at = filepath.Join(at, part)
-		if err := os.Mkdir(at, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-			return err
-		}
-		fi, err := os.Lstat(at)
-		if err != nil {
-			return err
-		}
-		if !fi.Mode().IsDir() {
-			kind := "regular file"
-			if !fi.Mode().IsRegular() {
-				kind = fsread.TypeName(fi.Mode())
-			}
-			return &fs.PathError{Op: "mkdir", Path: at, Err: fmt.Errorf("a %s, not a directory: nothing is made in it or where it leads", kind)}
-		}
-	}
-	return nil
 }

@@ -98,7 +98,7 @@ func TestRunSuccess(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, runs, 1, "the run's own receipt")
 	assert.NoFileExists(t, c.marker())
-	lock, err := Lock(filepath.Join(c.home, "update.lock"), true)
+	lock, err := Lock("", filepath.Join(c.home, "update.lock"), true)
 	require.NoError(t, err, "the lock is free")
 	require.NoError(t, lock.Close())
 }
@@ -188,7 +188,7 @@ func TestRunRefuses(t *testing.T) {
 	assert.ErrorContains(t, err, "proves nothing")
 	require.NoError(t, os.Remove(c.marker()))
 
-	shared, err := Lock(filepath.Join(c.home, "update.lock"), false)
+	shared, err := Lock("", filepath.Join(c.home, "update.lock"), false)
 	require.NoError(t, err, "a reload plan's shared lock")
 	err = try()
 	assert.ErrorIs(t, err, ErrRefused)

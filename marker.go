@@ -156,10 +156,10 @@ type Observation struct {
 	// names as its writer is gone, and how that was told; "" otherwise.
 	writersGone string
 	// checkout is the top-level directory of the checkout the receipts
-	// were read for (receipts naming another were passed over), and
-	// homesRoot the root of the homes they were read from, links
-	// resolved, or why it cannot be told (homesRootWhy).
-	checkout, homesRoot, homesRootWhy string
+	// were read for, checkoutID its identity (receipts naming another
+	// were passed over), and homesRoot the root of the homes they were
+	// read from, links resolved, or why it cannot be told (homesRootWhy).
+	checkout, checkoutID, homesRoot, homesRootWhy string
 	// Unguarded says why Git does not guard the install a guard is bound
 	// to: the module is not tracked in a Git checkout whose HEAD names a
 	// commit (no repository, or HEAD that names none git can read, the
@@ -205,11 +205,14 @@ type Receipt struct {
 	FinishedAt time.Time `json:"finished_at,omitzero"`
 	// Checkout is the top-level directory of the checkout the update was
 	// run on, where the receipt names one (runtimeguard update writes it;
-	// Hermes's updater does not). A receipt that names another checkout
-	// than the guard's is never read for it; one that names none proves a
-	// reload only of a checkout inside the homes' root (see
-	// [Guard.PlanReload]).
-	Checkout string `json:"checkout,omitempty"`
+	// Hermes's updater does not), and CheckoutID that directory's file
+	// identity then (device and inode; volume and file ID on Windows). A
+	// receipt is the guard's checkout's by that identity, not by the
+	// path's text: one that names another checkout is never read for it;
+	// one that names none proves a reload only of a checkout inside the
+	// homes' root (see [Guard.PlanReload]).
+	Checkout   string `json:"checkout,omitempty"`
+	CheckoutID string `json:"checkout_id,omitempty"`
 }
 
 // Observe is [Guard.Observe] without a guard: it reads the updater's files
@@ -291,8 +294,11 @@ func (c *config) observeAt(rr receiptRead, srcs ...string) Observation {
 		// The checkout the module path leads to now (the last install
 		// directory): receipts that name another say nothing of it.
 		o.checkout = c.checkoutOf(srcs)
+		if o.checkout != "" {
+			o.checkoutID, _ = updater.CheckoutID(o.checkout)
+		}
 		o.homesRoot, o.homesRootWhy = c.homes.realRoot()
-		f, problem := c.env.upd.NewestReceipt(rf, rr.since, o.checkout)
+		f, problem := c.env.upd.NewestReceipt(rf, rr.since, o.checkoutID)
 		if f != nil {
 			o.ReceiptPath = f.Path
 			o.Receipt = receiptOf(&f.Receipt)
@@ -311,7 +317,7 @@ func (c *config) observeAt(rr receiptRead, srcs ...string) Observation {
 func receiptOf(r *updater.Receipt) *Receipt {
 	return &Receipt{
 		ID: r.ID, UpdateID: r.UpdateID, CorrelationID: r.CorrelationID, Outcome: r.Outcome,
-		From: r.From, To: r.To, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Checkout: r.Checkout,
+		From: r.From, To: r.To, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Checkout: r.Checkout, CheckoutID: r.CheckoutID,
 	}
 }
 

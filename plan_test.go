@@ -635,16 +635,72 @@ func newTwoClones(t *testing.T, home string) *twoClones {
 // runtimeguard update does: its receipts name the checkout.
 func (c *twoClones) updateA(t *testing.T) {
 	t.Helper()
+	res := updateUnder(t, c.home, c.a, resolved(t, c.a), "git", "pull", "-q", "--ff-only")
+	require.Empty(t, res.Failure)
+}
+
+// updateUnder runs argv in the checkout dir under the update protocol, as
+// runtimeguard update does, with the updater's files in home: its
+// receipts name the checkout as checkout (the top level, by any name).
+func updateUnder(t *testing.T, home, dir, checkout string, argv ...string) updater.Result {
+	t.Helper()
 	var out bytes.Buffer
-	_, err := updater.System.Run(context.Background(), updater.Update{
-		Home: c.home, Marker: filepath.Join(c.home, hermesMarker), Receipt: filepath.Join(c.home, filepath.FromSlash(HermesLayout.Receipt)),
-		CheckoutLock: filepath.Join(c.a, ".git", HermesLayout.CheckoutLock),
+	res, err := updater.System.Run(context.Background(), updater.Update{
+		Home: home, Marker: filepath.Join(home, hermesMarker), Receipt: filepath.Join(home, filepath.FromSlash(HermesLayout.Receipt)),
+		CheckoutLock: filepath.Join(dir, ".git", HermesLayout.CheckoutLock),
 		Judge:        updater.System.Judge(DefaultMaxMarkerAge),
-		Argv:         []string{"git", "pull", "-q", "--ff-only"}, Dir: c.a, Env: gittest.Env, Stdout: &out, Stderr: &out,
-		Revision: func() (string, string, error) { return git(t, c.a, "rev-parse", "HEAD"), "", nil },
-		Checkout: func() string { return resolved(t, c.a) },
+		Argv:         argv, Dir: dir, Env: gittest.Env, Stdout: &out, Stderr: &out,
+		Revision: func() (string, string, error) { return git(t, dir, "rev-parse", "HEAD"), "", nil },
+		Checkout: func() string { return checkout },
 	})
 	require.NoError(t, err, out.String())
+	return res
+}
+
+// A receipt names its checkout by what identifies the directory, not by
+// the path's text: the same checkout's receipt under another name (a
+// ".." in it, as a bind mount or a case-insensitive file system give
+// others) is its own, and a newer failure there refuses the plan an older
+// success would make; another clone renamed into the path a receipt names
+// is not the checkout the receipt updated.
+func TestReceiptNamesItsCheckoutByIdentity(t *testing.T) {
+	t.Run("a failure of the same checkout under another name", func(t *testing.T) {
+		c := newReloadCase(t)
+		updateUnder(t, c.home, c.dir, c.dir, "true")
+		r, err := c.g.PlanReload(context.Background())
+		require.NoError(t, err, "the success proves")
+		r.Release()
+		require.NoError(t, os.Mkdir(filepath.Join(c.home, "alias"), 0o755))
+		sep := string(filepath.Separator)
+		alias := c.home + sep + "alias" + sep + ".." + sep + "hermes-agent" // not cleaned
+		res := updateUnder(t, c.home, c.dir, alias, "false")
+		require.NotEmpty(t, res.Failure)
+		_, err = c.g.PlanReload(context.Background())
+		require.ErrorIs(t, err, ErrNotReady, "the newest update of this checkout failed")
+		assert.ErrorContains(t, err, `"failed"`)
+	})
+	t.Run("another clone renamed into the receipt's path", func(t *testing.T) {
+		tmp := tempDir(t)
+		home := filepath.Join(tmp, "home")
+		require.NoError(t, os.Mkdir(home, 0o755))
+		upstream := filepath.Join(tmp, "upstream")
+		agentRepo(t, upstream)
+		p1, other := filepath.Join(tmp, "srv", "agent"), filepath.Join(tmp, "srv", "agent-next")
+		git(t, tmp, "clone", "-q", upstream, p1)
+		git(t, tmp, "clone", "-q", upstream, other)
+		g, err := New(Options{ModulePath: filepath.Join(p1, "run_agent.py"), HomeDir: home})
+		require.NoError(t, err)
+		defer g.Close()
+		commit(t, upstream, "run_agent.py", "class AIAgent: revision = 2\n")
+		updateUnder(t, home, p1, resolved(t, p1), "git", "pull", "-q", "--ff-only")
+		git(t, other, "pull", "-q", "--ff-only") // a plain pull: nothing proves it
+		require.NoError(t, os.Rename(p1, p1+".old"))
+		require.NoError(t, os.Rename(other, p1))
+		require.ErrorIs(t, g.EnsureCurrent(), ErrStale)
+		_, err = g.PlanReload(context.Background())
+		require.ErrorIs(t, err, ErrNotReady, "the receipt of the checkout renamed away proves nothing of the one renamed in")
+		assert.False(t, isPending(err), "no proof will come: %v", err)
+	})
 }
 
 // A receipt proves only an update of the checkout the guard is bound to.

@@ -97,6 +97,9 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 		StartedAt: time.Now().UTC(), FinishedAt: time.Now().UTC(),
 		From: loaded, To: moved, Checkout: top, // as runtimeguard update names its checkout
 	}
+	if r.CheckoutID, err = updater.CheckoutID(top); err != nil {
+		return err
+	}
 	receipt := filepath.Join(home, filepath.FromSlash(runtimeguard.HermesLayout.Receipt))
 	if err := updater.WriteReceipt(home, receipt, r, os.Getpid()); err != nil {
 		return err

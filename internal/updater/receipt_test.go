@@ -130,6 +130,9 @@ func FuzzParseReceipt(f *testing.F) {
 			if v, ok := keys[CheckoutKey].(string); ok && r.Checkout != v {
 				t.Fatalf("accepted %q naming the checkout %q as %q", data, v, r.Checkout)
 			}
+			if v, ok := keys[CheckoutIDKey].(string); ok && r.CheckoutID != v {
+				t.Fatalf("accepted %q naming the checkout's identity %q as %q", data, v, r.CheckoutID)
+			}
 		}
 		if r.ID == "" || r.StartedAt.IsZero() {
 			t.Fatalf("accepted %q as %+v", data, r)

@@ -59,9 +59,10 @@ type Update struct {
 	// none (an error for a checkout that cannot be read). Required.
 	Revision func() (rev, none string, err error)
 	// Checkout reads the top-level directory of the checkout (links
-	// resolved), which each receipt names, as the revision is read: a
-	// guard takes a receipt that names another checkout for none of its
-	// own. Nil, or "": the receipts name none.
+	// resolved), which each receipt names, with its identity
+	// (CheckoutID), as the revision is read: a guard takes a receipt that
+	// names another checkout for none of its own. Nil, or "": the
+	// receipts name none.
 	Checkout func() string
 	// Leftover lists the recovery markers found once the command ended: any
 	// makes the run fail. Nil: none is looked for.
@@ -172,7 +173,7 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 	res := Result{Receipt: Receipt{UpdateID: NewUpdateID(), Outcome: OutcomeRunning, StartedAt: start.UTC()}}
 	r := &res.Receipt
 	r.From, _, _ = u.Revision()
-	r.Checkout = u.checkout()
+	r.Checkout, r.CheckoutID = u.checkout()
 	if err := WriteReceipt(u.Home, u.Receipt, *r, pid); err != nil {
 		return res, err
 	}
@@ -180,7 +181,8 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 	res.ExitCode, res.RunErr = runCommand(ctx, &u, lock, checkout)
 	r.FinishedAt = time.Now().UTC()
 	after, none, readErr := u.Revision()
-	r.To, r.Checkout = after, u.checkout()
+	r.To = after
+	r.Checkout, r.CheckoutID = u.checkout()
 	var left []string
 	if u.Leftover != nil {
 		left = u.Leftover()
@@ -206,12 +208,16 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 	return res, WriteReceipt(u.Home, u.Receipt, *r, pid)
 }
 
-// checkout is the checkout a receipt names now, "" for none.
-func (u *Update) checkout() string {
+// checkout is the checkout a receipt names now, and its identity
+// (CheckoutID); "" for none.
+func (u *Update) checkout() (dir, id string) {
 	if u.Checkout == nil {
-		return ""
+		return "", ""
 	}
-	return u.Checkout()
+	if dir = u.Checkout(); dir != "" {
+		id, _ = CheckoutID(dir) // none where it cannot be told: the receipt is then no checkout's
+	}
+	return dir, id
 }
 
 // runCommand runs u.Argv and returns its exit status. The context's end

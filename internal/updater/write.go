@@ -241,7 +241,7 @@ func WriteReceipt(home, latest string, r Receipt, pid int) error {
 	f := receiptFile{
 		Schema: ReceiptSchema, UpdateID: r.UpdateID, CorrelationID: r.CorrelationID, Outcome: r.Outcome,
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
-		PreUpdate: codeState{r.From}, PostUpdate: codeState{r.To}, Checkout: r.Checkout,
+		PreUpdate: codeState{r.From}, PostUpdate: codeState{r.To}, Checkout: r.Checkout, CheckoutID: r.CheckoutID,
 		PID: int64(pid),
 	}
 	if w := identityOf(pid); w.HasCreated {

@@ -157,9 +157,10 @@ type Observation struct {
 	writersGone string
 	// checkout is the top-level directory of the checkout the receipts
 	// were read for, checkoutID its identity (receipts naming another
-	// were passed over), and homesRoot the root of the homes they were
-	// read from, links resolved, or why it cannot be told (homesRootWhy).
-	checkout, checkoutID, homesRoot, homesRootWhy string
+	// were passed over), and install the checkout the updater's installer
+	// puts in the homes' root (Layout.Checkout), installID its identity,
+	// or why it cannot be told (installWhy).
+	checkout, checkoutID, install, installID, installWhy string
 	// Unguarded says why Git does not guard the install a guard is bound
 	// to: the module is not tracked in a Git checkout whose HEAD names a
 	// commit (no repository, or HEAD that names none git can read, the
@@ -209,8 +210,8 @@ type Receipt struct {
 	// identity then (device and inode; volume and file ID on Windows). A
 	// receipt is the guard's checkout's by that identity, not by the
 	// path's text: one that names another checkout is never read for it;
-	// one that names none proves a reload only of a checkout inside the
-	// homes' root (see [Guard.PlanReload]).
+	// one that names none proves a reload only of the checkout of
+	// [Layout].Checkout (see [Guard.PlanReload]).
 	Checkout   string `json:"checkout,omitempty"`
 	CheckoutID string `json:"checkout_id,omitempty"`
 }
@@ -297,7 +298,7 @@ func (c *config) observeAt(rr receiptRead, srcs ...string) Observation {
 		if o.checkout != "" {
 			o.checkoutID, _ = updater.CheckoutID(o.checkout)
 		}
-		o.homesRoot, o.homesRootWhy = c.homes.realRoot()
+		o.install, o.installID, o.installWhy = c.homes.installed()
 		f, problem := c.env.upd.NewestReceipt(rf, rr.since, o.checkoutID)
 		if f != nil {
 			o.ReceiptPath = f.Path
@@ -643,6 +644,7 @@ type updaterHomes struct {
 	home     string // the guard's own home, absolute
 	root     string // the root of the profiles; home where there are none
 	profiles string // Layout.Profiles; "" for none
+	checkout string // Layout.Checkout; "" for none
 	now      func() time.Time
 
 	mu      sync.Mutex // protects stamp, list and problem
@@ -657,8 +659,8 @@ type updaterHomes struct {
 // under the profiles directory has the root above it. The links are
 // resolved on x, waited for at most timeout: a home on a file system
 // that does not answer is taken as spelt.
-func newUpdaterHomes(home, profiles string, now func() time.Time, x *bounded.Executor, timeout time.Duration) *updaterHomes {
-	h := &updaterHomes{home: home, root: home, profiles: profiles, now: now}
+func newUpdaterHomes(home, profiles, checkout string, now func() time.Time, x *bounded.Executor, timeout time.Duration) *updaterHomes {
+	h := &updaterHomes{home: home, root: home, profiles: profiles, checkout: checkout, now: now}
 	if profiles == "" {
 		return h
 	}
@@ -674,18 +676,22 @@ func newUpdaterHomes(home, profiles string, now func() time.Time, x *bounded.Exe
 	return h
 }
 
-// realRoot is the root of the homes, its links resolved (a receipt that
-// names no checkout proves a reload only of a checkout inside it), or why
-// it cannot be told.
-func (h *updaterHomes) realRoot() (root, why string) {
-	if h == nil {
-		return "", "no home directory is known"
+// installed is the checkout the updater's installer puts in the root of
+// the homes (a receipt that names no checkout proves a reload only of
+// it) and its identity (updater.CheckoutID), or why that cannot be told.
+func (h *updaterHomes) installed() (dir, id, why string) {
+	switch {
+	case h == nil:
+		return "", "", "no home directory is known"
+	case h.checkout == "":
+		return "", "", "the layout names no checkout that its installer puts in the homes"
 	}
-	root, err := filepath.EvalSymlinks(h.root)
+	dir = filepath.Join(h.root, filepath.FromSlash(h.checkout))
+	id, err := updater.CheckoutID(dir)
 	if err != nil {
-		return "", "the homes' root " + h.root + " cannot be resolved: " + err.Error()
+		return dir, "", err.Error()
 	}
-	return root, ""
+	return dir, id, ""
 }
 
 // all returns the homes, the guard's own first, and why the list is not

@@ -240,7 +240,7 @@ func (opts *Options) resolveOn(e *env) (*config, error) {
 	}
 	c.ux = c.updaterExecutor(module)
 	if home != "" {
-		c.homes = newUpdaterHomes(home, layout.Profiles, e.now, c.ux, cmp.Or(opts.ReadTimeout, DefaultReadTimeout))
+		c.homes = newUpdaterHomes(home, layout.Profiles, layout.Checkout, e.now, c.ux, cmp.Or(opts.ReadTimeout, DefaultReadTimeout))
 		c.markerRel = filepath.FromSlash(layout.Marker)
 		c.receiptRel = filepath.FromSlash(layout.Receipt)
 		c.historyRel = filepath.FromSlash(layout.ReceiptHistory)
@@ -397,6 +397,11 @@ type Layout struct {
 	// guard bound proves nothing, whatever it leads to. Relative to the
 	// working directory when not absolute. Empty: none.
 	Link string
+	// Checkout is where the updater's installer puts its checkout,
+	// relative to the root of the homes, such as "hermes-agent": the one
+	// checkout a receipt that names none proves a reload of (the same
+	// directory, however reached). Empty: such a receipt proves none.
+	Checkout string
 
 	// gitSync marks a layout of GitSyncLayout, whose Link must not be
 	// empty: an empty one would read as the zero Layout, Hermes's.
@@ -450,6 +455,7 @@ func hermesLayout() Layout {
 		Profiles:        "profiles",
 		Stamp:           "install-stamp.json",
 		StampDirEnv:     "HERMES_INSTALL_ROOT",
+		Checkout:        "hermes-agent",
 	}
 }
 
@@ -457,7 +463,7 @@ func hermesLayout() Layout {
 func (l *Layout) isZero() bool {
 	return l.HomeEnv == "" && l.DefaultHome == "" && l.Marker == "" &&
 		len(l.RecoveryMarkers) == 0 && l.Receipt == "" && l.ReceiptHistory == "" && l.Lock == "" && l.CheckoutLock == "" && l.Profiles == "" &&
-		l.Stamp == "" && l.StampDirEnv == "" && l.Link == "" && !l.gitSync
+		l.Stamp == "" && l.StampDirEnv == "" && l.Link == "" && l.Checkout == "" && !l.gitSync
 }
 
 // validate checks that every path stays inside the home and every recovery
@@ -478,6 +484,7 @@ func (l *Layout) validate() error {
 	for _, f := range []struct{ name, path string }{
 		{"DefaultHome", l.DefaultHome}, {"Marker", l.Marker}, {"Receipt", l.Receipt},
 		{"ReceiptHistory", l.ReceiptHistory}, {"Lock", l.Lock}, {"Profiles", l.Profiles}, {"Stamp", l.Stamp},
+		{"Checkout", l.Checkout},
 	} {
 		if f.path != "" && !filepath.IsLocal(filepath.FromSlash(f.path)) {
 			return optionError("Layout."+f.name, f.path, "is not a relative path that stays inside its directory")

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -86,9 +85,9 @@ const (
 //     passed over), is schema 1 with outcome "success", its
 //     post_update.sha is HEAD now, and it claims to have finished after
 //     the guard bound and not after now; one that names no checkout
-//     proves only where the checkout's top-level directory lies inside
-//     the root of the homes the receipts were read from (where Hermes's
-//     installer puts its checkout);
+//     proves only where the checkout's top-level directory is the one
+//     the updater's installer puts in the homes' root ([Layout].Checkout),
+//     by its identity;
 //   - where the layout has a link ([Layout].Link), a flip of it made
 //     since the guard bound stands for the receipt: it leads to the
 //     worktree .worktrees/<hash> the module now is in, and <hash> is HEAD
@@ -256,7 +255,7 @@ func (g *Guard) unproven(b *binding, c *gitread.Checkout, o *Observation, now ti
 		// The receipts were read for another checkout than the one read
 		// beside them: the module path moved meanwhile.
 		return pending(fmt.Sprintf("the receipts were read for the checkout %s, and the module is in %s", orNone(o.checkout), orNone(c.TopLevel)))
-	case o.worktree == "" && o.Receipt.Checkout == "" && !within(o.homesRoot, c.TopLevel):
+	case o.worktree == "" && o.Receipt.Checkout == "" && o.Receipt.CheckoutID == "" && (o.installID == "" || o.installID != o.checkoutID):
 		return receiptOfNoCheckout(o, c.TopLevel)
 	case o.Receipt.Outcome == updater.OutcomeRunning && o.writersGone != "":
 		// No marker, the checkout lock free (updaterBusy said so), and
@@ -290,24 +289,17 @@ func (g *Guard) unproven(b *binding, c *gitread.Checkout, o *Observation, now ti
 }
 
 // receiptOfNoCheckout says why a receipt that names no checkout proves
-// nothing of the checkout whose top level is top: top is not inside the
-// homes' root, where the updater's own install lives, so it may be
-// another checkout's update; or that root cannot be told.
+// nothing of the checkout whose top level is top: it proves only the
+// checkout the updater's installer puts in the homes, which top is not,
+// or which cannot be told.
 func receiptOfNoCheckout(o *Observation, top string) string {
-	if o.homesRoot == "" {
-		return fmt.Sprintf("the receipt %s names no checkout, and whether %s is the homes' own cannot be told: %s", o.ReceiptPath, top, o.homesRootWhy)
+	if o.installID == "" {
+		if o.install == "" {
+			return fmt.Sprintf("the receipt %s names no checkout, and %s: nothing proves this move of %s; restart to load it", o.ReceiptPath, o.installWhy, top)
+		}
+		return fmt.Sprintf("the receipt %s names no checkout: it proves only the homes' own checkout %s, which cannot be told from %s (%s); restart to load it", o.ReceiptPath, o.install, top, o.installWhy)
 	}
-	return fmt.Sprintf("the receipt %s names no checkout, and %s is not inside %s, the root of the homes it was read from: it may be another checkout's update", o.ReceiptPath, top, o.homesRoot)
-}
-
-// within reports whether path lies inside the directory dir (both
-// absolute, links resolved), not being dir itself.
-func within(dir, path string) bool {
-	if dir == "" || path == "" {
-		return false
-	}
-	rel, err := filepath.Rel(dir, path)
-	return err == nil && rel != "." && filepath.IsLocal(rel)
+	return fmt.Sprintf("the receipt %s names no checkout: it proves only the homes' own checkout %s, and the module is in %s, another directory: it may be another checkout's update; restart to load it", o.ReceiptPath, o.install, top)
 }
 
 // orNone is s, or "none".

@@ -708,8 +708,9 @@ func TestReceiptNamesItsCheckoutByIdentity(t *testing.T) {
 // proves, then a is updated under the protocol to the same revision: a's
 // receipt names a, reloads a, and is no proof for b, whose 409 stays the
 // manual one. A receipt that names no checkout (Hermes's writer's) proves
-// nothing for a checkout outside the homes' root, and proves for the one
-// inside it, where Hermes installs its own.
+// a reload only of <home>/hermes-agent, where Hermes's installer puts its
+// checkout, by the directory's identity: not of another clone in the home
+// or outside it, nor of any under a layout that names no such checkout.
 func TestReceiptOfAnotherCheckout(t *testing.T) {
 	t.Run("a receipt that names the other clone", func(t *testing.T) {
 		c := newTwoClones(t, tempDir(t))
@@ -756,6 +757,50 @@ func TestReceiptOfAnotherCheckout(t *testing.T) {
 		r, err := c.g.PlanReload(context.Background())
 		require.NoError(t, err)
 		r.Release()
+	})
+	t.Run("a receipt that names no checkout, another clone inside the home", func(t *testing.T) {
+		home := tempDir(t)
+		c := newTwoClones(t, home)
+		a, b := filepath.Join(home, "hermes-agent"), filepath.Join(home, "hermes-agent-dev")
+		require.NoError(t, os.Rename(c.a, a))
+		require.NoError(t, os.Rename(c.b, b))
+		gb, err := New(Options{ModulePath: filepath.Join(b, "run_agent.py"), HomeDir: home})
+		require.NoError(t, err)
+		defer gb.Close()
+		git(t, b, "pull", "-q", "--ff-only") // a plain pull: nothing proves it
+		git(t, a, "pull", "-q", "--ff-only") // Hermes's own update of its checkout
+		writeFile(t, filepath.Join(home, filepath.FromSlash(HermesLayout.Receipt)), receipt("success", c.loaded, c.ahead, time.Now()))
+		require.ErrorIs(t, gb.EnsureCurrent(), ErrStale)
+		_, err = gb.PlanReload(context.Background())
+		require.ErrorIs(t, err, ErrNotReady, "the receipt of the home's checkout is no proof for another clone in the home")
+		assert.False(t, isPending(err), "no proof will come: %v", err)
+		assert.ErrorContains(t, err, "names no checkout")
+	})
+	t.Run("a receipt that names no checkout, the home's checkout through a link", func(t *testing.T) {
+		c := newTwoClones(t, tempDir(t))
+		require.NoError(t, os.Symlink(c.a, filepath.Join(c.home, "hermes-agent"))) // the same directory
+		git(t, c.a, "pull", "-q", "--ff-only")
+		writeFile(t, filepath.Join(c.home, filepath.FromSlash(HermesLayout.Receipt)), receipt("success", c.loaded, c.ahead, time.Now()))
+		require.ErrorIs(t, c.ga.EnsureCurrent(), ErrStale)
+		r, err := c.ga.PlanReload(context.Background())
+		require.NoError(t, err, "the checkout the home installs, by its identity")
+		r.Release()
+	})
+	t.Run("a receipt that names no checkout, a layout that names no installed checkout", func(t *testing.T) {
+		tmp := tempDir(t)
+		home, dir := filepath.Join(tmp, "home"), filepath.Join(tmp, "home", "hermes-agent")
+		module, loaded := agentRepo(t, dir)
+		layout := HermesLayout
+		layout.Checkout = ""
+		g, err := New(Options{ModulePath: module, HomeDir: home, Layout: layout})
+		require.NoError(t, err)
+		defer g.Close()
+		moved := commit(t, dir, "run_agent.py", "class AIAgent: revision = 2\n")
+		writeFile(t, filepath.Join(home, filepath.FromSlash(HermesLayout.Receipt)), receipt("success", loaded, moved, time.Now()))
+		_, err = g.PlanReload(context.Background())
+		require.ErrorIs(t, err, ErrNotReady)
+		assert.False(t, isPending(err), "no proof will come: %v", err)
+		assert.ErrorContains(t, err, "names no checkout")
 	})
 }
 

@@ -51,9 +51,9 @@ func TestPlanReloadSeesTheNewInstallsRecoveryMarkers(t *testing.T) {
 	_, loaded := agentRepo(t, v1)
 	git(t, root, "clone", "-q", v1, v2)
 	moved := commit(t, v2, "run_agent.py", "class AIAgent: revision = 2\n")
-	current := filepath.Join(root, "current")
+	current := filepath.Join(root, "hermes-agent") // where Hermes's installer puts its checkout, here a link
 	require.NoError(t, os.Symlink("v1", current))
-	home := root // Hermes's home holds its install, as its installer makes it
+	home := root
 	g, err := New(Options{ModulePath: filepath.Join(current, "run_agent.py"), HomeDir: home})
 	require.NoError(t, err)
 	require.Equal(t, loaded, g.Identity().Revision)

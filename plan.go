@@ -210,7 +210,7 @@ func (g *Guard) plan(ctx context.Context, cfg *config, b *binding) (*Plan, error
 		c, deps, err := gitread.Read(cfg.env.git, b.configured, false)
 		after := cfg.observeAt(rr, srcs...)
 		if err != nil {
-			return nil, notReady(pending("the checkout cannot be read: " + err.Error()))
+			return nil, notReady(awaited(&after, "the checkout cannot be read: "+err.Error()))
 		}
 		if !deps.Unchanged(cfg.env.git) || !sameObservation(&before, &after) || !slices.Contains(srcs, c.SourceDir) {
 			continue
@@ -235,9 +235,9 @@ func (g *Guard) plan(ctx context.Context, cfg *config, b *binding) (*Plan, error
 func (g *Guard) unproven(b *binding, c *gitread.Checkout, o *Observation, now time.Time) string {
 	switch {
 	case c.Revision == "" && c.ModulePath != "" && !c.Tracked && c.TopLevel != "":
-		return pending("the module " + c.ModulePath + " is no longer tracked in the checkout " + c.TopLevel + ": " + c.Reason)
+		return awaited(o, "the module "+c.ModulePath+" is no longer tracked in the checkout "+c.TopLevel+": "+c.Reason)
 	case c.Revision == "":
-		return pending("HEAD names no revision: " + c.Reason)
+		return awaited(o, "HEAD names no revision: "+c.Reason)
 	case c.Revision == b.id.Revision && c.ModulePath == b.id.ModulePath:
 		return pending("the guard is not stale")
 	case updaterBusy(o) != "":
@@ -317,6 +317,18 @@ func orNone(s string) string {
 const pendingPrefix = "not yet: "
 
 func pending(why string) string { return pendingPrefix + why }
+
+// awaited is why, a checkout that names no revision of the module: one
+// an update that visibly runs may still move on (its marker active, the
+// checkout lock held, or a running receipt whose writer lives), or else
+// one that nothing will prove.
+func awaited(o *Observation, why string) string {
+	if o.Marker == MarkerActive || o.CheckoutLock == lockHeld ||
+		o.Receipt != nil && o.Receipt.Outcome == updater.OutcomeRunning && o.writersGone == "" {
+		return pending(why)
+	}
+	return why + "; no update is in progress: nothing proves this move of the checkout; restart to load it"
+}
 
 // updaterBusy says what of an update is running or half done, or "".
 func updaterBusy(o *Observation) string {

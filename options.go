@@ -191,6 +191,7 @@ func (opts *Options) resolveOn(e *env) (*config, error) {
 
 		staleLogEvery: staleLogInterval,
 	}
+	home := homeDir(opts.HomeDir, &layout)
 	if c.python != "" {
 		// Resolved now, once: a later chdir of the host's must not move it.
 		abs, err := filepath.Abs(c.python)
@@ -223,7 +224,6 @@ func (opts *Options) resolveOn(e *env) (*config, error) {
 		c.link = abs
 	}
 	// A layout without a marker (one with a Link) keeps nothing in a home.
-	home := homeDir(opts.HomeDir, &layout)
 	if home != "" && layout.Marker != "" {
 		abs, err := filepath.Abs(home)
 		if err != nil {
@@ -233,14 +233,11 @@ func (opts *Options) resolveOn(e *env) (*config, error) {
 	} else {
 		home = ""
 	}
-	c.updaterKey = strings.Join([]string{home, c.installRoot, c.link}, "\x00")
 	module := ""
 	if opts.ModulePath != "" {
 		module, _ = gitread.Abs(opts.ModulePath) // "" where it cannot be made absolute: Capture says why
 	}
-	c.ux = c.updaterExecutor(module)
 	if home != "" {
-		c.homes = newUpdaterHomes(home, layout.Profiles, e.now, c.ux, cmp.Or(opts.ReadTimeout, DefaultReadTimeout))
 		c.markerRel = filepath.FromSlash(layout.Marker)
 		c.receiptRel = filepath.FromSlash(layout.Receipt)
 		c.historyRel = filepath.FromSlash(layout.ReceiptHistory)
@@ -292,6 +289,12 @@ func (opts *Options) resolveOn(e *env) (*config, error) {
 		return nil, optionError("Options.RequireCheckout", true, "needs a ModulePath: a guard that binds nothing at New requires nothing of a checkout")
 	}
 	c.requireCheckout = opts.RequireCheckout
+	// The file system is read last, once the options are valid.
+	c.updaterKey = strings.Join([]string{home, c.installRoot, c.link}, "\x00")
+	c.ux = c.updaterExecutor(module)
+	if home != "" {
+		c.homes = newUpdaterHomes(home, layout.Profiles, e.now, c.ux, c.timeout)
+	}
 	return c, nil
 }
 

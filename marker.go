@@ -254,6 +254,90 @@ func Observe(opts Options) (Observation, error) {
 	return t.Val, nil
 }
 
+// observe reads the updater's files for b, as a stale answer needs them
+// (the update state, no receipt), on the executor of the guard's reads of
+// them, waiting for it at most ReadTimeout: past it the observation is
+// unknown, with the reason.
+//
+// A read asked for within staleReuse of the one before, for the same
+// install directories (the module file the checkout's latest full read
+// led to is the same one), answers again: a server answering nothing but
+// 409s reads the updater's files once per staleReuse, not once per
+// request. Where the checkout's latest read failed, each answer reads
+// them. Measured end to end (internal/cmd/httpbench, the stale port),
+// that doubles the 409s a server serves per second; a 409's update state
+// is at most staleReuse older than the request.
+func (g *Guard) observe(cfg *config, b *binding) Observation {
+	now, mod := time.Now(), b.readModule.Load()
+	if a := b.answered.Load(); a != nil && mod != nil && a.module != nil && *a.module == *mod && now.Sub(a.at) < staleReuse {
+		return a.o
+	}
+	o := g.observeRead(context.Background(), cfg, b, noReceipt, false)
+	b.answered.Store(&answeredRead{at: now, module: mod, o: o})
+	return o
+}
+
+// staleReuse is how long a stale answer's read of the updater's files
+// answers the stale checks after it.
+const staleReuse = 10 * time.Millisecond
+
+// observeRead is observe, reading the receipt rr asks for: the stale
+// answer's reads and the diagnostic's each share pieces of their own.
+// resolve is for a caller that did not look at the checkout just before:
+// the install directories are those the module path leads to now (see
+// binding.installDirs).
+func (g *Guard) observeRead(ctx context.Context, cfg *config, b *binding, rr receiptRead, resolve bool) Observation {
+	x, l, src := cfg.ux, &g.unboundObs, ""
+	if rr.read {
+		l = &g.unboundDiag
+	}
+	if b != nil {
+		x, l, src = b.ux, &b.obs, b.id.SourceDir
+		if rr.read {
+			l = &b.diag
+		}
+	}
+	if rr.since != nil {
+		l = nil // a read of its own
+	}
+	t, stuck := bounded.Submit(ctx, x, l, cfg.timeout, func(t *bounded.Task[Observation]) {
+		defer func() {
+			if p := recover(); p != nil {
+				t.Val = cfg.unknownObservation(fmt.Sprintf("reading the updater's files panicked: %v", p), src)
+			}
+		}()
+		if b == nil {
+			t.Val = cfg.observeAt(rr, "")
+			return
+		}
+		t.Val = cfg.observeAt(rr, b.installDirs(resolve)...)
+	}, nil)
+	switch {
+	case stuck != nil:
+		return cfg.unknownObservation(readStuck(stuck), src)
+	case t.Err != nil:
+		return cfg.unknownObservation("reading the updater's files ended: "+t.Err.Error(), src)
+	}
+	return t.Val
+}
+
+// readStuck is why a read of the updater's files is unknown, for a caller
+// that gave up on it.
+func readStuck(s *bounded.Stuck) string {
+	if s.Ctx != nil {
+		return "the read of the updater's files was abandoned: " + s.Ctx.Error()
+	}
+	verb := "did not return within"
+	if s.Before {
+		verb = "has not returned in"
+	}
+	on := ""
+	if s.At != "" {
+		on = ", blocked on " + s.At
+	}
+	return fmt.Sprintf("a read of the updater's files (the marker, the recovery markers of the install roots, the receipt) %s %v%s: %v", verb, s.Since.Round(time.Millisecond), on, ErrReadTimeout)
+}
+
 // receiptRead says which receipt a look at the updater's files reads: none
 // (the stale path needs only the update state), the newest of all, or the
 // newest written since a listing.

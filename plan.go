@@ -133,9 +133,10 @@ func (g *Guard) PlanReload(ctx context.Context) (*Plan, error) {
 	if b.receiptsAt == nil {
 		return nil, notReady("the updater's layout has no receipt, or no home directory is known")
 	}
-	t, stuck := bounded.Submit(ctx, b.ux, nil, cfg.timeout, func(t *bounded.Task[planResult]) {
+	work := func(t *bounded.Task[planResult]) {
 		t.Val.r, t.Val.err = g.lockAndPlan(ctx, cfg, b)
-	}, func(t *bounded.Task[planResult]) {
+	}
+	abandoned := func(t *bounded.Task[planResult]) {
 		if r := t.Val.r; r != nil {
 			if l := r.LockFile(); l != nil {
 				at := "the release of the plan's lock " + l.Name()
@@ -143,7 +144,8 @@ func (g *Guard) PlanReload(ctx context.Context) (*Plan, error) {
 			}
 			r.Release() // no caller took the plan
 		}
-	})
+	}
+	t, stuck := bounded.Submit(ctx, b.ux, nil, cfg.timeout, work, abandoned)
 	switch {
 	case stuck != nil && stuck.Ctx != nil:
 		return nil, stuck.Ctx

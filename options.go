@@ -207,11 +207,11 @@ func (opts *Options) resolveOn(e *env) (*config, error) {
 	}
 	c.noMarker = layout.Marker == ""
 	c.stamp = &gitread.Stamp{Name: filepath.FromSlash(layout.Stamp), Limit: updater.MaxStampBytes, Build: updater.ParseInstallStamp}
-	if layout.Stamp != "" && layout.StampDirEnv != "" {
-		if dir := os.Getenv(layout.StampDirEnv); dir != "" {
+	if layout.Stamp != "" && layout.stampDirEnv != "" {
+		if dir := os.Getenv(layout.stampDirEnv); dir != "" {
 			abs, err := filepath.Abs(dir)
 			if err != nil {
-				return nil, optionError("Layout.StampDirEnv", layout.StampDirEnv, "names a directory that cannot be made absolute: "+err.Error())
+				return nil, optionError("Layout.Stamp", layout.Stamp, "is read in $"+layout.stampDirEnv+", "+dir+", which cannot be made absolute: "+err.Error())
 			}
 			c.stamp.Dir = abs
 		}
@@ -374,7 +374,8 @@ type Layout struct {
 	// home.
 	Profiles string
 	// Stamp is the install's build stamp, relative to the module's
-	// directory (links resolved), or to the directory StampDirEnv names:
+	// directory (links resolved), or for HermesLayout to
+	// $HERMES_INSTALL_ROOT where it is set:
 	// where no Git checkout identifies the module, the build the stamp
 	// names identifies the install, beside the module file itself (see
 	// [Identity]). Its format is Hermes's install-stamp.json, which
@@ -384,11 +385,6 @@ type Layout struct {
 	// reader. Empty: none; the module file alone identifies such an
 	// install.
 	Stamp string
-	// StampDirEnv names the environment variable that, where it is set
-	// and not empty when [New] runs, holds the directory of the Stamp in
-	// place of the module's directory: for Hermes, HERMES_INSTALL_ROOT,
-	// which its Nix wrapper and its desktop app set. Empty: none.
-	StampDirEnv string
 	// Link is the link an updater flips to publish a revision, as
 	// git-sync does: <root>/<link> -> .worktrees/<hash>, the complete
 	// worktree of <hash> checked out first (see [GitSyncLayout]). Where it
@@ -400,6 +396,11 @@ type Layout struct {
 	// working directory when not absolute. Empty: none.
 	Link string
 
+	// stampDirEnv names the environment variable that, where it is set
+	// and not empty when New runs, holds the directory of the Stamp in
+	// place of the module's directory: HERMES_INSTALL_ROOT, which
+	// Hermes's Nix wrapper and desktop app set.
+	stampDirEnv string
 	// gitSync marks a layout of GitSyncLayout, whose Link must not be
 	// empty: an empty one would read as the zero Layout, Hermes's.
 	gitSync bool
@@ -451,7 +452,7 @@ func hermesLayout() Layout {
 		CheckoutLock:    "hermes-update.lock",
 		Profiles:        "profiles",
 		Stamp:           "install-stamp.json",
-		StampDirEnv:     "HERMES_INSTALL_ROOT",
+		stampDirEnv:     "HERMES_INSTALL_ROOT",
 	}
 }
 
@@ -459,7 +460,7 @@ func hermesLayout() Layout {
 func (l *Layout) isZero() bool {
 	return l.HomeEnv == "" && l.DefaultHome == "" && l.Marker == "" &&
 		len(l.RecoveryMarkers) == 0 && l.Receipt == "" && l.ReceiptHistory == "" && l.Lock == "" && l.CheckoutLock == "" && l.Profiles == "" &&
-		l.Stamp == "" && l.StampDirEnv == "" && l.Link == "" && !l.gitSync
+		l.Stamp == "" && l.stampDirEnv == "" && l.Link == "" && !l.gitSync
 }
 
 // validate checks that every path stays inside the home and every recovery
@@ -470,9 +471,6 @@ func (l *Layout) validate() error {
 	}
 	if l.gitSync && l.Link == "" {
 		return optionError("Layout.Link", "", "is empty: GitSyncLayout needs the link git-sync publishes (its --link)")
-	}
-	if l.StampDirEnv != "" && l.Stamp == "" {
-		return optionError("Layout.StampDirEnv", l.StampDirEnv, "is set without a Stamp: it names the directory of the stamp")
 	}
 	if l.Marker == "" && l.Link == "" {
 		return optionError("Layout.Marker", "", "is empty: a Layout other than the zero one is taken as it is; copy HermesLayout to change some of its fields")

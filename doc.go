@@ -80,8 +80,7 @@
 //   - [Guard.Changed], [Guard.Watch]: learn of a move without a request.
 //   - [Receipt]: what the updater's receipt said.
 //   - [DefaultProofInterval], [DefaultDrainTimeout]: the defaults of the
-//     durations in [ReloaderOptions]; [RetryAfterSeconds]: the Retry-After
-//     of a stale answer while a reload is scheduled.
+//     durations in [ReloaderOptions].
 //
 // Deploying:
 //   - [Guard.LivenessHandler], [Guard.ReadinessHandler]: the probes of an

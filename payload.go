@@ -20,9 +20,9 @@ const PayloadType = "agent_runtime_stale"
 // that it stays valid however the README is arranged.
 const ProblemType = "https://github.com/runtimeguard/runtimeguard/blob/main/docs/payload.md"
 
-// RetryAfterSeconds is the Retry-After, in seconds, of a stale answer while
+// retryAfterSeconds is the Retry-After, in seconds, of a stale answer while
 // a reload is scheduled: the new code is usually bound within it.
-const RetryAfterSeconds = 1
+const retryAfterSeconds = 1
 
 // Payload is the JSON body of the HTTP 409 a stale runtime answers with.
 // Its keys are frozen API:
@@ -217,7 +217,7 @@ func writeStale(w http.ResponseWriter, err error, problem bool) bool {
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
 	if se.RestartScheduled {
-		h.Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
+		h.Set("Retry-After", strconv.Itoa(retryAfterSeconds))
 	}
 	w.WriteHeader(http.StatusConflict)
 	_, _ = w.Write(append(body, '\n'))
@@ -368,7 +368,7 @@ func (g *Guard) ReadinessHandler() http.Handler {
 		status := http.StatusOK
 		if h.RestartScheduled {
 			h.Ready, status = false, http.StatusServiceUnavailable
-			w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
+			w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
 		}
 		writeHealth(w, status, h)
 	})

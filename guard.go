@@ -19,27 +19,16 @@ import (
 	"github.com/runtimeguard/runtimeguard/internal/watch"
 )
 
-// Identity is what a guard bound to: the checkout's source directory and
-// module file (absolute, symbolic links resolved) and the revision of HEAD
-// then.
+// Identity is what a guard is bound to: the module file and its directory
+// (absolute, links resolved) and the revision of HEAD.
 //
-// A module that is not tracked in a Git checkout whose HEAD names a
-// commit (a release directory behind a link, a Docker image, a Nix store
-// path, a desktop app) is identified without Git, by what it is: its path
-// with links resolved, the module file itself (its device and inode, on
-// Windows its file ID), and the build its install's stamp names where the
-// [Layout] names one (Hermes's install-stamp.json). Revision is then that
-// build's commit, or empty where no stamp names one, and
-// [Observation].IdentifiedBy and Unguarded say how and why
-// ([Options.RequireCheckout] makes binding to it an error instead). A
-// check of it is stale once the path leads to another file (a link
-// flipped to another release), another file, or none, is at the module's
-// path (renamed over it by rsync or a package manager, or removed), or
-// the stamp names another build, or none where it named one; a write in
-// place of the same file is not a move. Such a guard stays bound so when
-// the module is later tracked in a checkout, since the code the server
-// loaded came from none: a check does not bind it anew; [Guard.Capture],
-// called once the host loaded the module again, does.
+// A module that is not tracked in a Git checkout (a release directory behind
+// a link, a Docker image, a Nix store path) is identified without Git: by
+// its path, by the file itself, and by the build that its install's stamp
+// names ([Layout].Stamp). Revision is then that build's commit, or empty. A
+// check of it is stale once the path leads to another file, another file (or
+// none) is at the module's path, or the stamp names another build; a write
+// in place of the same file is not a move.
 type Identity struct {
 	// SourceDir is the directory that holds the module.
 	SourceDir string `json:"source_dir"`
@@ -50,26 +39,17 @@ type Identity struct {
 	Revision string `json:"revision"`
 }
 
-// Guard binds to the Git checkout a server loaded code from and tells, on
-// every check, whether that checkout still is at the bound revision (an
-// install without Git: whether its module file and build stamp still are
-// the bound ones, see [Identity]).
+// Guard checks that the Git checkout a server loaded code from is still at
+// the revision the server loaded: a guard binds to the module file once,
+// then each check compares the checkout with that binding.
 //
-// Make one with [New]. The zero Guard is unbound, with the options of a
-// zero [Options]; [Guard.Capture] can bind it.
+// Make one with [New]. The zero Guard is unbound, with the defaults of a zero
+// [Options]; [Guard.Capture] binds it.
 //
-// A Guard is safe for concurrent use by any number of goroutines, and any
-// number of guards may live in one process. Concurrent checks of one guard
-// share its binding's proof that no file changed, the look at the checkout
-// (see [Guard.EnsureCurrent]) and the read of the updater's files of a
-// stale answer; nothing they share is locked on the watch path. Every
-// touch of the file system of a guard runs on a goroutine the process
-// keeps for what it reads, one at a time (one for the checkout's
-// directory, one for the updater's install, shared with every guard and
-// [Observe] of the process that reads the same), and no call waits for it
-// past [Options.ReadTimeout] (or its context): a file system that hangs
-// holds that goroutine, and nothing else, until it answers, however many
-// calls come meanwhile.
+// A Guard is safe for concurrent use, and a process may hold any number of
+// guards. Every read of the file system runs on a goroutine shared by the
+// guards that read the same files, and no call waits for it longer than
+// [Options.ReadTimeout].
 type Guard struct {
 	cfg  *config   // set by New, or once by the first use of a zero Guard
 	once sync.Once // resolves cfg for the zero Guard
@@ -90,15 +70,12 @@ type Guard struct {
 	counts counters // see Stats
 }
 
-// New validates opts and, when opts.ModulePath is set, binds to it now. A
-// module path that leads to no file is an error matching [ErrNoModule], and
-// a checkout that cannot be read is an error. A module that is not tracked
-// in a checkout whose HEAD names a commit binds without Git, by its file
-// and its build stamp (see [Identity]), which the guard says: once at Warn
-// in [Options.Logger], and in [Observation].Unguarded; with
-// [Options.RequireCheckout], New fails with an error matching
-// [ErrNotCheckout] instead. An option that describes no
-// guard is an [*OptionError] naming the field.
+// New validates opts and, when opts.ModulePath is set, binds the guard to
+// that module. A module path that leads to no file is an error matching
+// [ErrNoModule], and a checkout that cannot be read is an error. A module
+// that is not tracked in a Git checkout is bound without Git (see
+// [Identity]), or, with [Options.RequireCheckout], is an error matching
+// [ErrNotCheckout]. An option that describes no guard is an [*OptionError].
 func New(opts Options) (*Guard, error) {
 	return newGuard(opts, systemEnv)
 }
@@ -136,14 +113,11 @@ func (g *Guard) config() *config {
 	return g.cfg
 }
 
-// Capture binds the guard to the checkout of the module at modulePath, the
-// file the server actually loaded (never a configured discovery directory).
-//
-// While the guard is bound to a Git checkout, Capture does not rebind: for
-// the module it is bound to, it verifies exactly as [Guard.EnsureCurrent]
-// does, and a failed read cannot erase or downgrade the known revision;
-// for another module it is an error. An unbound guard, or one bound to an
-// install without Git (see [Identity]), binds anew.
+// Capture binds the guard to the module at modulePath: the file the server
+// loaded, not a directory it searched. A guard bound to a Git checkout does
+// not bind again: for the same module, Capture checks it as
+// [Guard.EnsureCurrent] does, and for another module it returns an error.
+// An unbound guard, or one bound without Git, binds anew.
 func (g *Guard) Capture(modulePath string) error {
 	cfg := g.config()
 	abs, err := gitread.Abs(modulePath)
@@ -250,26 +224,12 @@ func (g *Guard) captureNew(cfg *config, abs string) (*binding, error) {
 	return b, nil
 }
 
-// Close releases what the guard holds in the kernel and ends its
-// [Guard.Watch]: the inotify watches of its binding, now and for every
-// binding it makes later, and the descriptor of the updater's process a
-// stale answer keeps. It is for hosts that make guards dynamically; a
-// guard that is simply dropped releases both once the garbage collector
-// finds it unreachable. Close is idempotent, safe while checks
-// run, and never waits on a file system: checks after it go on
-// answering, each by a stat of the files the answer depends on (or a full
-// read), never by a watch again.
-//
-// While it lives, a guard holds: on the watch path, inotify watches on the
-// process's one inotify descriptor (shared by every guard and never
-// closed), one per directory on the way to each file its answer depends
-// on and one per such file, at most 256; while [Guard.Watch] runs, an
-// epoll descriptor, an eventfd and a descriptor of /proc/self/mountinfo;
-// while a stale answer found an update under way, a descriptor of the
-// updater's process (Linux); and, while it works on the file system, one
-// goroutine for its checkout and one for the updater's files, shared with
-// the other guards that read the same, each of which ends once its work
-// is done: a file system that does not answer holds it until it answers.
+// Close releases what the guard holds in the kernel (its inotify watches,
+// the descriptor of an updater's process) and ends [Guard.Watch]. It is for
+// hosts that make guards dynamically: a guard that is dropped releases them
+// once the garbage collector finds it. Close may be called more than once
+// and while checks run, and it never waits for a file system; later checks
+// stat the checkout's files instead of watching them.
 func (g *Guard) Close() error {
 	g.closed.Store(true)
 	g.closedSignal().fire()
@@ -302,14 +262,12 @@ const (
 	maxBindBackoff  = 100 * time.Millisecond
 )
 
-// bind reads the checkout the configured path abs leads to until the view
-// holds still: the read succeeded, no file it depended on changed while it
-// ran, and HEAD does not name a branch that is missing while the
-// repository has other refs. A transient state never becomes the bound
-// identity, least of all one without Git; a checkout that does not hold still
-// for any of maxBindAttempts reads is an error. Its reads run on the
-// guard's executor, each within ReadTimeout; ctx ends its pauses and
-// waits.
+// bind reads the checkout that abs leads to until one read holds still: it
+// succeeded, no file it depended on changed meanwhile, and HEAD does not name
+// a missing branch while other refs exist (a branch being renamed). So a
+// passing state never becomes the bound identity. It gives up after
+// maxBindAttempts reads. Each read runs on the checkout's executor within
+// ReadTimeout; ctx ends the pauses and the waits.
 func (g *Guard) bind(ctx context.Context, cfg *config, abs string) (*binding, error) {
 	e := cfg.env
 	backoff := time.Millisecond
@@ -373,33 +331,16 @@ func (g *Guard) bind(ctx context.Context, cfg *config, abs string) (*binding, er
 }
 
 // EnsureCurrent returns nil when the guard is unbound, or when the bound
-// checkout's HEAD still is the bound revision and the configured module
-// path still leads to the bound module (for an install without Git: to
-// the bound module file, its stamp naming the bound build, see
-// [Identity]). Otherwise it returns a *[StaleError]; any failure to read
-// the revision counts as a change.
+// checkout's HEAD is still the bound revision and the module path still
+// leads to the bound module file. Otherwise it returns a *[StaleError]; a
+// failure to read the checkout counts as a change.
 //
-// A check sees every change that completed before it began: it never uses a
-// result older than its own start. (Writes that reach a file without the
-// kernel's notice, through Linux AIO or a shared mapping, are the
-// exceptions: docs/checking.md in the repository lists them, and
-// [Options].Check "read" sees them all.) On an unchanged checkout it costs, on
-// the watch path (Linux, see [Observation].Check), one non-blocking system
-// call on the inotify descriptor and no allocation; on the stat path one
-// stat of each file the answer depends on (HEAD, the branch's loose ref or
-// packed-refs, the index, the config, and every link and directory on the
-// way to the module); with [Options].Check "read", a full read. When one
-// changed, or a file is too recent for its timestamp to prove anything
-// (Git's "racy" rule), it reads them again.
-// The stats and reads run on the guard's goroutine for the file system,
-// one at a time: concurrent checks share one that began after they
-// arrived, and wait for it at most [Options.ReadTimeout]. A stale answer
-// reads the updater's files the same way, within the same bound.
-//
-// A check answers for the checkout as it is: one that moved back to the
-// bound revision is current again ([Guard.Changed] stays closed).
-//
-// EnsureCurrent never schedules, requests or performs a restart.
+// A check sees every change that completed before it began. On an unchanged
+// checkout it costs one system call on Linux (and no allocation), or one
+// stat of each file the answer depends on elsewhere; after a change, a full
+// read. It waits for the file system at most [Options.ReadTimeout]. A
+// checkout that moved back to the bound revision is current again.
+// EnsureCurrent never restarts anything.
 func (g *Guard) EnsureCurrent() error {
 	g.counts.checks.Add(1)
 	b := g.bound.Load()
@@ -435,8 +376,7 @@ func (g *Guard) EnsureCurrent() error {
 	return se
 }
 
-// Identity returns what the guard is bound to; the zero Identity when it is
-// unbound.
+// Identity returns what the guard is bound to, or the zero Identity.
 func (g *Guard) Identity() Identity {
 	if b := g.bound.Load(); b != nil {
 		return b.id
@@ -444,44 +384,34 @@ func (g *Guard) Identity() Identity {
 	return Identity{}
 }
 
-// Paths returns the paths the guard's options resolved to at [New] (the
-// zero Guard's, those of a zero [Options], at its first use). A
-// tool that writes the updater's files, or shows where a guard would look,
-// makes a guard with no [Options.ModulePath] for them: New then reads
+// Paths returns the paths the guard's options resolved to. A tool that only
+// wants the paths makes a guard without [Options.ModulePath], which reads
 // neither the checkout nor the updater's files.
 func (g *Guard) Paths() Paths {
 	return g.config().paths()
 }
 
-// Stats counts what a guard did since [New], for an operator's metrics:
-// each count only grows, and a snapshot costs a few atomic loads. Publish
-// it with the standard library's expvar (see the package examples) or any
-// metrics library, and compare two snapshots for rates.
+// Stats are a guard's counts since [New], for an operator's metrics. Each
+// count only grows, and a snapshot costs a few atomic loads.
 type Stats struct {
-	// Checks counts the calls of [Guard.EnsureCurrent], whoever made them
-	// ([Guard.Middleware], [Guard.Watch], the host), including those of an
-	// unbound guard.
+	// Checks counts the calls of [Guard.EnsureCurrent], whoever made them,
+	// those of an unbound guard included.
 	Checks uint64 `json:"checks"`
-	// Stale counts the checks that answered with a *[StaleError]: the
-	// 409s the guard caused.
+	// Stale counts the checks that returned a *[StaleError].
 	Stale uint64 `json:"stale"`
-	// FullReads counts the full reads of the checkout (HEAD, the refs, the
-	// config, the index), made where no proof that nothing changed held,
-	// and on every check with [Options].Check "read".
+	// FullReads counts the full reads of the checkout.
 	FullReads uint64 `json:"full_reads"`
-	// ReadTimeouts counts the checks that gave up waiting for the file
-	// system ([ErrReadTimeout]).
+	// ReadTimeouts counts the calls that gave up waiting for the file system
+	// ([ErrReadTimeout]).
 	ReadTimeouts uint64 `json:"read_timeouts"`
-	// Reloads counts the reloads carried out by the Reloaders of the
-	// guard, and ReloadsAbandoned the planned attempts that were not:
-	// work that did not drain by the deadline (each attempt), a restart or
-	// a handover that failed or panicked, a checkout that moved again.
+	// Reloads counts the reloads that the guard's [Reloader] carried out, and
+	// ReloadsAbandoned the planned attempts that failed or were postponed.
 	Reloads          uint64 `json:"reloads"`
 	ReloadsAbandoned uint64 `json:"reloads_abandoned"`
 }
 
-// counters are a guard's counts, each on a cache line of its own so that
-// the checks' counting stays cheap from many cores.
+// counters are a guard's counts; the checks' count is alone on its cache
+// line, so that counting stays cheap from many cores.
 type counters struct {
 	checks       paddedCount
 	stale        atomic.Uint64
@@ -510,11 +440,10 @@ func (g *Guard) Stats() Stats {
 	}
 }
 
-// Observe reads the updater's files now, as a stale check does, and reports
-// everything it found: the marker, the recovery markers of the install
-// roots, the newest receipt, and the update state they add up to. It
-// waits for them at most [Options.ReadTimeout]: past it the update state
-// is unknown, and MarkerReason says why.
+// Observe reads the updater's files now and reports what it found: the
+// marker, the recovery markers, the newest receipt, and the update state
+// they add up to. It waits for them at most [Options.ReadTimeout]; past it
+// the update state is unknown, and MarkerReason says why.
 func (g *Guard) Observe() Observation {
 	cfg := g.config()
 	b := g.bound.Load()
@@ -534,11 +463,10 @@ func (g *Guard) Observe() Observation {
 // checks: each says how many were refused since the one before.
 const staleLogInterval = 10 * time.Second
 
-// logStale logs a stale check of b: the first at Warn, later ones at
-// Debug, at most one per cfg.staleLogEvery with the number refused since,
-// none for a binding the guard no longer uses (a check that began before
-// a Plan.Bind). An update state that is unknown comes with its reason.
-// stale_checks counts b's stale checks: a guard bound anew counts from one.
+// logStale logs a stale check of b: the first at Warn, later ones at Debug
+// (only to a Logger of the options), at most one per cfg.staleLogEvery with
+// the number refused since. A binding the guard no longer uses (a check
+// that began before a Plan.Bind) logs nothing.
 func (g *Guard) logStale(cfg *config, b *binding, se *StaleError, o *Observation) {
 	if g.bound.Load() != b {
 		return
@@ -572,9 +500,8 @@ func (g *Guard) logStale(cfg *config, b *binding, se *StaleError, o *Observation
 	cfg.logger.Debug(again, attrs...)
 }
 
-// logCurrentAgain logs, at Info, that b's checkout is at the bound
-// revision again after a stale check was logged: once per return, with
-// b's stale checks so far, as logStale counts them.
+// logCurrentAgain logs, at Info, that b's checkout is back at the bound
+// revision after a stale check was logged.
 func (g *Guard) logCurrentAgain(cfg *config, b *binding) {
 	if g.bound.Load() != b {
 		return
@@ -582,12 +509,10 @@ func (g *Guard) logCurrentAgain(cfg *config, b *binding) {
 	cfg.log().Info("runtimeguard: the loaded runtime is current again", "revision", b.id.Revision, "stale_checks", b.staleCount.Load())
 }
 
-// withoutGit handles a binding b of the configured path abs that no Git
-// checkout identifies: with [Options.RequireCheckout] or
-// [Options.ExpectRevision] it is an error matching [ErrNotCheckout];
-// otherwise the guard takes it, guarding the install by its module file
-// and build stamp, and says why once at Warn: not again for a Capture that
-// finds the same module so, for the same reason.
+// withoutGit takes b, a binding of abs that no Git checkout identifies: an
+// error matching ErrNotCheckout where the options expect a revision or
+// require a checkout, else a guard of the install by its module file and
+// build stamp, said once at Warn (not again when a Capture finds the same).
 func (g *Guard) withoutGit(cfg *config, b *binding, abs string) error {
 	why := cmp.Or(b.reason, "HEAD names no commit")
 	switch {
@@ -605,11 +530,10 @@ func (g *Guard) withoutGit(cfg *config, b *binding, abs string) error {
 }
 
 // Changed returns a channel that is closed once the guard has seen its
-// checkout move: a check found it stale, or [Guard.Watch] did. A host can
-// plan a reload, or show a banner, without waiting for a request. After
-// [Plan.Bind], Changed returns a new channel for the new binding. An
-// unbound guard's channel is closed by the first move of the checkout it
-// then binds to.
+// checkout move, in a check or in [Guard.Watch]: a host can plan a reload
+// without waiting for a request. After [Plan.Bind] it returns a new channel.
+// An unbound guard's channel is closed by the first move of the checkout it
+// later binds to.
 func (g *Guard) Changed() <-chan struct{} {
 	if b := g.bound.Load(); b != nil {
 		return b.sig.c
@@ -621,9 +545,9 @@ func (g *Guard) Changed() <-chan struct{} {
 	return s.c
 }
 
-// firstSignal is the change signal of the guard's first bindings: made
-// once, so that a Changed called before Capture and the binding Capture
-// makes share it.
+// firstSignal is the change signal of the guard's first binding, made once,
+// so that a Changed called before Capture and the binding Capture makes
+// share it.
 func (g *Guard) firstSignal() *signal {
 	if s := g.first.Load(); s != nil {
 		return s
@@ -633,17 +557,10 @@ func (g *Guard) firstSignal() *signal {
 }
 
 // Watch checks the checkout until ctx is done or the guard is closed, so
-// that [Guard.Changed] fires without a request, and returns ctx's error
-// (nil once the guard is closed). On the watch path (see
-// [Observation].Check) it checks when the kernel reports an event about
-// what the answer depends on, with no polling; elsewhere every interval.
-// The interval must be positive on either path, since the path may
-// change while Watch runs: Watch returns an error at once otherwise. It
-// picks its event source again whenever the
-// binding changes path (a ref packed, a watch that could not be armed and
-// later could). Once the checkout moved, Changed has fired and Watch rests
-// until the guard binds anew ([Plan.Bind], [Guard.Capture]). A stale
-// check is logged as any other.
+// that [Guard.Changed] is closed without a request. On the watch path it
+// checks when the kernel reports a change; elsewhere every interval, which
+// must be positive. Once the checkout moved, Watch rests until the guard
+// binds anew. It returns ctx's error, or nil once the guard is closed.
 func (g *Guard) Watch(ctx context.Context, interval time.Duration) error {
 	if ctx == nil {
 		return errNilContext("watch")
@@ -685,9 +602,9 @@ func (g *Guard) Watch(ctx context.Context, interval time.Duration) error {
 	}
 }
 
-// dirty reports whether b's snapshot must be read again before a check
-// can answer from it: there is none, it is not watched, or an event touched
-// what it depends on since its read began.
+// dirty reports whether b's snapshot must be read again before a check can
+// answer from it: there is none, it is not watched, or an event touched
+// what it depends on.
 func dirty(b *binding) bool {
 	s := b.snap.Load()
 	return s == nil || s.Claim == nil || s.Claim.Dirty()
@@ -781,7 +698,6 @@ func (g *Guard) waiter(b *binding) *watch.Waiter {
 	return wt
 }
 
-// isClosed reports whether c is closed.
 func isClosed(c <-chan struct{}) bool {
 	select {
 	case <-c:
@@ -791,7 +707,6 @@ func isClosed(c <-chan struct{}) bool {
 	}
 }
 
-// newSignal returns a signal that has not fired.
 func newSignal() *signal { return &signal{c: make(chan struct{})} }
 
 // signal is a channel closed once.
@@ -802,7 +717,6 @@ type signal struct {
 
 func (s *signal) fire() { s.once.Do(func() { close(s.c) }) }
 
-// fired reports whether the signal fired.
 func (s *signal) fired() bool {
 	select {
 	case <-s.c:

@@ -22,13 +22,13 @@ import (
 // Identity is what a guard is bound to: the module file and its directory
 // (absolute, links resolved) and the revision of HEAD.
 //
-// A module that is not tracked in a Git checkout (a release directory behind
-// a link, a Docker image, a Nix store path) is identified without Git: by
-// its path, by the file itself, and by the build that its install's stamp
-// names ([Layout].Stamp). Revision is then that build's commit, or empty. A
-// check of it is stale once the path leads to another file, another file (or
-// none) is at the module's path, or the stamp names another build; a write
-// in place of the same file is not a move.
+// A module that is not tracked in a Git checkout (a release directory
+// behind a link, a Docker image, a Nix store path) is identified without
+// Git: by its path, by the file itself, and by the build that its install's
+// stamp names ([Layout].Stamp). Revision is then that build's commit, or
+// empty. A check of it is stale once the path leads to another file,
+// another file (or none) is at the module's path, or the stamp names
+// another build; a write in place of the same file is not a move.
 type Identity struct {
 	// SourceDir is the directory that holds the module.
 	SourceDir string `json:"source_dir"`
@@ -40,11 +40,11 @@ type Identity struct {
 }
 
 // Guard checks that the Git checkout a server loaded code from is still at
-// the revision the server loaded: a guard binds to the module file once,
-// then each check compares the checkout with that binding.
+// the revision it loaded: a guard binds to the module file once, then each
+// check compares the checkout with that binding.
 //
-// Make one with [New]. The zero Guard is unbound, with the defaults of a zero
-// [Options]; [Guard.Capture] binds it.
+// Make one with [New]. The zero Guard is unbound, with the defaults of a
+// zero [Options]; [Guard.Capture] binds it.
 //
 // A Guard is safe for concurrent use, and a process may hold any number of
 // guards. Every read of the file system runs on a goroutine shared by the
@@ -263,9 +263,9 @@ const (
 )
 
 // bind reads the checkout that abs leads to until one read holds still: it
-// succeeded, no file it depended on changed meanwhile, and HEAD does not name
-// a missing branch while other refs exist (a branch being renamed). So a
-// passing state never becomes the bound identity. It gives up after
+// succeeded, no file it depended on changed meanwhile, and HEAD does not
+// name a missing branch while other refs exist (a branch being renamed). So
+// a passing state never becomes the bound identity. It gives up after
 // maxBindAttempts reads. Each read runs on the checkout's executor within
 // ReadTimeout; ctx ends the pauses and the waits.
 func (g *Guard) bind(ctx context.Context, cfg *config, abs string) (*binding, error) {
@@ -401,11 +401,12 @@ type Stats struct {
 	Stale uint64 `json:"stale"`
 	// FullReads counts the full reads of the checkout.
 	FullReads uint64 `json:"full_reads"`
-	// ReadTimeouts counts the calls that gave up waiting for the file system
-	// ([ErrReadTimeout]).
+	// ReadTimeouts counts the calls that gave up waiting for the file
+	// system ([ErrReadTimeout]).
 	ReadTimeouts uint64 `json:"read_timeouts"`
-	// Reloads counts the reloads that the guard's [Reloader] carried out, and
-	// ReloadsAbandoned the planned attempts that failed or were postponed.
+	// Reloads counts the reloads that the guard's [Reloader] carried out,
+	// and ReloadsAbandoned the planned attempts that failed or were
+	// postponed.
 	Reloads          uint64 `json:"reloads"`
 	ReloadsAbandoned uint64 `json:"reloads_abandoned"`
 }
@@ -531,9 +532,9 @@ func (g *Guard) withoutGit(cfg *config, b *binding, abs string) error {
 
 // Changed returns a channel that is closed once the guard has seen its
 // checkout move, in a check or in [Guard.Watch]: a host can plan a reload
-// without waiting for a request. After [Plan.Bind] it returns a new channel.
-// An unbound guard's channel is closed by the first move of the checkout it
-// later binds to.
+// without waiting for a request. After [Plan.Bind] it returns a new
+// channel. An unbound guard's channel is closed by the first move of the
+// checkout it later binds to.
 func (g *Guard) Changed() <-chan struct{} {
 	if b := g.bound.Load(); b != nil {
 		return b.sig.c

@@ -19,71 +19,50 @@ import (
 // Options configures a [Guard]. The zero value of each field is its
 // documented default.
 type Options struct {
-	// ModulePath is the module file the server loaded, such as the
-	// run_agent.py a Python interpreter imported. Empty: the guard starts
-	// unbound, and [Guard.Capture] binds it later.
+	// ModulePath is the module file the server loaded. Empty: the guard
+	// starts unbound, and [Guard.Capture] binds it.
 	ModulePath string
-	// ExpectRevision is the revision the module was loaded at, as a full
-	// hex object id, where the host recorded it: the guard binds to it
-	// instead of to HEAD, so that a move between the load and New is seen.
-	// The module must be tracked in a Git checkout, else New fails with
-	// [ErrNotCheckout]. It needs ModulePath. Empty: HEAD when New runs.
+	// ExpectRevision is the revision the module was loaded at, a full hex
+	// object id: the guard binds to it instead of to HEAD.
 	ExpectRevision string
-	// RequireCheckout makes [New] and [Guard.Capture] fail with
-	// [ErrNotCheckout] for a module that is not tracked in a Git checkout.
-	// False: such a module is guarded without Git (see [Identity]). It
-	// needs ModulePath.
+	// RequireCheckout makes binding a module that no Git checkout tracks
+	// an error matching [ErrNotCheckout], not a guard without Git.
 	RequireCheckout bool
 	// ExpectReceipt is the [Receipt].ID of the plan that started this
-	// process, in the new process of a handover: New fails with
-	// [ErrNotReady] unless the updater's files still show what the plan
-	// proved. It needs ExpectRevision. Empty: no such check.
+	// process: New fails with [ErrNotReady] where the plan no longer holds.
 	ExpectReceipt string
 	// Layout says where the updater keeps its files. Zero: [HermesLayout].
 	Layout Layout
-	// HomeDir is the updater's home directory, which holds the files of the
-	// Layout. Empty: the Layout's HomeEnv variable, else its DefaultHome
-	// under the user's home directory; with neither, the marker is unknown.
+	// HomeDir is the updater's home directory. Empty: the Layout's HomeEnv
+	// variable, else its DefaultHome.
 	HomeDir string
-	// Python is the agent's interpreter, as configured. Where it is in
-	// <root>/venv/bin or <root>/.venv/Scripts, <root> is searched for
-	// recovery markers too. Empty: only the module's directory is.
+	// Python is the agent's interpreter: the root of its venv is searched
+	// for recovery markers too.
 	Python string
 	// MaxMarkerAge is the age past which an update marker is abandoned.
 	// Zero: [DefaultMaxMarkerAge].
 	MaxMarkerAge time.Duration
-	// AgentName and ServerName name the two products in the default
-	// messages. Empty: "Hermes Agent" and "Hermes WebUI".
+	// AgentName and ServerName name the products in the default messages.
+	// Empty: "Hermes Agent" and "Hermes WebUI".
 	AgentName, ServerName string
-	// Message replaces the stale message, which by default asks for a
-	// manual restart of the server (docs/payload.md in the repository
-	// lists every message). No message or name may contain "success", even
-	// inside a word: nothing here proves that an update succeeded.
-	Message string
-	// ReloadMessage replaces the stale message while a reload is scheduled
-	// ([Plan.Schedule]), which by default asks the client to retry shortly.
+	// Message replaces the stale message, and ReloadMessage the one while a
+	// reload is scheduled. No message may contain "success".
+	Message       string
 	ReloadMessage string
-	// ProblemDetails makes [Guard.Middleware] and [Guard.WriteStale] answer
-	// with the RFC 9457 [Problem] when the request prefers
-	// application/problem+json. False: always the [Payload].
+	// ProblemDetails makes the answers RFC 9457 [Problem] documents for
+	// requests that prefer application/problem+json.
 	ProblemDetails bool
-	// Check chooses how a check proves the checkout unchanged: "watch"
-	// (inotify, where the platform has it; else as "stat"), "stat" (a stat
-	// of each file the answer depends on) or "read" (a full read on every
-	// check, for network file systems). Empty: "watch".
+	// Check is how checks prove the checkout unchanged: "watch" (the
+	// default), "stat", or "read" (a full read, for network file systems).
 	Check string
-	// ReadTimeout bounds how long any call of the guard waits for the file
-	// system: past it, a check fails closed with [ErrReadTimeout], and an
-	// update state is unknown. Zero: [DefaultReadTimeout].
+	// ReadTimeout bounds every wait for the file system: past it, a check
+	// fails closed ([ErrReadTimeout]). Zero: [DefaultReadTimeout].
 	ReadTimeout time.Duration
-	// Logger receives what an operator must know: a guard bound without
-	// Git, the first stale check of a binding (later ones at Debug, at
-	// most one line every ten seconds), the checkout back at the bound
-	// revision, and reloads. Nil: slog.Default(), without the Debug lines.
+	// Logger receives what an operator must know: a stale check, a reload.
+	// Nil: slog.Default().
 	Logger *slog.Logger
-	// OnStale, when set, is called with every stale answer that
-	// [Guard.Middleware] and [Reloader.Wrap] write, before it is written,
-	// on the request's goroutine. It must not write to the response.
+	// OnStale is called on the request's goroutine before each stale
+	// answer of [Guard.Middleware] and [Reloader.Wrap]; it must not write.
 	OnStale func(r *http.Request, err *StaleError)
 }
 
@@ -268,61 +247,42 @@ func homeDir(dir string, l *Layout) string {
 	return ""
 }
 
-// Layout says where an updater keeps the files a guard reads: its home
-// directory, the marker it keeps while it runs, the recovery markers an
-// interrupted update leaves, its receipts and locks, and the build stamp of
-// an install without Git. Paths are relative to the home directory, except
-// Stamp.
-//
-// The zero Layout is [HermesLayout]. Any other Layout is taken as it is: a
-// field left empty means that the updater has no such file.
+// Layout says where an updater keeps the files a guard reads. Paths are
+// relative to the home directory, except Stamp. The zero Layout is
+// [HermesLayout]; any other is taken as it is: an empty field means that
+// the updater has no such file.
 type Layout struct {
-	// HomeEnv names the environment variable that holds the home
-	// directory, such as "HERMES_HOME". Empty: none.
-	HomeEnv string
-	// DefaultHome is the home directory, relative to the user's home
-	// directory, where HomeEnv is unset or empty, such as ".hermes".
-	// Empty: none.
+	// HomeEnv names the variable that holds the home directory, and
+	// DefaultHome is the home relative to the user's home directory.
+	HomeEnv     string
 	DefaultHome string
 	// Marker is the file the updater keeps while it runs. Required, unless
 	// Link is set.
 	Marker string
-	// RecoveryMarkers are the names of the files an interrupted update
-	// leaves in an install root (the module's directory, or the root of
-	// the venv of [Options.Python]).
+	// RecoveryMarkers are the files an interrupted update leaves in an
+	// install root (the module's directory, or the root of Python's venv).
 	RecoveryMarkers []string
-	// Receipt is the receipt the updater rewrites after each run. Empty:
-	// none.
-	Receipt string
-	// ReceiptHistory is the pattern ([path.Match]) of the receipts the
-	// updater keeps of each run, such as
-	// "logs/update_receipts/update_*.json". The newest of these and
-	// Receipt counts. Empty: none. With neither, no reload is planned.
+	// Receipt is the receipt the updater writes after each run, and
+	// ReceiptHistory the [path.Match] pattern of those it keeps of each
+	// run. The newest counts; with neither, no reload is planned.
+	Receipt        string
 	ReceiptHistory string
 	// Lock is the lock file the updater holds while it runs; a reload plan
-	// holds it shared until the new code is bound. Empty: none.
+	// holds it shared until the new code is bound.
 	Lock string
-	// CheckoutLock is the file name of the kernel lock that the updater
-	// and its children hold on the checkout: in the checkout's common Git
-	// directory, or, with a dot before it, in an install root without
-	// .git. While a process holds it, an update is running. Empty: none.
+	// CheckoutLock is the name of the kernel lock the updater and its
+	// children hold in the checkout's common Git directory while they run.
 	CheckoutLock string
-	// Profiles is the directory of a home that holds the homes of named
-	// profiles, such as "profiles". A guard whose home is <root> or
-	// <root>/<Profiles>/<name> reads the files of <root> and of every
-	// profile home. Empty: only the guard's own home.
+	// Profiles is the directory of the homes of named profiles, whose
+	// files a guard reads too.
 	Profiles string
-	// Stamp is the install's build stamp, relative to the module's
-	// directory: a JSON object in the format of Hermes's
-	// install-stamp.json, whose commit names the build of an install
-	// without Git (see [Identity]). Empty: none, and the module file alone
-	// identifies such an install.
+	// Stamp is the build stamp of an install without Git (see [Identity]),
+	// relative to the module's directory, in the format of Hermes's
+	// install-stamp.json.
 	Stamp string
 	// Link is the symbolic link an updater flips to publish a revision, as
-	// git-sync does: <root>/<link> -> .worktrees/<hash> (see
-	// [GitSyncLayout]). A flip made after the guard bound is the proof of
-	// an update, in place of a receipt. A relative Link is relative to the
-	// working directory. Empty: none.
+	// git-sync does (see [GitSyncLayout]): its flip is the proof of an
+	// update, in place of a receipt.
 	Link string
 
 	// stampDirEnv names the environment variable that holds the directory
@@ -335,23 +295,18 @@ type Layout struct {
 }
 
 // GitSyncLayout is the layout of kubernetes/git-sync (v4) publishing
-// through the symbolic link at link (its --link): no home, marker, receipt,
-// lock or stamp, and a flip of the link proves an update (see
-// [Layout].Link). The guard's module path goes through the link, such as
-// <link>/run_agent.py. An empty link is an error of [New].
+// through the symbolic link at link (its --link), whose flip proves an
+// update; the guard's module path goes through it. An empty link is an
+// error of [New].
 func GitSyncLayout(link string) Layout {
 	return Layout{Link: link, gitSync: true}
 }
 
-// HermesLayout is the layout of the Hermes Agent's updater (hermes
-// update), which the zero [Layout] stands for: the home $HERMES_HOME, else
-// ~/.hermes, with its profiles' homes under profiles; the marker
-// .hermes-update-in-progress; the recovery markers .update-incomplete and
-// .lazy-refresh-incomplete; the receipts logs/update_receipts/latest.json
-// and update_*.json beside it; the checkout lock hermes-update.lock; and
-// the build stamp install-stamp.json, read in $HERMES_INSTALL_ROOT where
-// it is set. Copy it to describe an updater that differs in a field;
-// changing it changes nothing else.
+// HermesLayout is the layout of the Hermes Agent's updater (hermes update),
+// which the zero [Layout] stands for: the home $HERMES_HOME or ~/.hermes,
+// the marker .hermes-update-in-progress, the receipts under
+// logs/update_receipts, the checkout lock hermes-update.lock. Copy it to
+// describe an updater that differs in a field.
 var HermesLayout = hermesLayout()
 
 // hermesLayout returns a fresh copy of the Hermes layout.
@@ -416,29 +371,21 @@ func (l *Layout) validate() error {
 	return nil
 }
 
-// Paths are the files and directories a guard's [Options] resolve to, once,
-// at [New]: absolute, with every default applied. A later change of the
-// working directory or of the environment moves none of them.
+// Paths are the files and directories a guard's [Options] resolved to at
+// [New]: absolute, with every default applied. A path is empty where none
+// is known, or where the layout has no such file.
 type Paths struct {
-	// Home is the updater's home directory. Empty when none is known, and
-	// so are Marker, Receipt, ReceiptHistory and Lock.
-	Home string `json:"home"`
-	// Marker is the update marker in Home.
-	Marker string `json:"marker"`
-	// Receipt is the updater's latest receipt; empty where the layout has
-	// none.
-	Receipt string `json:"receipt,omitempty"`
-	// ReceiptHistory is the pattern of the receipts kept of each run;
-	// empty where the layout has none.
+	// Home is the updater's home directory, which holds the Layout's
+	// Marker, Receipt, ReceiptHistory (a pattern) and Lock.
+	Home           string `json:"home"`
+	Marker         string `json:"marker"`
+	Receipt        string `json:"receipt,omitempty"`
 	ReceiptHistory string `json:"receipt_history,omitempty"`
-	// Lock is the updater's lock file; empty where the layout has none.
-	Lock string `json:"lock,omitempty"`
-	// Python is [Options.Python] made absolute, its links not resolved.
-	Python string `json:"python,omitempty"`
-	// InstallRoot is the root of Python's venv, which is searched for
-	// recovery markers beside the module's directory; empty where Python
-	// is in no venv.
+	Lock           string `json:"lock,omitempty"`
+	// Python is [Options.Python] made absolute, and InstallRoot the root
+	// of its venv, which is searched for recovery markers.
+	Python      string `json:"python,omitempty"`
 	InstallRoot string `json:"install_root,omitempty"`
-	// RecoveryMarkers are the names of the recovery markers searched for.
+	// RecoveryMarkers are the names of the recovery markers.
 	RecoveryMarkers []string `json:"recovery_markers"`
 }

@@ -20,36 +20,18 @@ import (
 )
 
 // Identity is what a guard is bound to: the module file and its directory
-// (absolute, links resolved) and the revision of HEAD.
-//
-// A module that is not tracked in a Git checkout (a release directory
-// behind a link, a Docker image, a Nix store path) is identified without
-// Git: by its path, by the file itself, and by the build that its install's
-// stamp names ([Layout].Stamp). Revision is then that build's commit, or
-// empty. A check of it is stale once the path leads to another file,
-// another file (or none) is at the module's path, or the stamp names
-// another build; a write in place of the same file is not a move.
+// (links resolved) and HEAD's revision. A module that no Git checkout
+// tracks is known by its file and by the build its stamp names
+// ([Layout].Stamp), which is then the Revision.
 type Identity struct {
-	// SourceDir is the directory that holds the module.
-	SourceDir string `json:"source_dir"`
-	// ModulePath is the module file.
+	SourceDir  string `json:"source_dir"`
 	ModulePath string `json:"module_path"`
-	// Revision is the full hex object id of HEAD at binding; for an
-	// install without Git, the commit its build stamp named, or empty.
-	Revision string `json:"revision"`
+	Revision   string `json:"revision"`
 }
 
-// Guard checks that the Git checkout a server loaded code from is still at
-// the revision it loaded: a guard binds to the module file once, then each
-// check compares the checkout with that binding.
-//
-// Make one with [New]. The zero Guard is unbound, with the defaults of a
-// zero [Options]; [Guard.Capture] binds it.
-//
-// A Guard is safe for concurrent use, and a process may hold any number of
-// guards. Every read of the file system runs on a goroutine shared by the
-// guards that read the same files, and no call waits for it longer than
-// [Options.ReadTimeout].
+// Guard checks that the Git checkout a server loaded its code from has not
+// moved since. Make one with [New]; the zero Guard is unbound, and
+// [Guard.Capture] binds it. A Guard is safe for concurrent use.
 type Guard struct {
 	cfg  *config   // set by New, or once by the first use of a zero Guard
 	once sync.Once // resolves cfg for the zero Guard
@@ -70,12 +52,9 @@ type Guard struct {
 	counts counters // see Stats
 }
 
-// New validates opts and, when opts.ModulePath is set, binds the guard to
-// that module. A module path that leads to no file is an error matching
-// [ErrNoModule], and a checkout that cannot be read is an error. A module
-// that is not tracked in a Git checkout is bound without Git (see
-// [Identity]), or, with [Options.RequireCheckout], is an error matching
-// [ErrNotCheckout]. An option that describes no guard is an [*OptionError].
+// New validates opts and binds the guard to opts.ModulePath, if set (see
+// [Identity]). An error matches [ErrNoModule] where the path leads to no
+// file; a bad option is an [*OptionError].
 func New(opts Options) (*Guard, error) {
 	return newGuard(opts, systemEnv)
 }
@@ -113,11 +92,9 @@ func (g *Guard) config() *config {
 	return g.cfg
 }
 
-// Capture binds the guard to the module at modulePath: the file the server
-// loaded, not a directory it searched. A guard bound to a Git checkout does
-// not bind again: for the same module, Capture checks it as
-// [Guard.EnsureCurrent] does, and for another module it returns an error.
-// An unbound guard, or one bound without Git, binds anew.
+// Capture binds an unbound guard (or one bound without Git) to the module
+// the server loaded, at modulePath. A guard bound to a Git checkout checks
+// that module instead, and refuses another.
 func (g *Guard) Capture(modulePath string) error {
 	cfg := g.config()
 	abs, err := gitread.Abs(modulePath)
@@ -224,12 +201,8 @@ func (g *Guard) captureNew(cfg *config, abs string) (*binding, error) {
 	return b, nil
 }
 
-// Close releases what the guard holds in the kernel (its inotify watches,
-// the descriptor of an updater's process) and ends [Guard.Watch]. It is for
-// hosts that make guards dynamically: a guard that is dropped releases them
-// once the garbage collector finds it. Close may be called more than once
-// and while checks run, and it never waits for a file system; later checks
-// stat the checkout's files instead of watching them.
+// Close releases the guard's inotify watches and ends [Guard.Watch]. It may
+// be called more than once, and while checks run.
 func (g *Guard) Close() error {
 	g.closed.Store(true)
 	g.closedSignal().fire()
@@ -330,17 +303,11 @@ func (g *Guard) bind(ctx context.Context, cfg *config, abs string) (*binding, er
 	return nil, fmt.Errorf("the checkout did not hold still for any of %d reads: %w", maxBindAttempts, moving)
 }
 
-// EnsureCurrent returns nil when the guard is unbound, or when the bound
-// checkout's HEAD is still the bound revision and the module path still
-// leads to the bound module file. Otherwise it returns a *[StaleError]; a
-// failure to read the checkout counts as a change.
-//
-// A check sees every change that completed before it began. On an unchanged
-// checkout it costs one system call on Linux (and no allocation), or one
-// stat of each file the answer depends on elsewhere; after a change, a full
-// read. It waits for the file system at most [Options.ReadTimeout]. A
-// checkout that moved back to the bound revision is current again.
-// EnsureCurrent never restarts anything.
+// EnsureCurrent returns a *[StaleError] once the bound checkout's HEAD is
+// not the bound revision, the module path leads to another file, or the
+// checkout cannot be read; else nil, as always for an unbound guard. A
+// check sees every change made before it began, and waits for the file
+// system at most [Options.ReadTimeout].
 func (g *Guard) EnsureCurrent() error {
 	g.counts.checks.Add(1)
 	b := g.bound.Load()
@@ -384,29 +351,24 @@ func (g *Guard) Identity() Identity {
 	return Identity{}
 }
 
-// Paths returns the paths the guard's options resolved to. A tool that only
-// wants the paths makes a guard without [Options.ModulePath], which reads
-// neither the checkout nor the updater's files.
+// Paths returns the paths the guard's options resolved to.
 func (g *Guard) Paths() Paths {
 	return g.config().paths()
 }
 
-// Stats are a guard's counts since [New], for an operator's metrics. Each
-// count only grows, and a snapshot costs a few atomic loads.
+// Stats are a guard's counts since [New], for an operator's metrics: each
+// only grows, and a snapshot costs a few atomic loads.
 type Stats struct {
-	// Checks counts the calls of [Guard.EnsureCurrent], whoever made them,
-	// those of an unbound guard included.
+	// Checks counts the calls of [Guard.EnsureCurrent], and Stale the
+	// stale answers.
 	Checks uint64 `json:"checks"`
-	// Stale counts the checks that returned a *[StaleError].
-	Stale uint64 `json:"stale"`
-	// FullReads counts the full reads of the checkout.
-	FullReads uint64 `json:"full_reads"`
-	// ReadTimeouts counts the calls that gave up waiting for the file
-	// system ([ErrReadTimeout]).
+	Stale  uint64 `json:"stale"`
+	// FullReads counts the full reads of the checkout, and
+	// ReadTimeouts the calls that gave up waiting for the file system.
+	FullReads    uint64 `json:"full_reads"`
 	ReadTimeouts uint64 `json:"read_timeouts"`
-	// Reloads counts the reloads that the guard's [Reloader] carried out,
-	// and ReloadsAbandoned the planned attempts that failed or were
-	// postponed.
+	// Reloads counts the reloads a [Reloader] carried out, and
+	// ReloadsAbandoned those it gave up.
 	Reloads          uint64 `json:"reloads"`
 	ReloadsAbandoned uint64 `json:"reloads_abandoned"`
 }
@@ -441,10 +403,8 @@ func (g *Guard) Stats() Stats {
 	}
 }
 
-// Observe reads the updater's files now and reports what it found: the
-// marker, the recovery markers, the newest receipt, and the update state
-// they add up to. It waits for them at most [Options.ReadTimeout]; past it
-// the update state is unknown, and MarkerReason says why.
+// Observe reads the updater's files now, within [Options.ReadTimeout], and
+// reports what it found.
 func (g *Guard) Observe() Observation {
 	cfg := g.config()
 	b := g.bound.Load()
@@ -531,10 +491,7 @@ func (g *Guard) withoutGit(cfg *config, b *binding, abs string) error {
 }
 
 // Changed returns a channel that is closed once the guard has seen its
-// checkout move, in a check or in [Guard.Watch]: a host can plan a reload
-// without waiting for a request. After [Plan.Bind] it returns a new
-// channel. An unbound guard's channel is closed by the first move of the
-// checkout it later binds to.
+// checkout move (a new one after [Plan.Bind]).
 func (g *Guard) Changed() <-chan struct{} {
 	if b := g.bound.Load(); b != nil {
 		return b.sig.c
@@ -558,10 +515,8 @@ func (g *Guard) firstSignal() *signal {
 }
 
 // Watch checks the checkout until ctx is done or the guard is closed, so
-// that [Guard.Changed] is closed without a request. On the watch path it
-// checks when the kernel reports a change; elsewhere every interval, which
-// must be positive. Once the checkout moved, Watch rests until the guard
-// binds anew. It returns ctx's error, or nil once the guard is closed.
+// that [Guard.Changed] is closed without a request: when the kernel reports
+// a change, or else every interval. It returns ctx's error, or nil.
 func (g *Guard) Watch(ctx context.Context, interval time.Duration) error {
 	if ctx == nil {
 		return errNilContext("watch")

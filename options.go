@@ -19,50 +19,43 @@ import (
 // Options configures a [Guard]. The zero value of each field is its
 // documented default.
 type Options struct {
-	// ModulePath is the module file the server loaded. Empty: the guard
-	// starts unbound, and [Guard.Capture] binds it.
+	// ModulePath is the module file the server loaded. Empty: the
+	// guard is unbound until [Guard.Capture].
 	ModulePath string
-	// ExpectRevision is the revision the module was loaded at, a full hex
-	// object id: the guard binds to it instead of to HEAD.
+	// ExpectRevision is the revision the module was loaded at, which the guard
+	// binds to instead of HEAD's.
 	ExpectRevision string
-	// RequireCheckout makes binding a module that no Git checkout tracks
-	// an error matching [ErrNotCheckout], not a guard without Git.
+	// RequireCheckout refuses a module that no Git checkout tracks.
 	RequireCheckout bool
-	// ExpectReceipt is the [Receipt].ID of the plan that started this
-	// process: New fails with [ErrNotReady] where the plan no longer holds.
+	// ExpectReceipt is the [Receipt].ID of the plan that started this process.
 	ExpectReceipt string
 	// Layout says where the updater keeps its files. Zero: [HermesLayout].
 	Layout Layout
-	// HomeDir is the updater's home directory. Empty: the Layout's HomeEnv
-	// variable, else its DefaultHome.
+	// HomeDir is the updater's home directory. Empty: as Layout says.
 	HomeDir string
-	// Python is the agent's interpreter: the root of its venv is searched
-	// for recovery markers too.
+	// Python is the agent's interpreter; its venv is an install root.
 	Python string
-	// MaxMarkerAge is the age past which an update marker is abandoned.
-	// Zero: [DefaultMaxMarkerAge].
+	// MaxMarkerAge is a marker's age limit. Zero: [DefaultMaxMarkerAge].
 	MaxMarkerAge time.Duration
-	// AgentName and ServerName name the products in the default messages.
+	// AgentName and ServerName name the products in the messages.
 	// Empty: "Hermes Agent" and "Hermes WebUI".
 	AgentName, ServerName string
-	// Message replaces the stale message, and ReloadMessage the one while a
-	// reload is scheduled. No message may contain "success".
+	// Message replaces the stale message, and ReloadMessage the one
+	// while a reload is scheduled. No message may say "success".
 	Message       string
 	ReloadMessage string
-	// ProblemDetails makes the answers RFC 9457 [Problem] documents for
-	// requests that prefer application/problem+json.
+	// ProblemDetails answers with a [Problem] where a request prefers it.
 	ProblemDetails bool
 	// Check is how checks prove the checkout unchanged: "watch" (the
-	// default), "stat", or "read" (a full read, for network file systems).
+	// default), "stat", or "read" (for network file systems).
 	Check string
-	// ReadTimeout bounds every wait for the file system: past it, a check
-	// fails closed ([ErrReadTimeout]). Zero: [DefaultReadTimeout].
+	// ReadTimeout bounds each wait for the file system; past it, a
+	// check fails closed. Zero: [DefaultReadTimeout].
 	ReadTimeout time.Duration
-	// Logger receives what an operator must know: a stale check, a reload.
-	// Nil: slog.Default().
+	// Logger receives what an operator must know. Nil: slog.Default().
 	Logger *slog.Logger
-	// OnStale is called on the request's goroutine before each stale
-	// answer of [Guard.Middleware] and [Reloader.Wrap]; it must not write.
+	// OnStale is called before each stale answer of [Guard.Middleware] and
+	// [Reloader.Wrap], on the request's goroutine; it must not write.
 	OnStale func(r *http.Request, err *StaleError)
 }
 
@@ -247,42 +240,31 @@ func homeDir(dir string, l *Layout) string {
 	return ""
 }
 
-// Layout says where an updater keeps the files a guard reads. Paths are
-// relative to the home directory, except Stamp. The zero Layout is
-// [HermesLayout]; any other is taken as it is: an empty field means that
-// the updater has no such file.
+// Layout says where an updater keeps the files a guard reads, relative to
+// its home (docs/updater.md in the repository has a table). The zero Layout
+// is [HermesLayout]; in any other, an empty field means no such file.
 type Layout struct {
 	// HomeEnv names the variable that holds the home directory, and
 	// DefaultHome is the home relative to the user's home directory.
 	HomeEnv     string
 	DefaultHome string
-	// Marker is the file the updater keeps while it runs. Required, unless
-	// Link is set.
+	// Marker is kept while the updater runs; required unless Link is set.
 	Marker string
-	// RecoveryMarkers are the files an interrupted update leaves in an
-	// install root (the module's directory, or the root of Python's venv).
+	// RecoveryMarkers are the files an interrupted update leaves.
 	RecoveryMarkers []string
-	// Receipt is the receipt the updater writes after each run, and
-	// ReceiptHistory the [path.Match] pattern of those it keeps of each
-	// run. The newest counts; with neither, no reload is planned.
+	// Receipt is written after each run, and ReceiptHistory is the
+	// [path.Match] pattern of the receipts kept of each run.
 	Receipt        string
 	ReceiptHistory string
-	// Lock is the lock file the updater holds while it runs; a reload plan
-	// holds it shared until the new code is bound.
+	// Lock is the lock file the updater holds while it runs.
 	Lock string
-	// CheckoutLock is the name of the kernel lock the updater and its
-	// children hold in the checkout's common Git directory while they run.
+	// CheckoutLock is the lock the updater holds on the checkout.
 	CheckoutLock string
-	// Profiles is the directory of the homes of named profiles, whose
-	// files a guard reads too.
+	// Profiles is the directory of the homes of named profiles.
 	Profiles string
-	// Stamp is the build stamp of an install without Git (see [Identity]),
-	// relative to the module's directory, in the format of Hermes's
-	// install-stamp.json.
+	// Stamp is the build stamp of an install without Git.
 	Stamp string
-	// Link is the symbolic link an updater flips to publish a revision, as
-	// git-sync does (see [GitSyncLayout]): its flip is the proof of an
-	// update, in place of a receipt.
+	// Link is the link an updater flips to publish a revision.
 	Link string
 
 	// stampDirEnv names the environment variable that holds the directory
@@ -295,18 +277,14 @@ type Layout struct {
 }
 
 // GitSyncLayout is the layout of kubernetes/git-sync (v4) publishing
-// through the symbolic link at link (its --link), whose flip proves an
-// update; the guard's module path goes through it. An empty link is an
-// error of [New].
+// through the link at link, whose flip proves an update. An empty link is
+// an error of [New].
 func GitSyncLayout(link string) Layout {
 	return Layout{Link: link, gitSync: true}
 }
 
 // HermesLayout is the layout of the Hermes Agent's updater (hermes update),
-// which the zero [Layout] stands for: the home $HERMES_HOME or ~/.hermes,
-// the marker .hermes-update-in-progress, the receipts under
-// logs/update_receipts, the checkout lock hermes-update.lock. Copy it to
-// describe an updater that differs in a field.
+// which the zero [Layout] stands for. Copy it to describe another updater.
 var HermesLayout = hermesLayout()
 
 // hermesLayout returns a fresh copy of the Hermes layout.
@@ -375,15 +353,15 @@ func (l *Layout) validate() error {
 // [New]: absolute, with every default applied. A path is empty where none
 // is known, or where the layout has no such file.
 type Paths struct {
-	// Home is the updater's home directory, which holds the Layout's
-	// Marker, Receipt, ReceiptHistory (a pattern) and Lock.
+	// Home is the updater's home directory, which holds the Marker,
+	// Receipt, ReceiptHistory (a pattern) and Lock.
 	Home           string `json:"home"`
 	Marker         string `json:"marker"`
 	Receipt        string `json:"receipt,omitempty"`
 	ReceiptHistory string `json:"receipt_history,omitempty"`
 	Lock           string `json:"lock,omitempty"`
-	// Python is [Options.Python] made absolute, and InstallRoot the root
-	// of its venv, which is searched for recovery markers.
+	// Python is [Options.Python] made absolute, and InstallRoot the
+	// root of its venv.
 	Python      string `json:"python,omitempty"`
 	InstallRoot string `json:"install_root,omitempty"`
 	// RecoveryMarkers are the names of the recovery markers.

@@ -18,19 +18,10 @@ import (
 	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
 
-// MarkerState is the state of the updater's in-progress marker. Its values
-// are the lower-case words of the JSON answers:
-//
-//   - [MarkerAbsent]: nothing is at the marker's path, not even a link.
-//   - [MarkerActive]: the marker is younger than [Options.MaxMarkerAge],
-//     and its process is alive.
-//   - [MarkerAbandoned] ("stale", the updater's word): the marker is older,
-//     or its process is gone, or its process ID belongs to a newer process.
-//   - [MarkerUnknown]: something is at the path but proves nothing (a link,
-//     a FIFO, a malformed file, a process whose liveness cannot be told),
-//     or no home directory is known.
-//
-// docs/updater.md in the repository gives every rule.
+// MarkerState is the state of the updater's in-progress marker: absent,
+// active (younger than [Options.MaxMarkerAge], its process alive), stale
+// ([MarkerAbandoned]: older, or its process gone) or unknown (what is there
+// proves nothing). docs/updater.md in the repository has the rules.
 type MarkerState string
 
 // The four marker states: see [MarkerState].
@@ -57,18 +48,10 @@ func markerState(l updater.Life) MarkerState {
 	return MarkerUnknown
 }
 
-// UpdateState is what a [StaleError] says of the updater. It is an
-// observation, not a proof: the updater also removes its marker when an
-// update fails. Its values:
-//
-//   - [UpdateUnverified]: no marker and no recovery marker. Nothing says an
-//     update runs, and nothing proves that one finished.
-//   - [UpdateActive]: the marker is active, or a process holds the
-//     updater's checkout lock: an update is running.
-//   - [UpdateAbandoned] ("stale"): the marker is abandoned.
-//   - [UpdateUnknown]: the marker is unknown, or an install root or the
-//     checkout lock could not be read.
-//   - [UpdateIncomplete]: a recovery marker says the install is incomplete.
+// UpdateState is what a [StaleError] says of the updater, an observation
+// and never a proof: unverified (no marker, no recovery marker), active
+// (an update runs), stale (the marker is abandoned), unknown (something
+// could not be read) or incomplete (a recovery marker is present).
 type UpdateState string
 
 // String returns the state's word.
@@ -84,53 +67,37 @@ const (
 )
 
 // Observation is what one look at the updater's files found, for
-// diagnostics ([Guard.Observe], [Observe]). Its JSON keys are those of the
-// command-line tool's status.
+// diagnostics. Its JSON keys are those of the command-line tool's status.
 type Observation struct {
-	// MarkerPath is the update marker that counts (of several homes'
-	// markers, the one that says the most); empty when no home directory is
-	// known.
-	MarkerPath string `json:"marker_path"`
-	// Marker is the marker's state, and MarkerReason why.
+	// MarkerPath is the marker that counts, with its state and why.
+	MarkerPath   string      `json:"marker_path"`
 	Marker       MarkerState `json:"update_marker"`
 	MarkerReason string      `json:"update_marker_reason,omitempty"`
-	// InstallRoots are the directories searched for recovery markers: those
-	// of the bound module and, where the module path now leads elsewhere,
-	// those of the module it leads to.
-	InstallRoots []string `json:"install_roots"`
-	// RecoveryMarkers are the recovery markers found there.
+	// RecoveryMarkers are the recovery markers found in InstallRoots.
+	InstallRoots    []string `json:"install_roots"`
 	RecoveryMarkers []string `json:"recovery_markers"`
-	// State is the update state they add up to.
+	// State is the update state that these add up to.
 	State UpdateState `json:"update_state"`
-	// ReceiptPath is the file of the newest receipt, or the layout's latest
-	// receipt where none was read, or the layout's Link.
-	ReceiptPath string `json:"receipt_path,omitempty"`
-	// Receipt is the newest receipt; nil where none could be read, and
-	// ReceiptProblem then says why.
+	// Receipt is the newest receipt, read from ReceiptPath;
+	// ReceiptProblem says why none could be read.
+	ReceiptPath    string   `json:"receipt_path,omitempty"`
 	Receipt        *Receipt `json:"receipt,omitempty"`
 	ReceiptProblem string   `json:"receipt_problem,omitempty"`
-	// LockPath is the updater's lock file; empty where the layout has none.
+	// LockPath is the updater's lock file.
 	LockPath string `json:"lock_path,omitempty"`
-	// CheckoutLockPath is the updater's kernel lock on the checkout;
-	// CheckoutLock is "free", "held" (an update runs) or "unknown", and
-	// CheckoutLockReason says why. Empty where the layout has no checkout
-	// lock.
+	// CheckoutLock is the state of the updater's lock on the checkout:
+	// "free", "held" or "unknown", with its path and reason.
 	CheckoutLockPath   string `json:"checkout_lock_path,omitempty"`
 	CheckoutLock       string `json:"checkout_lock,omitempty"`
 	CheckoutLockReason string `json:"checkout_lock_reason,omitempty"`
-	// Check is how checks prove the checkout unchanged: "watch", "stat" or
-	// "read" (see [Options].Check); empty for an unbound guard. CheckReason
-	// says why a guard that could watch does not.
+	// Check says how checks prove the checkout unchanged ("watch",
+	// "stat" or "read"), and CheckReason why not by watching.
 	Check       string `json:"check,omitempty"`
 	CheckReason string `json:"check_reason,omitempty"`
-	// IdentifiedBy is how the guard identifies the install it is bound to
-	// (see [Identity]): "git", "build stamp" or "file"; empty for an
-	// unbound guard.
+	// IdentifiedBy says what identifies the install: "git", "build
+	// stamp" or "file"; Unguarded says why Git does not.
 	IdentifiedBy string `json:"identified_by,omitempty"`
-	// Unguarded says why Git does not identify the install the guard is
-	// bound to; empty for a guard bound to a Git checkout, and for an
-	// unbound one.
-	Unguarded string `json:"unguarded,omitempty"`
+	Unguarded    string `json:"unguarded,omitempty"`
 
 	// worktree is the directory the layout's link leads to, links
 	// resolved, where a flip of it is the Receipt.
@@ -145,44 +112,29 @@ type Observation struct {
 	checkout, homesRoot, homesRootWhy string
 }
 
-// Receipt is what the updater wrote of one run: schema 1 of its receipt,
-// written after the run or, with outcome "running", while it runs. Its JSON
-// keys are those of the command-line tool's status.
+// Receipt is what the updater wrote of one run: schema 1 of its receipt.
+// Its JSON keys are those of the command-line tool's status.
 type Receipt struct {
-	// ID names what the receipt proves, never its file (a file system
-	// reuses inodes): the receipt's update_id, else its correlation_id with
-	// its revision and finish time, else a digest of its bytes; for a flip
-	// of a [Layout].Link, the link, its target and the time of the flip. A
-	// plan scheduled on a receipt spends it.
+	// ID names what the receipt proves; a plan scheduled on it spends it.
 	ID string `json:"id"`
-	// UpdateID and CorrelationID name the run, where the updater wrote
-	// them.
+	// UpdateID and CorrelationID name the run.
 	UpdateID      string `json:"update_id,omitempty"`
 	CorrelationID string `json:"correlation_id,omitempty"`
-	// Outcome is how the run ended: "running", "success", "partial",
-	// "failed", "refused", or a word a later updater adds. Only "success"
-	// proves.
+	// Outcome is how the run ended, or "running"; only "success" proves.
 	Outcome string `json:"outcome"`
-	// From and To are the revisions before and after the run, where the
-	// updater recorded them.
-	From string `json:"from,omitempty"`
-	To   string `json:"to,omitempty"`
-	// StartedAt and FinishedAt are when the run began and ended; FinishedAt
-	// is zero while it runs.
+	// From and To are the revisions before and after the run, and
+	// StartedAt and FinishedAt when it began and ended.
+	From       string    `json:"from,omitempty"`
+	To         string    `json:"to,omitempty"`
 	StartedAt  time.Time `json:"started_at"`
 	FinishedAt time.Time `json:"finished_at,omitzero"`
-	// Checkout is the top-level directory of the checkout the run updated,
-	// where the receipt names one (runtimeguard update does; Hermes's
-	// updater does not). A receipt that names another checkout than the
-	// guard's is passed over.
+	// Checkout is the checkout the run updated, if the receipt names it.
 	Checkout string `json:"checkout,omitempty"`
 }
 
-// Observe is [Guard.Observe] without a guard, for a host that could not
-// bind (New failed): it reads the updater's files for the install whose
-// module is opts.ModulePath, but not the checkout, and waits at most
-// opts.ReadTimeout. Its error is an [*OptionError], or says why the module
-// path cannot be made absolute.
+// Observe is [Guard.Observe] for a host that could not bind: it reads the
+// updater's files for the install of opts.ModulePath, not its checkout. Its
+// error is an [*OptionError], or says why the path is not absolute.
 func Observe(opts Options) (Observation, error) {
 	cfg, err := opts.resolveOn(systemEnv)
 	if err != nil {

@@ -17,27 +17,21 @@ import (
 	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
 
-// ErrNotReady matches the error of a reload that is not proven safe: from
-// [Guard.PlanReload], from [Plan.Bind], and from [New] with
-// [Options.ExpectReceipt]. The error says which condition failed.
+// ErrNotReady matches the error of a reload that is not proven safe, from
+// [Guard.PlanReload], [Plan.Bind], or [New] with [Options.ExpectReceipt].
 var ErrNotReady = errors.New("runtimeguard: no reload is proven safe")
 
-// Plan is a reload that the updater's receipt proved safe, made by
-// [Guard.PlanReload]. A host carries it out in this process
-// ([Plan.Schedule], drain the guarded work, restart its workers,
-// [Plan.Bind]), or in a new process that binds with
-// [Options.ExpectRevision] set to To. A host that does not go ahead calls
-// [Plan.Release].
-//
-// A Plan is safe for concurrent use. It is made, then scheduled, then done
-// (released or bound), and never goes back.
+// Plan is a reload that the updater's receipt proved safe. A host schedules
+// it ([Plan.Schedule]), drains its guarded work, then loads the new code
+// and binds to it ([Plan.Bind]) or starts a new process that binds to To; a
+// host that does not go ahead calls [Plan.Release]. A Plan is safe for
+// concurrent use.
 type Plan struct {
-	// From is the revision the guard is bound to, and To the new code's.
+	// From is the bound revision, To the new code's, Identity what the new
+	// code will be bound to, and Receipt the receipt that proves the update.
 	From, To string
-	// Identity is what the new code will be bound to.
 	Identity Identity
-	// Receipt is the receipt that proves the update.
-	Receipt Receipt
+	Receipt  Receipt
 
 	g     *Guard
 	b     *binding   // the binding the plan replaces
@@ -56,18 +50,11 @@ const (
 	planDone
 )
 
-// PlanReload returns a plan to load the new code, once the updater's files
-// prove that the update that moved the checkout finished, or an error
-// matching [ErrNotReady] that says which condition failed. In one steady
-// read of the checkout and the updater's files, the guard must be stale;
-// the newest receipt written since the guard bound must be a success for
-// the revision HEAD names now (or, with a [Layout].Link, the link must have
-// flipped to it); no marker or recovery marker may be present; and no
-// earlier plan of this binding may have spent the receipt.
-//
-// Where the layout has a lock file, the plan holds it shared until it is
-// bound or released. PlanReload waits at most [Options.ReadTimeout], or
-// until ctx is done. docs/reload.md in the repository gives every rule.
+// PlanReload returns a plan to load the new code once the updater's files
+// prove that the update that moved the checkout finished: the newest
+// receipt is a success for HEAD's revision, and no update runs. Else its
+// error matches [ErrNotReady] and says why (docs/reload.md lists every
+// rule). It waits at most [Options.ReadTimeout], or until ctx is done.
 func (g *Guard) PlanReload(ctx context.Context) (*Plan, error) {
 	if ctx == nil {
 		return nil, errNilContext("PlanReload")
@@ -333,12 +320,9 @@ func isPending(err error) bool {
 	return errors.As(err, &nr) && nr.pending
 }
 
-// Schedule tells the guard that the host is carrying the plan out: until
-// [Plan.Bind] or [Plan.Release], stale answers say "restart_scheduled":
-// true, and the plan's receipt is spent. Schedule returns an error, and the
-// host must not go ahead, when another plan is scheduled, the plan is done,
-// the guard was bound anew since the plan was made, or another plan spent
-// its receipt. Scheduling a scheduled plan again does nothing.
+// Schedule tells the guard that the host is carrying the plan out: stale
+// answers then say a restart is scheduled, and the receipt is spent. After
+// an error, the host must not go ahead.
 func (r *Plan) Schedule() error {
 	if r == nil || r.g == nil {
 		return errors.New("runtimeguard: schedule: the plan was not made by Guard.PlanReload")
@@ -361,10 +345,8 @@ func (r *Plan) Schedule() error {
 	return nil
 }
 
-// Release abandons the plan: stale answers no longer say a restart is
-// scheduled, and the layout's lock is released. It may be called more than
-// once, on a nil plan and after [Plan.Bind]: defer it right after
-// [Guard.PlanReload].
+// Release abandons the plan and releases the layout's lock. It is safe on a
+// nil plan, more than once, and after [Plan.Bind]: defer it.
 func (r *Plan) Release() {
 	if r == nil {
 		return // the plan PlanReload did not make
@@ -400,9 +382,8 @@ func (r *Plan) isDone() bool {
 	return r.state == planDone
 }
 
-// LockFile returns the open file that holds the layout's lock for the plan,
-// or nil. A host that hands over by exec passes it to the new process,
-// which closes it once it has bound.
+// LockFile returns the open file of the layout's lock that the plan holds,
+// or nil, for a handover by exec to pass on.
 func (r *Plan) LockFile() *os.File {
 	if r == nil {
 		return nil
@@ -471,12 +452,10 @@ func (l *planLife) unspend(id string) {
 	}
 }
 
-// Bind binds the guard to the plan's new code, after the host loaded it in
-// this process, provided the checkout is still at To and the updater's
-// files still show what the plan proved. Otherwise the guard stays bound to
-// the old revision, and stale, and the error matches [ErrStale] (the
-// checkout moved) or [ErrNotReady] (the updater's files changed). Either
-// way the plan is done.
+// Bind binds the guard to the new code once the host loaded it, provided
+// the checkout is still at To and the updater's files still prove the plan.
+// Otherwise the guard stays stale, and the error matches [ErrStale] or
+// [ErrNotReady]. Either way the plan is done.
 func (r *Plan) Bind(ctx context.Context) error {
 	return r.bind(ctx, nil)
 }

@@ -20,27 +20,17 @@ import (
 // Handover must be set; the zero value of every other field is its
 // documented default.
 type ReloaderOptions struct {
-	// Restart loads the new code in this process (restarts the host's
-	// workers) and returns once it is loaded; the Reloader then binds the
-	// guard to it ([Plan.Bind]). An error or a panic (recovered and logged)
-	// of Restart or Handover keeps the old binding, and the guard stale.
-	Restart func(ctx context.Context, plan *Plan) error
-	// Handover starts the new code in a new process, which binds with
-	// [Options.ExpectRevision] set to plan.To (see [ExecHandover]). It
-	// returns only when the handover failed; the server then goes on,
-	// stale.
+	// Restart loads the new code in this process, Handover in a new one
+	// ([ExecHandover]); an error or a panic of either keeps the guard stale.
+	Restart  func(ctx context.Context, plan *Plan) error
 	Handover func(ctx context.Context, plan *Plan) error
-	// DrainTimeout bounds how long guarded work may take to finish before
-	// the new code is loaded; past it, the attempt is given up and tried
-	// again from a new plan. Zero: [DefaultDrainTimeout].
+	// DrainTimeout bounds the wait for guarded work to end before a
+	// reload. Zero: [DefaultDrainTimeout].
 	DrainTimeout time.Duration
-	// ProofInterval is how often the updater's files are read while the
-	// checkout has moved and no reload is proven yet, and how often the
-	// guard is checked where it cannot be watched. Zero:
-	// [DefaultProofInterval].
+	// ProofInterval is how often the updater's files are read while a
+	// proof is awaited. Zero: [DefaultProofInterval].
 	ProofInterval time.Duration
-	// Logger receives the reloads. Nil: the guard's [Options.Logger], else
-	// slog.Default().
+	// Logger receives the reloads. Nil: the guard's [Options.Logger].
 	Logger *slog.Logger
 }
 
@@ -50,17 +40,10 @@ const (
 	DefaultProofInterval = 250 * time.Millisecond
 )
 
-// Reloader carries out the reload protocol for a host: it learns of a move
-// of the checkout ([Guard.Watch]), waits until the updater's files prove a
-// reload safe ([Guard.PlanReload]), schedules the plan, drains the guarded
-// work, and has the host load the new code. Meanwhile its stale answers say
-// what it is doing.
-//
-//	rl, err := runtimeguard.NewReloader(ctx, guard, runtimeguard.ReloaderOptions{Restart: restartWorkers})
-//	http.Handle("/", rl.Wrap(mux))
-//
-// A Reloader is safe for concurrent use. It runs until the context given to
-// [NewReloader] is done.
+// Reloader reloads a host's code once the updater's files prove it safe: it
+// drains the guarded work and has the host load the new code. It is safe
+// for concurrent use, and runs until the context given to [NewReloader] is
+// done.
 type Reloader struct {
 	g        *Guard
 	restart  func(context.Context, *Plan) error
@@ -83,11 +66,8 @@ type Reloader struct {
 	plans atomic.Uint64 // plans tried
 }
 
-// NewReloader starts a Reloader for g; a guard that is not bound yet is
-// waited for. Its errors are for options that describe no reload. Under a
-// service manager that set NOTIFY_SOCKET (systemd's Type=notify-reload), it
-// says READY=1 at once, then RELOADING=1 and READY=1 around each reload,
-// without ever waiting for the manager: start it once the host listens.
+// NewReloader starts a Reloader for g. Under a service manager that set
+// NOTIFY_SOCKET, it says READY=1 at once: start it once the host listens.
 func NewReloader(ctx context.Context, g *Guard, opts ReloaderOptions) (*Reloader, error) {
 	switch {
 	case ctx == nil:
@@ -129,14 +109,11 @@ func NewReloader(ctx context.Context, g *Guard, opts ReloaderOptions) (*Reloader
 }
 
 // Done returns a channel that is closed once the Reloader has stopped: its
-// context is done, and no reload is under way. A Restart or Handover under
-// way must return once its context is done.
+// context is done, and no reload is under way.
 func (rl *Reloader) Done() <-chan struct{} { return rl.done }
 
-// Wrap runs next only while the runtime is current and no reload drains the
-// guarded work. A request that finds the runtime stale gets the 409, and
-// one that comes while a reload finishes waits for it. [Options.OnStale]
-// sees every stale answer. A nil next is http.DefaultServeMux.
+// Wrap is [Guard.Middleware] for a host with a Reloader: a reload also
+// drains the requests it runs, and one that comes as a reload ends waits.
 func (rl *Reloader) Wrap(next http.Handler) http.Handler {
 	if next == nil {
 		next = http.DefaultServeMux
@@ -557,12 +534,8 @@ func statusAwaiting(from string, state int32, why string) string {
 	return "serving " + shortRev(from) + ", stale: the checkout moved and no reload can follow (" + why + "); restart to load the new code"
 }
 
-// Notify sends the assignments, such as "READY=1" or "STATUS=serving", to
-// the service manager that set NOTIFY_SOCKET, in one datagram, as
-// sd_notify(3) does; without NOTIFY_SOCKET it does nothing. It waits at
-// most a second: past it the message is lost, and the error matches
-// [os.ErrDeadlineExceeded]. A [Reloader] tells the manager of its reloads
-// by itself; Notify is for what the host says besides.
+// Notify sends the assignments (such as "READY=1") to the service manager
+// that set NOTIFY_SOCKET, waiting at most a second; else it does nothing.
 func Notify(assignments ...string) error {
 	n, err := systemd.FromEnv()
 	if err == nil {

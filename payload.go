@@ -14,8 +14,8 @@ import (
 // PayloadType is the "type" of every stale payload.
 const PayloadType = "agent_runtime_stale"
 
-// ProblemType is the "type" of the RFC 9457 problem document of a stale
-// runtime: the URL of docs/payload.md, the page that defines it.
+// ProblemType is the "type" of the RFC 9457 problem document: the URL of
+// docs/payload.md.
 const ProblemType = "https://github.com/runtimeguard/runtimeguard/blob/main/docs/payload.md"
 
 // retryAfterSeconds is the Retry-After, in seconds, of a stale answer while
@@ -28,13 +28,12 @@ const retryAfterSeconds = 1
 //	{"error": "...", "type": "agent_runtime_stale", "retryable": true,
 //	 "restart_scheduled": false, "agent_update_state": "unverified"}
 type Payload struct {
-	// Error is the operator-facing message.
+	// Error is the operator-facing message; Type is [PayloadType].
 	Error string `json:"error"`
-	// Type is always PayloadType.
-	Type string `json:"type"`
-	// Retryable is always true.
-	Retryable bool `json:"retryable"`
-	// RestartScheduled is true while the host reloads the new code.
+	Type  string `json:"type"`
+	// Retryable is always true; RestartScheduled is true while the
+	// host reloads the new code.
+	Retryable        bool `json:"retryable"`
 	RestartScheduled bool `json:"restart_scheduled"`
 	// AgentUpdateState is what was observed of the updater, if anything.
 	AgentUpdateState UpdateState `json:"agent_update_state,omitempty"`
@@ -46,14 +45,12 @@ type Payload struct {
 type StaleError struct {
 	// Message is the operator-facing message, the payload's "error".
 	Message string
-	// State is what was observed of the updater when the check failed.
+	// State is what was observed of the updater.
 	State UpdateState
-	// Captured is the bound revision, and Current the one read now (empty
-	// when none was read).
+	// Captured is the bound revision, and Current the one read now.
 	Captured, Current string
-	// Err is why no revision could be read, or why the checkout names none
-	// (an error matching [ErrNotCheckout]); nil when it names another
-	// revision.
+	// Err is why no revision could be read ([ErrNotCheckout] where the
+	// checkout names none); nil when HEAD names another revision.
 	Err error
 	// RestartScheduled is true while the host carries out a reload.
 	RestartScheduled bool
@@ -118,14 +115,13 @@ func (e *StaleError) LogValue() slog.Value {
 // Problem is the RFC 9457 problem document of a stale runtime, with the
 // payload's members as extension members.
 type Problem struct {
-	// Type is ProblemType; Title, Status (409) and Detail (the message)
-	// are the problem's own members.
+	// Type ([ProblemType]), Title, Status (409) and Detail are the
+	// problem's own members.
 	Type   string `json:"type"`
 	Title  string `json:"title"`
 	Status int    `json:"status"`
 	Detail string `json:"detail"`
-	// Error, StaleType (the payload's "type"), Retryable,
-	// RestartScheduled and AgentUpdateState are the payload's members.
+	// The others are the payload's; StaleType is its "type".
 	Error            string      `json:"error"`
 	StaleType        string      `json:"stale_type"`
 	Retryable        bool        `json:"retryable"`
@@ -149,17 +145,14 @@ func (e *StaleError) Problem() Problem {
 }
 
 // WriteStale writes the 409 with the JSON [Payload] when err is or wraps a
-// *[StaleError], and reports whether it did. Like [http.Error], it sets the
-// headers before the status. [Guard.WriteStale] also offers the RFC 9457
-// form.
+// *[StaleError], and reports whether it did.
 func WriteStale(w http.ResponseWriter, err error) bool {
 	return writeStale(w, err, false)
 }
 
-// WriteStale is [WriteStale] for a handler that checks by hand: with
-// [Options.ProblemDetails], a request r that prefers
-// application/problem+json gets the [Problem] document. A nil r gets the
-// JSON payload.
+// WriteStale is [WriteStale] for a handler that checks by hand, with the
+// RFC 9457 [Problem] form where [Options.ProblemDetails] allows it and r
+// prefers it.
 func (g *Guard) WriteStale(w http.ResponseWriter, r *http.Request, err error) bool {
 	if staleOf(err) == nil {
 		return false
@@ -210,10 +203,9 @@ func writeStale(w http.ResponseWriter, err error, problem bool) bool {
 	return true
 }
 
-// Middleware runs [Guard.EnsureCurrent] before next, and answers a stale
-// check with the 409 instead of calling next. [Options.OnStale] sees every
-// stale answer. A nil next is http.DefaultServeMux. A host that reloads by
-// itself uses [Reloader.Wrap] instead.
+// Middleware calls next (nil: http.DefaultServeMux) only while
+// [Guard.EnsureCurrent] finds the runtime current, and else answers the
+// 409.
 func (g *Guard) Middleware(next http.Handler) http.Handler {
 	if next == nil {
 		next = http.DefaultServeMux
@@ -304,23 +296,17 @@ type readyAnswer struct {
 	AgentUpdateState UpdateState `json:"agent_update_state,omitempty"`
 }
 
-// LivenessHandler answers a liveness probe with 200 and {"live": true,
-// "revision": "..."} whenever the process serves HTTP: a stale runtime is
-// no reason to restart it. It reads nothing from disk. Mount it outside
-// [Guard.Middleware] and [Reloader.Wrap].
+// LivenessHandler answers a liveness probe with 200 whenever the process
+// serves HTTP: a stale runtime is no reason to restart it.
 func (g *Guard) LivenessHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeHealth(w, http.StatusOK, liveAnswer{Live: true, Revision: g.Identity().Revision})
 	})
 }
 
-// ReadinessHandler answers a readiness probe by a check of the checkout. It
-// is ready (200) while the runtime is current, and while it is stale with
-// no reload scheduled (the server then answers retryable 409s). From the
-// moment a reload is scheduled until it is done, it is not ready (503), so
-// that a load balancer drains the server first. Its body says why in the
-// words of the 409. Mount it outside [Guard.Middleware] and
-// [Reloader.Wrap].
+// ReadinessHandler answers a readiness probe by a check: 200 while no
+// reload is scheduled, stale or not, and 503 while one is, so that a load
+// balancer drains the server first. Mount it outside [Guard.Middleware].
 func (g *Guard) ReadinessHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := readyAnswer{Ready: true, Revision: g.Identity().Revision}

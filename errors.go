@@ -14,16 +14,12 @@ import (
 var (
 	// ErrStale matches every [StaleError].
 	ErrStale = errors.New("runtimeguard: the loaded runtime is stale")
-	// ErrReadTimeout matches the error of a call that gave up waiting for
-	// the file system ([Options.ReadTimeout]).
+	// ErrReadTimeout matches a wait for the file system that timed out.
 	ErrReadTimeout = errors.New("runtimeguard: read timed out")
-	// ErrNoModule matches the error of binding to a module path that leads
-	// to no file, or to a directory.
+	// ErrNoModule matches a module path that leads to no file.
 	ErrNoModule = errors.New("runtimeguard: the module path leads to no file")
-	// ErrNotCheckout matches the error of binding a module that is not
-	// tracked in a Git checkout with [Options.ExpectRevision] or
-	// [Options.RequireCheckout], and the [StaleError].Err of a checkout
-	// that names no revision any more.
+	// ErrNotCheckout matches a module that no Git checkout tracks, where one is
+	// required, and a checkout whose HEAD names no revision any more.
 	ErrNotCheckout = errors.New("runtimeguard: the module is not in a tracked Git checkout")
 )
 
@@ -36,9 +32,8 @@ func (e *classError) Unwrap() []error { return []error{e.err, e.class} }
 // PanicError is a panic recovered from a read of the file system: the call
 // fails closed, and the host lives on.
 type PanicError struct {
-	// Value is the value the read panicked with.
+	// Value is the panic's value, and Stack the goroutine's stack.
 	Value any
-	// Stack is the goroutine's stack when it panicked.
 	Stack []byte
 }
 
@@ -47,8 +42,7 @@ func (e *PanicError) Error() string {
 	return fmt.Sprintf("runtimeguard: read panicked: %v\n\n%s", e.Value, e.Stack)
 }
 
-// Unwrap returns the value the read panicked with when it is an error,
-// else nil.
+// Unwrap returns the panic's value where it is an error.
 func (e *PanicError) Unwrap() error {
 	err, _ := e.Value.(error)
 	return err
@@ -92,8 +86,7 @@ func classWords(class error) string {
 // OptionError is a field of [Options], its [Layout] or [ReloaderOptions]
 // that describes no guard, as [New], [Observe] and [NewReloader] return it.
 type OptionError struct {
-	// Field names the field, such as "Options.ReadTimeout" or
-	// "Layout.Marker".
+	// Field names the field, such as "Options.ReadTimeout".
 	Field string
 	// Value is the value rejected; nil for a func field.
 	Value any

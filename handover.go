@@ -7,24 +7,17 @@ import (
 	"os"
 )
 
-// ExecHandover hands a reload over to a new image of this program, by exec:
-// its Handover method is a [ReloaderOptions.Handover]. The listening
-// sockets stay open across the exec, so that a connection that arrives
-// meanwhile waits instead of being refused, and the process keeps its ID.
-// The new image takes the sockets and the plan with [Inherit].
-//
-// It needs Unix: elsewhere Handover fails, and a host hands over by exiting
-// with status 75 for its supervisor to start it again (docs/deploy.md in
-// the repository).
+// ExecHandover reloads by exec of this program, keeping its listening
+// sockets open so that no connection is refused; it needs Unix. Its
+// Handover method is a [ReloaderOptions.Handover], and the new image calls
+// [Inherit].
 type ExecHandover struct {
-	// Listeners are the listening sockets to keep: TCP or Unix listeners.
+	// Listeners are the listening sockets to keep (TCP or Unix).
 	Listeners []net.Listener
-	// Quiesce stops the host's serving: it closes the host's listeners (the
-	// handover keeps copies of the sockets) and waits, within ctx, for each
-	// connection to end after its response. An error abandons the handover.
+	// Quiesce closes the host's listeners and waits, within ctx, for
+	// the responses in flight; an error abandons the handover.
 	Quiesce func(ctx context.Context) error
-	// Resume serves again, on listeners of the same sockets, when the
-	// handover failed after Quiesce.
+	// Resume serves again on the same sockets after a failed handover.
 	Resume func(listeners []net.Listener) error
 }
 
@@ -42,28 +35,21 @@ func (h *ExecHandover) check(ctx context.Context, plan *Plan) error {
 }
 
 // Inherited is what the [ExecHandover] that started this image passed it,
-// or the descriptors a service manager passed it (see [Inherit]).
+// or what a service manager passed it (see [Inherit]).
 type Inherited struct {
-	// Listeners are the listening sockets, in the order of
-	// [ExecHandover.Listeners] or of LISTEN_FDS.
-	Listeners []net.Listener
-	// PacketConns are a service manager's datagram sockets (UDP, Unix
-	// datagram), in the order of LISTEN_FDS.
+	// Listeners are the listening sockets; PacketConns, the datagram ones.
+	Listeners   []net.Listener
 	PacketConns []net.PacketConn
-	// Files are the other descriptors a service manager passed (FIFOs,
-	// files, connected sockets), named by LISTEN_FDNAMES.
+	// Files are the other descriptors a service manager passed.
 	Files []*os.File
-	// ExpectRevision and ExpectReceipt are the plan's revision and receipt
-	// ID, for [Options.ExpectRevision] and [Options.ExpectReceipt]; empty
-	// for a service manager's sockets.
+	// ExpectRevision and ExpectReceipt are the plan's, for the [Options].
 	ExpectRevision, ExpectReceipt string
 
 	lock *os.File // the plan's lock, held across the exec
 }
 
-// Release releases the plan's lock that the old image held across the exec:
-// call it once [New] returned, whether it bound or not. It may be called on
-// a nil Inherited, and more than once.
+// Release releases the plan's lock held across the exec: call it once [New]
+// returned. It is safe on a nil Inherited.
 func (in *Inherited) Release() {
 	if in != nil && in.lock != nil {
 		in.lock.Close()

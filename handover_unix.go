@@ -26,11 +26,8 @@ const (
 
 var handoverEnv = []string{handoverPIDEnv, handoverFDsEnv, handoverRevisionEnv, handoverReceiptEnv, handoverLockEnv}
 
-// Handover quiesces the host, then replaces the process image with the
-// program's own (os.Executable, with the same arguments and environment),
-// passing it the listening sockets, the plan's revision and receipt, and
-// the plan's lock. It returns only when that failed, after the host resumed
-// serving on the same sockets.
+// Handover quiesces the host and execs the program anew, passing it the
+// sockets and the plan; it returns only when that failed.
 func (h *ExecHandover) Handover(ctx context.Context, plan *Plan) error {
 	if err := h.check(ctx, plan); err != nil {
 		return err
@@ -151,13 +148,8 @@ func isHandoverEnv(name string) bool {
 	return false
 }
 
-// Inherit returns the sockets and the plan that the [ExecHandover] that
-// started this image passed it. In an image that no handover started, it
-// returns the descriptors a service manager passed (socket activation, as
-// sd_listen_fds(3) takes them), with no plan; nil when there are none. It
-// unsets the variables that passed them, and takes no descriptor at all
-// when one was not passed across an exec (docs/deploy.md in the repository
-// has the rules).
+// Inherit returns what the [ExecHandover] that started this image passed
+// it, or else what socket activation passed; nil when there is nothing.
 func Inherit() (*Inherited, error) {
 	defer func() {
 		for _, v := range handoverEnv {

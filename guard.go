@@ -516,7 +516,8 @@ func (g *Guard) firstSignal() *signal {
 
 // Watch checks the checkout until ctx is done or the guard is closed, so
 // that [Guard.Changed] is closed without a request: when the kernel reports
-// a change, or else every interval. It returns ctx's error, or nil.
+// a change, or else every interval, which must be positive. It returns
+// ctx's error, or nil once the guard is closed.
 func (g *Guard) Watch(ctx context.Context, interval time.Duration) error {
 	if ctx == nil {
 		return errNilContext("watch")

@@ -32,12 +32,21 @@ type reloadCase struct {
 
 func newReloadCase(t *testing.T) *reloadCase {
 	t.Helper()
+	return newReloadCaseWith(t, nil)
+}
+
+// newReloadCaseWith is newReloadCase with its layout changed by edit.
+func newReloadCaseWith(t *testing.T, edit func(*Layout)) *reloadCase {
+	t.Helper()
 	tmp := tempDir(t)
 	c := &reloadCase{dir: filepath.Join(tmp, "home", "hermes-agent"), home: filepath.Join(tmp, "home")}
 	c.module, c.loaded = agentRepo(t, c.dir)
 	require.NoError(t, os.MkdirAll(c.home, 0o755))
 	c.layout = HermesLayout
 	c.layout.Lock = "update.lock"
+	if edit != nil {
+		edit(&c.layout)
+	}
 	var err error
 	c.g, err = New(Options{ModulePath: c.module, HomeDir: c.home, Layout: c.layout})
 	require.NoError(t, err)
@@ -787,17 +796,9 @@ func TestReceiptOfAnotherCheckout(t *testing.T) {
 		r.Release()
 	})
 	t.Run("a receipt that names no checkout, a layout that names no installed checkout", func(t *testing.T) {
-		tmp := tempDir(t)
-		home, dir := filepath.Join(tmp, "home"), filepath.Join(tmp, "home", "hermes-agent")
-		module, loaded := agentRepo(t, dir)
-		layout := HermesLayout
-		layout.Checkout = ""
-		g, err := New(Options{ModulePath: module, HomeDir: home, Layout: layout})
-		require.NoError(t, err)
-		defer g.Close()
-		moved := commit(t, dir, "run_agent.py", "class AIAgent: revision = 2\n")
-		writeFile(t, filepath.Join(home, filepath.FromSlash(HermesLayout.Receipt)), receipt("success", loaded, moved, time.Now()))
-		_, err = g.PlanReload(context.Background())
+		c := newReloadCaseWith(t, func(l *Layout) { l.Checkout = "" })
+		c.success(t)
+		_, err := c.g.PlanReload(context.Background())
 		require.ErrorIs(t, err, ErrNotReady)
 		assert.False(t, isPending(err), "no proof will come: %v", err)
 		assert.ErrorContains(t, err, "names no checkout")

@@ -72,8 +72,11 @@ func checkDir(path string) error {
 
 // Checked is the path of the entry name, once the directories from the
 // root down to d are checked again: for an open this package does not
-// make, such as a lock's.
+// make, such as a lock's. On a nil d, name is a path, as it is.
 func (d *Dir) Checked(name string) (string, error) {
+	if d == nil {
+		return name, nil
+	}
 	if err := d.check(); err != nil {
 		return "", err
 	}

@@ -15,12 +15,9 @@ import (
 // refuses a link, so, unless follow, a link found at the name (before the
 // open) is refused.
 func openLock(dir *durable.Dir, path string, create, write, follow bool) (*os.File, error) {
-	if dir != nil {
-		p, err := dir.Checked(path) // the directories from the home checked again
-		if err != nil {
-			return nil, err
-		}
-		path = p
+	path, err := dir.Checked(path) // the directories from the home checked again
+	if err != nil {
+		return nil, err
 	}
 	if !follow {
 		if fi, err := os.Lstat(path); err == nil && fi.Mode()&fs.ModeSymlink != 0 {

@@ -22,12 +22,9 @@ import (
 // Anything but a regular file, a reparse point included, is refused with
 // an error matching fsread.ErrNotRegular.
 func openLock(dir *durable.Dir, path string, create, write, follow bool) (*os.File, error) {
-	if dir != nil {
-		p, err := dir.Checked(path) // the directories from the home checked again
-		if err != nil {
-			return nil, err
-		}
-		path = p
+	path, err := dir.Checked(path) // the directories from the home checked again
+	if err != nil {
+		return nil, err
 	}
 	p, err := windows.UTF16PtrFromString(path)
 	if err != nil {

@@ -215,10 +215,10 @@ func ExampleStaleError_Payload() {
 // A host that reloads by itself: a plan only where the updater's success
 // receipt proves the update finished, then the reload, then the binding.
 func ExampleGuard_PlanReload() {
-	module := checkout() // your Git checkout (elided: see the top of the file)
-	defer os.RemoveAll(filepath.Dir(module))
-	home := tempDir()
+	home := tempDir() // the updater's home, which holds its checkout
 	defer os.RemoveAll(home)
+	module := filepath.Join(home, "hermes-agent", "run_agent.py") // where Hermes's installer puts it
+	update(module, "class AIAgent: pass\n")                       // your Git checkout
 	guard, err := runtimeguard.New(runtimeguard.Options{ModulePath: module, HomeDir: home})
 	if err != nil {
 		log.Fatal(err)
@@ -228,16 +228,13 @@ func ExampleGuard_PlanReload() {
 	_, err = guard.PlanReload(context.Background())
 	fmt.Println("no receipt:", errors.Is(err, runtimeguard.ErrNotReady))
 
-	// The updater writes its receipt (runtimeguard update does this for
-	// any updater), naming the checkout it updated: its top-level
-	// directory (git rev-parse --show-toplevel).
+	// The updater writes its receipt, as Hermes's writer does: it names no
+	// checkout, and so proves a reload only of the checkout its home
+	// installs (runtimeguard update writes one for any updater, naming
+	// the checkout it updated).
 	to := headOf(module) // the revision the update moved to (git rev-parse HEAD)
-	top, err := filepath.EvalSymlinks(filepath.Dir(module))
-	if err != nil {
-		log.Fatal(err)
-	}
-	receipt := fmt.Sprintf(`{"schema": 1, "update_id": "u1", "outcome": "success", "started_at": %q, "finished_at": %q, "pre_update": {"sha": %q}, "post_update": {"sha": %q}, "runtimeguard_checkout": %q}`,
-		time.Now().UTC().Format(time.RFC3339Nano), time.Now().UTC().Format(time.RFC3339Nano), from, to, top)
+	receipt := fmt.Sprintf(`{"schema": 1, "update_id": "u1", "outcome": "success", "started_at": %q, "finished_at": %q, "pre_update": {"sha": %q}, "post_update": {"sha": %q}}`,
+		time.Now().UTC().Format(time.RFC3339Nano), time.Now().UTC().Format(time.RFC3339Nano), from, to)
 	path := filepath.Join(home, "logs", "update_receipts", "latest.json")
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		log.Fatal(err)

@@ -1201,6 +1201,7 @@ func TestEveryRejectedOptionIsAnOptionError(t *testing.T) {
 		{withLayout(func(l *Layout) { l.DefaultHome = "/abs" }), "Layout.DefaultHome", "/abs"},
 		{withLayout(func(l *Layout) { l.Receipt = "../r.json" }), "Layout.Receipt", "../r.json"},
 		{withLayout(func(l *Layout) { l.Lock = "../lock" }), "Layout.Lock", "../lock"},
+		{withLayout(func(l *Layout) { l.Checkout = "../hermes-agent" }), "Layout.Checkout", "../hermes-agent"},
 		{withLayout(func(l *Layout) { l.ReceiptHistory = "lo*gs/update_*.json" }), "Layout.ReceiptHistory", "lo*gs/update_*.json"},
 		{withLayout(func(l *Layout) { l.ReceiptHistory = "logs/update_[.json" }), "Layout.ReceiptHistory", "logs/update_[.json"},
 		{withLayout(func(l *Layout) { l.Profiles = "a/b" }), "Layout.Profiles", "a/b"},

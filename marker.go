@@ -106,10 +106,10 @@ type Observation struct {
 	// names as its writer is gone, and how that was told; "" otherwise.
 	writersGone string
 	// checkout is the top-level directory of the checkout the receipts
-	// were read for (receipts naming another were passed over), and
-	// homesRoot the root of the homes they were read from, links
-	// resolved, or why it cannot be told (homesRootWhy).
-	checkout, homesRoot, homesRootWhy string
+	// were read for, checkoutID its identity (receipts naming another
+	// were passed over), and install the checkout of Layout.Checkout,
+	// installID its identity, or why it cannot be told (installWhy).
+	checkout, checkoutID, install, installID, installWhy string
 }
 
 // Receipt is what the updater wrote of one run: schema 1 of its receipt.
@@ -128,8 +128,10 @@ type Receipt struct {
 	To         string    `json:"to,omitempty"`
 	StartedAt  time.Time `json:"started_at"`
 	FinishedAt time.Time `json:"finished_at,omitzero"`
-	// Checkout is the checkout the run updated, if the receipt names it.
-	Checkout string `json:"checkout,omitempty"`
+	// Checkout is the checkout the run updated, if the receipt names it,
+	// and CheckoutID its directory's identity (device and inode, file ID).
+	Checkout   string `json:"checkout,omitempty"`
+	CheckoutID string `json:"checkout_id,omitempty"`
 }
 
 // Observe is [Guard.Observe] for a host that could not bind: it reads the
@@ -281,8 +283,11 @@ func (c *config) observeAt(rr receiptRead, srcs ...string) Observation {
 		// The checkout the module path leads to now (the last install
 		// directory): receipts that name another say nothing of it.
 		o.checkout = c.checkoutOf(srcs)
-		o.homesRoot, o.homesRootWhy = c.homes.realRoot()
-		f, problem := c.env.upd.NewestReceipt(rf, rr.since, o.checkout)
+		if o.checkout != "" {
+			o.checkoutID, _ = updater.CheckoutID(o.checkout)
+		}
+		o.install, o.installID, o.installWhy = c.homes.installed()
+		f, problem := c.env.upd.NewestReceipt(rf, rr.since, o.checkoutID)
 		if f != nil {
 			o.ReceiptPath = f.Path
 			o.Receipt = receiptOf(&f.Receipt)
@@ -301,7 +306,7 @@ func (c *config) observeAt(rr receiptRead, srcs ...string) Observation {
 func receiptOf(r *updater.Receipt) *Receipt {
 	return &Receipt{
 		ID: r.ID, UpdateID: r.UpdateID, CorrelationID: r.CorrelationID, Outcome: r.Outcome,
-		From: r.From, To: r.To, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Checkout: r.Checkout,
+		From: r.From, To: r.To, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Checkout: r.Checkout, CheckoutID: r.CheckoutID,
 	}
 }
 
@@ -481,7 +486,6 @@ func (c *config) checkoutLocks(roots []string) (locks []checkoutLock, problem st
 		l, err := updater.FindCheckoutLock(root, c.checkoutLock)
 		if err != nil {
 			problem = "the checkout lock of " + root + " cannot be found: " + err.Error()
-			continue
 		}
 		for _, lk := range []checkoutLock{{l.Path, false}, {l.Also, true}} {
 			if lk.path != "" && !slices.ContainsFunc(locks, func(o checkoutLock) bool { return o.path == lk.path }) {
@@ -623,6 +627,7 @@ type updaterHomes struct {
 	home     string // the guard's own home, absolute
 	root     string // the root of the profiles; home where there are none
 	profiles string // Layout.Profiles; "" for none
+	checkout string // Layout.Checkout; "" for none
 	now      func() time.Time
 
 	mu      sync.Mutex // protects stamp, list and problem
@@ -636,8 +641,8 @@ type updaterHomes struct {
 // profiles directory (a ~/.hermes-work that leads to <root>/profiles/work):
 // its root is then two directories up. The links are resolved on x within
 // timeout; a home on a file system that does not answer is taken as spelt.
-func newUpdaterHomes(home, profiles string, now func() time.Time, x *bounded.Executor, timeout time.Duration) *updaterHomes {
-	h := &updaterHomes{home: home, root: home, profiles: profiles, now: now}
+func newUpdaterHomes(home, profiles, checkout string, now func() time.Time, x *bounded.Executor, timeout time.Duration) *updaterHomes {
+	h := &updaterHomes{home: home, root: home, profiles: profiles, checkout: checkout, now: now}
 	if profiles == "" {
 		return h
 	}
@@ -653,18 +658,22 @@ func newUpdaterHomes(home, profiles string, now func() time.Time, x *bounded.Exe
 	return h
 }
 
-// realRoot is the root of the homes, its links resolved (a receipt that
-// names no checkout proves a reload only of a checkout inside it), or why
-// it cannot be told.
-func (h *updaterHomes) realRoot() (root, why string) {
-	if h == nil {
-		return "", "no home directory is known"
+// installed is the checkout the updater's installer puts in the root of
+// the homes (a receipt that names no checkout proves a reload only of
+// it) and its identity (updater.CheckoutID), or why that cannot be told.
+func (h *updaterHomes) installed() (dir, id, why string) {
+	switch {
+	case h == nil:
+		return "", "", "no home directory is known"
+	case h.checkout == "":
+		return "", "", "the layout names no checkout that its installer puts in the homes"
 	}
-	root, err := filepath.EvalSymlinks(h.root)
+	dir = filepath.Join(h.root, filepath.FromSlash(h.checkout))
+	id, err := updater.CheckoutID(dir)
 	if err != nil {
-		return "", "the homes' root " + h.root + " cannot be resolved: " + err.Error()
+		return dir, "", err.Error()
 	}
-	return root, ""
+	return dir, id, ""
 }
 
 // all returns the homes, the guard's own first, and why the list is not

@@ -216,7 +216,7 @@ func (opts *Options) resolveOn(e *env) (*config, error) {
 	c.updaterKey = strings.Join([]string{home, c.installRoot, c.link}, "\x00")
 	c.ux = c.updaterExecutor(module)
 	if home != "" {
-		c.homes = newUpdaterHomes(home, layout.Profiles, e.now, c.ux, c.timeout)
+		c.homes = newUpdaterHomes(home, layout.Profiles, layout.Checkout, e.now, c.ux, c.timeout)
 	}
 	return c, nil
 }
@@ -266,6 +266,8 @@ type Layout struct {
 	Stamp string
 	// Link is the link an updater flips to publish a revision.
 	Link string
+	// Checkout is the installer's checkout in the homes' root, the only one a receipt naming none proves.
+	Checkout string
 
 	// stampDirEnv names the environment variable that holds the directory
 	// of the Stamp, where it is set and not empty when New runs:
@@ -300,6 +302,7 @@ func hermesLayout() Layout {
 		Profiles:        "profiles",
 		Stamp:           "install-stamp.json",
 		stampDirEnv:     "HERMES_INSTALL_ROOT",
+		Checkout:        "hermes-agent",
 	}
 }
 
@@ -307,7 +310,7 @@ func hermesLayout() Layout {
 func (l *Layout) isZero() bool {
 	return l.HomeEnv == "" && l.DefaultHome == "" && l.Marker == "" &&
 		len(l.RecoveryMarkers) == 0 && l.Receipt == "" && l.ReceiptHistory == "" && l.Lock == "" && l.CheckoutLock == "" && l.Profiles == "" &&
-		l.Stamp == "" && l.stampDirEnv == "" && l.Link == "" && !l.gitSync
+		l.Stamp == "" && l.stampDirEnv == "" && l.Link == "" && l.Checkout == "" && !l.gitSync
 }
 
 // validate checks that every path stays inside the home and every recovery
@@ -325,6 +328,7 @@ func (l *Layout) validate() error {
 	for _, f := range []struct{ name, path string }{
 		{"DefaultHome", l.DefaultHome}, {"Marker", l.Marker}, {"Receipt", l.Receipt},
 		{"ReceiptHistory", l.ReceiptHistory}, {"Lock", l.Lock}, {"Profiles", l.Profiles}, {"Stamp", l.Stamp},
+		{"Checkout", l.Checkout},
 	} {
 		if f.path != "" && !filepath.IsLocal(filepath.FromSlash(f.path)) {
 			return optionError("Layout."+f.name, f.path, "is not a relative path that stays inside its directory")

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -115,7 +114,7 @@ type planResult struct {
 func (g *Guard) lockAndPlan(ctx context.Context, cfg *config, b *binding) (*Plan, error) {
 	var lock *os.File
 	if cfg.lockPath != "" {
-		f, err := updater.Lock(cfg.lockPath, false)
+		f, err := updater.Lock(cfg.homes.home, cfg.lockPath, false)
 		if errors.Is(err, updater.ErrLocked) {
 			return nil, notReady(pending("an update holds the lock " + cfg.lockPath))
 		}
@@ -153,7 +152,7 @@ func (g *Guard) plan(ctx context.Context, cfg *config, b *binding) (*Plan, error
 		c, deps, err := gitread.Read(cfg.env.git, b.configured, false)
 		after := cfg.observeAt(rr, srcs...)
 		if err != nil {
-			return nil, notReady(pending("the checkout cannot be read: " + err.Error()))
+			return nil, notReady(awaited(&after, "the checkout cannot be read: "+err.Error()))
 		}
 		if !deps.Unchanged(cfg.env.git) || !sameObservation(&before, &after) || !slices.Contains(srcs, c.SourceDir) {
 			continue
@@ -178,9 +177,9 @@ func (g *Guard) plan(ctx context.Context, cfg *config, b *binding) (*Plan, error
 func (g *Guard) unproven(b *binding, c *gitread.Checkout, o *Observation, now time.Time) string {
 	switch {
 	case c.Revision == "" && c.ModulePath != "" && !c.Tracked && c.TopLevel != "":
-		return pending("the module " + c.ModulePath + " is no longer tracked in the checkout " + c.TopLevel + ": " + c.Reason)
+		return awaited(o, "the module "+c.ModulePath+" is no longer tracked in the checkout "+c.TopLevel+": "+c.Reason)
 	case c.Revision == "":
-		return pending("HEAD names no revision: " + c.Reason)
+		return awaited(o, "HEAD names no revision: "+c.Reason)
 	case c.Revision == b.id.Revision && c.ModulePath == b.id.ModulePath:
 		return pending("the guard is not stale")
 	case updaterBusy(o) != "":
@@ -198,7 +197,7 @@ func (g *Guard) unproven(b *binding, c *gitread.Checkout, o *Observation, now ti
 		// The receipts were read for another checkout than the one read
 		// beside them: the module path moved meanwhile.
 		return pending(fmt.Sprintf("the receipts were read for the checkout %s, and the module is in %s", orNone(o.checkout), orNone(c.TopLevel)))
-	case o.worktree == "" && o.Receipt.Checkout == "" && !within(o.homesRoot, c.TopLevel):
+	case o.worktree == "" && o.Receipt.Checkout == "" && o.Receipt.CheckoutID == "" && (o.installID == "" || o.installID != o.checkoutID):
 		return receiptOfNoCheckout(o, c.TopLevel)
 	case o.Receipt.Outcome == updater.OutcomeRunning && o.writersGone != "":
 		// No marker, the checkout lock free (updaterBusy said so), and
@@ -232,24 +231,17 @@ func (g *Guard) unproven(b *binding, c *gitread.Checkout, o *Observation, now ti
 }
 
 // receiptOfNoCheckout says why a receipt that names no checkout proves
-// nothing of the checkout whose top level is top: top is not inside the
-// homes' root, where the updater's own install lives, so it may be another
-// checkout's update; or that root cannot be told.
+// nothing of the checkout whose top level is top: it proves only the
+// checkout the updater's installer puts in the homes, which top is not,
+// or which cannot be told.
 func receiptOfNoCheckout(o *Observation, top string) string {
-	if o.homesRoot == "" {
-		return fmt.Sprintf("the receipt %s names no checkout, and whether %s is the homes' own cannot be told: %s", o.ReceiptPath, top, o.homesRootWhy)
+	if o.installID == "" {
+		if o.install == "" {
+			return fmt.Sprintf("the receipt %s names no checkout, and %s: nothing proves this move of %s; restart to load it", o.ReceiptPath, o.installWhy, top)
+		}
+		return fmt.Sprintf("the receipt %s names no checkout: it proves only the homes' own checkout %s, which cannot be told from %s (%s); restart to load it", o.ReceiptPath, o.install, top, o.installWhy)
 	}
-	return fmt.Sprintf("the receipt %s names no checkout, and %s is not inside %s, the root of the homes it was read from: it may be another checkout's update", o.ReceiptPath, top, o.homesRoot)
-}
-
-// within reports whether path lies inside the directory dir (both
-// absolute, links resolved), not being dir itself.
-func within(dir, path string) bool {
-	if dir == "" || path == "" {
-		return false
-	}
-	rel, err := filepath.Rel(dir, path)
-	return err == nil && rel != "." && filepath.IsLocal(rel)
+	return fmt.Sprintf("the receipt %s names no checkout: it proves only the homes' own checkout %s, and the module is in %s, another directory: it may be another checkout's update; restart to load it", o.ReceiptPath, o.install, top)
 }
 
 // orNone is s, or "none".
@@ -266,6 +258,18 @@ func orNone(s string) string {
 const pendingPrefix = "not yet: "
 
 func pending(why string) string { return pendingPrefix + why }
+
+// awaited is why, a checkout that names no revision of the module: one
+// an update that visibly runs may still move on (its marker active, the
+// checkout lock held, or a running receipt whose writer lives), or else
+// one that nothing will prove.
+func awaited(o *Observation, why string) string {
+	if o.Marker == MarkerActive || o.CheckoutLock == lockHeld ||
+		o.Receipt != nil && o.Receipt.Outcome == updater.OutcomeRunning && o.writersGone == "" {
+		return pending(why)
+	}
+	return why + "; no update is in progress: nothing proves this move of the checkout; restart to load it"
+}
 
 // updaterBusy says what of an update is running or half done, or "".
 func updaterBusy(o *Observation) string {

@@ -32,12 +32,21 @@ type reloadCase struct {
 
 func newReloadCase(t *testing.T) *reloadCase {
 	t.Helper()
+	return newReloadCaseWith(t, nil)
+}
+
+// newReloadCaseWith is newReloadCase with its layout changed by edit.
+func newReloadCaseWith(t *testing.T, edit func(*Layout)) *reloadCase {
+	t.Helper()
 	tmp := tempDir(t)
 	c := &reloadCase{dir: filepath.Join(tmp, "home", "hermes-agent"), home: filepath.Join(tmp, "home")}
 	c.module, c.loaded = agentRepo(t, c.dir)
 	require.NoError(t, os.MkdirAll(c.home, 0o755))
 	c.layout = HermesLayout
 	c.layout.Lock = "update.lock"
+	if edit != nil {
+		edit(&c.layout)
+	}
 	var err error
 	c.g, err = New(Options{ModulePath: c.module, HomeDir: c.home, Layout: c.layout})
 	require.NoError(t, err)
@@ -131,7 +140,7 @@ func TestPlanReloadConditions(t *testing.T) {
 		}, "not stale"},
 		{"an updater holds the lock", func(t *testing.T, c *reloadCase) {
 			c.success(t)
-			f, err := updater.Lock(filepath.Join(c.home, "update.lock"), true)
+			f, err := updater.Lock("", filepath.Join(c.home, "update.lock"), true)
 			require.NoError(t, err)
 			t.Cleanup(func() { f.Close() })
 		}, "holds the lock"},
@@ -159,7 +168,7 @@ func TestPlanReloadConditions(t *testing.T) {
 			// until it execs: the lock may be held for that instant.)
 			if tc.name != "an updater holds the lock" {
 				require.Eventually(t, func() bool {
-					f, err := updater.Lock(filepath.Join(c.home, "update.lock"), true)
+					f, err := updater.Lock("", filepath.Join(c.home, "update.lock"), true)
 					if err == nil {
 						f.Close()
 					}
@@ -187,7 +196,7 @@ func TestPlanBindAfterPlan(t *testing.T) {
 	r, err := c.g.PlanReload(context.Background())
 	require.NoError(t, err)
 	lock := filepath.Join(c.home, "update.lock")
-	_, err = updater.Lock(lock, true)
+	_, err = updater.Lock("", lock, true)
 	require.ErrorIs(t, err, updater.ErrLocked, "an updater's lock while a plan holds it")
 
 	require.NoError(t, r.Schedule())
@@ -203,7 +212,7 @@ func TestPlanBindAfterPlan(t *testing.T) {
 	assert.Equal(t, c.moved, c.g.Identity().Revision)
 	assert.NoError(t, c.g.EnsureCurrent())
 	require.Eventually(t, func() bool {
-		f, err := updater.Lock(lock, true)
+		f, err := updater.Lock("", lock, true)
 		if err == nil {
 			f.Close()
 		}
@@ -635,16 +644,72 @@ func newTwoClones(t *testing.T, home string) *twoClones {
 // runtimeguard update does: its receipts name the checkout.
 func (c *twoClones) updateA(t *testing.T) {
 	t.Helper()
+	res := updateUnder(t, c.home, c.a, resolved(t, c.a), "git", "pull", "-q", "--ff-only")
+	require.Empty(t, res.Failure)
+}
+
+// updateUnder runs argv in the checkout dir under the update protocol, as
+// runtimeguard update does, with the updater's files in home: its
+// receipts name the checkout as checkout (the top level, by any name).
+func updateUnder(t *testing.T, home, dir, checkout string, argv ...string) updater.Result {
+	t.Helper()
 	var out bytes.Buffer
-	_, err := updater.System.Run(context.Background(), updater.Update{
-		Home: c.home, Marker: filepath.Join(c.home, hermesMarker), Receipt: filepath.Join(c.home, filepath.FromSlash(HermesLayout.Receipt)),
-		CheckoutLock: filepath.Join(c.a, ".git", HermesLayout.CheckoutLock),
+	res, err := updater.System.Run(context.Background(), updater.Update{
+		Home: home, Marker: filepath.Join(home, hermesMarker), Receipt: filepath.Join(home, filepath.FromSlash(HermesLayout.Receipt)),
+		CheckoutLock: filepath.Join(dir, ".git", HermesLayout.CheckoutLock),
 		Judge:        updater.System.Judge(DefaultMaxMarkerAge),
-		Argv:         []string{"git", "pull", "-q", "--ff-only"}, Dir: c.a, Stdout: &out, Stderr: &out,
-		Revision: func() (string, string, error) { return git(t, c.a, "rev-parse", "HEAD"), "", nil },
-		Checkout: func() string { return resolved(t, c.a) },
+		Argv:         argv, Dir: dir, Env: gittest.Env, Stdout: &out, Stderr: &out,
+		Revision: func() (string, string, error) { return git(t, dir, "rev-parse", "HEAD"), "", nil },
+		Checkout: func() string { return checkout },
 	})
 	require.NoError(t, err, out.String())
+	return res
+}
+
+// A receipt names its checkout by what identifies the directory, not by
+// the path's text: the same checkout's receipt under another name (a
+// ".." in it, as a bind mount or a case-insensitive file system give
+// others) is its own, and a newer failure there refuses the plan an older
+// success would make; another clone renamed into the path a receipt names
+// is not the checkout the receipt updated.
+func TestReceiptNamesItsCheckoutByIdentity(t *testing.T) {
+	t.Run("a failure of the same checkout under another name", func(t *testing.T) {
+		c := newReloadCase(t)
+		updateUnder(t, c.home, c.dir, c.dir, "true")
+		r, err := c.g.PlanReload(context.Background())
+		require.NoError(t, err, "the success proves")
+		r.Release()
+		require.NoError(t, os.Mkdir(filepath.Join(c.home, "alias"), 0o755))
+		sep := string(filepath.Separator)
+		alias := c.home + sep + "alias" + sep + ".." + sep + "hermes-agent" // not cleaned
+		res := updateUnder(t, c.home, c.dir, alias, "false")
+		require.NotEmpty(t, res.Failure)
+		_, err = c.g.PlanReload(context.Background())
+		require.ErrorIs(t, err, ErrNotReady, "the newest update of this checkout failed")
+		assert.ErrorContains(t, err, `"failed"`)
+	})
+	t.Run("another clone renamed into the receipt's path", func(t *testing.T) {
+		tmp := tempDir(t)
+		home := filepath.Join(tmp, "home")
+		require.NoError(t, os.Mkdir(home, 0o755))
+		upstream := filepath.Join(tmp, "upstream")
+		agentRepo(t, upstream)
+		p1, other := filepath.Join(tmp, "srv", "agent"), filepath.Join(tmp, "srv", "agent-next")
+		git(t, tmp, "clone", "-q", upstream, p1)
+		git(t, tmp, "clone", "-q", upstream, other)
+		g, err := New(Options{ModulePath: filepath.Join(p1, "run_agent.py"), HomeDir: home})
+		require.NoError(t, err)
+		defer g.Close()
+		commit(t, upstream, "run_agent.py", "class AIAgent: revision = 2\n")
+		updateUnder(t, home, p1, resolved(t, p1), "git", "pull", "-q", "--ff-only")
+		git(t, other, "pull", "-q", "--ff-only") // a plain pull: nothing proves it
+		require.NoError(t, os.Rename(p1, p1+".old"))
+		require.NoError(t, os.Rename(other, p1))
+		require.ErrorIs(t, g.EnsureCurrent(), ErrStale)
+		_, err = g.PlanReload(context.Background())
+		require.ErrorIs(t, err, ErrNotReady, "the receipt of the checkout renamed away proves nothing of the one renamed in")
+		assert.False(t, isPending(err), "no proof will come: %v", err)
+	})
 }
 
 // A receipt proves only an update of the checkout the guard is bound to.
@@ -652,8 +717,9 @@ func (c *twoClones) updateA(t *testing.T) {
 // proves, then a is updated under the protocol to the same revision: a's
 // receipt names a, reloads a, and is no proof for b, whose 409 stays the
 // manual one. A receipt that names no checkout (Hermes's writer's) proves
-// nothing for a checkout outside the homes' root, and proves for the one
-// inside it, where Hermes installs its own.
+// a reload only of <home>/hermes-agent, where Hermes's installer puts its
+// checkout, by the directory's identity: not of another clone in the home
+// or outside it, nor of any under a layout that names no such checkout.
 func TestReceiptOfAnotherCheckout(t *testing.T) {
 	t.Run("a receipt that names the other clone", func(t *testing.T) {
 		c := newTwoClones(t, tempDir(t))
@@ -700,6 +766,42 @@ func TestReceiptOfAnotherCheckout(t *testing.T) {
 		r, err := c.g.PlanReload(context.Background())
 		require.NoError(t, err)
 		r.Release()
+	})
+	t.Run("a receipt that names no checkout, another clone inside the home", func(t *testing.T) {
+		home := tempDir(t)
+		c := newTwoClones(t, home)
+		a, b := filepath.Join(home, "hermes-agent"), filepath.Join(home, "hermes-agent-dev")
+		require.NoError(t, os.Rename(c.a, a))
+		require.NoError(t, os.Rename(c.b, b))
+		gb, err := New(Options{ModulePath: filepath.Join(b, "run_agent.py"), HomeDir: home})
+		require.NoError(t, err)
+		defer gb.Close()
+		git(t, b, "pull", "-q", "--ff-only") // a plain pull: nothing proves it
+		git(t, a, "pull", "-q", "--ff-only") // Hermes's own update of its checkout
+		writeFile(t, filepath.Join(home, filepath.FromSlash(HermesLayout.Receipt)), receipt("success", c.loaded, c.ahead, time.Now()))
+		require.ErrorIs(t, gb.EnsureCurrent(), ErrStale)
+		_, err = gb.PlanReload(context.Background())
+		require.ErrorIs(t, err, ErrNotReady, "the receipt of the home's checkout is no proof for another clone in the home")
+		assert.False(t, isPending(err), "no proof will come: %v", err)
+		assert.ErrorContains(t, err, "names no checkout")
+	})
+	t.Run("a receipt that names no checkout, the home's checkout through a link", func(t *testing.T) {
+		c := newTwoClones(t, tempDir(t))
+		require.NoError(t, os.Symlink(c.a, filepath.Join(c.home, "hermes-agent"))) // the same directory
+		git(t, c.a, "pull", "-q", "--ff-only")
+		writeFile(t, filepath.Join(c.home, filepath.FromSlash(HermesLayout.Receipt)), receipt("success", c.loaded, c.ahead, time.Now()))
+		require.ErrorIs(t, c.ga.EnsureCurrent(), ErrStale)
+		r, err := c.ga.PlanReload(context.Background())
+		require.NoError(t, err, "the checkout the home installs, by its identity")
+		r.Release()
+	})
+	t.Run("a receipt that names no checkout, a layout that names no installed checkout", func(t *testing.T) {
+		c := newReloadCaseWith(t, func(l *Layout) { l.Checkout = "" })
+		c.success(t)
+		_, err := c.g.PlanReload(context.Background())
+		require.ErrorIs(t, err, ErrNotReady)
+		assert.False(t, isPending(err), "no proof will come: %v", err)
+		assert.ErrorContains(t, err, "names no checkout")
 	})
 }
 

@@ -51,9 +51,9 @@ func TestPlanReloadSeesTheNewInstallsRecoveryMarkers(t *testing.T) {
 	_, loaded := agentRepo(t, v1)
 	git(t, root, "clone", "-q", v1, v2)
 	moved := commit(t, v2, "run_agent.py", "class AIAgent: revision = 2\n")
-	current := filepath.Join(root, "current")
+	current := filepath.Join(root, "hermes-agent") // where Hermes's installer puts its checkout, here a link
 	require.NoError(t, os.Symlink("v1", current))
-	home := root // Hermes's home holds its install, as its installer makes it
+	home := root
 	g, err := New(Options{ModulePath: filepath.Join(current, "run_agent.py"), HomeDir: home})
 	require.NoError(t, err)
 	require.Equal(t, loaded, g.Identity().Revision)
@@ -104,6 +104,53 @@ func TestPlanReloadNeverLocksThroughALink(t *testing.T) {
 			assert.Equal(t, "keep\n", string(data))
 		}
 	}
+}
+
+// A layout's lock in a directory of the home that is a link (to a
+// directory, or dangling): the plan creates no lock file where it leads,
+// plans nothing, and says why; the home itself may be a link.
+func TestPlanReloadNeverLocksInADirectoryLink(t *testing.T) {
+	for _, dangling := range []bool{false, true} {
+		tmp := tempDir(t)
+		home := filepath.Join(tmp, "home")
+		dir := filepath.Join(home, "hermes-agent")
+		module, loaded := agentRepo(t, dir)
+		victim := filepath.Join(tmp, "victim")
+		if !dangling {
+			require.NoError(t, os.Mkdir(victim, 0o755))
+		}
+		require.NoError(t, os.Symlink(victim, filepath.Join(home, "run")))
+		layout := HermesLayout
+		layout.Lock = "run/update.lock"
+		g, err := New(Options{ModulePath: module, HomeDir: home, Layout: layout})
+		require.NoError(t, err)
+		defer g.Close()
+		moved := commit(t, dir, "run_agent.py", "class AIAgent: revision = 2\n")
+		writeFile(t, filepath.Join(home, filepath.FromSlash(HermesLayout.Receipt)), receipt("success", loaded, moved, time.Now()))
+		r, err := g.PlanReload(context.Background())
+		r.Release()
+		require.ErrorIs(t, err, ErrNotReady, "dangling %v", dangling)
+		assert.ErrorContains(t, err, "symbolic link")
+		assert.NoFileExists(t, filepath.Join(victim, "update.lock"), "a lock file made where the link leads")
+	}
+	// The home through a link: the user's choice.
+	tmp := tempDir(t)
+	home := filepath.Join(tmp, "home")
+	module, loaded := agentRepo(t, filepath.Join(home, "hermes-agent"))
+	require.NoError(t, os.Mkdir(filepath.Join(home, "run"), 0o755))
+	linked := filepath.Join(tmp, "home-link")
+	require.NoError(t, os.Symlink(home, linked))
+	layout := HermesLayout
+	layout.Lock = "run/update.lock"
+	g, err := New(Options{ModulePath: module, HomeDir: linked, Layout: layout})
+	require.NoError(t, err)
+	defer g.Close()
+	moved := commit(t, filepath.Join(home, "hermes-agent"), "run_agent.py", "class AIAgent: revision = 2\n")
+	writeFile(t, filepath.Join(home, filepath.FromSlash(HermesLayout.Receipt)), receipt("success", loaded, moved, time.Now()))
+	r, err := g.PlanReload(context.Background())
+	require.NoError(t, err)
+	r.Release()
+	assert.FileExists(t, filepath.Join(home, "run", "update.lock"))
 }
 
 // A plan takes the layout's lock shared with read access alone: its lock
@@ -477,6 +524,54 @@ func TestCheckoutLockHeldByAChildAfterItsOwnerExited(t *testing.T) {
 	r, err := c.g.PlanReload(context.Background())
 	require.NoError(t, err, "the lock free, the receipt proves")
 	r.Release()
+}
+
+// Hermes's updater locks the install root by its own rule, which reads
+// only <root>/.git: installed in a folder of a larger repository it locks
+// <root>/.hermes-update.lock, and with a stray empty .git there (which git
+// passes over) <root>/.git/hermes-update.lock, while git's discovery finds
+// the outer repository's common directory. Its completion child holding
+// that lock after its parent wrote the success receipt keeps the update
+// active, and no reload is proven.
+func TestCheckoutLockWhereHermesTakesIt(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// lock makes the layout in root and returns where Hermes locks it.
+		lock func(t *testing.T, root string) string
+	}{
+		{"an install root below the top level", func(t *testing.T, root string) string {
+			return filepath.Join(root, ".hermes-update.lock")
+		}},
+		{"a stray empty .git in the install root", func(t *testing.T, root string) string {
+			require.NoError(t, os.Mkdir(filepath.Join(root, ".git"), 0o755))
+			return filepath.Join(root, ".git", "hermes-update.lock")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			home := filepath.Join(resolved(t, tempDir(t)), "home")
+			mono := filepath.Join(home, "mono")
+			root := filepath.Join(mono, "hermes-agent")
+			loaded := initRepo(t, mono, map[string]string{"hermes-agent/run_agent.py": "class AIAgent: pass\n"})
+			hermesLock := tc.lock(t, root)
+			g, err := New(Options{ModulePath: filepath.Join(root, "run_agent.py"), HomeDir: home})
+			require.NoError(t, err)
+			defer g.Close()
+			moved := commit(t, mono, "hermes-agent/run_agent.py", "class AIAgent: revision = 2\n")
+
+			p := startPyUpdater(t, "hold", hermesLock)
+			require.Equal(t, "locked", p.line(t))
+			writeFile(t, filepath.Join(home, filepath.FromSlash(HermesLayout.Receipt)), receipt("success", loaded, moved, time.Now()))
+
+			o := g.Observe()
+			assert.Equal(t, lockHeld, o.CheckoutLock, "%s: %s", o.CheckoutLockPath, o.CheckoutLockReason)
+			assert.Equal(t, hermesLock, o.CheckoutLockPath)
+			assert.Equal(t, UpdateActive, o.State)
+			_, err = g.PlanReload(context.Background())
+			require.ErrorIs(t, err, ErrNotReady)
+			assert.ErrorContains(t, err, "the checkout lock "+hermesLock+" is held")
+			assert.True(t, isPending(err), "an update still runs: %v", err)
+		})
+	}
 }
 
 // isZombie reports whether pid has exited and waits to be reaped.

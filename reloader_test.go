@@ -652,3 +652,59 @@ func TestNotifyUnprovenMove(t *testing.T) {
 	assert.True(t, strings.HasSuffix(status[0], ": nothing proves this move of the checkout); restart to load the new code"), status[0])
 	assert.Equal(t, 1, strings.Count(status[0], "restart"), status[0])
 }
+
+// A move to no revision (the .git removed, as an rsync of a release
+// without it does; the module untracked in a commit; the branch deleted)
+// is proven by nothing while no update runs: the Reloader's 409s give the
+// manual message from its first look on, and PlanReload says so without
+// "not yet". While an update visibly runs (its marker active) the same
+// move is one it may still finish, and the 409 says the server reloads by
+// itself.
+func TestReloaderNoRevisionPromisesNothing(t *testing.T) {
+	ways := []struct {
+		name string
+		move func(t *testing.T, dir string)
+	}{
+		{"the .git removed", func(t *testing.T, dir string) {
+			require.NoError(t, os.RemoveAll(filepath.Join(dir, ".git")))
+		}},
+		{"the module untracked", func(t *testing.T, dir string) {
+			git(t, dir, "rm", "-q", "--cached", "run_agent.py")
+			git(t, dir, "commit", "-q", "-m", "untrack the module")
+		}},
+		{"the branch deleted", func(t *testing.T, dir string) {
+			git(t, dir, "update-ref", "-d", git(t, dir, "symbolic-ref", "HEAD"))
+		}},
+	}
+	for _, w := range ways {
+		for _, running := range []bool{false, true} {
+			name := w.name
+			if running {
+				name += ", an update running"
+			}
+			t.Run(name, func(t *testing.T) {
+				c := newReloaderCase(t, nil)
+				if running {
+					writeMarker(t, filepath.Join(c.home, hermesMarker), os.Getpid(), time.Now())
+				}
+				w.move(t, c.dir)
+				require.ErrorIs(t, c.g.EnsureCurrent(), ErrStale)
+				_, err := c.g.PlanReload(context.Background())
+				require.ErrorIs(t, err, ErrNotReady)
+				assert.Equal(t, running, isPending(err), "%v", err)
+				want := c.g.config().message
+				if running {
+					want = c.g.config().autoMessage
+				}
+				after := c.rl.plans.Load()
+				require.Eventually(t, func() bool { c.get(t, "/"); return c.rl.plans.Load() > after+1 }, 10*time.Second, time.Millisecond)
+				a := c.get(t, "/")
+				require.Equal(t, http.StatusConflict, a.code)
+				assert.Equal(t, want, a.payload.Error)
+				assert.False(t, a.payload.RestartScheduled)
+				assert.Empty(t, a.retryAfter)
+				assert.Equal(t, int32(0), c.restarts.Load())
+			})
+		}
+	}
+}

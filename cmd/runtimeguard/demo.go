@@ -97,8 +97,11 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 		StartedAt: time.Now().UTC(), FinishedAt: time.Now().UTC(),
 		From: loaded, To: moved, Checkout: top, // as runtimeguard update names its checkout
 	}
+	if r.CheckoutID, err = updater.CheckoutID(top); err != nil {
+		return err
+	}
 	receipt := filepath.Join(home, filepath.FromSlash(runtimeguard.HermesLayout.Receipt))
-	if err := updater.WriteReceipt(receipt, r, os.Getpid()); err != nil {
+	if err := updater.WriteReceipt(home, receipt, r, os.Getpid()); err != nil {
 		return err
 	}
 	say("10. the updater writes its receipt: outcome %s, %s -> %s", r.Outcome, short(loaded), short(moved))

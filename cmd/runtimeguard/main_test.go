@@ -665,7 +665,7 @@ func TestUpdateRefuses(t *testing.T) {
 	assert.Equal(t, c.loaded, git(t, c.dir, "rev-parse", "HEAD"), "the command did not run")
 	require.NoError(t, os.Remove(marker))
 
-	lock, err := updater.Lock(filepath.Join(c.home, "update.lock"), false)
+	lock, err := updater.Lock("", filepath.Join(c.home, "update.lock"), false)
 	require.NoError(t, err, "a reload plan's shared lock")
 	r = c.update(t, "git", "pull", "-q", "--ff-only")
 	assert.Equal(t, 1, r.code)
@@ -840,14 +840,14 @@ func TestUpdateKilledKeepsTheLockWhileItsCommandRuns(t *testing.T) {
 	_ = cmd.Wait()
 
 	lockPath := filepath.Join(c.home, "update.lock")
-	_, err := updater.Lock(lockPath, false)
+	_, err := updater.Lock("", lockPath, false)
 	assert.ErrorIs(t, err, updater.ErrLocked, "the killed tool's command still holds the lock")
 	r := c.update(t, "true")
 	assert.Equal(t, 1, r.code)
 	assert.Contains(t, r.stderr, "holds")
 	require.Eventually(t, func() bool { _, err := os.Stat(done); return err == nil }, 10*time.Second, 20*time.Millisecond)
 	require.Eventually(t, func() bool {
-		l, err := updater.Lock(lockPath, false)
+		l, err := updater.Lock("", lockPath, false)
 		if err == nil {
 			l.Close()
 		}

@@ -26,12 +26,12 @@ func TestUpdateWritesTheLayoutsLatestReceipt(t *testing.T) {
 	latest := filepath.Join(dir, "latest.json")
 	old := updater.Receipt{UpdateID: "old", Outcome: updater.OutcomeSuccess,
 		StartedAt: time.Now().Add(-2 * time.Hour).UTC(), FinishedAt: time.Now().Add(-2 * time.Hour).UTC()}
-	require.NoError(t, updater.WriteReceipt(latest, old, 1))
+	require.NoError(t, updater.WriteReceipt("", latest, old, 1))
 	require.NoError(t, os.Chtimes(latest, time.Now().Add(-2*time.Hour), time.Now().Add(-2*time.Hour)))
 	other := updater.Receipt{UpdateID: "other", Outcome: updater.OutcomeFailed,
 		StartedAt: time.Now().Add(-time.Hour).UTC(), FinishedAt: time.Now().Add(-time.Hour).UTC()}
 	scratch := filepath.Join(gittest.TempDir(t), "latest.json") // the file's bytes, as the writer makes them
-	require.NoError(t, updater.WriteReceipt(scratch, other, 2))
+	require.NoError(t, updater.WriteReceipt("", scratch, other, 2))
 	data, err := os.ReadFile(scratch)
 	require.NoError(t, err)
 	otherPath := filepath.Join(dir, updater.ReceiptFileName(&other, 2))

@@ -169,7 +169,7 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		Marker: paths.Marker, Receipt: paths.Receipt, Lock: paths.Lock, LockWait: *wait,
 		CheckoutLock: checkoutLock,
 		Judge:        updater.System.Judge(runtimeguard.DefaultMaxMarkerAge),
-		Argv:         c.args, Dir: dir, Stdin: os.Stdin, Stdout: stdout, Stderr: stderr,
+		Argv:         c.args, Dir: dir, Env: os.Environ(), Stdin: os.Stdin, Stdout: stdout, Stderr: stderr,
 		Markers: func() (updater.Verdict, string) {
 			o := observe() // every home's marker, where the layout has profiles
 			return updater.Verdict{Life: lives[o.Marker], Reason: o.MarkerReason}, o.MarkerPath

@@ -23,6 +23,7 @@ import (
 
 	"github.com/runtimeguard/runtimeguard"
 	"github.com/runtimeguard/runtimeguard/internal/gittest"
+	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
 
 // hermesUpdater starts the repository's stand-in for hermes update's hold
@@ -255,6 +256,9 @@ func TestUpdateReceiptProvesOnlyItsCheckout(t *testing.T) {
 	r := c.update(t, "git", "pull", "-q", "--ff-only")
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Equal(t, gittest.Resolved(t, c.dir), c.receipt(t)["runtimeguard_checkout"], "the receipt names its checkout")
+	id, err := updater.CheckoutID(c.dir)
+	require.NoError(t, err)
+	assert.Equal(t, id, c.receipt(t)["runtimeguard_checkout_id"], "and its identity")
 
 	require.ErrorIs(t, ga.EnsureCurrent(), runtimeguard.ErrStale)
 	plan, err := ga.PlanReload(context.Background())

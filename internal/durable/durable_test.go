@@ -92,3 +92,84 @@ func TestCreateFileIsExclusive(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, entries, 21, "a temporary file was left behind")
 }
+
+// symlink makes a link at name to target, or skips the test where this
+// platform lets no test make one.
+func symlink(t *testing.T, target, name string) {
+	t.Helper()
+	if err := os.Symlink(target, name); err != nil {
+		t.Skipf("no symbolic link: %v", err)
+	}
+}
+
+// A directory below the root is opened without following a link: a link
+// on the way (to a directory, or dangling) is an error, and nothing is
+// made where it leads; the root itself may be a link.
+func TestOpenInFollowsNoLinkBelowTheRoot(t *testing.T) {
+	tmp := gittest.TempDir(t)
+	victim := filepath.Join(tmp, "victim")
+	require.NoError(t, os.Mkdir(victim, 0o755))
+	home := filepath.Join(tmp, "home")
+	require.NoError(t, os.MkdirAll(filepath.Join(home, "logs"), 0o755))
+	symlink(t, victim, filepath.Join(home, "logs", "receipts"))
+	symlink(t, filepath.Join(tmp, "nowhere"), filepath.Join(home, "run"))
+	for _, dir := range []string{filepath.Join(home, "logs", "receipts"), filepath.Join(home, "logs", "receipts", "x"), filepath.Join(home, "run")} {
+		for _, create := range []bool{false, true} {
+			_, err := OpenIn(home, dir, create)
+			assert.ErrorContains(t, err, "symbolic link, not a directory", "%s, create %v", dir, create)
+		}
+	}
+	entries, err := os.ReadDir(victim)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "made where the link leads")
+	assert.NoDirExists(t, filepath.Join(tmp, "nowhere"))
+
+	// The root given through a link is the caller's choice.
+	symlink(t, home, filepath.Join(tmp, "home-link"))
+	d, err := OpenIn(filepath.Join(tmp, "home-link"), filepath.Join(tmp, "home-link", "logs", "new"), true)
+	require.NoError(t, err)
+	require.NoError(t, d.WriteFile("f", []byte("x\n"), 0o644))
+	require.NoError(t, d.Close())
+	assert.FileExists(t, filepath.Join(home, "logs", "new", "f"))
+}
+
+// A directory replaced by a link after it was opened: nothing written
+// through the Dir lands where the link leads (on Unix the writes are made
+// in the directory opened, renamed away; elsewhere they are refused).
+func TestDirWritesNothingWhereALinkSwappedInLeads(t *testing.T) {
+	tmp := gittest.TempDir(t)
+	home := filepath.Join(tmp, "home")
+	dir := filepath.Join(home, "logs", "receipts")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	victim := filepath.Join(tmp, "victim")
+	require.NoError(t, os.Mkdir(victim, 0o755))
+	writeFile := func(name string) {
+		require.NoError(t, os.WriteFile(filepath.Join(victim, name), []byte("precious\n"), 0o644))
+	}
+	writeFile("old.json")
+	writeFile("gone.json")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "gone.json"), []byte("mine\n"), 0o644))
+
+	d, err := OpenIn(home, dir, false)
+	require.NoError(t, err)
+	defer d.Close()
+	require.NoError(t, os.Rename(dir, dir+".old"))
+	symlink(t, victim, dir)
+
+	_ = d.WriteFile("latest.json", []byte("new\n"), 0o644)
+	_ = d.CreateFile("marker", []byte("new\n"), 0o644)
+	_ = d.Rename("old.json", "renamed.json")
+	_ = d.Remove("gone.json")
+	if f, err := d.OpenFile("update.lock", os.O_RDWR|os.O_CREATE, 0o644); err == nil {
+		f.Close()
+	}
+	names, _ := d.Names(100, func(string) bool { return true })
+	assert.NotContains(t, names, "old.json", "the listing is of the directory opened")
+	entries, err := os.ReadDir(victim)
+	require.NoError(t, err)
+	var got []string
+	for _, e := range entries {
+		got = append(got, e.Name())
+	}
+	assert.ElementsMatch(t, []string{"gone.json", "old.json"}, got, "written where the link leads")
+}

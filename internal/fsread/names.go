@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 )
 
 // ReadNames lists the names in the directory dir that keep takes, in the
@@ -23,13 +24,19 @@ func ReadNames(dir string, max int, keep func(name string) bool) ([]string, erro
 		return nil, err
 	}
 	defer f.Close()
+	return ListNames(f, max, keep)
+}
+
+// ListNames lists the names in the directory f (open for a listing) that
+// keep takes, as ReadNames does.
+func ListNames(f *os.File, max int, keep func(name string) bool) ([]string, error) {
 	var names []string
 	read := 0
 	for {
 		batch, err := f.Readdirnames(256)
 		read += len(batch)
 		if read > max {
-			return nil, fmt.Errorf("%s holds more than %d entries", dir, max)
+			return nil, fmt.Errorf("%s holds more than %d entries", f.Name(), max)
 		}
 		if err != nil && err != io.EOF {
 			return nil, err // never a part of the listing

@@ -324,3 +324,22 @@ func HasReftable() bool {
 	readVersion()
 	return version.err == nil && (version.major > 2 || version.major == 2 && version.minor >= 45)
 }
+
+// HostileHome makes a home directory whose ~/.gitconfig would break any
+// git that reads it: core.hooksPath names hooks that fail
+// (reference-transaction, pre-commit, post-checkout) and commit.gpgsign is
+// set. A test points HOME at it to show that a git it starts reads no
+// user's config.
+func HostileHome(tb testing.TB) string {
+	tb.Helper()
+	home := TempDir(tb)
+	hooks := filepath.Join(home, "hooks")
+	for _, h := range []string{"reference-transaction", "pre-commit", "post-checkout"} {
+		WriteFile(tb, filepath.Join(hooks, h), "#!/bin/sh\necho a hook of the user ran: "+h+" >&2\nexit 1\n")
+		if err := os.Chmod(filepath.Join(hooks, h), 0o755); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	WriteFile(tb, filepath.Join(home, ".gitconfig"), "[core]\n\thooksPath = "+filepath.ToSlash(hooks)+"\n[commit]\n\tgpgsign = true\n")
+	return home
+}

@@ -6,8 +6,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/runtimeguard/runtimeguard/internal/fsread"
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
@@ -37,11 +39,10 @@ const (
 
 // CheckoutLockPaths are where the checkout lock of one install is: Path,
 // where a writer takes it and a reader probes it (never through a link at
-// its name), and Also, where the updater's own reader puts the lock of the
-// same checkout instead, where its rule and git's differ: a reader probes
-// it too, as the updater opens it (through a link at its name: that is
-// where the updater locks), and no writer here takes it; "" where it is
-// Path.
+// its name), and Also, where Hermes's own updater takes the lock of the
+// same install instead (HermesLockPath), where that is another file: a
+// reader probes it too, through links as the updater opens it, and no
+// writer here takes it; "" where it is Path's file.
 type CheckoutLockPaths struct {
 	Path, Also string
 }
@@ -51,28 +52,132 @@ type CheckoutLockPaths struct {
 // root (absolute) is: <common Git directory>/<name> of the repository
 // git's discovery finds from root (gitread.Locate: gitdir files,
 // commondir, core.worktree, a .git git passes over), else, where no
-// repository holds root, <root>/.<name>. Where the updater's own reader,
-// which reads only <top level>/.git, finds no .git there (a core.worktree
-// set in a Git directory elsewhere), it locks <top level>/.<name>:
-// that is Also. A repository git cannot find is an error: no path is
-// known; one whose config cannot be read has its lock in the common Git
-// directory found, and no Also.
+// repository holds root, <root>/.<name>; and Also, Hermes's own path
+// (HermesLockPath) where it names another file. A repository git cannot
+// find is an error, with Also alone; one whose config cannot be read has
+// its lock in the common Git directory found.
 func FindCheckoutLock(root, name string) (CheckoutLockPaths, error) {
+	var p CheckoutLockPaths
 	l, err := gitread.Locate(root)
 	switch {
-	case err != nil && l.CommonDir != "":
-		return CheckoutLockPaths{Path: filepath.Join(l.CommonDir, name)}, nil
-	case err != nil:
-		return CheckoutLockPaths{}, err
+	case err != nil && l.CommonDir == "":
+	case l.CommonDir == "":
+		p.Path = filepath.Join(root, "."+name)
+	default:
+		p.Path = filepath.Join(l.CommonDir, name)
 	}
-	if l.CommonDir == "" {
-		return CheckoutLockPaths{Path: filepath.Join(root, "."+name)}, nil
+	if hermes := HermesLockPath(root, name); !sameFile(hermes, p.Path) {
+		p.Also = hermes
 	}
-	p := CheckoutLockPaths{Path: filepath.Join(l.CommonDir, name)}
-	if l.DotGit != filepath.Join(l.TopLevel, ".git") {
-		p.Also = filepath.Join(l.TopLevel, "."+name)
+	if p.Path == "" {
+		return p, err
 	}
 	return p, nil
+}
+
+// sameFile reports whether the paths a and b name one file: the same
+// text, or the same name in one directory (by the directory's identity,
+// links followed).
+func sameFile(a, b string) bool {
+	if a == b {
+		return true
+	}
+	if b == "" || filepath.Base(a) != filepath.Base(b) {
+		return false
+	}
+	da, err := os.Stat(filepath.Dir(a))
+	if err != nil {
+		return false
+	}
+	db, err := os.Stat(filepath.Dir(b))
+	return err == nil && os.SameFile(da, db)
+}
+
+// maxDotGitBytes bounds the read of a .git file or a commondir file by
+// HermesLockPath: a path, of at most a few kilobytes.
+const maxDotGitBytes = 64 << 10
+
+// HermesLockPath is where Hermes's own updater takes the checkout lock
+// named name of the install whose root is root, by its rule
+// (hermes_cli/update_lock.py _git_common_dir and checkout_lock_path):
+// only <root>/.git is read, links followed; a directory there is the Git
+// directory; a regular file there whose text (UTF-8, a BOM dropped,
+// stripped of Python's whitespace) starts with "gitdir:" names it, the
+// rest of the text joined to root by text (an absolute one replaces
+// root); where <Git directory>/commondir is a regular file its text is
+// joined to the Git directory likewise; the result is cleaned by text
+// (os.path.normpath: a ".." after a link is not the link target's
+// parent), and the lock is <that directory>/<name>. Anything else (no
+// .git, another file type, a text that names no gitdir, a read that
+// fails) is an install without Git: <root>/.<name>. Nothing but a regular
+// file is opened.
+func HermesLockPath(root, name string) string {
+	none := filepath.Join(root, "."+name)
+	dot := filepath.Join(root, ".git")
+	fi, err := os.Stat(dot)
+	if err != nil {
+		return none
+	}
+	gitdir := dot
+	switch {
+	case fi.IsDir():
+	case fi.Mode().IsRegular():
+		text, ok := pyReadText(dot)
+		rest, found := strings.CutPrefix(text, "gitdir:")
+		if !ok || !found {
+			return none
+		}
+		gitdir = joinText(root, pyStrip(rest))
+	default:
+		return none
+	}
+	common := gitdir + string(filepath.Separator) + "commondir"
+	if fi, err := os.Stat(common); err == nil && fi.Mode().IsRegular() {
+		text, ok := pyReadText(common)
+		if !ok {
+			return none
+		}
+		gitdir = joinText(gitdir, text)
+	}
+	return filepath.Join(filepath.Clean(gitdir), name)
+}
+
+// joinText joins rel to dir as Python's pathlib does, by text: an
+// absolute rel replaces dir, and nothing is cleaned (a ".." stays, for
+// the file system to resolve).
+func joinText(dir, rel string) string {
+	if filepath.IsAbs(rel) {
+		return rel
+	}
+	if rel == "" {
+		return dir
+	}
+	return dir + string(filepath.Separator) + rel
+}
+
+// pyReadText is the text of the regular file at path as Hermes's
+// updater reads it (read_text(encoding="utf-8-sig").strip()): UTF-8, a BOM
+// dropped, line ends made "\n", stripped of Python's whitespace; ok false
+// where it cannot be read, or is not UTF-8.
+func pyReadText(path string) (string, bool) {
+	data, _, err := fsread.ReadRegular(path, maxDotGitBytes, false)
+	if err != nil || !utf8.Valid(data) {
+		return "", false
+	}
+	text := strings.TrimPrefix(string(data), "\ufeff")
+	text = strings.ReplaceAll(strings.ReplaceAll(text, "\r\n", "\n"), "\r", "\n")
+	return pyStrip(text), true
+}
+
+// pyStrip is s stripped of what Python's str.strip() strips: whitespace
+// to str.isspace, \x1c to \x1f included.
+func pyStrip(s string) string {
+	return strings.TrimFunc(s, func(r rune) bool {
+		if r < 0x80 {
+			return strings.ContainsRune(" \t\n\v\f\r\x1c\x1d\x1e\x1f", r)
+		}
+		return pyIsSpace(r)
+	})
 }
 
 // regularOnly returns f, a lock file just opened, where it is a regular
@@ -103,32 +208,49 @@ const (
 
 // ProbeCheckoutLock reports whether a process holds the checkout lock at
 // path, as the updater's own probe does: it takes the lock without
-// waiting for the instant of one try and drops it at once. The file is
-// opened for reading (where the platform's lock takes that), never
-// created, and, unless follow, never through a link at its name: a link
-// there (or anything but a regular file) proves nothing, and the lock is
-// unknown. follow is for a path where the updater itself opens through a
-// link (see CheckoutLockPaths.Also). Only a missing file is free without a
-// try; a file that exists and cannot be opened is held (so every reader
-// parks what the updater's own would); a lock call that fails outright
-// (a file system without locks) means nothing can hold it. why says what
-// was found.
+// waiting for the instant of one try and drops it at once. What is at the
+// path is asked first (lstat; stat where follow), and only a regular file
+// is opened: for reading (where the platform's lock takes that), never
+// created, and, unless follow, never through a link at its name. A link
+// there (unless follow), or anything but a regular file, is not opened
+// and proves nothing: the lock is unknown. follow is for a path where the
+// updater itself opens through links (see CheckoutLockPaths.Also). Only a
+// missing file is free without a try; a file that exists and cannot be
+// asked or opened is held (so every reader parks what the updater's own
+// would); a lock call that fails outright (a file system without locks)
+// means nothing can hold it. why says what was found and done.
 //
 // The tries of one path in this process never overlap (overlapping probes
 // could keep the lock taken long enough for a starting updater to give
 // up); nothing is held across the open, so a lock file that does not
 // answer holds up no probe but its own path's.
 func ProbeCheckoutLock(path string, follow bool) (state LockState, why string) {
-	f, err := openLock(path, false, exclusiveWrites, follow)
+	stat := os.Lstat
+	if follow {
+		stat = os.Stat
+	}
+	fi, err := stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return LockFree, "no lock file"
+	case err != nil:
+		return LockHeld, "the lock file cannot be asked: " + err.Error()
+	case !fi.Mode().IsRegular():
+		return LockUnknown, "a " + fsread.TypeName(fi.Mode()) + " is at its name, not a regular file: not opened, it proves nothing"
+	}
+	f, err := openLock(nil, path, false, exclusiveWrites, follow)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return LockFree, "no lock file"
 	case err != nil && (isLink(err) || errors.Is(err, fsread.ErrNotRegular)):
-		return LockUnknown, "not opened, it proves nothing: " + err.Error()
+		return LockUnknown, "replaced by another file type as it was opened: it proves nothing: " + err.Error()
 	case err != nil:
 		return LockHeld, "the lock file cannot be opened: " + err.Error()
 	}
 	defer f.Close()
+	if opened, err := f.Stat(); err != nil || !os.SameFile(fi, opened) {
+		return LockUnknown, "replaced as it was opened: it proves nothing"
+	}
 	unlock := probes.lock(path)
 	defer unlock()
 	held, err := tryCheckoutLock(f)
@@ -199,10 +321,10 @@ var ErrCheckoutLocked = errors.New("another update holds the checkout lock")
 // it. The lock lasts until the file is closed, and on Unix while any child
 // that inherited the descriptor runs.
 func LockCheckout(path string, wait time.Duration) (*os.File, error) {
-	f, err := openLock(path, true, true, false)
+	f, err := openLock(nil, path, true, true, false)
 	writable := err == nil
 	if denied(err) && !exclusiveWrites {
-		f, err = openLock(path, false, false, false)
+		f, err = openLock(nil, path, false, false, false)
 	}
 	if err != nil {
 		return nil, err

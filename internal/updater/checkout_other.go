@@ -7,13 +7,18 @@ import (
 	"io/fs"
 	"os"
 
+	"github.com/runtimeguard/runtimeguard/internal/durable"
 	"github.com/runtimeguard/runtimeguard/internal/fsread"
 )
 
 // openLock opens the lock file at path: this platform has no open that
 // refuses a link, so, unless follow, a link found at the name (before the
 // open) is refused.
-func openLock(path string, create, write, follow bool) (*os.File, error) {
+func openLock(dir *durable.Dir, path string, create, write, follow bool) (*os.File, error) {
+	path, err := dir.Checked(path) // the directories from the home checked again
+	if err != nil {
+		return nil, err
+	}
 	if !follow {
 		if fi, err := os.Lstat(path); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
 			return nil, &fs.PathError{Op: "open", Path: path, Err: &fsread.TypeError{Kind: "symbolic link"}}

@@ -6,20 +6,28 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"runtime"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/runtimeguard/runtimeguard/internal/durable"
 	"github.com/runtimeguard/runtimeguard/internal/fsread"
 )
 
-// openLock opens the lock file at path without blocking (a FIFO planted at
-// the path opens at once), without becoming its terminal, and, unless
-// follow, without following a link at its name (O_NOFOLLOW): created where
-// missing when create (never where a link leads), for reading and writing
-// when write, for reading alone otherwise. Anything but a regular file is
-// refused with an error matching fsread.ErrNotRegular.
-func openLock(path string, create, write, follow bool) (*os.File, error) {
+// openLock opens the lock file at path (the entry path of dir, where dir
+// is not nil: relative to its descriptor) without blocking (a FIFO
+// planted at the path opens at once), without becoming its terminal, and,
+// unless follow, without following a link at its name (O_NOFOLLOW):
+// created where missing when create (never where a link leads), for
+// reading and writing when write, for reading alone otherwise. Anything
+// but a regular file is refused with an error matching
+// fsread.ErrNotRegular.
+func openLock(dir *durable.Dir, path string, create, write, follow bool) (*os.File, error) {
+	at, name := unix.AT_FDCWD, path
+	if dir != nil {
+		at, path = dir.Fd(), filepath.Join(dir.Path(), name)
+	}
 	flags := unix.O_RDONLY | unix.O_NONBLOCK | unix.O_CLOEXEC | unix.O_NOCTTY
 	if write {
 		flags = flags&^unix.O_RDONLY | unix.O_RDWR
@@ -32,7 +40,7 @@ func openLock(path string, create, write, follow bool) (*os.File, error) {
 	}
 	var fd int
 	err := fsread.IgnoringEINTR(func() (err error) {
-		fd, err = unix.Open(path, flags, 0o644)
+		fd, err = unix.Openat(at, name, flags, 0o644)
 		return err
 	})
 	if err != nil {

@@ -30,27 +30,29 @@ func commonDir(t *testing.T, dir string) string {
 // The checkout lock is found as git finds the repository, in every layout
 // of a checkout: where git rev-parse --git-common-dir, run in the install
 // root, names the common Git directory, the lock is in it; where git finds
-// no repository, it is <root>/.hermes-update.lock. Where the updater's own
-// reader, which reads only <top level>/.git, finds none there, its path
-// is the other one a reader probes.
+// no repository, it is <root>/.hermes-update.lock. Where Hermes's own
+// updater, which reads only <install root>/.git and joins what it names
+// by text, locks another file, that file is the other one a reader probes
+// (Also).
 func TestFindCheckoutLockAsGitFindsTheRepository(t *testing.T) {
 	gittest.Need(t)
 	cases := []struct {
 		name string
-		// make builds the layout in tmp and returns the install root,
-		// and the top level where the updater's own reader finds no .git
-		// ("" where it reads the lock git's discovery finds).
-		make func(t *testing.T, tmp string) (root, updaterTop string)
+		// make builds the layout in tmp and returns the install root, and
+		// where Hermes's updater locks it where that is another file than
+		// git's ("" where it is the same).
+		make func(t *testing.T, tmp string) (root, hermes string)
 	}{
 		{"a plain checkout", func(t *testing.T, tmp string) (string, string) {
 			repo := filepath.Join(tmp, "repo")
 			gittest.Agent(t, repo)
 			return repo, ""
 		}},
-		{"a subdirectory of a checkout", func(t *testing.T, tmp string) (string, string) {
-			repo := filepath.Join(tmp, "repo")
-			gittest.Init(t, repo, map[string]string{"sub/run_agent.py": "x\n"})
-			return filepath.Join(repo, "sub"), ""
+		{"an install root below the top level (Hermes in a folder of a larger repository)", func(t *testing.T, tmp string) (string, string) {
+			repo := filepath.Join(tmp, "mono")
+			gittest.Init(t, repo, map[string]string{"hermes-agent/run_agent.py": "x\n"})
+			root := filepath.Join(repo, "hermes-agent")
+			return root, filepath.Join(root, ".hermes-update.lock")
 		}},
 		{"a linked worktree, its gitdir absolute", func(t *testing.T, tmp string) (string, string) {
 			main := filepath.Join(tmp, "main")
@@ -65,6 +67,26 @@ func TestFindCheckoutLockAsGitFindsTheRepository(t *testing.T) {
 			gittest.Git(t, main, "worktree", "add", "-q", wt)
 			writeFile(t, filepath.Join(wt, ".git"), "gitdir: ../main/.git/worktrees/wt\n")
 			return wt, ""
+		}},
+		{"a linked worktree whose gitdir names its Git directory through a link", func(t *testing.T, tmp string) (string, string) {
+			main := filepath.Join(tmp, "main")
+			gittest.Agent(t, main)
+			wt := filepath.Join(tmp, "wt")
+			gittest.Git(t, main, "worktree", "add", "-q", wt)
+			require.NoError(t, os.Symlink(filepath.Join(main, ".git", "worktrees", "wt"), filepath.Join(tmp, "wtadmin")))
+			writeFile(t, filepath.Join(wt, ".git"), "gitdir: "+filepath.Join(tmp, "wtadmin")+"\n")
+			// commondir says ../..: by text, from the link's name.
+			return wt, filepath.Join(filepath.Dir(tmp), HermesCheckoutLock)
+		}},
+		{"a linked worktree whose relative gitdir goes .. after a link", func(t *testing.T, tmp string) (string, string) {
+			main := filepath.Join(tmp, "deep", "main")
+			gittest.Agent(t, main)
+			wt := filepath.Join(tmp, "wt")
+			gittest.Git(t, main, "worktree", "add", "-q", wt)
+			require.NoError(t, os.Symlink(filepath.Join(main, ".git", "worktrees"), filepath.Join(tmp, "l")))
+			writeFile(t, filepath.Join(wt, ".git"), "gitdir: ../l/wt\n")
+			// wt/../l/wt/../.., by text: tmp.
+			return wt, filepath.Join(tmp, HermesCheckoutLock)
 		}},
 		{"a submodule", func(t *testing.T, tmp string) (string, string) {
 			sub, super := filepath.Join(tmp, "upstream"), filepath.Join(tmp, "super")
@@ -82,7 +104,7 @@ func TestFindCheckoutLockAsGitFindsTheRepository(t *testing.T) {
 			writeFile(t, filepath.Join(wt, "run_agent.py"), "x\n")
 			gittest.Git(t, wt, "add", "run_agent.py")
 			gittest.Git(t, wt, "commit", "-qm", "one")
-			return wt, wt
+			return wt, filepath.Join(wt, ".hermes-update.lock")
 		}},
 		{"core.worktree set in a Git directory a gitdir file names", func(t *testing.T, tmp string) (string, string) {
 			wt := filepath.Join(tmp, "wt")
@@ -90,11 +112,11 @@ func TestFindCheckoutLockAsGitFindsTheRepository(t *testing.T) {
 			gittest.Git(t, wt, "config", "core.worktree", wt)
 			return wt, ""
 		}},
-		{"a stray empty .git in a subdirectory, which git passes over", func(t *testing.T, tmp string) (string, string) {
+		{"a stray empty .git in the install root of a larger repository, which git passes over", func(t *testing.T, tmp string) (string, string) {
 			repo := filepath.Join(tmp, "repo")
 			gittest.Init(t, repo, map[string]string{"sub/run_agent.py": "x\n"})
 			require.NoError(t, os.Mkdir(filepath.Join(repo, "sub", ".git"), 0o755))
-			return filepath.Join(repo, "sub"), ""
+			return filepath.Join(repo, "sub"), filepath.Join(repo, "sub", ".git", HermesCheckoutLock)
 		}},
 		{"a .git that links to a gitdir file", func(t *testing.T, tmp string) (string, string) {
 			main := filepath.Join(tmp, "main")
@@ -110,7 +132,7 @@ func TestFindCheckoutLockAsGitFindsTheRepository(t *testing.T) {
 			gittest.Agent(t, repo)
 			require.NoError(t, os.Rename(filepath.Join(repo, ".git"), filepath.Join(tmp, "store")))
 			require.NoError(t, os.Symlink(filepath.Join(tmp, "store"), filepath.Join(repo, ".git")))
-			return repo, ""
+			return repo, "" // the same file, through the link
 		}},
 		{"an install without .git", func(t *testing.T, tmp string) (string, string) {
 			root := filepath.Join(tmp, "install")
@@ -122,14 +144,11 @@ func TestFindCheckoutLockAsGitFindsTheRepository(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel() // repositories of its own
 			tmp := gittest.Resolved(t, tempDir(t))
-			root, updaterTop := tc.make(t, tmp)
+			root, hermes := tc.make(t, tmp)
 			common := commonDir(t, root)
-			want := CheckoutLockPaths{Path: filepath.Join(common, HermesCheckoutLock)}
+			want := CheckoutLockPaths{Path: filepath.Join(common, HermesCheckoutLock), Also: hermes}
 			if common == "" {
 				want.Path = filepath.Join(root, "."+HermesCheckoutLock)
-			}
-			if updaterTop != "" {
-				want.Also = filepath.Join(updaterTop, "."+HermesCheckoutLock)
 			}
 			got, err := FindCheckoutLock(root, HermesCheckoutLock)
 			require.NoError(t, err)

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/windows"
 
+	"github.com/runtimeguard/runtimeguard/internal/durable"
 	"github.com/runtimeguard/runtimeguard/internal/fsread"
 )
 
@@ -20,7 +21,11 @@ import (
 // when write, for reading alone otherwise (LockFileEx takes either).
 // Anything but a regular file, a reparse point included, is refused with
 // an error matching fsread.ErrNotRegular.
-func openLock(path string, create, write, follow bool) (*os.File, error) {
+func openLock(dir *durable.Dir, path string, create, write, follow bool) (*os.File, error) {
+	path, err := dir.Checked(path) // the directories from the home checked again
+	if err != nil {
+		return nil, err
+	}
 	p, err := windows.UTF16PtrFromString(path)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}

@@ -300,17 +300,17 @@ func TestClaimAndRemoveMarker(t *testing.T) {
 	path := filepath.Join(tempDir(t), "home", "marker")
 	start := time.Now()
 	e := probedEnv(probeAlive(1234))
-	require.NoError(t, ClaimMarker(path, 1234, start, judgeOf(e)))
+	require.NoError(t, ClaimMarker("", path, 1234, start, judgeOf(e)))
 	pid, started, ok := ParseMarker(mustRead(t, path))
 	require.True(t, ok)
 	assert.Equal(t, int64(1234), pid)
 	assert.Equal(t, float64(start.Unix()), started, "the updater's own reader takes whole seconds only")
 
-	assert.ErrorIs(t, ClaimMarker(path, 5678, start, judgeOf(e)), ErrMarkerHeld, "an active marker")
-	removed, err := RemoveMarker(path, 5678, start)
+	assert.ErrorIs(t, ClaimMarker("", path, 5678, start, judgeOf(e)), ErrMarkerHeld, "an active marker")
+	removed, err := RemoveMarker("", path, 5678, start)
 	require.NoError(t, err)
 	assert.False(t, removed, "another updater's marker")
-	removed, err = RemoveMarker(path, 1234, start.Add(time.Second))
+	removed, err = RemoveMarker("", path, 1234, start.Add(time.Second))
 	require.NoError(t, err)
 	assert.False(t, removed, "a marker of the same process ID, written at another time")
 	assert.FileExists(t, path)
@@ -318,26 +318,26 @@ func TestClaimAndRemoveMarker(t *testing.T) {
 
 	// 1234 is gone: its marker is stale, and replaced.
 	e = probedEnv(probeAlive(5678))
-	require.NoError(t, ClaimMarker(path, 5678, start, judgeOf(e)), "a stale marker is replaced")
+	require.NoError(t, ClaimMarker("", path, 5678, start, judgeOf(e)), "a stale marker is replaced")
 	assertNoArtifacts(t, path)
-	removed, err = RemoveMarker(path, 1234, start)
+	removed, err = RemoveMarker("", path, 1234, start)
 	require.NoError(t, err)
 	assert.False(t, removed, "the first updater leaves the marker of the one that replaced it")
-	removed, err = RemoveMarker(path, 5678, start)
+	removed, err = RemoveMarker("", path, 5678, start)
 	require.NoError(t, err)
 	assert.True(t, removed)
 	assert.NoFileExists(t, path)
 	assertNoArtifacts(t, path)
 
-	removed, err = RemoveMarker(path, 5678, start)
+	removed, err = RemoveMarker("", path, 5678, start)
 	assert.NoError(t, err, "nothing there")
 	assert.False(t, removed)
 	require.NoError(t, os.Mkdir(path, 0o755))
-	removed, err = RemoveMarker(path, 5678, start)
+	removed, err = RemoveMarker("", path, 5678, start)
 	assert.NoError(t, err)
 	assert.False(t, removed, "a directory is no marker of ours")
 	assert.DirExists(t, path)
-	assert.ErrorIs(t, ClaimMarker(path, 5678, start, judgeOf(e)), ErrMarkerHeld, "a directory at the marker's path proves nothing")
+	assert.ErrorIs(t, ClaimMarker("", path, 5678, start, judgeOf(e)), ErrMarkerHeld, "a directory at the marker's path proves nothing")
 }
 
 // Of updaters started at once on a stale marker, exactly one claims it:
@@ -361,7 +361,7 @@ func TestClaimStaleMarkerIsExclusive(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				errs[i] = ClaimMarker(path, 1000+i, time.Now(), judgeOf(e))
+				errs[i] = ClaimMarker("", path, 1000+i, time.Now(), judgeOf(e))
 			}()
 		}
 		close(start)
@@ -521,11 +521,11 @@ func TestClaimObeysTheGuardsReading(t *testing.T) {
 			path := filepath.Join(tempDir(t), markerName)
 			tc.setup(t, path)
 			before := readMarker(path)
-			err := ClaimMarker(path, os.Getpid(), now, System.Judge(defaultMaxAge))
+			err := ClaimMarker("", path, os.Getpid(), now, System.Judge(defaultMaxAge))
 			if before == NoUpdate || before == Ended {
 				require.NoError(t, err, "ClaimMarker of a marker the guard reads as %s", before)
 				assert.Equal(t, Live, readMarker(path), "the claimed marker")
-				removed, err := RemoveMarker(path, os.Getpid(), now)
+				removed, err := RemoveMarker("", path, os.Getpid(), now)
 				require.NoError(t, err)
 				assert.True(t, removed)
 				return

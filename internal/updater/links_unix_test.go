@@ -4,15 +4,19 @@ package updater
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/runtimeguard/runtimeguard/internal/durable"
 )
 
 // linkAt puts a link at name to a file target elsewhere that holds
@@ -48,11 +52,16 @@ func untouched(t *testing.T, target string, dangling bool) {
 // made where it dangles.
 func TestLocksNeverThroughALink(t *testing.T) {
 	takes := map[string]func(path string) error{
-		"a plan's shared lock": func(p string) error { f, err := Lock(p, false); closeIf(f); return err },
-		"an updater's lock":    func(p string) error { f, err := Lock(p, true); closeIf(f); return err },
+		"a plan's shared lock": func(p string) error { f, err := Lock("", p, false); closeIf(f); return err },
+		"an updater's lock":    func(p string) error { f, err := Lock("", p, true); closeIf(f); return err },
 		"the checkout lock":    func(p string) error { f, err := LockCheckout(p, 0); closeIf(f); return err },
 		"the claim of a marker": func(p string) error {
-			unlock, err := lockMarker(strings.TrimSuffix(p, MarkerLockSuffix))
+			d, err := durable.OpenIn("", filepath.Dir(p), false)
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			unlock, err := lockMarker(d, strings.TrimSuffix(filepath.Base(p), MarkerLockSuffix))
 			callIf(unlock)
 			return err
 		},
@@ -90,7 +99,7 @@ func TestLocksRefuseSpecialFiles(t *testing.T) {
 	sub := filepath.Join(dir, "dir.lock")
 	require.NoError(t, os.Mkdir(sub, 0o755))
 	for _, p := range []string{fifo, sub} {
-		_, err := Lock(p, false)
+		_, err := Lock("", p, false)
 		assert.Error(t, err, p)
 		_, err = LockCheckout(p, 0)
 		assert.Error(t, err, p)
@@ -104,18 +113,18 @@ func TestLocksRefuseSpecialFiles(t *testing.T) {
 // still takes the lock; an updater's exclusive lock still excludes it.
 func TestSharedLockNeedsOnlyRead(t *testing.T) {
 	path := filepath.Join(tempDir(t), "update.lock")
-	f, err := Lock(path, false)
+	f, err := Lock("", path, false)
 	require.NoError(t, err)
 	flags, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0)
 	require.NoError(t, err)
 	assert.Equal(t, unix.O_RDONLY, flags&unix.O_ACCMODE, "the shared lock's file is open for reading alone")
-	_, err = Lock(path, true)
+	_, err = Lock("", path, true)
 	assert.ErrorIs(t, err, ErrLocked)
 	f.Close()
 
 	require.NoError(t, os.Chmod(path, 0o444))
 	if os.Geteuid() != 0 { // root may write any file: the mode proves nothing then
-		f, err := Lock(path, false)
+		f, err := Lock("", path, false)
 		require.NoError(t, err, "a read-only lock file")
 		f.Close()
 	}
@@ -128,7 +137,7 @@ func TestSharedLockNeedsOnlyRead(t *testing.T) {
 func TestProbeCheckoutLockOfALink(t *testing.T) {
 	path := filepath.Join(tempDir(t), "hermes-update.lock")
 	target := linkAt(t, path, false)
-	holder, err := Lock(target, true)
+	holder, err := Lock("", target, true)
 	require.NoError(t, err)
 	defer holder.Close()
 	state, why := ProbeCheckoutLock(path, false)
@@ -191,4 +200,49 @@ func TestRunNeverWritesThroughALink(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, fi.Mode().IsRegular(), "the receipt replaced the link")
 	})
+}
+
+// A directory of the home replaced by a link while the command runs: the
+// final receipt, the prune of old receipts, and the release of a marker
+// kept in a directory of the home are made where the directories opened
+// from the home lead, never where the link leads; the files there stay as
+// they were, none made, none removed.
+func TestRunWritesNothingWhereALinkSwappedInLeads(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		marker string // the marker, relative to the home
+		swap   string // the directory replaced, relative to the home
+	}{
+		{"the receipts' directory", markerName, filepath.Join("logs", "update_receipts")},
+		{"the logs directory", markerName, "logs"},
+		{"the marker's directory", filepath.Join("run", markerName), "run"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newRunCase(t)
+			victim := tempDir(t)
+			old := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+			var precious []string
+			for i := range 25 {
+				name := fmt.Sprintf("update_%02d.json", i)
+				writeFile(t, filepath.Join(victim, name), "precious\n")
+				require.NoError(t, os.Chtimes(filepath.Join(victim, name), old, old.Add(time.Duration(i)*time.Second)))
+				precious = append(precious, name)
+			}
+			swapped := filepath.Join(c.home, tc.swap)
+			u := c.update(t, "sh", "-c", `mv "$1" "$1.old" && ln -s "$2" "$1"`, "sh", swapped, victim)
+			u.Marker = filepath.Join(c.home, tc.marker)
+			require.NoError(t, os.MkdirAll(filepath.Dir(u.Marker), 0o755))
+			_, _ = System.Run(context.Background(), u)
+			entries, err := os.ReadDir(victim)
+			require.NoError(t, err)
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name())
+				data, err := os.ReadFile(filepath.Join(victim, e.Name()))
+				require.NoError(t, err)
+				assert.Equal(t, "precious\n", string(data), "%s was written", e.Name())
+			}
+			assert.ElementsMatch(t, precious, names, "files made or removed where the link leads")
+		})
+	}
 }

@@ -66,8 +66,11 @@ type Receipt struct {
 	// Checkout is the top-level directory of the checkout the update was
 	// run on (links resolved), where the writer names it (key
 	// runtimeguard_checkout, which WriteReceipt writes and Hermes's
-	// writer does not); empty where it names none.
-	Checkout string
+	// writer does not); empty where it names none. CheckoutID is that
+	// directory's identity then (CheckoutID; key
+	// runtimeguard_checkout_id): a receipt is a checkout's by it, never
+	// by the path's text.
+	Checkout, CheckoutID string
 	// Writer is the process that writes the receipt, as the receipt
 	// names it (pid and pid_create_time, which both Hermes's newest
 	// writer and WriteReceipt write), and Persister the process that
@@ -79,8 +82,12 @@ type Receipt struct {
 }
 
 // CheckoutKey is the receipt's key that names the checkout the update
-// was run on: one of this package's, in no writer's but WriteReceipt's.
-const CheckoutKey = "runtimeguard_checkout"
+// was run on, and CheckoutIDKey its identity: this package's, in no
+// writer's but WriteReceipt's.
+const (
+	CheckoutKey   = "runtimeguard_checkout"
+	CheckoutIDKey = "runtimeguard_checkout_id"
+)
 
 // receiptFile is a receipt as WriteReceipt writes it: the schema's keys.
 type receiptFile struct {
@@ -93,6 +100,7 @@ type receiptFile struct {
 	PreUpdate     codeState `json:"pre_update"`
 	PostUpdate    codeState `json:"post_update"`
 	Checkout      string    `json:"runtimeguard_checkout,omitempty"`
+	CheckoutID    string    `json:"runtimeguard_checkout_id,omitempty"`
 	PID           int64     `json:"pid,omitempty"`
 	PIDCreateTime *float64  `json:"pid_create_time,omitempty"`
 }
@@ -119,6 +127,7 @@ type receiptJSON struct {
 	PreUpdate     *stateRef `json:"pre_update"`
 	PostUpdate    *stateRef `json:"post_update"`
 	Checkout      *string   `json:"runtimeguard_checkout"`
+	CheckoutID    *string   `json:"runtimeguard_checkout_id"`
 	// The writer's identity, of any JSON type: a value that names no
 	// process names none.
 	PID           json.RawMessage `json:"pid"`
@@ -137,8 +146,8 @@ type stateRef struct {
 // outcomes, or one a newer writer added), started_at (and finished_at unless the outcome is
 // running) times in ISO 8601 (RFC 3339; a time without an offset is UTC),
 // pre_update and post_update objects whose sha, when present and not null,
-// is a full hex object id, runtimeguard_checkout (CheckoutKey) a string
-// or null where present. Unknown keys are allowed. A receipt of another
+// is a full hex object id, runtimeguard_checkout (CheckoutKey) and
+// runtimeguard_checkout_id (CheckoutIDKey) strings or null where present. Unknown keys are allowed. A receipt of another
 // schema is an error matching ErrUnknownSchema.
 func ParseReceipt(data []byte) (Receipt, error) {
 	if len(data) > MaxReceiptBytes {
@@ -169,6 +178,9 @@ func ParseReceipt(data []byte) (Receipt, error) {
 	}
 	if raw.Checkout != nil {
 		r.Checkout = *raw.Checkout
+	}
+	if raw.CheckoutID != nil {
+		r.CheckoutID = *raw.CheckoutID
 	}
 	r.Writer.PID = processID(raw.PID)
 	if r.Writer.PID != 0 {
@@ -438,7 +450,7 @@ func foldKey(s string) string {
 // form.
 var receiptFields = func() map[string]string {
 	m := make(map[string]string)
-	for _, f := range []string{"schema", "update_id", "correlation_id", "outcome", "started_at", "finished_at", "pre_update", "post_update", "sha", CheckoutKey, "pid", "pid_create_time", "writer_pid"} {
+	for _, f := range []string{"schema", "update_id", "correlation_id", "outcome", "started_at", "finished_at", "pre_update", "post_update", "sha", CheckoutKey, CheckoutIDKey, "pid", "pid_create_time", "writer_pid"} {
 		m[foldKey(f)] = f
 	}
 	return m

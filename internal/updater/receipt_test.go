@@ -81,23 +81,23 @@ func TestParseReceipt(t *testing.T) {
 // so two in one process conflict as two processes would.
 func TestLock(t *testing.T) {
 	path := filepath.Join(tempDir(t), "update.lock")
-	ex, err := Lock(path, true)
+	ex, err := Lock("", path, true)
 	require.NoError(t, err)
-	_, err = Lock(path, false)
+	_, err = Lock("", path, false)
 	assert.True(t, errors.Is(err, ErrLocked), "a shared lock while one is held exclusively: %v", err)
-	_, err = Lock(path, true)
+	_, err = Lock("", path, true)
 	assert.ErrorIs(t, err, ErrLocked)
 	require.NoError(t, ex.Close())
 
-	sh1, err := Lock(path, false)
+	sh1, err := Lock("", path, false)
 	require.NoError(t, err)
-	sh2, err := Lock(path, false)
+	sh2, err := Lock("", path, false)
 	require.NoError(t, err, "two shared locks")
-	_, err = Lock(path, true)
+	_, err = Lock("", path, true)
 	assert.ErrorIs(t, err, ErrLocked, "an exclusive lock while shared ones are held")
 	require.NoError(t, sh1.Close())
 	require.NoError(t, sh2.Close())
-	ex, err = Lock(path, true)
+	ex, err = Lock("", path, true)
 	require.NoError(t, err, "an exclusive lock once the shared ones are released")
 	require.NoError(t, ex.Close())
 }
@@ -130,6 +130,9 @@ func FuzzParseReceipt(f *testing.F) {
 			if v, ok := keys[CheckoutKey].(string); ok && r.Checkout != v {
 				t.Fatalf("accepted %q naming the checkout %q as %q", data, v, r.Checkout)
 			}
+			if v, ok := keys[CheckoutIDKey].(string); ok && r.CheckoutID != v {
+				t.Fatalf("accepted %q naming the checkout's identity %q as %q", data, v, r.CheckoutID)
+			}
 		}
 		if r.ID == "" || r.StartedAt.IsZero() {
 			t.Fatalf("accepted %q as %+v", data, r)
@@ -152,14 +155,14 @@ func TestWriteReceiptRoundTrip(t *testing.T) {
 	start := time.Date(2026, 11, 30, 5, 0, 0, 123, time.UTC)
 	running := Receipt{UpdateID: NewUpdateID(), Outcome: OutcomeRunning, StartedAt: start, From: shaA, Checkout: "/srv/agent", Writer: OwnIdentity()}
 	pid := os.Getpid()
-	require.NoError(t, WriteReceipt(latest, running, pid))
+	require.NoError(t, WriteReceipt("", latest, running, pid))
 	entries, err := os.ReadDir(filepath.Dir(latest))
 	require.NoError(t, err)
 	assert.Len(t, entries, 1, "a running receipt is only the latest")
 
 	done := running
 	done.Outcome, done.FinishedAt, done.To = OutcomeSuccess, start.Add(time.Minute), shaB
-	require.NoError(t, WriteReceipt(latest, done, pid))
+	require.NoError(t, WriteReceipt("", latest, done, pid))
 	for _, p := range []string{latest, filepath.Join(filepath.Dir(latest), "update_20261130T050000Z_"+strconv.Itoa(pid)+"_"+done.UpdateID+".json")} {
 		data, err := os.ReadFile(p)
 		require.NoError(t, err)
@@ -213,7 +216,7 @@ func TestWriteReceiptBytes(t *testing.T) {
 `},
 	} {
 		latest := filepath.Join(dir, tc.r.Outcome, "latest.json")
-		require.NoError(t, WriteReceipt(latest, tc.r, noProcess))
+		require.NoError(t, WriteReceipt("", latest, tc.r, noProcess))
 		assert.Equal(t, tc.want, string(mustRead(t, latest)), "WriteReceipt(%+v)", tc.r)
 	}
 }

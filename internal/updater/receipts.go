@@ -2,12 +2,12 @@ package updater
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"time"
 
+	"github.com/runtimeguard/runtimeguard/internal/durable"
 	"github.com/runtimeguard/runtimeguard/internal/fsread"
 )
 
@@ -106,6 +106,22 @@ func matchingNames(dir, pattern string) ([]string, error) {
 	return names, nil
 }
 
+// CheckoutID is the identity of the directory dir (links followed): its
+// device and inode, its volume and file ID on Windows (fsread.FileID).
+// Another name of the same directory (a bind mount, another case on a
+// case-insensitive file system, a ".." in the path) has the same one; a
+// directory renamed into its path has another.
+func CheckoutID(dir string) (string, error) {
+	st, err := fsread.StatStamp(dir)
+	switch {
+	case err != nil:
+		return "", err
+	case !st.Present() || !st.IsDir():
+		return "", fmt.Errorf("%s is no directory", dir)
+	}
+	return fsread.FileID(dir, st)
+}
+
 // FoundReceipt is a receipt as read from its file.
 type FoundReceipt struct {
 	Receipt
@@ -115,8 +131,9 @@ type FoundReceipt struct {
 // NewestReceipt reads the receipts of files that are in now and not in
 // before with the same stamp (every file of now when before is nil): the
 // receipts written since before was listed. Of those that name no
-// checkout or the checkout whose top-level directory is checkout (a
-// receipt of another checkout says nothing of this one), it returns the
+// checkout or the checkout whose identity (CheckoutID) is checkoutID (a
+// receipt of another checkout, or of one it names without an identity,
+// says nothing of this one), it returns the
 // newest by finished_at (a receipt still running is newer than any
 // finished one), then started_at; nil when none was written. A receipt file among them
 // that cannot be read or parsed (a receipt being written in place, a
@@ -126,7 +143,7 @@ type FoundReceipt struct {
 //
 // Parses are cached by the file's stamp when the Env has a Cache: a
 // receipt is parsed once per change of its file.
-func (e *Env) NewestReceipt(now ReceiptFiles, before *ReceiptFiles, checkout string) (*FoundReceipt, string) {
+func (e *Env) NewestReceipt(now ReceiptFiles, before *ReceiptFiles, checkoutID string) (*FoundReceipt, string) {
 	if now.Problem != "" {
 		return nil, "the receipts cannot be listed: " + now.Problem
 	}
@@ -149,7 +166,7 @@ func (e *Env) NewestReceipt(now ReceiptFiles, before *ReceiptFiles, checkout str
 		if why != "" {
 			return nil, "the receipt " + p + " is not usable: " + why
 		}
-		if r.Checkout != "" && r.Checkout != checkout {
+		if (r.Checkout != "" || r.CheckoutID != "") && (r.CheckoutID == "" || r.CheckoutID != checkoutID) {
 			continue
 		}
 		found = append(found, &FoundReceipt{Receipt: *r, Path: p})
@@ -236,10 +253,13 @@ func ReceiptFileName(r *Receipt, pid int) string {
 // keepReceipts is how many receipts of finished runs WriteReceipt keeps.
 const keepReceipts = 20
 
-// pruneReceipts removes all but the newest keepReceipts files of dir
-// named by pattern, by modification time.
-func pruneReceipts(dir, pattern string) {
-	names, err := matchingNames(dir, pattern)
+// pruneReceipts removes all but the newest keepReceipts files of d named
+// by pattern, by modification time.
+func pruneReceipts(d *durable.Dir, pattern string) {
+	names, err := d.Names(maxReceiptEntries, func(n string) bool {
+		ok, _ := filepath.Match(pattern, n)
+		return ok
+	})
 	if err != nil || len(names) <= keepReceipts {
 		return
 	}
@@ -249,13 +269,13 @@ func pruneReceipts(dir, pattern string) {
 	}
 	var files []file
 	for _, n := range names {
-		if fi, err := os.Lstat(filepath.Join(dir, n)); err == nil && fi.Mode().IsRegular() {
+		if fi, err := d.Lstat(n); err == nil && fi.Mode().IsRegular() {
 			files = append(files, file{n, fi.ModTime()})
 		}
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].mtime.After(files[j].mtime) })
 	for _, f := range files[min(keepReceipts, len(files)):] {
-		_ = os.Remove(filepath.Join(dir, f.name))
+		_ = d.Remove(f.name)
 	}
 }
 

@@ -41,7 +41,7 @@ func TestRemoveMarkerNeverWaitsOnAFIFOSwappedIn(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			_, _ = RemoveMarker(path, 999999, time.Unix(1, 0))
+			_, _ = RemoveMarker("", path, 999999, time.Unix(1, 0))
 		}()
 		select {
 		case <-done:

@@ -5,15 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"time"
 
-	"github.com/runtimeguard/runtimeguard/internal/fsread"
+	"github.com/runtimeguard/runtimeguard/internal/durable"
 )
 
 // ErrRefused matches the error of Run when the update must not start:
@@ -25,8 +23,9 @@ var ErrRefused = errors.New("refused")
 // writer side of the files a guard reads.
 type Update struct {
 	// Home is the updater's home, which holds Marker, Receipt and Lock:
-	// the directories between it and them are made where missing, never
-	// through a link. Empty: they are made as os.MkdirAll makes them.
+	// the directories between it and them are made where missing, and
+	// opened, for each write, without following a link (durable.OpenIn).
+	// Empty: they are made as os.MkdirAll makes them.
 	Home string
 	// Marker is the in-progress marker to claim, and Receipt the latest
 	// receipt to write (its directory also receives the receipt of the run
@@ -43,10 +42,12 @@ type Update struct {
 	// Judge is the classification of a marker the claim obeys (a
 	// guard's: see Judge). Required.
 	Judge Judge
-	// Argv is the command to run, in Dir, with the standard streams
-	// given.
+	// Argv is the command to run, in Dir, in the environment Env (as
+	// exec.Cmd takes it; required: the CLI gives os.Environ(), a test
+	// gittest.Env), with the standard streams given.
 	Argv           []string
 	Dir            string
+	Env            []string
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	// Markers classifies the marker that says the most of every home an
@@ -58,9 +59,10 @@ type Update struct {
 	// none (an error for a checkout that cannot be read). Required.
 	Revision func() (rev, none string, err error)
 	// Checkout reads the top-level directory of the checkout (links
-	// resolved), which each receipt names, as the revision is read: a
-	// guard takes a receipt that names another checkout for none of its
-	// own. Nil, or "": the receipts name none.
+	// resolved), which each receipt names, with its identity
+	// (CheckoutID), as the revision is read: a guard takes a receipt that
+	// names another checkout for none of its own. Nil, or "": the
+	// receipts name none.
 	Checkout func() string
 	// Leftover lists the recovery markers found once the command ended: any
 	// makes the run fail. Nil: none is looked for.
@@ -101,6 +103,8 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 		return Result{}, errors.New("the layout has no receipt")
 	case len(u.Argv) == 0:
 		return Result{}, errors.New("no command to run")
+	case u.Env == nil:
+		return Result{}, errors.New("no environment for the command")
 	case u.Revision == nil:
 		return Result{}, errors.New("no way to read the checkout's revision")
 	case u.Judge == nil:
@@ -112,15 +116,16 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 	}
 	var lock *os.File
 	if u.Lock != "" {
-		if err := makeDirIn(u.Home, filepath.Dir(u.Lock)); err != nil {
+		d, err := durable.OpenIn(u.Home, filepath.Dir(u.Lock), true)
+		if err != nil {
 			return Result{}, err
 		}
-		var err error
-		lock, err = Lock(u.Lock, true)
+		lock, err = lockIn(d, filepath.Base(u.Lock), true)
 		for deadline := time.Now().Add(u.LockWait); errors.Is(err, ErrLocked) && time.Now().Before(deadline); {
 			time.Sleep(50 * time.Millisecond)
-			lock, err = Lock(u.Lock, true)
+			lock, err = lockIn(d, filepath.Base(u.Lock), true)
 		}
+		d.Close()
 		if errors.Is(err, ErrLocked) {
 			return Result{}, fmt.Errorf("%w: another update or a reload holds %s", ErrRefused, u.Lock)
 		}
@@ -149,33 +154,35 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 		return Result{}, fmt.Errorf("%w: the marker %s proves nothing (%s); remove it if no update runs", ErrRefused, path, v.Reason)
 	}
 
-	for _, p := range []string{u.Marker, u.Receipt} {
-		if err := makeDirIn(u.Home, filepath.Dir(p)); err != nil {
-			return Result{}, err
-		}
+	// The receipts' directory is made, or refused, before any claim.
+	if d, err := durable.OpenIn(u.Home, filepath.Dir(u.Receipt), true); err != nil {
+		return Result{}, err
+	} else {
+		d.Close()
 	}
 	pid, start := os.Getpid(), time.Now()
 	// Claimed exclusively, where none was and where a stale one was: of
 	// two updaters started at once, one goes on.
-	if err := ClaimMarker(u.Marker, pid, start, u.Judge); err != nil {
+	if err := ClaimMarker(u.Home, u.Marker, pid, start, u.Judge); err != nil {
 		if errors.Is(err, ErrMarkerHeld) {
 			return Result{}, fmt.Errorf("%w: another updater holds the marker (%w)", ErrRefused, err)
 		}
 		return Result{}, err
 	}
-	defer RemoveMarker(u.Marker, pid, start) // ours only
+	defer RemoveMarker(u.Home, u.Marker, pid, start) // ours only
 	res := Result{Receipt: Receipt{UpdateID: NewUpdateID(), Outcome: OutcomeRunning, StartedAt: start.UTC()}}
 	r := &res.Receipt
 	r.From, _, _ = u.Revision()
-	r.Checkout = u.checkout()
-	if err := WriteReceipt(u.Receipt, *r, pid); err != nil {
+	r.Checkout, r.CheckoutID = u.checkout()
+	if err := WriteReceipt(u.Home, u.Receipt, *r, pid); err != nil {
 		return res, err
 	}
 
 	res.ExitCode, res.RunErr = runCommand(ctx, &u, lock, checkout)
 	r.FinishedAt = time.Now().UTC()
 	after, none, readErr := u.Revision()
-	r.To, r.Checkout = after, u.checkout()
+	r.To = after
+	r.Checkout, r.CheckoutID = u.checkout()
 	var left []string
 	if u.Leftover != nil {
 		left = u.Leftover()
@@ -198,22 +205,26 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 	if res.Failure != "" {
 		r.Outcome = OutcomeFailed
 	}
-	return res, WriteReceipt(u.Receipt, *r, pid)
+	return res, WriteReceipt(u.Home, u.Receipt, *r, pid)
 }
 
-// checkout is the checkout a receipt names now, "" for none.
-func (u *Update) checkout() string {
+// checkout is the checkout a receipt names now, and its identity
+// (CheckoutID); "" for none.
+func (u *Update) checkout() (dir, id string) {
 	if u.Checkout == nil {
-		return ""
+		return "", ""
 	}
-	return u.Checkout()
+	if dir = u.Checkout(); dir != "" {
+		id, _ = CheckoutID(dir) // none where it cannot be told: the receipt is then no checkout's
+	}
+	return dir, id
 }
 
 // runCommand runs u.Argv and returns its exit status. The context's end
 // interrupts the command, which then has thirty seconds to end.
 func runCommand(ctx context.Context, u *Update, lock, checkout *os.File) (int, error) {
 	cmd := exec.CommandContext(ctx, u.Argv[0], u.Argv[1:]...)
-	cmd.Dir = u.Dir
+	cmd.Dir, cmd.Env = u.Dir, u.Env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = u.Stdin, u.Stdout, u.Stderr
 	if lock != nil && runtime.GOOS != "windows" {
 		// The command holds the lock too (as descriptor 3): a caller that
@@ -240,43 +251,4 @@ func runCommand(ctx context.Context, u *Update, lock, checkout *os.File) (int, e
 		return exit.ExitCode(), nil
 	}
 	return 0, err
-}
-
-// makeDirIn makes the directory dir, which lies in home, with every
-// directory missing between them, none through a link: what is on the
-// way below home must be a directory itself, not a link to one, so that
-// nothing is created where a link leads. home itself is taken as it is
-// (a home given through a link is the user's choice) and made where
-// missing. With no home, or a dir outside it, dir is made as os.MkdirAll
-// makes it.
-func makeDirIn(home, dir string) error {
-	rel, err := filepath.Rel(home, dir)
-	if home == "" || err != nil || !filepath.IsLocal(rel) && rel != "." {
-		return os.MkdirAll(dir, 0o755)
-	}
-	if err := os.MkdirAll(home, 0o755); err != nil {
-		return err
-	}
-	at := home
-	for _, part := range strings.Split(rel, string(filepath.Separator)) {
-		if part == "." {
-			continue
-		}
-		at = filepath.Join(at, part)
-		if err := os.Mkdir(at, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-			return err
-		}
-		fi, err := os.Lstat(at)
-		if err != nil {
-			return err
-		}
-		if !fi.Mode().IsDir() {
-			kind := "regular file"
-			if !fi.Mode().IsRegular() {
-				kind = fsread.TypeName(fi.Mode())
-			}
-			return &fs.PathError{Op: "mkdir", Path: at, Err: fmt.Errorf("a %s, not a directory: nothing is made in it or where it leads", kind)}
-		}
-	}
-	return nil
 }

@@ -49,7 +49,7 @@ func (c *runCase) update(t *testing.T, argv ...string) Update {
 		Home:   c.home,
 		Marker: c.marker(), Receipt: c.receipt(), Lock: filepath.Join(c.home, "update.lock"),
 		LockWait: 100 * time.Millisecond, Judge: System.Judge(testMaxAge),
-		Argv: argv, Dir: c.dir, Stdout: &c.stderr, Stderr: &c.stderr,
+		Argv: argv, Dir: c.dir, Env: gittest.Env, Stdout: &c.stderr, Stderr: &c.stderr,
 		Revision: func() (string, string, error) {
 			return gittest.Git(t, c.dir, "rev-parse", "HEAD"), "", nil
 		},
@@ -98,9 +98,29 @@ func TestRunSuccess(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, runs, 1, "the run's own receipt")
 	assert.NoFileExists(t, c.marker())
-	lock, err := Lock(filepath.Join(c.home, "update.lock"), true)
+	lock, err := Lock("", filepath.Join(c.home, "update.lock"), true)
 	require.NoError(t, err, "the lock is free")
 	require.NoError(t, lock.Close())
+}
+
+// The command runs in the environment the Update gives, whatever this
+// process's is: here the harness's, so that git pull reads no user's
+// config, even one whose hooks fail (as a HOME of its own shows, where
+// the command run in this process's environment fails).
+func TestRunCommandRunsInTheUpdatesEnvironment(t *testing.T) {
+	c := newRunCase(t)
+	t.Setenv("HOME", gittest.HostileHome(t))
+	res, err := System.Run(context.Background(), c.update(t, "git", "pull", "-q", "--ff-only"))
+	require.NoError(t, err)
+	require.Empty(t, res.Failure, c.stderr.String())
+	assert.Equal(t, c.ahead, res.Receipt.To)
+
+	c = newRunCase(t)
+	u := c.update(t, "git", "pull", "-q", "--ff-only")
+	u.Env = os.Environ()
+	res, err = System.Run(context.Background(), u)
+	require.NoError(t, err)
+	assert.Contains(t, res.Failure, "exited", "the home's hooks fail a git that reads its config: %s", c.stderr.String())
 }
 
 // A command that fails, or leaves a recovery marker, is a failed receipt
@@ -168,7 +188,7 @@ func TestRunRefuses(t *testing.T) {
 	assert.ErrorContains(t, err, "proves nothing")
 	require.NoError(t, os.Remove(c.marker()))
 
-	shared, err := Lock(filepath.Join(c.home, "update.lock"), false)
+	shared, err := Lock("", filepath.Join(c.home, "update.lock"), false)
 	require.NoError(t, err, "a reload plan's shared lock")
 	err = try()
 	assert.ErrorIs(t, err, ErrRefused)
@@ -210,6 +230,7 @@ func TestRunRefusesAnIncompleteUpdate(t *testing.T) {
 		{Marker: "/m", Argv: []string{"true"}, Revision: func() (string, string, error) { return "", "", nil }},
 		{Marker: "/m", Receipt: "/r", Revision: func() (string, string, error) { return "", "", nil }},
 		{Marker: "/m", Receipt: "/r", Argv: []string{"true"}},
+		{Marker: "/m", Receipt: "/r", Argv: []string{"true"}, Judge: System.Judge(testMaxAge), Revision: func() (string, string, error) { return "", "", nil }},
 	} {
 		_, err := System.Run(context.Background(), u)
 		assert.Error(t, err, "%+v", u)

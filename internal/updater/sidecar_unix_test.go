@@ -22,7 +22,7 @@ type sidecarJudge struct {
 }
 
 func (j *sidecarJudge) Marker(path string) ([]byte, bool, string) {
-	f, err := Lock(path+MarkerLockSuffix, true)
+	f, err := Lock("", path+MarkerLockSuffix, true)
 	j.held = append(j.held, errors.Is(err, ErrLocked))
 	if err == nil {
 		f.Close()
@@ -40,12 +40,12 @@ func TestClaimHoldsTheUpdatersSidecarLock(t *testing.T) {
 	path := filepath.Join(home, ".hermes-update-in-progress")
 	start := time.Now()
 	j := &sidecarJudge{Judge: judgeOf(probedEnv(probeAlive()))}
-	require.NoError(t, ClaimMarker(path, os.Getpid(), start, j))
+	require.NoError(t, ClaimMarker("", path, os.Getpid(), start, j))
 	require.NotEmpty(t, j.held)
 	for i, held := range j.held {
 		assert.True(t, held, "the sidecar was free as the claim judged the marker (look %d)", i)
 	}
-	removed, err := RemoveMarker(path, os.Getpid(), start)
+	removed, err := RemoveMarker("", path, os.Getpid(), start)
 	require.NoError(t, err)
 	assert.True(t, removed)
 	entries, err := os.ReadDir(home)
@@ -61,22 +61,22 @@ func TestClaimHoldsTheUpdatersSidecarLock(t *testing.T) {
 	// a release.
 	defer func(wait time.Duration) { claimLockWait = wait }(claimLockWait)
 	claimLockWait = 50 * time.Millisecond
-	sidecar, err := Lock(path+MarkerLockSuffix, true)
+	sidecar, err := Lock("", path+MarkerLockSuffix, true)
 	require.NoError(t, err)
-	err = ClaimMarker(path, os.Getpid(), start, j)
+	err = ClaimMarker("", path, os.Getpid(), start, j)
 	assert.ErrorIs(t, err, ErrMarkerHeld)
 	assert.ErrorContains(t, err, path+MarkerLockSuffix)
 	assert.NoFileExists(t, path)
 	require.NoError(t, sidecar.Close())
-	require.NoError(t, ClaimMarker(path, os.Getpid(), start, j))
-	sidecar, err = Lock(path+MarkerLockSuffix, true)
+	require.NoError(t, ClaimMarker("", path, os.Getpid(), start, j))
+	sidecar, err = Lock("", path+MarkerLockSuffix, true)
 	require.NoError(t, err)
-	removed, err = RemoveMarker(path, os.Getpid(), start)
+	removed, err = RemoveMarker("", path, os.Getpid(), start)
 	assert.ErrorIs(t, err, ErrMarkerHeld)
 	assert.False(t, removed)
 	assert.FileExists(t, path, "a release waits for the sidecar")
 	require.NoError(t, sidecar.Close())
-	removed, err = RemoveMarker(path, os.Getpid(), start)
+	removed, err = RemoveMarker("", path, os.Getpid(), start)
 	require.NoError(t, err)
 	assert.True(t, removed)
 }

@@ -48,12 +48,16 @@ type Judge interface {
 // update in flight meanwhile), and replaced only if the file renamed holds
 // the bytes judged stale; a marker that is active or unknown, a release in
 // flight, or an updater's other artifact refuses with an error matching
-// ErrMarkerHeld that names it. It makes the marker's directory if it is
-// missing.
-func ClaimMarker(path string, pid int, started time.Time, judge Judge) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+// ErrMarkerHeld that names it. The marker's directory is opened from home
+// (made where missing), and every write made in it, as durable.OpenIn
+// opens it: nothing is written where a link below home leads.
+func ClaimMarker(home, path string, pid int, started time.Time, judge Judge) error {
+	d, err := durable.OpenIn(home, filepath.Dir(path), true)
+	if err != nil {
 		return err
 	}
+	defer d.Close()
+	name := filepath.Base(path)
 	// Claims are serialized by the updater's own sidecar lock beside the
 	// marker (see MarkerLockSuffix): a claim reads the directory and the
 	// marker in steps no reader can take at once (a claim renamed aside
@@ -61,7 +65,7 @@ func ClaimMarker(path string, pid int, started time.Time, judge Judge) error {
 	// claims at a time could both win. An updater that takes no such lock
 	// (Hermes's Python updater) is not serialized by it, and the renames
 	// and comparisons below are all it has.
-	unlock, err := lockMarker(path)
+	unlock, err := lockMarker(d, name)
 	if err != nil {
 		return err
 	}
@@ -76,25 +80,25 @@ func ClaimMarker(path string, pid int, started time.Time, judge Judge) error {
 		case held != "":
 			return fmt.Errorf("%w: %s names %s", ErrMarkerHeld, path, held)
 		case isStale:
-			aside := releaseName(path, os.Getpid())
-			if err := os.Rename(path, aside); err != nil {
+			aside := filepath.Base(releaseName(path, os.Getpid()))
+			if err := d.Rename(name, aside); err != nil {
 				if errors.Is(err, fs.ErrNotExist) {
 					continue
 				}
 				return err
 			}
-			moved, kind, _ := SafeOpen(aside, MaxMarkerBytes)
+			moved, kind, _ := SafeOpen(filepath.Join(d.Path(), aside), MaxMarkerBytes)
 			if kind != FileRead || !bytes.Equal(moved, stale) {
 				// Another updater's marker, written since: put it back,
 				// unless yet another took the path meanwhile.
-				if err := os.Link(aside, path); err != nil && !errors.Is(err, fs.ErrExist) {
+				if err := d.Link(aside, name); err != nil && !errors.Is(err, fs.ErrExist) {
 					return fmt.Errorf("restoring the update marker %s from %s: %w", path, aside, err)
 				}
-				_ = os.Remove(aside)
+				_ = d.Remove(aside)
 				continue
 			}
-			err := durable.CreateFile(path, body, 0o644)
-			_ = os.Remove(aside)
+			err := d.CreateFile(name, body, 0o644)
+			_ = d.Remove(aside)
 			if errors.Is(err, fs.ErrExist) {
 				continue
 			}
@@ -102,7 +106,7 @@ func ClaimMarker(path string, pid int, started time.Time, judge Judge) error {
 				return err
 			}
 		default:
-			err := durable.CreateFile(path, body, 0o644)
+			err := d.CreateFile(name, body, 0o644)
 			if errors.Is(err, fs.ErrExist) {
 				continue
 			}
@@ -113,7 +117,7 @@ func ClaimMarker(path string, pid int, started time.Time, judge Judge) error {
 		// Ours now; an artifact of another updater's beside it means
 		// that one is claiming or releasing at the same time: yield.
 		if why := judge.Beside(path); why != "" {
-			_, _ = removeMarker(path, pid, started)
+			_, _ = removeMarker(d, name, pid, started)
 			return fmt.Errorf("%w: %s", ErrMarkerHeld, why)
 		}
 		return nil
@@ -170,27 +174,36 @@ func markerBodyOf(pid int, started time.Time) []byte {
 // reader sees the path free before the file there is known to be ours,
 // and holding the updater's sidecar lock as a claim does (a sidecar held
 // past claimLockWait leaves the marker, with an error matching
-// ErrMarkerHeld). It reports whether it removed the marker.
-func RemoveMarker(path string, pid int, started time.Time) (bool, error) {
-	unlock, err := lockMarker(path)
+// ErrMarkerHeld). Its directory is opened from home as ClaimMarker opens
+// it. It reports whether it removed the marker.
+func RemoveMarker(home, path string, pid int, started time.Time) (bool, error) {
+	d, err := durable.OpenIn(home, filepath.Dir(path), false)
+	if err != nil {
+		return false, err
+	}
+	defer d.Close()
+	name := filepath.Base(path)
+	unlock, err := lockMarker(d, name)
 	if err != nil {
 		return false, err
 	}
 	defer unlock()
-	return removeMarker(path, pid, started)
+	return removeMarker(d, name, pid, started)
 }
 
-// removeMarker is RemoveMarker, the sidecar lock held.
-func removeMarker(path string, pid int, started time.Time) (bool, error) {
-	fi, err := os.Lstat(path)
+// removeMarker is RemoveMarker of the entry name of d, the sidecar lock
+// held.
+func removeMarker(d *durable.Dir, name string, pid int, started time.Time) (bool, error) {
+	fi, err := d.Lstat(name)
 	if err != nil || !fi.Mode().IsRegular() || fi.Size() > MaxMarkerBytes {
 		if errors.Is(err, fs.ErrNotExist) {
 			err = nil
 		}
 		return false, err
 	}
-	aside := releaseName(path, os.Getpid())
-	if err := os.Rename(path, aside); err != nil {
+	path := filepath.Join(d.Path(), name)
+	aside := filepath.Base(releaseName(path, os.Getpid()))
+	if err := d.Rename(name, aside); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			err = nil
 		}
@@ -198,14 +211,14 @@ func removeMarker(path string, pid int, started time.Time) (bool, error) {
 	}
 	// What was renamed aside may not be what was statted: read it as a
 	// marker is read, never waiting on a FIFO swapped in.
-	data, _, err := fsread.ReadRegular(aside, MaxMarkerBytes, true)
+	data, _, err := fsread.ReadRegular(filepath.Join(d.Path(), aside), MaxMarkerBytes, true)
 	if err != nil || !bytes.Equal(data, markerBodyOf(pid, started)) {
-		if lerr := os.Link(aside, path); lerr != nil && !errors.Is(lerr, fs.ErrExist) {
+		if lerr := d.Link(aside, name); lerr != nil && !errors.Is(lerr, fs.ErrExist) {
 			return false, fmt.Errorf("restoring the update marker %s from %s: %w", path, aside, lerr)
 		}
-		return false, errors.Join(err, os.Remove(aside))
+		return false, errors.Join(err, d.Remove(aside))
 	}
-	return true, os.Remove(aside)
+	return true, d.Remove(aside)
 }
 
 // NewUpdateID returns a fresh update_id: 16 random hex digits.
@@ -220,13 +233,15 @@ func NewUpdateID() string {
 // receipts of the last 20 runs are kept (by modification time), the latest
 // one is where readers look first. The receipt names its writer, process
 // pid, and that process's creation time where this platform tells it (the
-// keys pid and pid_create_time, as Hermes's writer names its own). It
-// makes the receipts' directory if it is missing.
-func WriteReceipt(latest string, r Receipt, pid int) error {
+// keys pid and pid_create_time, as Hermes's writer names its own). The
+// receipts' directory is opened from home (made where missing), and every
+// write and removal made in it, as durable.OpenIn opens it: nothing is
+// written or removed where a link below home leads.
+func WriteReceipt(home, latest string, r Receipt, pid int) error {
 	f := receiptFile{
 		Schema: ReceiptSchema, UpdateID: r.UpdateID, CorrelationID: r.CorrelationID, Outcome: r.Outcome,
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
-		PreUpdate: codeState{r.From}, PostUpdate: codeState{r.To}, Checkout: r.Checkout,
+		PreUpdate: codeState{r.From}, PostUpdate: codeState{r.To}, Checkout: r.Checkout, CheckoutID: r.CheckoutID,
 		PID: int64(pid),
 	}
 	if w := identityOf(pid); w.HasCreated {
@@ -237,17 +252,18 @@ func WriteReceipt(latest string, r Receipt, pid int) error {
 		return err
 	}
 	data = append(data, '\n')
-	dir := filepath.Dir(latest)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	d, err := durable.OpenIn(home, filepath.Dir(latest), true)
+	if err != nil {
 		return err
 	}
+	defer d.Close()
 	if !r.FinishedAt.IsZero() {
-		if err := durable.WriteFile(filepath.Join(dir, ReceiptFileName(&r, pid)), data, 0o644); err != nil {
+		if err := d.WriteFile(ReceiptFileName(&r, pid), data, 0o644); err != nil {
 			return err
 		}
-		defer pruneReceipts(dir, ReceiptHistoryPattern)
+		defer pruneReceipts(d, ReceiptHistoryPattern)
 	}
-	return durable.WriteFile(latest, data, 0o644)
+	return d.WriteFile(filepath.Base(latest), data, 0o644)
 }
 
 // MarkerLockSuffix names, after the marker's path, the updater's sidecar
@@ -262,13 +278,13 @@ const MarkerLockSuffix = ".lock"
 // release holds: marker.sh waits 10 s, then fails closed.
 var claimLockWait = 10 * time.Second
 
-// lockMarker takes the sidecar lock of the marker at path exclusively,
+// lockMarker takes the sidecar lock of the marker name of d exclusively,
 // waiting at most claimLockWait for another holder to let it go.
-func lockMarker(marker string) (func(), error) {
-	path := marker + MarkerLockSuffix
+func lockMarker(d *durable.Dir, marker string) (func(), error) {
+	name := marker + MarkerLockSuffix
 	deadline := time.Now().Add(claimLockWait)
 	for {
-		f, err := Lock(path, true)
+		f, err := lockIn(d, name, true)
 		if err == nil {
 			return func() { f.Close() }, nil
 		}
@@ -276,7 +292,7 @@ func lockMarker(marker string) (func(), error) {
 			return nil, err
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%w: another claim or release of the marker holds %s", ErrMarkerHeld, path)
+			return nil, fmt.Errorf("%w: another claim or release of the marker holds %s", ErrMarkerHeld, filepath.Join(d.Path(), name))
 		}
 		time.Sleep(2 * time.Millisecond)
 	}

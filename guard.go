@@ -56,7 +56,8 @@ type Identity struct {
 // the bound ones, see [Identity]).
 //
 // Make one with [New]. The zero Guard is unbound, with the options of a
-// zero [Options]; [Guard.Capture] can bind it.
+// zero [Options]; [Guard.Capture] can bind it. A nil *Guard is an unbound
+// guard that holds nothing and that Capture never binds.
 //
 // A Guard is safe for concurrent use by any number of goroutines, and any
 // number of guards may live in one process. Concurrent checks of one guard
@@ -119,6 +120,21 @@ func newGuard(opts Options, e *env) (*Guard, error) {
 	return g, nil
 }
 
+// nilGuard returns what a nil *Guard stands for: a zero Guard, closed,
+// which Capture refuses to bind.
+func nilGuard() *Guard {
+	nilGuardOnce.Do(func() {
+		nilGuardVal = new(Guard)
+		nilGuardVal.Close()
+	})
+	return nilGuardVal
+}
+
+var (
+	nilGuardOnce sync.Once
+	nilGuardVal  *Guard
+)
+
 // config returns the guard's configuration: New's, or for the zero Guard
 // that of a zero Options, resolved once on first use.
 func (g *Guard) config() *config {
@@ -145,6 +161,9 @@ func (g *Guard) config() *config {
 // for another module it is an error. An unbound guard, or one bound to an
 // install without Git (see [Identity]), binds anew.
 func (g *Guard) Capture(modulePath string) error {
+	if g == nil {
+		return errors.New("runtimeguard: capture " + modulePath + ": a nil *Guard binds nothing")
+	}
 	cfg := g.config()
 	abs, err := gitread.Abs(modulePath)
 	if err != nil {
@@ -271,6 +290,9 @@ func (g *Guard) captureNew(cfg *config, abs string) (*binding, error) {
 // the other guards that read the same, each of which ends once its work
 // is done: a file system that does not answer holds it until it answers.
 func (g *Guard) Close() error {
+	if g == nil {
+		g = nilGuard()
+	}
 	g.closed.Store(true)
 	g.closedSignal().fire()
 	g.bindMu.Lock() // a binding being stored now is stored, then closed
@@ -401,6 +423,9 @@ func (g *Guard) bind(ctx context.Context, cfg *config, abs string) (*binding, er
 //
 // EnsureCurrent never schedules, requests or performs a restart.
 func (g *Guard) EnsureCurrent() error {
+	if g == nil {
+		g = nilGuard()
+	}
 	g.counts.checks.Add(1)
 	b := g.bound.Load()
 	if b == nil {
@@ -438,6 +463,9 @@ func (g *Guard) EnsureCurrent() error {
 // Identity returns what the guard is bound to; the zero Identity when it is
 // unbound.
 func (g *Guard) Identity() Identity {
+	if g == nil {
+		g = nilGuard()
+	}
 	if b := g.bound.Load(); b != nil {
 		return b.id
 	}
@@ -450,6 +478,9 @@ func (g *Guard) Identity() Identity {
 // makes a guard with no [Options.ModulePath] for them: New then reads
 // neither the checkout nor the updater's files.
 func (g *Guard) Paths() Paths {
+	if g == nil {
+		g = nilGuard()
+	}
 	return g.config().paths()
 }
 
@@ -499,6 +530,9 @@ type paddedCount struct {
 
 // Stats returns the guard's counts so far.
 func (g *Guard) Stats() Stats {
+	if g == nil {
+		g = nilGuard()
+	}
 	c := &g.counts
 	return Stats{
 		Checks:           c.checks.Load(),
@@ -516,6 +550,9 @@ func (g *Guard) Stats() Stats {
 // waits for them at most [Options.ReadTimeout]: past it the update state
 // is unknown, and MarkerReason says why.
 func (g *Guard) Observe() Observation {
+	if g == nil {
+		g = nilGuard()
+	}
 	cfg := g.config()
 	b := g.bound.Load()
 	o := g.observeRead(context.Background(), cfg, b, newestReceipt, true)
@@ -695,6 +732,9 @@ func (g *Guard) withoutGit(cfg *config, b *binding, abs string) error {
 // unbound guard's channel is closed by the first move of the checkout it
 // then binds to.
 func (g *Guard) Changed() <-chan struct{} {
+	if g == nil {
+		g = nilGuard()
+	}
 	if b := g.bound.Load(); b != nil {
 		return b.sig.c
 	}
@@ -729,6 +769,9 @@ func (g *Guard) firstSignal() *signal {
 // until the guard binds anew ([Plan.Bind], [Guard.Capture]). A stale
 // check is logged as any other.
 func (g *Guard) Watch(ctx context.Context, interval time.Duration) error {
+	if g == nil {
+		g = nilGuard()
+	}
 	if ctx == nil {
 		return errNilContext("watch")
 	}

@@ -39,6 +39,8 @@ type ExecHandover struct {
 // check refuses a Handover whose arguments describe none.
 func (h *ExecHandover) check(ctx context.Context, plan *Plan) error {
 	switch {
+	case h == nil:
+		return errors.New("runtimeguard: exec handover: nil *ExecHandover")
 	case ctx == nil:
 		return errNilContext("exec handover")
 	case plan == nil:

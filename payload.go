@@ -69,6 +69,9 @@ type StaleError struct {
 
 // Error returns the message with both revisions.
 func (e *StaleError) Error() string {
+	if e == nil {
+		return "runtimeguard: <nil *StaleError>"
+	}
 	var b strings.Builder
 	b.WriteString("runtimeguard: ")
 	b.WriteString(cmp.Or(e.Message, "the loaded runtime is stale"))
@@ -97,13 +100,21 @@ func (e *StaleError) Error() string {
 }
 
 // Unwrap returns the read failure, if there was one.
-func (e *StaleError) Unwrap() error { return e.Err }
+func (e *StaleError) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.Err
+}
 
 // Is reports whether target is [ErrStale].
 func (e *StaleError) Is(target error) bool { return target == ErrStale }
 
 // Payload returns the JSON body of the 409.
 func (e *StaleError) Payload() Payload {
+	if e == nil {
+		e = new(StaleError)
+	}
 	return Payload{Error: e.Message, Type: PayloadType, Retryable: true, RestartScheduled: e.RestartScheduled, AgentUpdateState: e.State}
 }
 
@@ -112,6 +123,9 @@ func (e *StaleError) StatusCode() int { return http.StatusConflict }
 
 // LogValue implements [slog.LogValuer].
 func (e *StaleError) LogValue() slog.Value {
+	if e == nil {
+		return slog.StringValue("<nil *StaleError>")
+	}
 	attrs := []slog.Attr{
 		slog.String("captured", e.Captured),
 		slog.String("current", e.Current),
@@ -149,6 +163,9 @@ type Problem struct {
 
 // Problem returns the RFC 9457 form of the error.
 func (e *StaleError) Problem() Problem {
+	if e == nil {
+		e = new(StaleError)
+	}
 	return Problem{
 		Type:             ProblemType,
 		Title:            "Agent runtime is stale",
@@ -177,6 +194,9 @@ func WriteStale(w http.ResponseWriter, err error) bool {
 // [Guard.Middleware], with Vary: Accept. A nil r gets the plain JSON
 // payload.
 func (g *Guard) WriteStale(w http.ResponseWriter, r *http.Request, err error) bool {
+	if g == nil {
+		g = nilGuard()
+	}
 	if staleOf(err) == nil {
 		return false
 	}
@@ -232,6 +252,9 @@ func writeStale(w http.ResponseWriter, err error, problem bool) bool {
 // with [Reloader.Wrap] instead, which also drains them for a reload.) A
 // nil next is http.DefaultServeMux, as for an http.Server.
 func (g *Guard) Middleware(next http.Handler) http.Handler {
+	if g == nil {
+		g = nilGuard()
+	}
 	if next == nil {
 		next = http.DefaultServeMux
 	}
@@ -336,6 +359,9 @@ type readyAnswer struct {
 //	mux.Handle("GET /readyz", guard.ReadinessHandler())
 //	mux.Handle("/", reloader.Wrap(app))
 func (g *Guard) LivenessHandler() http.Handler {
+	if g == nil {
+		g = nilGuard()
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeHealth(w, http.StatusOK, liveAnswer{Live: true, Revision: g.Identity().Revision})
 	})
@@ -359,6 +385,9 @@ func (g *Guard) LivenessHandler() http.Handler {
 // Mount it outside [Guard.Middleware] and [Reloader.Wrap], as
 // [Guard.LivenessHandler] shows.
 func (g *Guard) ReadinessHandler() http.Handler {
+	if g == nil {
+		g = nilGuard()
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := readyAnswer{Ready: true, Revision: g.Identity().Revision}
 		if se := staleOf(g.EnsureCurrent()); se != nil {

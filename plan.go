@@ -116,6 +116,9 @@ const (
 // for the timeout, ctx's error for ctx); a plan made after it gave up is
 // released.
 func (g *Guard) PlanReload(ctx context.Context) (*Plan, error) {
+	if g == nil {
+		g = nilGuard()
+	}
 	if ctx == nil {
 		return nil, errNilContext("PlanReload")
 	}

@@ -78,7 +78,8 @@ const (
 // proven impossible (a failed update, a recovery marker).
 //
 // A Reloader is safe for concurrent use. It runs until the context given
-// to [NewReloader] is done.
+// to [NewReloader] is done. A nil or zero Reloader runs nothing: its Wrap
+// passes requests through, and its Done is closed.
 type Reloader struct {
 	g        *Guard
 	restart  func(context.Context, *Plan) error
@@ -158,7 +159,19 @@ func NewReloader(ctx context.Context, g *Guard, opts ReloaderOptions) (*Reloader
 // Restart or Handover under way is waited for (nothing else can end it):
 // it must return once its context is done. Until it returns, the guard stays stale and its 409s
 // say a restart is scheduled.
-func (rl *Reloader) Done() <-chan struct{} { return rl.done }
+func (rl *Reloader) Done() <-chan struct{} {
+	if rl == nil || rl.done == nil {
+		return closedChan
+	}
+	return rl.done
+}
+
+// closedChan is a channel closed from the start.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 // Wrap runs guarded handlers: next runs only while the runtime is current
 // and no reload drains; a request that finds the runtime stale gets the
@@ -170,6 +183,9 @@ func (rl *Reloader) Done() <-chan struct{} { return rl.done }
 func (rl *Reloader) Wrap(next http.Handler) http.Handler {
 	if next == nil {
 		next = http.DefaultServeMux
+	}
+	if rl == nil || rl.g == nil {
+		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for !rl.gate.enter() {

@@ -614,8 +614,10 @@ func statusAwaiting(from string, state int32, why string) string {
 // A STATUS= line is quoted where it holds a control character (a newline,
 // a terminal's escape sequence), as the runtimeguard command quotes a
 // name. Notify waits at most a second for the manager to take the
-// message: past it (the manager's queue is full) it returns an error
-// matching [os.ErrDeadlineExceeded], and the message is lost.
+// message, its connection included: past it (the manager's queue is full,
+// the socket's path does not answer) it returns an error matching
+// [os.ErrDeadlineExceeded], and the message is lost. The process's
+// messages go out one at a time from one goroutine.
 //
 // A [Reloader] tells the service manager of its reloads by itself; Notify
 // is for what a host does besides: its readiness when it reloads nothing,

@@ -32,6 +32,7 @@ import (
 	"github.com/runtimeguard/runtimeguard/internal/fusehang"
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
 	"github.com/runtimeguard/runtimeguard/internal/gittest"
+	"github.com/runtimeguard/runtimeguard/internal/systemd"
 	"github.com/runtimeguard/runtimeguard/internal/updater"
 	"github.com/runtimeguard/runtimeguard/internal/watch"
 )
@@ -1486,6 +1487,37 @@ func TestReloaderDoneWithAHungHome(t *testing.T) {
 		t.Fatal("the Reloader's Done stayed open after its context ended, with the home hung")
 	}
 	assert.LessOrEqual(t, f.Pending(), 1, "requests blocked on the hung file system")
+}
+
+// A Reloader whose notification socket's path is on a file system that
+// stopped answering (its READY=1 waits on the path's lookup) is done
+// within about a second once its context ends, as Done promises, and so
+// is Notify; the sends hold one system call blocked on the path.
+func TestReloaderDoneWithAHungNotifySocket(t *testing.T) {
+	f := hungMount(t, map[string]string{"run": tempDir(t)})
+	t.Setenv("NOTIFY_SOCKET", filepath.Join(f.Dir, "run", "notify"))
+	c := newReloadCase(t)
+	f.Hang()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rl, err := NewReloader(ctx, c.g, ReloaderOptions{Restart: func(context.Context, *Plan) error { return nil }})
+	require.NoError(t, err)
+	awaitPending(t, f) // its READY=1 waits on the path
+	cancel()
+	select {
+	case <-rl.Done():
+	case <-time.After(2 * systemd.Timeout): // a bound on a hang: Done promises a second
+		t.Fatalf("the Reloader's Done stayed open after its context ended, with the notification socket's path hung:\n%s", allStacks())
+	}
+	sent := make(chan error, 1)
+	go func() { sent <- Notify("RELOADING=1") }()
+	select {
+	case err := <-sent:
+		assert.ErrorIs(t, err, os.ErrDeadlineExceeded)
+	case <-time.After(2 * systemd.Timeout):
+		t.Fatal("Notify waited on the hung path past its deadline")
+	}
+	assert.Equal(t, 1, f.Pending(), "system calls blocked on the hung path")
 }
 
 // The uids of the access tests: the server's user, and another one.

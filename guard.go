@@ -210,7 +210,11 @@ func (g *Guard) captureBound(cfg *config, b *binding, abs string) error {
 			t.Val, _ = gitread.ResolvePath(abs)
 		}, nil)
 		if stuck != nil {
-			return classed(ErrReadTimeout, "runtimeguard: capture %s: its path did not resolve within %v: %s", abs, cfg.timeout, classWords(ErrReadTimeout))
+			why := fmt.Sprintf("did not resolve within %v", cfg.timeout)
+			if stuck.Full != "" {
+				why = "was not resolved: " + stuck.Full
+			}
+			return classed(ErrReadTimeout, "runtimeguard: capture %s: its path %s: %s", abs, why, classWords(ErrReadTimeout))
 		}
 		if t.Val != b.id.ModulePath {
 			return fmt.Errorf("runtimeguard: capture %s: the guard is bound to %s at %s; a guard binds once", abs, b.configured, b.id.Revision)
@@ -358,7 +362,10 @@ func (g *Guard) bind(ctx context.Context, cfg *config, abs string) (*binding, er
 			}
 			g.counts.readTimeouts.Add(1)
 			on := ""
-			if stuck.At != "" {
+			switch {
+			case stuck.Full != "":
+				return nil, classed(ErrReadTimeout, "the listing of the updater's receipts was not started: %s: %s", stuck.Full, classWords(ErrReadTimeout))
+			case stuck.At != "":
 				on = ", blocked on " + stuck.At
 			}
 			return nil, classed(ErrReadTimeout, "the listing of the updater's receipts did not return within %v%s: %s", cfg.timeout, on, classWords(ErrReadTimeout))
@@ -619,11 +626,12 @@ func (g *Guard) observeRead(ctx context.Context, cfg *config, b *binding, rr rec
 				t.Val = cfg.unknownObservation(fmt.Sprintf("reading the updater's files panicked: %v", p), src)
 			}
 		}()
+		deadline := time.Now().Add(cfg.timeout)
 		if b == nil {
-			t.Val = cfg.observeAt(rr, "")
+			t.Val = cfg.observeAt(rr, deadline, "")
 			return
 		}
-		t.Val = cfg.observeAt(rr, b.installDirs(resolve)...)
+		t.Val = cfg.observeAt(rr, deadline, b.installDirsWithin(resolve, deadline)...)
 	}, nil)
 	switch {
 	case stuck != nil:
@@ -637,8 +645,11 @@ func (g *Guard) observeRead(ctx context.Context, cfg *config, b *binding, rr rec
 // readStuck is why a read of the updater's files is unknown, for a caller
 // that gave up on it.
 func readStuck(s *bounded.Stuck) string {
-	if s.Ctx != nil {
+	switch {
+	case s.Ctx != nil:
 		return "the read of the updater's files was abandoned: " + s.Ctx.Error()
+	case s.Full != "":
+		return fmt.Sprintf("a read of the updater's files was not started: %s: %v", s.Full, ErrReadTimeout)
 	}
 	verb := "did not return within"
 	if s.Before {

@@ -225,24 +225,28 @@ func Observe(opts Options) (Observation, error) {
 	if err != nil {
 		return Observation{}, err
 	}
-	src := ""
+	src, abs := "", ""
 	if opts.ModulePath != "" {
-		abs, err := gitread.Abs(opts.ModulePath)
+		abs, err = gitread.Abs(opts.ModulePath)
 		if err != nil {
 			return Observation{}, fmt.Errorf("runtimeguard: %w", err)
 		}
 		src = filepath.Dir(abs)
 	}
 	t, stuck := bounded.Submit(context.Background(), cfg.ux, nil, cfg.timeout, func(t *bounded.Task[Observation]) {
+		deadline := time.Now().Add(cfg.timeout)
 		dir := src
-		if opts.ModulePath != "" {
+		if abs != "" {
 			// A module path that leads nowhere still names a directory
-			// whose recovery markers may say why.
-			if mod, err := gitread.ResolvePath(opts.ModulePath); err == nil {
+			// whose recovery markers may say why. It is resolved on the
+			// executor of its directory.
+			if mod, _ := runWithin(checkoutExecutor(abs), deadline, func(t *bounded.Task[string]) {
+				t.Val, _ = gitread.ResolvePath(abs)
+			}); mod != "" {
 				dir = filepath.Dir(mod)
 			}
 		}
-		t.Val = cfg.observeAt(newestReceipt, dir)
+		t.Val = cfg.observeAt(newestReceipt, deadline, dir)
 	}, nil)
 	cfg.env.upd.Cache.Close() // the options' guard lives no longer than the call
 	if stuck != nil {
@@ -271,9 +275,12 @@ var (
 func receiptsSince(rf *updater.ReceiptFiles) receiptRead { return receiptRead{read: true, since: rf} }
 
 // observeAt reads the updater's files for the installs whose source
-// directories are srcs, and the receipt rr asks for.
-func (c *config) observeAt(rr receiptRead, srcs ...string) Observation {
-	f := c.readStaleFacts(srcs)
+// directories are srcs, and the receipt rr asks for. It runs on the
+// executor of the updater's files; what it reads in each install root
+// runs on that root's executor (see rootExecutor), waited for until
+// deadline at the latest.
+func (c *config) observeAt(rr receiptRead, deadline time.Time, srcs ...string) Observation {
+	f := c.readStaleFacts(srcs, rr.read && c.link == "", deadline)
 	o := c.staleObservation(&f)
 	if !rr.read {
 		return o
@@ -289,7 +296,7 @@ func (c *config) observeAt(rr receiptRead, srcs ...string) Observation {
 		}
 		// The checkout the module path leads to now (the last install
 		// directory): receipts that name another say nothing of it.
-		o.checkout = c.checkoutOf(srcs)
+		o.checkout = f.checkout
 		o.homesRoot, o.homesRootWhy = c.homes.realRoot()
 		f, problem := c.env.upd.NewestReceipt(rf, rr.since, o.checkout)
 		if f != nil {
@@ -312,20 +319,6 @@ func receiptOf(r *updater.Receipt) *Receipt {
 		ID: r.ID, UpdateID: r.UpdateID, CorrelationID: r.CorrelationID, Outcome: r.Outcome,
 		From: r.From, To: r.To, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Checkout: r.Checkout,
 	}
-}
-
-// checkoutOf is the top-level directory of the checkout that holds the
-// last of srcs (the directory the module path leads to now), as git's
-// discovery finds it; "" where none holds it or it cannot be read.
-func (c *config) checkoutOf(srcs []string) string {
-	if len(srcs) == 0 || srcs[len(srcs)-1] == "" {
-		return ""
-	}
-	l, err := gitread.Locate(srcs[len(srcs)-1])
-	if err != nil {
-		return ""
-	}
-	return l.TopLevel
 }
 
 // combine is the update state of a marker and the recovery markers: an
@@ -394,24 +387,60 @@ func nonNil(s []string) []string {
 // staleFacts is what a look at the updater's files for a stale answer
 // found, before the rules that move with the clock and with processes
 // are applied: the facts of every home's marker, why the homes are not
-// all known, the install roots and their recovery markers.
+// all known, the install roots and what each of them holds.
 type staleFacts struct {
 	markers   []updater.MarkerFacts // the guard's own home first; one of path "" when no home is known
 	problem   string                // why not every home was read, or ""
 	links     []string              // the profiles directory's links that lead to no directory
 	roots     []string
-	locks     []checkoutLock // the checkout locks of the roots
-	lockWhy   string         // why a root's checkout lock cannot be found, or ""
+	locks     []probedLock // the checkout locks of the roots, probed
+	lockWhy   string       // why a root's checkout lock cannot be found, or ""
 	present   []string
 	rootsRead bool
+	// checkout is the top-level directory of the checkout that holds the
+	// last of the source directories (the directory the module path
+	// leads to now), as git's discovery finds it, where it was asked
+	// for; "" where none holds it or it cannot be read.
+	checkout string
 }
 
 // readStaleFacts reads the updater's files for the installs whose source
 // directories are srcs: each home's marker and the artifacts beside it,
-// and the recovery markers of every install root.
-func (c *config) readStaleFacts(srcs []string) staleFacts {
-	f := staleFacts{roots: c.installRoots(srcs...)}
-	f.locks, f.lockWhy = c.checkoutLocks(f.roots)
+// and what each install root holds (see rootFacts), on the root's
+// executor, until deadline at the latest: a root not read makes the
+// update state unknown. top asks for the checkout of the last of srcs.
+func (c *config) readStaleFacts(srcs []string, top bool, deadline time.Time) staleFacts {
+	f := staleFacts{roots: c.installRoots(srcs...), rootsRead: true}
+	last := ""
+	if top && len(srcs) > 0 && srcs[len(srcs)-1] != "" {
+		last = filepath.Clean(srcs[len(srcs)-1])
+	}
+	for _, root := range f.roots {
+		r, why := runWithin(rootExecutor(root), deadline, func(t *bounded.Task[rootFacts]) {
+			t.Val = c.readRoot(root, root == last)
+		})
+		if why != "" {
+			why = "the install root " + root + " was not read: " + why + ": " + classWords(ErrReadTimeout)
+			f.rootsRead = false
+			if c.checkoutLock != "" {
+				f.lockWhy = why
+			}
+			continue
+		}
+		f.present = append(f.present, r.present...)
+		f.rootsRead = f.rootsRead && r.read
+		if r.lockWhy != "" {
+			f.lockWhy = r.lockWhy
+		}
+		for _, lk := range r.locks {
+			if !slices.ContainsFunc(f.locks, func(o probedLock) bool { return o.path == lk.path }) {
+				f.locks = append(f.locks, lk)
+			}
+		}
+		if root == last {
+			f.checkout = r.top
+		}
+	}
 	paths, links, problem := c.markerPathsAndLinks()
 	f.problem, f.links = problem, links
 	if len(paths) == 0 {
@@ -420,8 +449,38 @@ func (c *config) readStaleFacts(srcs []string) staleFacts {
 	for _, p := range paths {
 		f.markers = append(f.markers, c.env.upd.ReadMarker(p))
 	}
-	f.present, f.rootsRead = updater.RecoveryMarkers(f.roots, c.recovery)
 	return f
+}
+
+// rootFacts is what one install root holds: its recovery markers, and
+// whether they could all be looked for; its checkout locks, probed, or why
+// they cannot be found; and, where asked, the top-level directory of the
+// checkout that holds it.
+type rootFacts struct {
+	present []string
+	read    bool
+	locks   []probedLock
+	lockWhy string
+	top     string
+}
+
+// readRoot reads what the install root root holds, top included where
+// asked for.
+func (c *config) readRoot(root string, top bool) rootFacts {
+	var r rootFacts
+	locks, why := c.checkoutLocks([]string{root})
+	r.lockWhy = why
+	for _, lk := range locks {
+		state, why := updater.ProbeCheckoutLock(lk.path, lk.follow)
+		r.locks = append(r.locks, probedLock{lk, state, why})
+	}
+	r.present, r.read = updater.RecoveryMarkers([]string{root}, c.recovery)
+	if top {
+		if l, err := gitread.Locate(root); err == nil {
+			r.top = l.TopLevel
+		}
+	}
+	return r
 }
 
 // judgeMarkers classifies the markers of f now and returns the one that
@@ -461,7 +520,7 @@ func (c *config) staleObservation(f *staleFacts) Observation {
 		ReceiptPath:     c.receiptPath,
 		LockPath:        c.lockPath,
 	}
-	probeCheckoutLocks(&o, f.locks, f.lockWhy)
+	probedCheckoutLocks(&o, f.locks, f.lockWhy)
 	return o
 }
 
@@ -503,24 +562,30 @@ func (c *config) checkoutLocks(roots []string) (locks []checkoutLock, problem st
 	return locks, problem
 }
 
-// probeCheckoutLocks probes the checkout locks at paths, now, and sets
-// what they say in o: the first held (else unknown, else the first) lock,
-// its state and why; a held lock makes the update active, one that
-// cannot be probed unknown where nothing else says it is active. One that
-// cannot be found (problem: git cannot read the repository, so neither
-// can an updater that runs git) is unknown too, and plans nothing, but
-// leaves the update state to the markers. A lock is probed on each look,
-// as a process's liveness is: whether a process holds it changes with no
-// change of any file.
-func probeCheckoutLocks(o *Observation, locks []checkoutLock, problem string) {
+// probedLock is a checkout lock and what a probe of it found.
+type probedLock struct {
+	checkoutLock
+	state updater.LockState
+	why   string
+}
+
+// probedCheckoutLocks sets in o what the probes of the checkout locks
+// found: the first held (else unknown, else the first) lock, its state
+// and why; a held lock makes the update active, one that cannot be probed
+// unknown where nothing else says it is active. One that cannot be found
+// (problem: git cannot read the repository, so neither can an updater
+// that runs git) is unknown too, and plans nothing, but leaves the update
+// state to the markers. A lock is probed on each look, as a process's
+// liveness is: whether a process holds it changes with no change of any
+// file.
+func probedCheckoutLocks(o *Observation, locks []probedLock, problem string) {
 	if problem != "" {
 		o.CheckoutLock, o.CheckoutLockReason = lockUnknown, problem
 	}
 	for i, lk := range locks {
-		state, why := updater.ProbeCheckoutLock(lk.path, lk.follow)
-		word := map[updater.LockState]string{updater.LockFree: lockFree, updater.LockHeld: lockHeld, updater.LockUnknown: lockUnknown}[state]
+		word := map[updater.LockState]string{updater.LockFree: lockFree, updater.LockHeld: lockHeld, updater.LockUnknown: lockUnknown}[lk.state]
 		if i == 0 && problem == "" || word == lockHeld || word == lockUnknown && o.CheckoutLock == lockFree {
-			o.CheckoutLockPath, o.CheckoutLock, o.CheckoutLockReason = lk.path, word, why
+			o.CheckoutLockPath, o.CheckoutLock, o.CheckoutLockReason = lk.path, word, lk.why
 		}
 		if word == lockHeld {
 			break

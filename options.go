@@ -150,7 +150,7 @@ const (
 
 // resolveOn validates opts and applies its defaults, with what it reads
 // of the file system (the links of the home) run on the executor of the
-// updater's files for opts.ModulePath (see updaterExecutor).
+// updater's files (see updaterExecutor).
 func (opts *Options) resolveOn(e *env) (*config, error) {
 	if opts.MaxMarkerAge < 0 {
 		return nil, optionError("Options.MaxMarkerAge", opts.MaxMarkerAge, "is negative")
@@ -233,12 +233,8 @@ func (opts *Options) resolveOn(e *env) (*config, error) {
 	} else {
 		home = ""
 	}
-	c.updaterKey = strings.Join([]string{home, c.installRoot, c.link}, "\x00")
-	module := ""
-	if opts.ModulePath != "" {
-		module, _ = gitread.Abs(opts.ModulePath) // "" where it cannot be made absolute: Capture says why
-	}
-	c.ux = c.updaterExecutor(module)
+	c.updaterKey = home + "\x00" + c.link
+	c.ux = c.updaterExecutor()
 	if home != "" {
 		c.homes = newUpdaterHomes(home, layout.Profiles, e.now, c.ux, cmp.Or(opts.ReadTimeout, DefaultReadTimeout))
 		c.markerRel = filepath.FromSlash(layout.Marker)

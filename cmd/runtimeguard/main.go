@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/signal"
 	"regexp"
@@ -485,5 +486,10 @@ func (f *guardFlags) options() runtimeguard.Options {
 			layout.RecoveryMarkers = append(layout.RecoveryMarkers, name)
 		}
 	}
-	return runtimeguard.Options{ModulePath: f.module, HomeDir: f.home, Python: f.python, Layout: layout}
+	return runtimeguard.Options{ModulePath: f.module, HomeDir: f.home, Python: f.python, Layout: layout, Logger: discard}
 }
+
+// discard is the guards' logger: a command's own lines say what the
+// library would log (a stale runtime, a reload, an install identified
+// without Git), so no line of the library's comes between them.
+var discard = slog.New(slog.DiscardHandler)

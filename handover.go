@@ -64,10 +64,9 @@ type Inherited struct {
 	// at its exec.
 	PacketConns []net.PacketConn
 	// Files are the other descriptors a service manager passed, handed
-	// back to the host as they are, each named by LISTEN_FDNAMES (see
-	// [os.File.Name]; "unknown" without it) in the order of LISTEN_FDS: a
-	// FIFO, a regular file, a device, a connected socket (Accept=yes), a
-	// socket of a family the net package does not serve (netlink). An
+	// back to the host as they are, in the order of LISTEN_FDS: a FIFO, a
+	// regular file, a device, a connected socket (Accept=yes), a socket of
+	// a family the net package does not serve (netlink). An
 	// [ExecHandover] keeps none.
 	Files []*os.File
 	// ExpectRevision and ExpectReceipt are the plan's revision and the ID
@@ -78,7 +77,21 @@ type Inherited struct {
 	// code on disk. Both are empty for a service manager's sockets.
 	ExpectRevision, ExpectReceipt string
 
-	lock *os.File // the plan's lock, held across the exec
+	lock  *os.File       // the plan's lock, held across the exec
+	names map[any]string // the LISTEN_FDNAMES name of each descriptor passed
+}
+
+// Name returns the name a service manager gave the descriptor x, one of
+// the Listeners, PacketConns or Files it passed: its LISTEN_FDNAMES entry
+// (the socket unit's FileDescriptorName=, by default the unit's name), or
+// "unknown" where the variable named none. It is "" for anything else,
+// such as the Listeners of an [ExecHandover], which are known by their
+// order.
+func (in *Inherited) Name(x any) string {
+	if in == nil {
+		return ""
+	}
+	return in.names[x]
 }
 
 // Release releases the plan's lock the old image held across the exec:

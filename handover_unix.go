@@ -157,9 +157,10 @@ func isHandoverEnv(name string) bool {
 // activation: LISTEN_PID naming this process, LISTEN_FDS descriptors from
 // 3 on, named by LISTEN_FDNAMES), with no plan: every kind of descriptor,
 // the listening sockets as [Inherited].Listeners, the datagram sockets as
-// PacketConns, and anything else handed back as Files, never failing the
-// rest for one it cannot serve. nil, with no error, when there are none.
-// Variables for another process (they name its ID) are none.
+// PacketConns, and anything else handed back as Files, each named (see
+// [Inherited.Name]), never failing the rest for one it cannot serve. nil,
+// with no error, when there are none. Variables for another process (they
+// name its ID) are none.
 //
 // It takes only descriptors passed across an exec: each must be open and
 // not marked close-on-exec (a descriptor this process opened itself, such
@@ -234,22 +235,25 @@ func activated() (*Inherited, error) {
 	if len(files) == 0 {
 		return nil, nil
 	}
-	in := &Inherited{}
+	in := &Inherited{names: make(map[any]string, len(files))}
 	for _, f := range files {
 		switch systemd.KindOf(f) {
 		case systemd.Listening:
 			if l, err := net.FileListener(f); err == nil {
+				in.names[l] = f.Name()
 				f.Close() // the listener holds its own descriptor
 				in.Listeners = append(in.Listeners, l)
 				continue
 			}
 		case systemd.Datagram:
 			if c, err := net.FilePacketConn(f); err == nil {
+				in.names[c] = f.Name()
 				f.Close() // the connection holds its own descriptor
 				in.PacketConns = append(in.PacketConns, c)
 				continue
 			}
 		}
+		in.names[f] = f.Name()
 		in.Files = append(in.Files, f) // the host's to serve, as passed
 	}
 	return in, nil

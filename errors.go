@@ -8,24 +8,18 @@ import (
 	"time"
 )
 
-// Errors a host can tell apart with errors.Is. A repository format this
-// package cannot read (a split index, an unknown extension, refs stored
-// elsewhere) matches [errors.ErrUnsupported].
+// Errors a host can tell apart with errors.Is. A repository format that
+// cannot be read (a split index, an unknown extension) matches
+// [errors.ErrUnsupported].
 var (
 	// ErrStale matches every [StaleError].
 	ErrStale = errors.New("runtimeguard: the loaded runtime is stale")
-	// ErrReadTimeout matches the error of a check that gave up waiting for
-	// the file system (a stat or a full read of the checkout): see
-	// [Options.ReadTimeout].
+	// ErrReadTimeout matches a wait for the file system that timed out.
 	ErrReadTimeout = errors.New("runtimeguard: read timed out")
-	// ErrNoModule matches the error of binding to a module path that leads
-	// to no file, or to a directory.
+	// ErrNoModule matches a module path that leads to no file.
 	ErrNoModule = errors.New("runtimeguard: the module path leads to no file")
-	// ErrNotCheckout matches the error of New with an
-	// [Options.ExpectRevision] or [Options.RequireCheckout] for a module
-	// that is not in a tracked Git checkout (a guard that could never be
-	// current), and the [StaleError].Err of a check that found the bound
-	// checkout naming no revision any more.
+	// ErrNotCheckout matches a module that no Git checkout tracks, where one is
+	// required, and a checkout whose HEAD names no revision any more.
 	ErrNotCheckout = errors.New("runtimeguard: the module is not in a tracked Git checkout")
 )
 
@@ -35,12 +29,11 @@ type classError struct{ err, class error }
 func (e *classError) Error() string   { return e.err.Error() }
 func (e *classError) Unwrap() []error { return []error{e.err, e.class} }
 
-// PanicError is a panic recovered from a read of the checkout: the check
+// PanicError is a panic recovered from a read of the file system: the call
 // fails closed, and the host lives on.
 type PanicError struct {
-	// Value is the value the read panicked with.
+	// Value is the panic's value, and Stack the goroutine's stack.
 	Value any
-	// Stack is the goroutine's stack when it panicked.
 	Stack []byte
 }
 
@@ -52,8 +45,7 @@ func (e *PanicError) Error() string {
 	return fmt.Sprintf("runtimeguard: read panicked: %v\n\n%s", e.Value, e.Stack)
 }
 
-// Unwrap returns the value the read panicked with when it is an error,
-// else nil.
+// Unwrap returns the panic's value where it is an error.
 func (e *PanicError) Unwrap() error {
 	if e == nil {
 		return nil
@@ -62,8 +54,8 @@ func (e *PanicError) Unwrap() error {
 	return err
 }
 
-// panicError is the error of a read that panicked with value: the
-// Panicked of the package's executors.
+// panicError is the error of a read that panicked with value: the Panicked
+// of the package's executors.
 func panicError(value any, stack []byte) error {
 	return &PanicError{Value: value, Stack: stack}
 }
@@ -85,33 +77,24 @@ func classed(class error, format string, args ...any) error {
 	return &classError{fmt.Errorf(format, args...), class}
 }
 
-// errNilContext is the error of op, given a nil context: said at once, as
-// net/http says it, rather than a panic on a goroutine of the call's own.
+// errNilContext is the error of op given a nil context: returned at once,
+// as net/http does, rather than a panic on a goroutine of its own.
 func errNilContext(op string) error {
 	return fmt.Errorf("runtimeguard: %s: nil Context", op)
 }
 
-// classWords is what class, one of the package's errors, says without the
-// package's prefix: for a message that names it and has the prefix once,
-// at its start, already.
+// classWords is what class says without the package's prefix, for a message
+// that has the prefix at its start already.
 func classWords(class error) string {
 	return strings.TrimPrefix(class.Error(), "runtimeguard: ")
 }
 
 // OptionError is a field of [Options], its [Layout] or [ReloaderOptions]
-// that describes no guard: New (also for an [Options.ExpectRevision] of
-// another length than the repository's object ids), [Observe],
-// [NewReloader] return one, which a caller gets with
-// errors.As. Its message is "runtimeguard: ", the field, the
-// value (none for a func field) and the reason.
+// that describes no guard, as [New], [Observe] and [NewReloader] return it.
 type OptionError struct {
-	// Field names the field as its type spells it, such as
-	// "Options.ReadTimeout", "Layout.Marker" or
-	// "ReloaderOptions.DrainTimeout".
+	// Field names the field, such as "Options.ReadTimeout".
 	Field string
-	// Value is the value rejected: for Layout.RecoveryMarkers, the one
-	// name rejected; nil for a func field (ReloaderOptions.Restart and
-	// Handover), whose value says nothing.
+	// Value is the value rejected; nil for a func field.
 	Value any
 	// Reason says why it is rejected.
 	Reason string

@@ -19,58 +19,20 @@ import (
 	"github.com/runtimeguard/runtimeguard/internal/watch"
 )
 
-// Identity is what a guard bound to: the checkout's source directory and
-// module file (absolute, symbolic links resolved) and the revision of HEAD
-// then.
-//
-// A module that is not tracked in a Git checkout whose HEAD names a
-// commit (a release directory behind a link, a Docker image, a Nix store
-// path, a desktop app) is identified without Git, by what it is: its path
-// with links resolved, the module file itself (its device and inode, on
-// Windows its file ID), and the build its install's stamp names where the
-// [Layout] names one (Hermes's install-stamp.json). Revision is then that
-// build's commit, or empty where no stamp names one, and
-// [Observation].IdentifiedBy and Unguarded say how and why
-// ([Options.RequireCheckout] makes binding to it an error instead). A
-// check of it is stale once the path leads to another file (a link
-// flipped to another release), another file, or none, is at the module's
-// path (renamed over it by rsync or a package manager, or removed), or
-// the stamp names another build, or none where it named one; a write in
-// place of the same file is not a move. Such a guard stays bound so when
-// the module is later tracked in a checkout, since the code the server
-// loaded came from none: a check does not bind it anew; [Guard.Capture],
-// called once the host loaded the module again, does.
+// Identity is what a guard is bound to: the module file and its directory
+// (links resolved) and HEAD's revision. A module that no Git checkout
+// tracks is known by its file and by the build its stamp names
+// ([Layout].Stamp), which is then the Revision.
 type Identity struct {
-	// SourceDir is the directory that holds the module.
-	SourceDir string `json:"source_dir"`
-	// ModulePath is the module file.
+	SourceDir  string `json:"source_dir"`
 	ModulePath string `json:"module_path"`
-	// Revision is the full hex object id of HEAD at binding; for an
-	// install without Git, the commit its build stamp named, or empty.
-	Revision string `json:"revision"`
+	Revision   string `json:"revision"`
 }
 
-// Guard binds to the Git checkout a server loaded code from and tells, on
-// every check, whether that checkout still is at the bound revision (an
-// install without Git: whether its module file and build stamp still are
-// the bound ones, see [Identity]).
-//
-// Make one with [New]. The zero Guard is unbound, with the options of a
-// zero [Options]; [Guard.Capture] can bind it. A nil *Guard is an unbound
-// guard that holds nothing and that Capture never binds.
-//
-// A Guard is safe for concurrent use by any number of goroutines, and any
-// number of guards may live in one process. Concurrent checks of one guard
-// share its binding's proof that no file changed, the look at the checkout
-// (see [Guard.EnsureCurrent]) and the read of the updater's files of a
-// stale answer; nothing they share is locked on the watch path. Every
-// touch of the file system of a guard runs on a goroutine the process
-// keeps for what it reads, one at a time (one for the checkout's
-// directory, one for the updater's install, shared with every guard and
-// [Observe] of the process that reads the same), and no call waits for it
-// past [Options.ReadTimeout] (or its context): a file system that hangs
-// holds that goroutine, and nothing else, until it answers, however many
-// calls come meanwhile.
+// Guard checks that the Git checkout a server loaded its code from has not
+// moved since. Make one with [New]; the zero Guard is unbound, and
+// [Guard.Capture] binds it; a nil *Guard is unbound and never binds. A
+// Guard is safe for concurrent use.
 type Guard struct {
 	cfg  *config   // set by New, or once by the first use of a zero Guard
 	once sync.Once // resolves cfg for the zero Guard
@@ -91,15 +53,9 @@ type Guard struct {
 	counts counters // see Stats
 }
 
-// New validates opts and, when opts.ModulePath is set, binds to it now. A
-// module path that leads to no file is an error matching [ErrNoModule], and
-// a checkout that cannot be read is an error. A module that is not tracked
-// in a checkout whose HEAD names a commit binds without Git, by its file
-// and its build stamp (see [Identity]), which the guard says: once at Warn
-// in [Options.Logger], and in [Observation].Unguarded; with
-// [Options.RequireCheckout], New fails with an error matching
-// [ErrNotCheckout] instead. An option that describes no
-// guard is an [*OptionError] naming the field.
+// New validates opts and binds the guard to opts.ModulePath, if set (see
+// [Identity]). An error matches [ErrNoModule] where the path leads to no
+// file; a bad option is an [*OptionError].
 func New(opts Options) (*Guard, error) {
 	return newGuard(opts, systemEnv)
 }
@@ -152,14 +108,9 @@ func (g *Guard) config() *config {
 	return g.cfg
 }
 
-// Capture binds the guard to the checkout of the module at modulePath, the
-// file the server actually loaded (never a configured discovery directory).
-//
-// While the guard is bound to a Git checkout, Capture does not rebind: for
-// the module it is bound to, it verifies exactly as [Guard.EnsureCurrent]
-// does, and a failed read cannot erase or downgrade the known revision;
-// for another module it is an error. An unbound guard, or one bound to an
-// install without Git (see [Identity]), binds anew.
+// Capture binds an unbound guard (or one bound without Git) to the module
+// the server loaded, at modulePath. A guard bound to a Git checkout checks
+// that module instead, and refuses another.
 func (g *Guard) Capture(modulePath string) error {
 	if g == nil {
 		return errors.New("runtimeguard: capture " + modulePath + ": a nil *Guard binds nothing")
@@ -273,26 +224,8 @@ func (g *Guard) captureNew(cfg *config, abs string) (*binding, error) {
 	return b, nil
 }
 
-// Close releases what the guard holds in the kernel and ends its
-// [Guard.Watch]: the inotify watches of its binding, now and for every
-// binding it makes later, and the descriptor of the updater's process a
-// stale answer keeps. It is for hosts that make guards dynamically; a
-// guard that is simply dropped releases both once the garbage collector
-// finds it unreachable. Close is idempotent, safe while checks
-// run, and never waits on a file system: checks after it go on
-// answering, each by a stat of the files the answer depends on (or a full
-// read), never by a watch again.
-//
-// While it lives, a guard holds: on the watch path, inotify watches on the
-// process's one inotify descriptor (shared by every guard and never
-// closed), one per directory on the way to each file its answer depends
-// on and one per such file, at most 256; while [Guard.Watch] runs, an
-// epoll descriptor, an eventfd and a descriptor of /proc/self/mountinfo;
-// while a stale answer found an update under way, a descriptor of the
-// updater's process (Linux); and, while it works on the file system, one
-// goroutine for its checkout and one for the updater's files, shared with
-// the other guards that read the same, each of which ends once its work
-// is done: a file system that does not answer holds it until it answers.
+// Close releases the guard's inotify watches and ends [Guard.Watch]. It may
+// be called more than once, and while checks run.
 func (g *Guard) Close() error {
 	if g == nil {
 		g = nilGuard()
@@ -328,14 +261,12 @@ const (
 	maxBindBackoff  = 100 * time.Millisecond
 )
 
-// bind reads the checkout the configured path abs leads to until the view
-// holds still: the read succeeded, no file it depended on changed while it
-// ran, and HEAD does not name a branch that is missing while the
-// repository has other refs. A transient state never becomes the bound
-// identity, least of all one without Git; a checkout that does not hold still
-// for any of maxBindAttempts reads is an error. Its reads run on the
-// guard's executor, each within ReadTimeout; ctx ends its pauses and
-// waits.
+// bind reads the checkout that abs leads to until one read holds still: it
+// succeeded, no file it depended on changed meanwhile, and HEAD does not
+// name a missing branch while other refs exist (a branch being renamed). So
+// a passing state never becomes the bound identity. It gives up after
+// maxBindAttempts reads. Each read runs on the checkout's executor within
+// ReadTimeout; ctx ends the pauses and the waits.
 func (g *Guard) bind(ctx context.Context, cfg *config, abs string) (*binding, error) {
 	e := cfg.env
 	backoff := time.Millisecond
@@ -401,34 +332,11 @@ func (g *Guard) bind(ctx context.Context, cfg *config, abs string) (*binding, er
 	return nil, fmt.Errorf("the checkout did not hold still for any of %d reads: %w", maxBindAttempts, moving)
 }
 
-// EnsureCurrent returns nil when the guard is unbound, or when the bound
-// checkout's HEAD still is the bound revision and the configured module
-// path still leads to the bound module (for an install without Git: to
-// the bound module file, its stamp naming the bound build, see
-// [Identity]). Otherwise it returns a *[StaleError]; any failure to read
-// the revision counts as a change.
-//
-// A check sees every change that completed before it began: it never uses a
-// result older than its own start. (Writes that reach a file without the
-// kernel's notice, through Linux AIO or a shared mapping, are the
-// exceptions: docs/checking.md in the repository lists them, and
-// [Options].Check "read" sees them all.) On an unchanged checkout it costs, on
-// the watch path (Linux, see [Observation].Check), one non-blocking system
-// call on the inotify descriptor and no allocation; on the stat path one
-// stat of each file the answer depends on (HEAD, the branch's loose ref or
-// packed-refs, the index, the config, and every link and directory on the
-// way to the module); with [Options].Check "read", a full read. When one
-// changed, or a file is too recent for its timestamp to prove anything
-// (Git's "racy" rule), it reads them again.
-// The stats and reads run on the guard's goroutine for the file system,
-// one at a time: concurrent checks share one that began after they
-// arrived, and wait for it at most [Options.ReadTimeout]. A stale answer
-// reads the updater's files the same way, within the same bound.
-//
-// A check answers for the checkout as it is: one that moved back to the
-// bound revision is current again ([Guard.Changed] stays closed).
-//
-// EnsureCurrent never schedules, requests or performs a restart.
+// EnsureCurrent returns a *[StaleError] once the bound checkout's HEAD is
+// not the bound revision, the module path leads to another file, or the
+// checkout cannot be read; else nil, as always for an unbound guard. A
+// check sees every change made before it began, and waits for the file
+// system at most [Options.ReadTimeout].
 func (g *Guard) EnsureCurrent() error {
 	if g == nil {
 		g = nilGuard()
@@ -467,8 +375,7 @@ func (g *Guard) EnsureCurrent() error {
 	return se
 }
 
-// Identity returns what the guard is bound to; the zero Identity when it is
-// unbound.
+// Identity returns what the guard is bound to, or the zero Identity.
 func (g *Guard) Identity() Identity {
 	if g == nil {
 		g = nilGuard()
@@ -479,11 +386,7 @@ func (g *Guard) Identity() Identity {
 	return Identity{}
 }
 
-// Paths returns the paths the guard's options resolved to at [New] (the
-// zero Guard's, those of a zero [Options], at its first use). A
-// tool that writes the updater's files, or shows where a guard would look,
-// makes a guard with no [Options.ModulePath] for them: New then reads
-// neither the checkout nor the updater's files.
+// Paths returns the paths the guard's options resolved to.
 func (g *Guard) Paths() Paths {
 	if g == nil {
 		g = nilGuard()
@@ -491,35 +394,25 @@ func (g *Guard) Paths() Paths {
 	return g.config().paths()
 }
 
-// Stats counts what a guard did since [New], for an operator's metrics:
-// each count only grows, and a snapshot costs a few atomic loads. Publish
-// it with the standard library's expvar (see the package examples) or any
-// metrics library, and compare two snapshots for rates.
+// Stats are a guard's counts since [New], for an operator's metrics: each
+// only grows, and a snapshot costs a few atomic loads.
 type Stats struct {
-	// Checks counts the calls of [Guard.EnsureCurrent], whoever made them
-	// ([Guard.Middleware], [Guard.Watch], the host), including those of an
-	// unbound guard.
+	// Checks counts the calls of [Guard.EnsureCurrent], and Stale the
+	// stale answers.
 	Checks uint64 `json:"checks"`
-	// Stale counts the checks that answered with a *[StaleError]: the
-	// 409s the guard caused.
-	Stale uint64 `json:"stale"`
-	// FullReads counts the full reads of the checkout (HEAD, the refs, the
-	// config, the index), made where no proof that nothing changed held,
-	// and on every check with [Options].Check "read".
-	FullReads uint64 `json:"full_reads"`
-	// ReadTimeouts counts the checks that gave up waiting for the file
-	// system ([ErrReadTimeout]).
+	Stale  uint64 `json:"stale"`
+	// FullReads counts the full reads of the checkout, and
+	// ReadTimeouts the calls that gave up waiting for the file system.
+	FullReads    uint64 `json:"full_reads"`
 	ReadTimeouts uint64 `json:"read_timeouts"`
-	// Reloads counts the reloads carried out by the Reloaders of the
-	// guard, and ReloadsAbandoned the planned attempts that were not:
-	// work that did not drain by the deadline (each attempt), a restart or
-	// a handover that failed or panicked, a checkout that moved again.
+	// Reloads counts the reloads a [Reloader] carried out, and
+	// ReloadsAbandoned those it gave up.
 	Reloads          uint64 `json:"reloads"`
 	ReloadsAbandoned uint64 `json:"reloads_abandoned"`
 }
 
-// counters are a guard's counts, each on a cache line of its own so that
-// the checks' counting stays cheap from many cores.
+// counters are a guard's counts; the checks' count is alone on its cache
+// line, so that counting stays cheap from many cores.
 type counters struct {
 	checks       paddedCount
 	stale        atomic.Uint64
@@ -551,11 +444,8 @@ func (g *Guard) Stats() Stats {
 	}
 }
 
-// Observe reads the updater's files now, as a stale check does, and reports
-// everything it found: the marker, the recovery markers of the install
-// roots, the newest receipt, and the update state they add up to. It
-// waits for them at most [Options.ReadTimeout]: past it the update state
-// is unknown, and MarkerReason says why.
+// Observe reads the updater's files now, within [Options.ReadTimeout], and
+// reports what it found.
 func (g *Guard) Observe() Observation {
 	if g == nil {
 		g = nilGuard()
@@ -574,103 +464,14 @@ func (g *Guard) Observe() Observation {
 	return o
 }
 
-// observe reads the updater's files for b, as a stale answer needs them
-// (the update state, no receipt), on the executor of the guard's reads of
-// them, waiting for it at most ReadTimeout: past it the observation is
-// unknown, with the reason.
-//
-// A read asked for within staleReuse of the one before, for the same
-// install directories (the module file the checkout's latest full read
-// led to is the same one), answers again: a server answering nothing but
-// 409s reads the updater's files once per staleReuse, not once per
-// request. Where the checkout's latest read failed, each answer reads
-// them. Measured end to end (internal/cmd/httpbench, the stale port),
-// that doubles the 409s a server serves per second; a 409's update state
-// is at most staleReuse older than the request.
-func (g *Guard) observe(cfg *config, b *binding) Observation {
-	now, mod := time.Now(), b.readModule.Load()
-	if a := b.answered.Load(); a != nil && mod != nil && a.module != nil && *a.module == *mod && now.Sub(a.at) < staleReuse {
-		return a.o
-	}
-	o := g.observeRead(context.Background(), cfg, b, noReceipt, false)
-	b.answered.Store(&answeredRead{at: now, module: mod, o: o})
-	return o
-}
-
-// staleReuse is how long a stale answer's read of the updater's files
-// answers the stale checks after it.
-const staleReuse = 10 * time.Millisecond
-
-// observeRead is observe, reading the receipt rr asks for: the stale
-// answer's reads and the diagnostic's each share pieces of their own.
-// resolve is for a caller that did not look at the checkout just before:
-// the install directories are those the module path leads to now (see
-// binding.installDirs).
-func (g *Guard) observeRead(ctx context.Context, cfg *config, b *binding, rr receiptRead, resolve bool) Observation {
-	x, l, src := cfg.ux, &g.unboundObs, ""
-	if rr.read {
-		l = &g.unboundDiag
-	}
-	if b != nil {
-		x, l, src = b.ux, &b.obs, b.id.SourceDir
-		if rr.read {
-			l = &b.diag
-		}
-	}
-	if rr.since != nil {
-		l = nil // a read of its own
-	}
-	t, stuck := bounded.Submit(ctx, x, l, cfg.timeout, func(t *bounded.Task[Observation]) {
-		defer func() {
-			if p := recover(); p != nil {
-				t.Val = cfg.unknownObservation(fmt.Sprintf("reading the updater's files panicked: %v", p), src)
-			}
-		}()
-		deadline := time.Now().Add(cfg.timeout)
-		if b == nil {
-			t.Val = cfg.observeAt(rr, deadline, "")
-			return
-		}
-		t.Val = cfg.observeAt(rr, deadline, b.installDirsWithin(resolve, deadline)...)
-	}, nil)
-	switch {
-	case stuck != nil:
-		return cfg.unknownObservation(readStuck(stuck), src)
-	case t.Err != nil:
-		return cfg.unknownObservation("reading the updater's files ended: "+t.Err.Error(), src)
-	}
-	return t.Val
-}
-
-// readStuck is why a read of the updater's files is unknown, for a caller
-// that gave up on it.
-func readStuck(s *bounded.Stuck) string {
-	switch {
-	case s.Ctx != nil:
-		return "the read of the updater's files was abandoned: " + s.Ctx.Error()
-	case s.Full != "":
-		return fmt.Sprintf("a read of the updater's files was not started: %s: %v", s.Full, ErrReadTimeout)
-	}
-	verb := "did not return within"
-	if s.Before {
-		verb = "has not returned in"
-	}
-	on := ""
-	if s.At != "" {
-		on = ", blocked on " + s.At
-	}
-	return fmt.Sprintf("a read of the updater's files (the marker, the recovery markers of the install roots, the receipt) %s %v%s: %v", verb, s.Since.Round(time.Millisecond), on, ErrReadTimeout)
-}
-
 // staleLogInterval is the least time between two logs of repeated stale
 // checks: each says how many were refused since the one before.
 const staleLogInterval = 10 * time.Second
 
-// logStale logs a stale check of b: the first at Warn, later ones at
-// Debug, at most one per cfg.staleLogEvery with the number refused since,
-// none for a binding the guard no longer uses (a check that began before
-// a Plan.Bind). An update state that is unknown comes with its reason.
-// stale_checks counts b's stale checks: a guard bound anew counts from one.
+// logStale logs a stale check of b: the first at Warn, later ones at Debug
+// (only to a Logger of the options), at most one per cfg.staleLogEvery with
+// the number refused since. A binding the guard no longer uses (a check
+// that began before a Plan.Bind) logs nothing.
 func (g *Guard) logStale(cfg *config, b *binding, se *StaleError, o *Observation) {
 	if g.bound.Load() != b {
 		return
@@ -704,9 +505,8 @@ func (g *Guard) logStale(cfg *config, b *binding, se *StaleError, o *Observation
 	cfg.logger.Debug(again, attrs...)
 }
 
-// logCurrentAgain logs, at Info, that b's checkout is at the bound
-// revision again after a stale check was logged: once per return, with
-// b's stale checks so far, as logStale counts them.
+// logCurrentAgain logs, at Info, that b's checkout is back at the bound
+// revision after a stale check was logged.
 func (g *Guard) logCurrentAgain(cfg *config, b *binding) {
 	if g.bound.Load() != b {
 		return
@@ -714,12 +514,10 @@ func (g *Guard) logCurrentAgain(cfg *config, b *binding) {
 	cfg.log().Info("runtimeguard: the loaded runtime is current again", "revision", b.id.Revision, "stale_checks", b.staleCount.Load())
 }
 
-// withoutGit handles a binding b of the configured path abs that no Git
-// checkout identifies: with [Options.RequireCheckout] or
-// [Options.ExpectRevision] it is an error matching [ErrNotCheckout];
-// otherwise the guard takes it, guarding the install by its module file
-// and build stamp, and says why once at Warn: not again for a Capture that
-// finds the same module so, for the same reason.
+// withoutGit takes b, a binding of abs that no Git checkout identifies: an
+// error matching ErrNotCheckout where the options expect a revision or
+// require a checkout, else a guard of the install by its module file and
+// build stamp, said once at Warn (not again when a Capture finds the same).
 func (g *Guard) withoutGit(cfg *config, b *binding, abs string) error {
 	why := cmp.Or(b.reason, "HEAD names no commit")
 	switch {
@@ -737,11 +535,7 @@ func (g *Guard) withoutGit(cfg *config, b *binding, abs string) error {
 }
 
 // Changed returns a channel that is closed once the guard has seen its
-// checkout move: a check found it stale, or [Guard.Watch] did. A host can
-// plan a reload, or show a banner, without waiting for a request. After
-// [Plan.Bind], Changed returns a new channel for the new binding. An
-// unbound guard's channel is closed by the first move of the checkout it
-// then binds to.
+// checkout move (a new one after [Plan.Bind]).
 func (g *Guard) Changed() <-chan struct{} {
 	if g == nil {
 		g = nilGuard()
@@ -756,9 +550,9 @@ func (g *Guard) Changed() <-chan struct{} {
 	return s.c
 }
 
-// firstSignal is the change signal of the guard's first bindings: made
-// once, so that a Changed called before Capture and the binding Capture
-// makes share it.
+// firstSignal is the change signal of the guard's first binding, made once,
+// so that a Changed called before Capture and the binding Capture makes
+// share it.
 func (g *Guard) firstSignal() *signal {
 	if s := g.first.Load(); s != nil {
 		return s
@@ -768,17 +562,9 @@ func (g *Guard) firstSignal() *signal {
 }
 
 // Watch checks the checkout until ctx is done or the guard is closed, so
-// that [Guard.Changed] fires without a request, and returns ctx's error
-// (nil once the guard is closed). On the watch path (see
-// [Observation].Check) it checks when the kernel reports an event about
-// what the answer depends on, with no polling; elsewhere every interval.
-// The interval must be positive on either path, since the path may
-// change while Watch runs: Watch returns an error at once otherwise. It
-// picks its event source again whenever the
-// binding changes path (a ref packed, a watch that could not be armed and
-// later could). Once the checkout moved, Changed has fired and Watch rests
-// until the guard binds anew ([Plan.Bind], [Guard.Capture]). A stale
-// check is logged as any other.
+// that [Guard.Changed] is closed without a request: when the kernel reports
+// a change, or else every interval, which must be positive. It returns
+// ctx's error, or nil once the guard is closed.
 func (g *Guard) Watch(ctx context.Context, interval time.Duration) error {
 	if g == nil {
 		g = nilGuard()
@@ -823,9 +609,9 @@ func (g *Guard) Watch(ctx context.Context, interval time.Duration) error {
 	}
 }
 
-// dirty reports whether b's snapshot must be read again before a check
-// can answer from it: there is none, it is not watched, or an event touched
-// what it depends on since its read began.
+// dirty reports whether b's snapshot must be read again before a check can
+// answer from it: there is none, it is not watched, or an event touched
+// what it depends on.
 func dirty(b *binding) bool {
 	s := b.snap.Load()
 	return s == nil || s.Claim == nil || s.Claim.Dirty()
@@ -919,7 +705,6 @@ func (g *Guard) waiter(b *binding) *watch.Waiter {
 	return wt
 }
 
-// isClosed reports whether c is closed.
 func isClosed(c <-chan struct{}) bool {
 	select {
 	case <-c:
@@ -929,7 +714,6 @@ func isClosed(c <-chan struct{}) bool {
 	}
 }
 
-// newSignal returns a signal that has not fired.
 func newSignal() *signal { return &signal{c: make(chan struct{})} }
 
 // signal is a channel closed once.
@@ -940,7 +724,6 @@ type signal struct {
 
 func (s *signal) fire() { s.once.Do(func() { close(s.c) }) }
 
-// fired reports whether the signal fired.
 func (s *signal) fired() bool {
 	select {
 	case <-s.c:

@@ -2192,9 +2192,8 @@ func TestInstallCaptureBindsAnew(t *testing.T) {
 	assert.NoError(t, g.EnsureCurrent())
 }
 
-// The directory of the stamp is the one the layout's StampDirEnv names
-// where it is set: Hermes's HERMES_INSTALL_ROOT, which its Nix wrapper and
-// desktop app set.
+// The directory of HermesLayout's stamp is the one HERMES_INSTALL_ROOT
+// names where it is set, as Hermes's Nix wrapper and desktop app set it.
 func TestInstallStampInTheInstallRootTheEnvironmentNames(t *testing.T) {
 	root := tempDir(t)
 	writeFile(t, filepath.Join(root, gittest.StampFile), gittest.Stamp(buildA, nil))
@@ -2219,12 +2218,18 @@ func TestInstallStampInTheInstallRootTheEnvironmentNames(t *testing.T) {
 
 	// A layout names its own stamp, or none.
 	layout := HermesLayout
-	layout.Stamp, layout.StampDirEnv = "", ""
+	layout.Stamp = ""
 	g3, err := New(Options{ModulePath: module, HomeDir: tempDir(t), Layout: layout})
 	require.NoError(t, err)
 	defer g3.Close()
 	assert.Empty(t, g3.Identity().Revision)
 	assert.Equal(t, "file", g3.Observe().IdentifiedBy)
+	t.Setenv("HERMES_INSTALL_ROOT", root)
+	g5, err := New(Options{ModulePath: module, HomeDir: tempDir(t), Layout: layout})
+	require.NoError(t, err, "a layout without a stamp reads none, wherever HERMES_INSTALL_ROOT leads")
+	defer g5.Close()
+	assert.Empty(t, g5.Identity().Revision)
+	t.Setenv("HERMES_INSTALL_ROOT", "")
 	layout.Stamp = "BUILD.json"
 	writeFile(t, filepath.Join(filepath.Dir(module), "BUILD.json"), gittest.Stamp(buildA, nil))
 	g4, err := New(Options{ModulePath: module, HomeDir: tempDir(t), Layout: layout})
@@ -2242,7 +2247,6 @@ func TestLayoutStampValidation(t *testing.T) {
 	}{
 		{"a stamp outside the module's directory", func(l *Layout) { l.Stamp = "../install-stamp.json" }, "Layout.Stamp"},
 		{"an absolute stamp", func(l *Layout) { l.Stamp = string(filepath.Separator) + "install-stamp.json" }, "Layout.Stamp"},
-		{"a stamp directory without a stamp", func(l *Layout) { l.Stamp = "" }, "Layout.StampDirEnv"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := HermesLayout

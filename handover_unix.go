@@ -26,11 +26,8 @@ const (
 
 var handoverEnv = []string{handoverPIDEnv, handoverFDsEnv, handoverRevisionEnv, handoverReceiptEnv, handoverLockEnv}
 
-// Handover quiesces the host, then replaces the process image with the
-// program's own (os.Executable, with the same arguments and environment),
-// passing it the listening sockets, the plan's revision and receipt, and
-// the plan's lock. It returns only when that failed, after the host
-// resumed serving on the same sockets.
+// Handover quiesces the host and execs the program anew, passing it the
+// sockets and the plan; it returns only when that failed.
 func (h *ExecHandover) Handover(ctx context.Context, plan *Plan) error {
 	if err := h.check(ctx, plan); err != nil {
 		return err
@@ -151,26 +148,8 @@ func isHandoverEnv(name string) bool {
 	return false
 }
 
-// Inherit returns the sockets and the plan the [ExecHandover] that started
-// this image passed it. In an image no handover started, it returns what a
-// service manager passed instead, as sd_listen_fds(3) takes it (socket
-// activation: LISTEN_PID naming this process, LISTEN_FDS descriptors from
-// 3 on, named by LISTEN_FDNAMES), with no plan: every kind of descriptor,
-// the listening sockets as [Inherited].Listeners, the datagram sockets as
-// PacketConns, and anything else handed back as Files, each named (see
-// [Inherited.Name]), never failing the rest for one it cannot serve. nil,
-// with no error, when there are none. Variables for another process (they
-// name its ID) are none.
-//
-// It takes only descriptors passed across an exec: each must be open and
-// not marked close-on-exec (a descriptor this process opened itself, such
-// as a log file or the Go runtime's own, is marked so), else Inherit is an
-// error that takes, closes and changes no descriptor at all (a LISTEN_FDS
-// that counts past what was passed). It closes nothing it was not given,
-// unsets the variables of both, as sd_listen_fds with unset_environment
-// does, so that no child process takes them for its own, and marks the
-// descriptors it takes close-on-exec. Variables that describe no handover
-// are an error.
+// Inherit returns what the [ExecHandover] that started this image passed
+// it, or else what socket activation passed; nil when there is nothing.
 func Inherit() (*Inherited, error) {
 	defer func() {
 		for _, v := range handoverEnv {

@@ -18,23 +18,10 @@ import (
 	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
 
-// MarkerState classifies the updater's in-progress marker. Its values are
-// the lower-case words of the JSON contract (the abandoned marker's word
-// is "stale", as the updater's tools and earlier payloads spell it; in
-// this package's names "stale" is only the guard's answer):
-//
-//   - [MarkerAbsent]: nothing exists at the marker path, not even a link.
-//   - [MarkerActive]: the marker is within the age limit and its process is
-//     alive (a process that may not be signalled is alive).
-//   - [MarkerAbandoned]: the marker is older than the age limit, whatever its
-//     process ID; or its process is gone; or its process ID now belongs to
-//     a process that started after the marker was written.
-//   - [MarkerUnknown]: something is at the path but proves nothing: a
-//     link, a FIFO, socket, device or directory, an unreadable, oversized
-//     or malformed file, a time that is not finite or lies in the future, a
-//     marker within the age limit whose process ID is zero, negative or too
-//     large for the platform, or a process whose liveness cannot be
-//     determined; also the state when no home directory is known.
+// MarkerState is the state of the updater's in-progress marker: absent,
+// active (younger than [Options.MaxMarkerAge], its process alive), stale
+// ([MarkerAbandoned]: older, or its process gone) or unknown (what is there
+// proves nothing). docs/updater.md in the repository has the rules.
 type MarkerState string
 
 // The four marker states: see [MarkerState].
@@ -48,7 +35,7 @@ const (
 // String returns the state's word.
 func (s MarkerState) String() string { return string(s) }
 
-// markerState is the state of a marker that proves l of its update.
+// markerState is the marker state that the updater's verdict l stands for.
 func markerState(l updater.Life) MarkerState {
 	switch l {
 	case updater.NoUpdate:
@@ -61,20 +48,10 @@ func markerState(l updater.Life) MarkerState {
 	return MarkerUnknown
 }
 
-// UpdateState is the diagnostic a [StaleError] carries: what can be
-// observed of the updater. These are observations, not receipts: a missing
-// marker does not prove that an update succeeded, since the updater removes
-// it when it fails too. Its values:
-//
-//   - [UpdateUnverified]: no marker and no recovery marker. Nothing says an
-//     update is running, and nothing proves one finished.
-//   - [UpdateActive]: the marker is active, or a process holds the
-//     updater's checkout lock: an update is running now.
-//   - [UpdateAbandoned] ("stale" in JSON): the marker is abandoned: an
-//     updater is gone or ran too long.
-//   - [UpdateUnknown]: the marker is unknown, or an install root could not
-//     be searched.
-//   - [UpdateIncomplete]: a recovery marker says the install is incomplete.
+// UpdateState is what a [StaleError] says of the updater, an observation
+// and never a proof: unverified (no marker, no recovery marker), active
+// (an update runs), stale (the marker is abandoned), unknown (something
+// could not be read) or incomplete (a recovery marker is present).
 type UpdateState string
 
 // String returns the state's word.
@@ -89,65 +66,39 @@ const (
 	UpdateIncomplete UpdateState = "incomplete"
 )
 
-// Observation is everything one look at the updater's files found, for
-// diagnostics: the answer of [Guard.Observe]. Its JSON keys are those of
-// the command-line tool's status.
+// Observation is what one look at the updater's files found, for
+// diagnostics. Its JSON keys are those of the command-line tool's status.
 type Observation struct {
-	// MarkerPath is the update marker's path, empty when no home directory
-	// is known. Where the layout has profiles, it is the marker of
-	// whichever home says the most (an active marker over an unknown one,
-	// over a stale one, over none), the guard's own home first.
-	MarkerPath string `json:"marker_path"`
-	// Marker is the marker's state, and MarkerReason why.
+	// MarkerPath is the marker that counts, with its state and why.
+	MarkerPath   string      `json:"marker_path"`
 	Marker       MarkerState `json:"update_marker"`
 	MarkerReason string      `json:"update_marker_reason,omitempty"`
-	// InstallRoots are the directories searched for recovery markers:
-	// those of the bound module and, where the module path now leads to
-	// another module (a deploy flipped a link), those of that one.
-	InstallRoots []string `json:"install_roots"`
-	// RecoveryMarkers are the recovery markers found there.
+	// RecoveryMarkers are the recovery markers found in InstallRoots.
+	InstallRoots    []string `json:"install_roots"`
 	RecoveryMarkers []string `json:"recovery_markers"`
-	// State is the update state they add up to.
+	// State is the update state that these add up to.
 	State UpdateState `json:"update_state"`
-	// ReceiptPath is the file of the newest receipt (the latest receipt,
-	// or one the updater retained of a run); where none was read, the
-	// layout's latest receipt in the guard's home; the layout's link where
-	// it has one ([Layout].Link). Empty when the layout has none or no
-	// home directory is known.
-	ReceiptPath string `json:"receipt_path,omitempty"`
-	// Receipt is what the newest receipt says; nil when there is none that
-	// could be read, and ReceiptProblem then says why, unless there is no
-	// receipt at all.
+	// Receipt is the newest receipt, read from ReceiptPath;
+	// ReceiptProblem says why none could be read.
+	ReceiptPath    string   `json:"receipt_path,omitempty"`
 	Receipt        *Receipt `json:"receipt,omitempty"`
 	ReceiptProblem string   `json:"receipt_problem,omitempty"`
-	// LockPath is the updater's lock file; empty when the layout has none
-	// or no home directory is known.
+	// LockPath is the updater's lock file.
 	LockPath string `json:"lock_path,omitempty"`
-	// CheckoutLockPath is the updater's kernel lock on the checkout (the
-	// held one, where several installs are read), in the common Git
-	// directory git's discovery finds; CheckoutLock is "free" (no
-	// process holds it, or it has no file), "held" (a process holds it: an
-	// update runs) or "unknown" (this platform cannot tell, the repository
-	// that holds it cannot be found, or a link or another file than a
-	// regular one is at its name), and CheckoutLockReason why. A held lock makes State active: a process
-	// of an update's tree still runs, even where the marker is gone.
-	// Empty when the layout has no checkout lock.
+	// CheckoutLock is the state of the updater's lock on the checkout:
+	// "free", "held" or "unknown", with its path and reason.
 	CheckoutLockPath   string `json:"checkout_lock_path,omitempty"`
 	CheckoutLock       string `json:"checkout_lock,omitempty"`
 	CheckoutLockReason string `json:"checkout_lock_reason,omitempty"`
-	// Check is how a check of an unchanged checkout proves it unchanged:
-	// "watch" (one system call on an inotify descriptor), "stat" (a stat
-	// of each file the answer depends on) or "read" (Options.Check:
-	// a full read); empty for an unbound guard. CheckReason says why a
-	// guard that could watch does not.
+	// Check says how checks prove the checkout unchanged ("watch",
+	// "stat" or "read"), and CheckReason why not by watching.
 	Check       string `json:"check,omitempty"`
 	CheckReason string `json:"check_reason,omitempty"`
-	// IdentifiedBy is how the guard identifies the install it is bound
-	// to (see [Identity]): "git" (HEAD's revision), "build stamp" (no Git
-	// checkout identifies it: the module file and the build its stamp
-	// names) or "file" (the module file alone); empty for an unbound
-	// guard.
+	// IdentifiedBy says what identifies the install: "git", "build
+	// stamp" or "file"; Unguarded says why Git does not.
 	IdentifiedBy string `json:"identified_by,omitempty"`
+	Unguarded    string `json:"unguarded,omitempty"`
+
 	// worktree is the directory the layout's link leads to, links
 	// resolved, where a flip of it is the Receipt.
 	worktree string
@@ -159,67 +110,31 @@ type Observation struct {
 	// homesRoot the root of the homes they were read from, links
 	// resolved, or why it cannot be told (homesRootWhy).
 	checkout, homesRoot, homesRootWhy string
-	// Unguarded says why Git does not guard the install a guard is bound
-	// to: the module is not tracked in a Git checkout whose HEAD names a
-	// commit (no repository, or HEAD that names none git can read, the
-	// module outside the worktree or not in its index, an unborn
-	// branch), so the guard identifies it without Git (IdentifiedBy),
-	// and a write in place of the module goes unseen. Empty for a guard
-	// bound to a Git checkout, and for an unbound one. See
-	// [Options.RequireCheckout].
-	Unguarded string `json:"unguarded,omitempty"`
 }
 
-// Receipt is what the updater wrote after a run (or, with outcome
-// "running", while it runs): schema 1 of the updater's receipt. Its JSON
-// keys are those of the command-line tool's status.
+// Receipt is what the updater wrote of one run: schema 1 of its receipt.
+// Its JSON keys are those of the command-line tool's status.
 type Receipt struct {
-	// ID names what the receipt proves, never a file's identity (an inode
-	// is reused): "update_id:" and the update_id where the updater wrote
-	// one; else "correlation_id:" and the correlation_id, with the
-	// revision after the update and the time it finished (a launcher may
-	// reuse its correlation_id for another update); else "sha256:" and a
-	// digest of the receipt's bytes; for the flip of a [Layout].Link,
-	// "link:" and the link's path, what it leads to (the worktree named by
-	// its revision) and when it was made (the link's change time). A plan
-	// scheduled on a receipt spends it, for the binding the plan was made
-	// on.
+	// ID names what the receipt proves; a plan scheduled on it spends it.
 	ID string `json:"id"`
-	// UpdateID and CorrelationID name the run, where the updater wrote
-	// them (Hermes's updater writes one, the other or neither, by its
-	// version).
+	// UpdateID and CorrelationID name the run.
 	UpdateID      string `json:"update_id,omitempty"`
 	CorrelationID string `json:"correlation_id,omitempty"`
-	// Outcome is how the run ended: "running", "success", "partial",
-	// "failed" or "refused"; another word the updater may write later
-	// proves nothing.
+	// Outcome is how the run ended, or "running"; only "success" proves.
 	Outcome string `json:"outcome"`
-	// From and To are the code revisions before and after the run
-	// (pre_update.sha and post_update.sha), empty where none was recorded.
-	From string `json:"from,omitempty"`
-	To   string `json:"to,omitempty"`
-	// StartedAt and FinishedAt are when the run began and ended;
-	// FinishedAt is the zero time while it runs.
+	// From and To are the revisions before and after the run, and
+	// StartedAt and FinishedAt when it began and ended.
+	From       string    `json:"from,omitempty"`
+	To         string    `json:"to,omitempty"`
 	StartedAt  time.Time `json:"started_at"`
 	FinishedAt time.Time `json:"finished_at,omitzero"`
-	// Checkout is the top-level directory of the checkout the update was
-	// run on, where the receipt names one (runtimeguard update writes it;
-	// Hermes's updater does not). A receipt that names another checkout
-	// than the guard's is never read for it; one that names none proves a
-	// reload only of a checkout inside the homes' root (see
-	// [Guard.PlanReload]).
+	// Checkout is the checkout the run updated, if the receipt names it.
 	Checkout string `json:"checkout,omitempty"`
 }
 
-// Observe is [Guard.Observe] without a guard: it reads the updater's files
-// for the install opts describe, its source directory being the directory
-// of opts.ModulePath (links resolved as far as they lead), without reading
-// the checkout, and waits for them at most opts.ReadTimeout, as
-// [Guard.Observe] does. It serves a host that could not bind (New failed:
-// the checkout could not be read, is moving, or the module is missing) and
-// still wants to say what the updater is doing; its error is an
-// [*OptionError], for options that describe no install, or a module path
-// that cannot be made absolute.
+// Observe is [Guard.Observe] for a host that could not bind: it reads the
+// updater's files for the install of opts.ModulePath, not its checkout. Its
+// error is an [*OptionError], or says why the path is not absolute.
 func Observe(opts Options) (Observation, error) {
 	cfg, err := opts.resolveOn(systemEnv)
 	if err != nil {
@@ -258,9 +173,89 @@ func Observe(opts Options) (Observation, error) {
 	return t.Val, nil
 }
 
+// observe reads the updater's files for b as a stale answer needs them (the
+// update state, no receipt), within ReadTimeout; past it the observation is
+// unknown, with the reason. A read asked for within staleReuse of the last
+// one, for the same module file, answers again: a server that answers only
+// 409s reads the updater's files once per staleReuse, not once per request.
+func (g *Guard) observe(cfg *config, b *binding) Observation {
+	now, mod := time.Now(), b.readModule.Load()
+	if a := b.answered.Load(); a != nil && mod != nil && a.module != nil && *a.module == *mod && now.Sub(a.at) < staleReuse {
+		return a.o
+	}
+	o := g.observeRead(context.Background(), cfg, b, noReceipt, false)
+	b.answered.Store(&answeredRead{at: now, module: mod, o: o})
+	return o
+}
+
+// staleReuse is how long a stale answer's read of the updater's files
+// answers the stale checks after it.
+const staleReuse = 10 * time.Millisecond
+
+// observeRead reads the updater's files for b (nil for an unbound guard),
+// with the receipt rr asks for, on the updater's executor. Stale answers
+// share one queued read, and diagnostics another. With resolve, the install
+// directories are those the module path leads to now, for a caller that did
+// not just look at the checkout (see binding.installDirsWithin).
+func (g *Guard) observeRead(ctx context.Context, cfg *config, b *binding, rr receiptRead, resolve bool) Observation {
+	x, l, src := cfg.ux, &g.unboundObs, ""
+	if rr.read {
+		l = &g.unboundDiag
+	}
+	if b != nil {
+		x, l, src = b.ux, &b.obs, b.id.SourceDir
+		if rr.read {
+			l = &b.diag
+		}
+	}
+	if rr.since != nil {
+		l = nil // a read of its own
+	}
+	t, stuck := bounded.Submit(ctx, x, l, cfg.timeout, func(t *bounded.Task[Observation]) {
+		defer func() {
+			if p := recover(); p != nil {
+				t.Val = cfg.unknownObservation(fmt.Sprintf("reading the updater's files panicked: %v", p), src)
+			}
+		}()
+		deadline := time.Now().Add(cfg.timeout)
+		if b == nil {
+			t.Val = cfg.observeAt(rr, deadline, "")
+			return
+		}
+		t.Val = cfg.observeAt(rr, deadline, b.installDirsWithin(resolve, deadline)...)
+	}, nil)
+	switch {
+	case stuck != nil:
+		return cfg.unknownObservation(readStuck(stuck), src)
+	case t.Err != nil:
+		return cfg.unknownObservation("reading the updater's files ended: "+t.Err.Error(), src)
+	}
+	return t.Val
+}
+
+// readStuck says why a read of the updater's files is unknown, for a caller
+// that gave up waiting for it.
+func readStuck(s *bounded.Stuck) string {
+	switch {
+	case s.Ctx != nil:
+		return "the read of the updater's files was abandoned: " + s.Ctx.Error()
+	case s.Full != "":
+		return fmt.Sprintf("a read of the updater's files was not started: %s: %v", s.Full, ErrReadTimeout)
+	}
+	verb := "did not return within"
+	if s.Before {
+		verb = "has not returned in"
+	}
+	on := ""
+	if s.At != "" {
+		on = ", blocked on " + s.At
+	}
+	return fmt.Sprintf("a read of the updater's files (the marker, the recovery markers of the install roots, the receipt) %s %v%s: %v", verb, s.Since.Round(time.Millisecond), on, ErrReadTimeout)
+}
+
 // receiptRead says which receipt a look at the updater's files reads: none
-// (the stale path needs only the update state), the newest of all, or the
-// newest written since a listing.
+// (a stale answer needs only the update state), the newest, or the newest
+// written since a listing.
 type receiptRead struct {
 	read  bool
 	since *updater.ReceiptFiles
@@ -313,7 +308,7 @@ func (c *config) observeAt(rr receiptRead, deadline time.Time, srcs ...string) O
 	return o
 }
 
-// receiptOf is the receipt r, in this package's words.
+// receiptOf converts the updater package's receipt to the public one.
 func receiptOf(r *updater.Receipt) *Receipt {
 	return &Receipt{
 		ID: r.ID, UpdateID: r.UpdateID, CorrelationID: r.CorrelationID, Outcome: r.Outcome,
@@ -321,10 +316,10 @@ func receiptOf(r *updater.Receipt) *Receipt {
 	}
 }
 
-// combine is the update state of a marker and the recovery markers: an
-// unknown marker or an install root that could not be searched is
-// unknown, a recovery marker incomplete, and otherwise the marker's own
-// state, absent reading as unverified.
+// combine is the update state of a marker and the recovery markers: unknown
+// for an unknown marker or an install root that could not be searched,
+// incomplete for a recovery marker, else the marker's own state (absent
+// reads as unverified).
 func combine(marker MarkerState, incomplete, rootsRead bool) UpdateState {
 	switch {
 	case marker == MarkerUnknown || !rootsRead:
@@ -384,10 +379,10 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// staleFacts is what a look at the updater's files for a stale answer
-// found, before the rules that move with the clock and with processes
-// are applied: the facts of every home's marker, why the homes are not
-// all known, the install roots and what each of them holds.
+// staleFacts is what a stale answer's look at the updater's files found,
+// before the rules that depend on the clock and on processes are applied:
+// every home's marker, why not every home was read, the install roots with
+// what each holds, and the checkout the module path leads to.
 type staleFacts struct {
 	markers   []updater.MarkerFacts // the guard's own home first; one of path "" when no home is known
 	problem   string                // why not every home was read, or ""
@@ -484,9 +479,8 @@ func (c *config) readRoot(root string, top bool) rootFacts {
 }
 
 // judgeMarkers classifies the markers of f now and returns the one that
-// counts, with its path: the guard's own, unless another home's says
-// more. It is the one classification of the updater's markers, of a
-// read of the updater's files.
+// counts, with its path: the guard's own, unless another home's says more
+// that an update may run.
 func (c *config) judgeMarkers(f *staleFacts) (updater.Verdict, string) {
 	if c.noMarker {
 		return updater.Verdict{Life: updater.NoUpdate, Reason: "the updater's layout has no update marker"}, ""
@@ -506,8 +500,8 @@ func (c *config) judgeMarkers(f *staleFacts) (updater.Verdict, string) {
 	return best, bestPath
 }
 
-// staleObservation is the observation of a stale answer (no receipt read)
-// that the facts f add up to now.
+// staleObservation is the observation that the facts f add up to now, with
+// no receipt.
 func (c *config) staleObservation(f *staleFacts) Observation {
 	m, mpath := c.judgeMarkers(f)
 	o := Observation{
@@ -531,18 +525,17 @@ const (
 	lockUnknown = "unknown" // this platform cannot tell
 )
 
-// checkoutLock is a checkout lock to probe: its path, and whether it is
-// probed through a link at its name, as the updater's own path is (see
+// checkoutLock is a checkout lock to probe: its path, and whether a link at
+// its name is followed, as the updater follows it on its own path (see
 // updater.CheckoutLockPaths).
 type checkoutLock struct {
 	path   string
 	follow bool
 }
 
-// checkoutLocks are the checkout locks of the install roots, once each
-// (see updater.FindCheckoutLock: where a writer takes each, and where the
-// updater's own reader would), and why one cannot be found ("" when all
-// are); none for a layout without one.
+// checkoutLocks are the checkout locks of the install roots, each once (see
+// updater.FindCheckoutLock), and why one cannot be found ("" when all can);
+// none for a layout without one.
 func (c *config) checkoutLocks(roots []string) (locks []checkoutLock, problem string) {
 	if c.checkoutLock == "" {
 		return nil, ""
@@ -569,14 +562,13 @@ type probedLock struct {
 	why   string
 }
 
-// probedCheckoutLocks sets in o what the probes of the checkout locks
-// found: the first held (else unknown, else the first) lock, its state
-// and why; a held lock makes the update active, one that cannot be probed
-// unknown where nothing else says it is active. One that cannot be found
-// (problem: git cannot read the repository, so neither can an updater
-// that runs git) is unknown too, and plans nothing, but leaves the update
-// state to the markers. A lock is probed on each look, as a process's
-// liveness is: whether a process holds it changes with no change of any
+// probedCheckoutLocks sets in o the first of the probed locks that is held
+// (else the first unknown, else the first), with its state and why. A held
+// lock makes the update active; one that cannot be probed makes it unknown,
+// unless it is active. A lock that cannot be found (git cannot read the
+// repository, so no updater that runs git updates it) is unknown and plans
+// nothing, but leaves the update state to the markers. The locks are probed
+// on every look: whether a process holds one changes with no change of any
 // file.
 func probedCheckoutLocks(o *Observation, locks []probedLock, problem string) {
 	if problem != "" {
@@ -621,12 +613,11 @@ func (c *config) stampLink() *updater.ReceiptFiles {
 	return &rf
 }
 
-// observeFlip reads the layout's link into o as the receipt of the update
-// that flipped it since the stamps in since (nil: whatever it is now): a
-// receipt of outcome success for the revision of the worktree the link is
-// named after, identified by the link's file and target, with no receipt
-// where the link is the one stamped. A link that does not lead to a
-// worktree named by a revision is a receipt problem.
+// observeFlip sets in o the receipt that a flip of the layout's link stands
+// for: outcome success, for the revision that the link's worktree is named
+// after. A link unchanged since the stamps in since (nil: no stamps) stands
+// for no receipt, and a link that does not lead to a worktree named by a
+// revision is a receipt problem.
 func (c *config) observeFlip(o *Observation, since *updater.ReceiptFiles) {
 	o.ReceiptPath = c.link
 	problem := func(why string) { o.ReceiptProblem = "the link " + c.link + " " + why }
@@ -684,20 +675,19 @@ func (c *config) observeFlip(o *Observation, since *updater.ReceiptFiles) {
 	}
 }
 
-// maxProfileHomes bounds the profile homes a guard reads the updater's
-// files in, and maxProfileEntries the entries of the profiles directory it
-// reads to find them: past either, the homes are not read, and the
-// updater's files are unknown (they prove nothing), never a part of them
-// taken for all.
+// maxProfileHomes bounds the profile homes a guard reads, and
+// maxProfileEntries the entries of the profiles directory it reads to find
+// them: past either, no profile home is read and the marker is unknown,
+// since a part of the homes proves nothing of the others.
 const (
 	maxProfileHomes   = 64
 	maxProfileEntries = 4096
 )
 
-// updaterHomes is where an updater may keep its files: the guard's home
-// and, for a layout with profiles, the root those profiles share and every
-// profile home under it. The profile homes are listed again when the
-// profiles directory changes.
+// updaterHomes are the homes where an updater may keep its files: the
+// guard's own and, for a layout with profiles, the root the profiles share
+// and every profile home under it. The profile homes are listed again when
+// the profiles directory changes.
 type updaterHomes struct {
 	home     string // the guard's own home, absolute
 	root     string // the root of the profiles; home where there are none
@@ -710,12 +700,11 @@ type updaterHomes struct {
 	problem string   // why that listing is not whole, or ""
 }
 
-// newUpdaterHomes is the homes of a guard whose home is home (absolute).
-// A home is a profile home by what it is, not how it is spelt: its links
-// resolved (a ~/.hermes-work that leads to <root>/profiles/work), a home
-// under the profiles directory has the root above it. The links are
-// resolved on x, waited for at most timeout: a home on a file system
-// that does not answer is taken as spelt.
+// newUpdaterHomes returns the homes of a guard whose home is home
+// (absolute). A home is a profile home if, its links resolved, it is in the
+// profiles directory (a ~/.hermes-work that leads to <root>/profiles/work):
+// its root is then two directories up. The links are resolved on x within
+// timeout; a home on a file system that does not answer is taken as spelt.
 func newUpdaterHomes(home, profiles string, now func() time.Time, x *bounded.Executor, timeout time.Duration) *updaterHomes {
 	h := &updaterHomes{home: home, root: home, profiles: profiles, now: now}
 	if profiles == "" {
@@ -775,12 +764,12 @@ func (h *updaterHomes) allAndLinks() (homes, links []string, problem string) {
 }
 
 // profileHomes lists the directories of root/profiles whose names do not
-// start with a dot, through the last listing while the directory's stamp
-// is the same and settled, and says why the list is not whole: the
-// directory could not be read, or holds more than maxProfileHomes homes.
-// links are the directory's links that lead to no directory: a listing
-// that found one is not kept, as what it leads to can become a home
-// while the directory's stamp stays the same.
+// start with a dot, and says why the list is not whole (the directory could
+// not be read, or holds more than maxProfileHomes homes). It reuses the
+// last listing while the directory's stamp is unchanged and settled. links
+// are the directory's links that lead to no directory; a listing that found
+// one is not kept, since what a link leads to can become a home while the
+// directory's stamp stays the same.
 func (h *updaterHomes) profileHomes() (list, links []string, problem string) {
 	dir := filepath.Join(h.root, h.profiles)
 	st, err := fsread.StatStamp(dir)

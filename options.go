@@ -19,127 +19,50 @@ import (
 // Options configures a [Guard]. The zero value of each field is its
 // documented default.
 type Options struct {
-	// ModulePath is the module file the server actually loaded, such as
-	// the run_agent.py a Python interpreter imported. Empty: the guard
-	// starts unbound, and [Guard.Capture] binds it later.
+	// ModulePath is the module file the server loaded. Empty: the
+	// guard is unbound until [Guard.Capture].
 	ModulePath string
-	// ExpectRevision is the revision the module was loaded at, when the
-	// host recorded it: the guard binds to it instead of reading HEAD, so a
-	// move between loading the code and calling New is caught. It must be
-	// a full hex object id, and the module must be in a tracked checkout
-	// (otherwise New fails with [ErrNotCheckout]). Empty: the revision
-	// HEAD has when New runs.
+	// ExpectRevision is the revision the module was loaded at, which the guard
+	// binds to instead of HEAD's.
 	ExpectRevision string
-	// RequireCheckout makes binding to a module that is not tracked in a
-	// Git checkout whose HEAD names a commit an error matching
-	// [ErrNotCheckout], naming why, in [New] and [Guard.Capture]. False: the
-	// guard binds to such an install without Git, by its module file and
-	// build stamp (see [Identity]), says why Git does not identify it in
-	// [Observation].Unguarded and logs it once at Warn. It needs
-	// ModulePath: without one it is an [*OptionError].
+	// RequireCheckout refuses a module that no Git checkout tracks.
 	RequireCheckout bool
-	// ExpectReceipt is the ID ([Receipt].ID) of the receipt whose reload
-	// plan started this process, for the new process of a handover: New
-	// then also checks that the updater's files still show what the plan
-	// proved (no update marker, no recovery marker, that receipt still the
-	// newest), and fails with an error matching [ErrNotReady] otherwise.
-	// It needs ExpectRevision. Empty: no such check.
+	// ExpectReceipt is the [Receipt].ID of the plan that started this process.
 	ExpectReceipt string
-	// Layout is where the updater keeps its files. Zero: [HermesLayout].
+	// Layout says where the updater keeps its files. Zero: [HermesLayout].
 	Layout Layout
-	// HomeDir is the updater's home directory, which holds the files of
-	// the Layout. Empty: the Layout's HomeEnv variable, else its
-	// DefaultHome under the user's home directory, else unknown (and the
-	// marker's state is then unknown).
+	// HomeDir is the updater's home directory. Empty: as Layout says.
 	HomeDir string
-	// Python is the agent's interpreter, as configured (not resolved).
-	// When it lives in <root>/venv/bin or <root>/.venv/Scripts, <root> is
-	// searched for recovery markers too. Empty: only the source directory.
+	// Python is the agent's interpreter; its venv is an install root.
 	Python string
-	// MaxMarkerAge is the age past which an update marker is abandoned
-	// ([MarkerAbandoned]).
-	// Zero: [DefaultMaxMarkerAge]. Negative: an error.
+	// MaxMarkerAge is a marker's age limit. Zero: [DefaultMaxMarkerAge].
 	MaxMarkerAge time.Duration
-	// AgentName and ServerName name the two products in the default
-	// messages. Empty: "Hermes Agent" and "Hermes WebUI".
+	// AgentName and ServerName name the products in the messages.
+	// Empty: "Hermes Agent" and "Hermes WebUI".
 	AgentName, ServerName string
-	// Message replaces the whole stale message, that of a checkout turned
-	// into a repository format the guard does not read too. Empty: "<agent>
-	// was updated on disk after <server> loaded it. Restart <server>
-	// manually to load the new code.", and for an unsupported format a
-	// message that says so (a restart would fail to bind it). No message
-	// may contain "success", in any case and inside a word too
-	// ("unsuccessful"): nothing here proves that an update succeeded, and a
-	// client that searches a message for the string must not find it.
-	Message string
-	// ReloadMessage replaces the stale message while a reload is scheduled
-	// (see [Plan.Schedule]). Empty: "<agent> was updated on disk after
-	// <server> loaded it. <server> is reloading to load the new code;
-	// retry shortly." It may not contain "success" either. While
-	// a [Reloader] waits for an update to be proven finished, stale answers
-	// say "<agent> was updated on disk after <server> loaded it. <server>
-	// reloads by itself once the update is proven finished; retry
-	// shortly." (ReloadMessage where both Message and ReloadMessage are
-	// set).
+	// Message replaces the stale message, and ReloadMessage the one
+	// while a reload is scheduled. No message may say "success".
+	Message       string
 	ReloadMessage string
-	// ProblemDetails lets [Guard.Middleware] and [Guard.WriteStale] answer
-	// with an RFC 9457 problem document when the request prefers
-	// application/problem+json. False: always the JSON payload of
-	// [Payload].
+	// ProblemDetails answers with a [Problem] where a request prefers it.
 	ProblemDetails bool
-	// Check chooses how a check proves an unchanged checkout unchanged,
-	// in the words of [Observation].Check:
-	//
-	//   - "" or "watch": the watch path where the platform has one (Linux:
-	//     one system call on an inotify descriptor), else the stat path;
-	//   - "stat": the stat path (a stat of each file the answer depends
-	//     on), never a watch;
-	//   - "read": a full read of HEAD, the refs and the index on every
-	//     check. Choose it where file timestamps cannot be trusted, such
-	//     as network file systems with attribute caches or clock skew, or
-	//     where a writer may write the files without a file system call (a
-	//     shared mapping), which neither the watch path nor always the
-	//     stat path sees.
-	//
-	// Any other word is an [*OptionError].
+	// Check is how checks prove the checkout unchanged: "watch" (the
+	// default), "stat", or "read" (for network file systems).
 	Check string
-	// ReadTimeout bounds how long any call of the guard waits for the file
-	// system: a check, for the stats or the full read of the checkout,
-	// past which it fails closed with an error matching [ErrReadTimeout]
-	// that names what it is blocked on, and, for a stale answer, for the
-	// updater's files, past which the update state is unknown; a bind
-	// ([New], [Guard.Capture], [Plan.Bind]), a plan
-	// ([Guard.PlanReload]) and a diagnostic ([Guard.Observe], [Observe]),
-	// for each of their reads. Zero: [DefaultReadTimeout]. Negative: an
-	// error.
+	// ReadTimeout bounds each wait for the file system; past it, a
+	// check fails closed. Zero: [DefaultReadTimeout].
 	ReadTimeout time.Duration
-	// Logger receives the guard's transitions: a guard bound without Git, at
-	// Warn; the first stale check at Warn, later ones at Debug, at most
-	// one line every ten seconds, with the number of checks refused since
-	// the line before (stale_checks counts those of the binding, from one
-	// again once the guard binds anew); a stale guard whose checkout came
-	// back to the bound revision, once, at Info; a reload bound, in one
-	// line at Info. Nil: slog.Default() receives them,
-	// but for the Debug lines of repeated stale checks; so does a
-	// [Reloader]'s reloads, done or abandoned.
+	// Logger receives what an operator must know. Nil: slog.Default().
 	Logger *slog.Logger
-	// OnStale, when set, is called with every stale answer that
-	// [Guard.Middleware] and [Reloader.Wrap] write, before it is written:
-	// to count, log, or start a reload. It must not write to the
-	// response, and runs on the request's goroutine.
+	// OnStale is called before each stale answer of [Guard.Middleware] and
+	// [Reloader.Wrap], on the request's goroutine; it must not write.
 	OnStale func(r *http.Request, err *StaleError)
 }
 
-// DefaultMaxMarkerAge is the zero [Options.MaxMarkerAge]: an update marker
-// older than this is abandoned whatever its process.
+// DefaultMaxMarkerAge is the default [Options.MaxMarkerAge].
 const DefaultMaxMarkerAge = 20 * time.Minute
 
-// DefaultReadTimeout is the zero [Options.ReadTimeout]. A healthy full read
-// takes milliseconds (about 8 ms for an index of 100,000 files, a few
-// hundred for the largest index accepted), so five seconds is far beyond
-// any read that will still return, and well within the time a client waits
-// for an answer: a file system that hangs (a hard NFS mount that lost its
-// server) turns into prompt 409s instead of requests that never end.
+// DefaultReadTimeout is the default [Options.ReadTimeout].
 const DefaultReadTimeout = 5 * time.Second
 
 // The product names of the default messages.
@@ -148,9 +71,9 @@ const (
 	defaultServerName = "Hermes WebUI"
 )
 
-// resolveOn validates opts and applies its defaults, with what it reads
-// of the file system (the links of the home) run on the executor of the
-// updater's files (see updaterExecutor).
+// resolveOn validates opts and resolves them into a config, with every
+// default applied. It reads the file system (the home's links, on the
+// updater's executor) last, once every option is valid.
 func (opts *Options) resolveOn(e *env) (*config, error) {
 	if opts.MaxMarkerAge < 0 {
 		return nil, optionError("Options.MaxMarkerAge", opts.MaxMarkerAge, "is negative")
@@ -191,6 +114,7 @@ func (opts *Options) resolveOn(e *env) (*config, error) {
 
 		staleLogEvery: staleLogInterval,
 	}
+	home := homeDir(opts.HomeDir, &layout)
 	if c.python != "" {
 		// Resolved now, once: a later chdir of the host's must not move it.
 		abs, err := filepath.Abs(c.python)
@@ -206,11 +130,11 @@ func (opts *Options) resolveOn(e *env) (*config, error) {
 	}
 	c.noMarker = layout.Marker == ""
 	c.stamp = &gitread.Stamp{Name: filepath.FromSlash(layout.Stamp), Limit: updater.MaxStampBytes, Build: updater.ParseInstallStamp}
-	if layout.Stamp != "" && layout.StampDirEnv != "" {
-		if dir := os.Getenv(layout.StampDirEnv); dir != "" {
+	if layout.Stamp != "" && layout.stampDirEnv != "" {
+		if dir := os.Getenv(layout.stampDirEnv); dir != "" {
 			abs, err := filepath.Abs(dir)
 			if err != nil {
-				return nil, optionError("Layout.StampDirEnv", layout.StampDirEnv, "names a directory that cannot be made absolute: "+err.Error())
+				return nil, optionError("Layout.Stamp", layout.Stamp, "is read in $"+layout.stampDirEnv+", "+dir+", which cannot be made absolute: "+err.Error())
 			}
 			c.stamp.Dir = abs
 		}
@@ -223,7 +147,6 @@ func (opts *Options) resolveOn(e *env) (*config, error) {
 		c.link = abs
 	}
 	// A layout without a marker (one with a Link) keeps nothing in a home.
-	home := homeDir(opts.HomeDir, &layout)
 	if home != "" && layout.Marker != "" {
 		abs, err := filepath.Abs(home)
 		if err != nil {
@@ -233,10 +156,7 @@ func (opts *Options) resolveOn(e *env) (*config, error) {
 	} else {
 		home = ""
 	}
-	c.updaterKey = home + "\x00" + c.link
-	c.ux = c.updaterExecutor()
 	if home != "" {
-		c.homes = newUpdaterHomes(home, layout.Profiles, e.now, c.ux, cmp.Or(opts.ReadTimeout, DefaultReadTimeout))
 		c.markerRel = filepath.FromSlash(layout.Marker)
 		c.receiptRel = filepath.FromSlash(layout.Receipt)
 		c.historyRel = filepath.FromSlash(layout.ReceiptHistory)
@@ -288,6 +208,12 @@ func (opts *Options) resolveOn(e *env) (*config, error) {
 		return nil, optionError("Options.RequireCheckout", true, "needs a ModulePath: a guard that binds nothing at New requires nothing of a checkout")
 	}
 	c.requireCheckout = opts.RequireCheckout
+	// The file system is read last, once the options are valid.
+	c.updaterKey = home + "\x00" + c.link
+	c.ux = c.updaterExecutor()
+	if home != "" {
+		c.homes = newUpdaterHomes(home, layout.Profiles, e.now, c.ux, c.timeout)
+	}
 	return c, nil
 }
 
@@ -310,126 +236,51 @@ func homeDir(dir string, l *Layout) string {
 	return ""
 }
 
-// Layout describes where an updater keeps the files a guard reads: its home
-// directory, the marker it keeps while it runs, the recovery markers an
-// interrupted update leaves in an install root, the receipt it writes after
-// each run, and the lock file it holds while it runs; and the build stamp
-// of an install without Git. Paths are relative to the home directory, but
-// for the stamp's.
-//
-// The zero Layout is [HermesLayout]. Any other Layout is taken as it is: a
-// field left empty means the updater has no such file.
+// Layout says where an updater keeps the files a guard reads, relative to
+// its home (docs/updater.md in the repository has a table). The zero Layout
+// is [HermesLayout]; in any other, an empty field means no such file.
 type Layout struct {
-	// HomeEnv names the environment variable that holds the home
-	// directory, such as "HERMES_HOME". Empty: none.
-	HomeEnv string
-	// DefaultHome is the home directory, relative to the user's home
-	// directory, when HomeEnv is unset or empty, such as ".hermes". Empty:
-	// none, and without [Options.HomeDir] the home is unknown.
+	// HomeEnv names the variable that holds the home directory, and
+	// DefaultHome is the home relative to the user's home directory.
+	HomeEnv     string
 	DefaultHome string
-	// Marker is the in-progress marker, relative to the home. Required,
-	// unless Link is set.
+	// Marker is kept while the updater runs; required unless Link is set.
 	Marker string
-	// RecoveryMarkers are the file names of the recovery markers an
-	// interrupted update leaves in an install root.
+	// RecoveryMarkers are the files an interrupted update leaves.
 	RecoveryMarkers []string
-	// Receipt is the updater's latest receipt, relative to the home: the
-	// file it rewrites after each run. Empty: none.
-	Receipt string
-	// ReceiptHistory names the receipts the updater keeps of each run,
-	// relative to the home, its last element a pattern as [path.Match]
-	// takes it, such as "logs/update_receipts/update_*.json". The newest
-	// receipt of these and Receipt is the one that counts: an updater may
-	// write its own run's file and leave an older run's latest receipt.
-	// Empty: none. With neither Receipt nor ReceiptHistory, no reload is
-	// ever planned.
+	// Receipt is written after each run, and ReceiptHistory is the
+	// [path.Match] pattern of the receipts kept of each run.
+	Receipt        string
 	ReceiptHistory string
-	// Lock is the lock file the updater holds while it runs, relative to
-	// the home: a reload plan holds it shared (read access suffices) until
-	// the new code is bound. It is never opened, created or truncated
-	// through a link at its name. Empty: the updater takes none.
+	// Lock is the lock file the updater holds while it runs.
 	Lock string
-	// CheckoutLock is the file name of the kernel lock the updater holds
-	// on the checkout it updates, for its whole process tree (its
-	// children inherit it): in the checkout's common Git directory, or,
-	// with a dot before it, in an install root without .git. While any
-	// process holds it an update is in progress, whatever the marker
-	// says. Empty: the updater takes none.
+	// CheckoutLock is the lock the updater holds on the checkout.
 	CheckoutLock string
-	// Profiles names the directory of a home that holds the homes of
-	// named profiles, which share its install, such as "profiles". The
-	// updater may run in any of them: a guard whose home is
-	// <root>/<Profiles>/<name> or <root> reads the marker and the receipts
-	// of <root> and of every profile home under it. Past 64 profile homes
-	// (or a profiles directory that cannot be listed) none is read, and
-	// the marker is unknown: a home that is not read may hold an update
-	// in progress, so no reload is proven. Empty: only the guard's own
-	// home.
+	// Profiles is the directory of the homes of named profiles.
 	Profiles string
-	// Stamp is the install's build stamp, relative to the module's
-	// directory (links resolved), or to the directory StampDirEnv names:
-	// where no Git checkout identifies the module, the build the stamp
-	// names identifies the install, beside the module file itself (see
-	// [Identity]). Its format is Hermes's install-stamp.json, which
-	// Hermes's packagers write at build time (Docker, Nix, the desktop
-	// app): a JSON object whose commit names the build. A stamp that is
-	// missing, unreadable or malformed names no build, as to Hermes's own
-	// reader. Empty: none; the module file alone identifies such an
-	// install.
+	// Stamp is the build stamp of an install without Git.
 	Stamp string
-	// StampDirEnv names the environment variable that, where it is set
-	// and not empty when [New] runs, holds the directory of the Stamp in
-	// place of the module's directory: for Hermes, HERMES_INSTALL_ROOT,
-	// which its Nix wrapper and its desktop app set. Empty: none.
-	StampDirEnv string
-	// Link is the link an updater flips to publish a revision, as
-	// git-sync does: <root>/<link> -> .worktrees/<hash>, the complete
-	// worktree of <hash> checked out first (see [GitSyncLayout]). Where it
-	// is set, a flip of it is the layout's only proof of a finished
-	// update, in place of receipts: a flip made after the guard bound, to
-	// a worktree named by the revision its HEAD is at and holding the
-	// tracked module, proves a reload, once. The link stamped when the
-	// guard bound proves nothing, whatever it leads to. Relative to the
-	// working directory when not absolute. Empty: none.
+	// Link is the link an updater flips to publish a revision.
 	Link string
 
+	// stampDirEnv names the environment variable that holds the directory
+	// of the Stamp, where it is set and not empty when New runs:
+	// HERMES_INSTALL_ROOT, which Hermes's Nix wrapper and desktop app set.
+	stampDirEnv string
 	// gitSync marks a layout of GitSyncLayout, whose Link must not be
 	// empty: an empty one would read as the zero Layout, Hermes's.
 	gitSync bool
 }
 
-// GitSyncLayout is the layout of kubernetes/git-sync (v4) publishing into
-// the link at the path link (its --link, under its --root where
-// relative): no home, marker, receipt, lock or build stamp (each worktree
-// it publishes is a Git checkout), and a flip of the link proves the
-// update (see [Layout].Link). A guard with it binds to the
-// module through the link, such as <root>/<link>/run_agent.py.
-//
-// An empty link is an error of [New] (a git-sync deployment whose --link
-// did not reach the server), not the zero Layout.
+// GitSyncLayout is the layout of kubernetes/git-sync (v4) publishing
+// through the link at link, whose flip proves an update. An empty link is
+// an error of [New].
 func GitSyncLayout(link string) Layout {
 	return Layout{Link: link, gitSync: true}
 }
 
-// HermesLayout is the layout of the Hermes Agent's updater (hermes
-// update), which the zero [Layout] stands for: home $HERMES_HOME or
-// ~/.hermes, marker .hermes-update-in-progress, recovery markers
-// .update-incomplete and .lazy-refresh-incomplete, receipts
-// logs/update_receipts/latest.json and the retained
-// logs/update_receipts/update_*.json, named profiles' homes under
-// profiles, no lock file in the home, the checkout lock
-// hermes-update.lock, and the build stamp install-stamp.json, in the
-// install root: the module's directory (run_agent.py sits there, beside
-// the hermes_cli package whose reader finds the stamp one directory up),
-// or $HERMES_INSTALL_ROOT where set.
-//
-// Hermes's updater keeps the marker in the root of its homes ($HERMES_HOME,
-// else ~/.hermes, less any profiles/<name>; older ones in the profile's
-// home) and the receipts in the home of the profile it updates for, which
-// may be <root>/profiles/<name>: so a guard reads both, wherever its own
-// home is. Copy it to describe an
-// updater that differs in a field; changing it changes nothing else (the
-// zero Layout keeps meaning the Hermes layout).
+// HermesLayout is the layout of the Hermes Agent's updater (hermes update),
+// which the zero [Layout] stands for. Copy it to describe another updater.
 var HermesLayout = hermesLayout()
 
 // hermesLayout returns a fresh copy of the Hermes layout.
@@ -444,7 +295,7 @@ func hermesLayout() Layout {
 		CheckoutLock:    "hermes-update.lock",
 		Profiles:        "profiles",
 		Stamp:           "install-stamp.json",
-		StampDirEnv:     "HERMES_INSTALL_ROOT",
+		stampDirEnv:     "HERMES_INSTALL_ROOT",
 	}
 }
 
@@ -452,7 +303,7 @@ func hermesLayout() Layout {
 func (l *Layout) isZero() bool {
 	return l.HomeEnv == "" && l.DefaultHome == "" && l.Marker == "" &&
 		len(l.RecoveryMarkers) == 0 && l.Receipt == "" && l.ReceiptHistory == "" && l.Lock == "" && l.CheckoutLock == "" && l.Profiles == "" &&
-		l.Stamp == "" && l.StampDirEnv == "" && l.Link == "" && !l.gitSync
+		l.Stamp == "" && l.stampDirEnv == "" && l.Link == "" && !l.gitSync
 }
 
 // validate checks that every path stays inside the home and every recovery
@@ -463,9 +314,6 @@ func (l *Layout) validate() error {
 	}
 	if l.gitSync && l.Link == "" {
 		return optionError("Layout.Link", "", "is empty: GitSyncLayout needs the link git-sync publishes (its --link)")
-	}
-	if l.StampDirEnv != "" && l.Stamp == "" {
-		return optionError("Layout.StampDirEnv", l.StampDirEnv, "is set without a Stamp: it names the directory of the stamp")
 	}
 	if l.Marker == "" && l.Link == "" {
 		return optionError("Layout.Marker", "", "is empty: a Layout other than the zero one is taken as it is; copy HermesLayout to change some of its fields")
@@ -497,38 +345,21 @@ func (l *Layout) validate() error {
 	return nil
 }
 
-// Paths are the files and directories a guard's [Options] resolve to:
-// resolved once, by [New], with every default applied
-// and every path absolute, and used by everything the guard reads after.
-// A later change of the working directory or of the environment moves
-// none of them.
+// Paths are the files and directories a guard's [Options] resolved to at
+// [New]: absolute, with every default applied. A path is empty where none
+// is known, or where the layout has no such file.
 type Paths struct {
-	// Home is the updater's home directory: [Options.HomeDir], else the
-	// Layout's HomeEnv variable, else its DefaultHome under the user's home
-	// directory. Empty when none is known, and so are Marker, Receipt,
-	// ReceiptHistory and Lock.
-	Home string `json:"home"`
-	// Marker is the update marker in Home, where an updater that speaks
-	// the protocol claims it. Where the layout has profiles, the markers
-	// of the other homes are read too (see [Layout].Profiles).
-	Marker string `json:"marker"`
-	// Receipt is the updater's latest receipt in Home; empty when the
-	// layout has none.
-	Receipt string `json:"receipt,omitempty"`
-	// ReceiptHistory is the pattern of the receipts the updater keeps of
-	// each run, in Home; empty when the layout has none.
+	// Home is the updater's home directory, which holds the Marker,
+	// Receipt, ReceiptHistory (a pattern) and Lock.
+	Home           string `json:"home"`
+	Marker         string `json:"marker"`
+	Receipt        string `json:"receipt,omitempty"`
 	ReceiptHistory string `json:"receipt_history,omitempty"`
-	// Lock is the updater's lock file in Home; empty when the layout has
-	// none.
-	Lock string `json:"lock,omitempty"`
-	// Python is [Options.Python], absolute (its links not resolved); empty
-	// when none was given.
-	Python string `json:"python,omitempty"`
-	// InstallRoot is <root> for a Python at <root>/venv/bin (or .venv, or
-	// Scripts): the install root searched for recovery markers beside the
-	// module's source directory. Empty when Python is in no venv.
+	Lock           string `json:"lock,omitempty"`
+	// Python is [Options.Python] made absolute, and InstallRoot the
+	// root of its venv.
+	Python      string `json:"python,omitempty"`
 	InstallRoot string `json:"install_root,omitempty"`
-	// RecoveryMarkers are the file names of the recovery markers searched
-	// for in the install roots.
+	// RecoveryMarkers are the names of the recovery markers.
 	RecoveryMarkers []string `json:"recovery_markers"`
 }

@@ -14,56 +14,45 @@ import (
 // PayloadType is the "type" of every stale payload.
 const PayloadType = "agent_runtime_stale"
 
-// ProblemType is the "type" URI of the RFC 9457 problem document for a
-// stale runtime: the URL of docs/payload.md in the repository, the page
-// that defines the payload. It names a file, not a heading of a page, so
-// that it stays valid however the README is arranged.
+// ProblemType is the "type" of the RFC 9457 problem document: the URL of
+// docs/payload.md.
 const ProblemType = "https://github.com/runtimeguard/runtimeguard/blob/main/docs/payload.md"
 
-// RetryAfterSeconds is the Retry-After, in seconds, of a stale answer while
+// retryAfterSeconds is the Retry-After, in seconds, of a stale answer while
 // a reload is scheduled: the new code is usually bound within it.
-const RetryAfterSeconds = 1
+const retryAfterSeconds = 1
 
-// Payload is the JSON body of the HTTP 409 a stale runtime answers with.
-// Its keys are frozen API:
+// Payload is the JSON body of the HTTP 409 that a stale runtime answers
+// with. Its keys are frozen API:
 //
 //	{"error": "...", "type": "agent_runtime_stale", "retryable": true,
 //	 "restart_scheduled": false, "agent_update_state": "unverified"}
-//
-// agent_update_state is left out when there is none. restart_scheduled is
-// true only while the host has a reload under way (see [Plan.Schedule]),
-// and the message then asks the client to retry shortly.
 type Payload struct {
-	// Error is the operator-facing message.
+	// Error is the operator-facing message; Type is [PayloadType].
 	Error string `json:"error"`
-	// Type is always PayloadType.
-	Type string `json:"type"`
-	// Retryable is always true: the request may be sent again once the
-	// server runs the new code.
-	Retryable bool `json:"retryable"`
-	// RestartScheduled is true while the host reloads the new code; false
-	// when the operator has to restart the server.
+	Type  string `json:"type"`
+	// Retryable is always true; RestartScheduled is true while the
+	// host reloads the new code.
+	Retryable        bool `json:"retryable"`
 	RestartScheduled bool `json:"restart_scheduled"`
 	// AgentUpdateState is what was observed of the updater, if anything.
 	AgentUpdateState UpdateState `json:"agent_update_state,omitempty"`
 }
 
-// StaleError is returned by [Guard.EnsureCurrent] when the bound checkout no
-// longer is at the revision the server loaded. errors.Is(err, [ErrStale])
-// is true for it and for any error that wraps it.
+// StaleError is returned by [Guard.EnsureCurrent] when the bound checkout
+// is no longer at the revision the server loaded. errors.Is(err,
+// [ErrStale]) is true for it.
 type StaleError struct {
 	// Message is the operator-facing message, the payload's "error".
 	Message string
-	// State is what could be observed of the updater when the check failed.
+	// State is what was observed of the updater.
 	State UpdateState
-	// Captured is the revision the guard bound to; Current the one read
-	// now, empty when none could be read.
+	// Captured is the bound revision, and Current the one read now.
 	Captured, Current string
-	// Err is why the current revision could not be read, or why the
-	// checkout names none (an error matching [ErrNotCheckout]); nil when
-	// it names another revision.
+	// Err is why no revision could be read ([ErrNotCheckout] where the
+	// checkout names none); nil when HEAD names another revision.
 	Err error
-	// RestartScheduled is true when the host had a reload under way.
+	// RestartScheduled is true while the host carries out a reload.
 	RestartScheduled bool
 }
 
@@ -137,27 +126,20 @@ func (e *StaleError) LogValue() slog.Value {
 	return slog.GroupValue(attrs...)
 }
 
-// Problem is the RFC 9457 problem document for a stale runtime; the
-// payload's fields ride along as extension members.
+// Problem is the RFC 9457 problem document of a stale runtime, with the
+// payload's members as extension members.
 type Problem struct {
-	// Type is ProblemType.
-	Type string `json:"type"`
-	// Title is a short summary of the problem type.
-	Title string `json:"title"`
-	// Status is 409.
-	Status int `json:"status"`
-	// Detail is the operator-facing message.
+	// Type ([ProblemType]), Title, Status (409) and Detail are the
+	// problem's own members.
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
 	Detail string `json:"detail"`
-	// Error is the legacy payload's "error": the message again.
-	Error string `json:"error"`
-	// StaleType is the legacy payload's "type", PayloadType, renamed since
-	// "type" is the problem's.
-	StaleType string `json:"stale_type"`
-	// Retryable is always true.
-	Retryable bool `json:"retryable"`
-	// RestartScheduled is true while the host reloads the new code.
-	RestartScheduled bool `json:"restart_scheduled"`
-	// AgentUpdateState is the update state, if any.
+	// The others are the payload's; StaleType is its "type".
+	Error            string      `json:"error"`
+	StaleType        string      `json:"stale_type"`
+	Retryable        bool        `json:"retryable"`
+	RestartScheduled bool        `json:"restart_scheduled"`
 	AgentUpdateState UpdateState `json:"agent_update_state,omitempty"`
 }
 
@@ -179,20 +161,15 @@ func (e *StaleError) Problem() Problem {
 	}
 }
 
-// WriteStale writes the 409 JSON payload when err is or wraps a
-// *[StaleError], and reports whether it did. Like [http.Error], it sets the
-// headers (Content-Type, Cache-Control: no-store, X-Content-Type-Options:
-// nosniff) before the status. For the RFC 9457 form, negotiated with the
-// request, use [Guard.WriteStale].
+// WriteStale writes the 409 with the JSON [Payload] when err is or wraps a
+// *[StaleError], and reports whether it did.
 func WriteStale(w http.ResponseWriter, err error) bool {
 	return writeStale(w, err, false)
 }
 
-// WriteStale is the package's [WriteStale] for a handler that checks by
-// hand: with [Options.ProblemDetails], a request r that prefers
-// application/problem+json gets the RFC 9457 problem document, as from
-// [Guard.Middleware], with Vary: Accept. A nil r gets the plain JSON
-// payload.
+// WriteStale is [WriteStale] for a handler that checks by hand, with the
+// RFC 9457 [Problem] form where [Options.ProblemDetails] allows it and r
+// prefers it.
 func (g *Guard) WriteStale(w http.ResponseWriter, r *http.Request, err error) bool {
 	if g == nil {
 		g = nilGuard()
@@ -218,6 +195,8 @@ func staleOf(err error) *StaleError {
 	return se
 }
 
+// writeStale writes the 409 of err, in the problem form where problem is
+// set.
 func writeStale(w http.ResponseWriter, err error, problem bool) bool {
 	se := staleOf(err)
 	if se == nil {
@@ -237,20 +216,16 @@ func writeStale(w http.ResponseWriter, err error, problem bool) bool {
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
 	if se.RestartScheduled {
-		h.Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
+		h.Set("Retry-After", strconv.Itoa(retryAfterSeconds))
 	}
 	w.WriteHeader(http.StatusConflict)
 	_, _ = w.Write(append(body, '\n'))
 	return true
 }
 
-// Middleware runs [Guard.EnsureCurrent] before next and answers 409 without
-// calling next when the runtime is stale, with Retry-After while a reload
-// is scheduled. With [Options.ProblemDetails], a request that prefers
-// application/problem+json gets the RFC 9457 form. [Options.OnStale] sees
-// every stale answer. (A host that reloads by itself wraps its handlers
-// with [Reloader.Wrap] instead, which also drains them for a reload.) A
-// nil next is http.DefaultServeMux, as for an http.Server.
+// Middleware calls next (nil: http.DefaultServeMux) only while
+// [Guard.EnsureCurrent] finds the runtime current, and else answers the
+// 409.
 func (g *Guard) Middleware(next http.Handler) http.Handler {
 	if g == nil {
 		g = nilGuard()
@@ -344,20 +319,8 @@ type readyAnswer struct {
 	AgentUpdateState UpdateState `json:"agent_update_state,omitempty"`
 }
 
-// LivenessHandler answers a liveness probe: 200 whenever the process
-// serves HTTP at all. It never fails for a stale runtime (restarting a
-// stale server is the operator's choice, or the Reloader's, not the
-// orchestrator's) and reads nothing from disk:
-//
-//	{"live": true, "revision": "<bound revision>"}
-//
-// Mount it beside the guarded handlers, outside [Guard.Middleware] and
-// [Reloader.Wrap], which would answer it with the 409:
-//
-//	mux := http.NewServeMux()
-//	mux.Handle("GET /livez", guard.LivenessHandler())
-//	mux.Handle("GET /readyz", guard.ReadinessHandler())
-//	mux.Handle("/", reloader.Wrap(app))
+// LivenessHandler answers a liveness probe with 200 whenever the process
+// serves HTTP: a stale runtime is no reason to restart it.
 func (g *Guard) LivenessHandler() http.Handler {
 	if g == nil {
 		g = nilGuard()
@@ -367,23 +330,9 @@ func (g *Guard) LivenessHandler() http.Handler {
 	})
 }
 
-// ReadinessHandler answers a readiness probe, a check of the checkout
-// like any other ([Guard.EnsureCurrent]; it counts in [Guard.Stats]). It
-// is ready (200) while the runtime is current, and while it is stale with
-// no reload scheduled: the server then answers retryable 409s, and taking
-// it out of service would only turn them into errors (and take every
-// replica of a fleet one update moved out at once). It is not ready (503,
-// with Retry-After) from the moment a reload is scheduled
-// ([Plan.Schedule], as a [Reloader] does once the update is proven)
-// until the new code is bound or the reload is abandoned, so that a load
-// balancer drains the server first. A stale answer's body says why, in
-// the words of the 409 ([Payload]):
-//
-//	{"ready": false, "stale": true, "revision": "<bound revision>",
-//	 "error": "...", "restart_scheduled": true, "agent_update_state": "..."}
-//
-// Mount it outside [Guard.Middleware] and [Reloader.Wrap], as
-// [Guard.LivenessHandler] shows.
+// ReadinessHandler answers a readiness probe by a check: 200 while no
+// reload is scheduled, stale or not, and 503 while one is, so that a load
+// balancer drains the server first. Mount it outside [Guard.Middleware].
 func (g *Guard) ReadinessHandler() http.Handler {
 	if g == nil {
 		g = nilGuard()
@@ -397,7 +346,7 @@ func (g *Guard) ReadinessHandler() http.Handler {
 		status := http.StatusOK
 		if h.RestartScheduled {
 			h.Ready, status = false, http.StatusServiceUnavailable
-			w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
+			w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
 		}
 		writeHealth(w, status, h)
 	})

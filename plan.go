@@ -17,39 +17,21 @@ import (
 	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
 
-// ErrNotReady matches the error of [Guard.PlanReload] when a reload is not
-// proven safe, of [Plan.Bind] when the updater's files no longer show
-// what the plan proved, and of [New] with [Options.ExpectReceipt] when
-// they do not show it; the error says which condition failed.
+// ErrNotReady matches the error of a reload that is not proven safe, from
+// [Guard.PlanReload], [Plan.Bind], or [New] with [Options.ExpectReceipt].
 var ErrNotReady = errors.New("runtimeguard: no reload is proven safe")
 
-// Plan is a plan to load the new code, made by [Guard.PlanReload] only
-// when the updater's receipt proves the update that moved the checkout
-// succeeded and finished. A host acts on it in one of two ways:
-//
-//   - in process: it schedules the reload ([Plan.Schedule]), stops
-//     admitting guarded work, drains what runs, restarts its workers, and
-//     calls [Plan.Bind];
-//   - in a new process: it schedules the reload, drains, and starts the new
-//     process (re-executing itself, or exiting for its supervisor), which
-//     binds with [Options.ExpectRevision] set to To.
-//
-// Either way, the new code's binding is the last check: if HEAD moved on
-// meanwhile, it fails closed, and a later receipt allows a later reload.
-// A host that does not go ahead calls [Plan.Release].
-//
-// A Plan is safe for concurrent use. Its life moves one way: made, then
-// scheduled ([Plan.Schedule]), then done ([Plan.Release] or
-// [Plan.Bind]); once Release or Plan.Bind has returned, the plan is not
-// scheduled and cannot be, whatever ran beside them.
+// Plan is a reload that the updater's receipt proved safe. A host schedules
+// it ([Plan.Schedule]), drains its guarded work, then loads the new code
+// and binds to it ([Plan.Bind]) or starts a new process that binds to To; a
+// host that does not go ahead calls [Plan.Release]. A Plan is safe for
+// concurrent use.
 type Plan struct {
-	// From is the revision the guard is bound to, To the one the new code
-	// is at.
+	// From is the bound revision, To the new code's, Identity what the new
+	// code will be bound to, and Receipt the receipt that proves the update.
 	From, To string
-	// Identity is what the new code will be bound to.
 	Identity Identity
-	// Receipt is the updater's receipt that proves the update.
-	Receipt Receipt
+	Receipt  Receipt
 
 	g     *Guard
 	b     *binding   // the binding the plan replaces
@@ -68,53 +50,11 @@ const (
 	planDone
 )
 
-// PlanReload proves that a reload is safe and returns the plan, or an error
-// matching [ErrNotReady] that names the condition that failed. All of these
-// must hold, read together from one steady view of the checkout and the
-// updater's files:
-//
-//   - the guard is bound to a tracked checkout and is stale (a guard
-//     bound to an install without Git only where the layout has a link,
-//     whose flip proves the new code whatever the old was: a move of an
-//     install without Git proves nothing by itself);
-//   - HEAD now names a full revision;
-//   - the newest receipt the updater wrote since the guard bound (its
-//     latest receipt or one it retained of a run, judged by the files: a
-//     receipt file that was there unchanged when the guard bound proves
-//     nothing, whatever time it claims), of those that name this checkout
-//     or none ([Receipt].Checkout: one that names another checkout is
-//     passed over), is schema 1 with outcome "success", its
-//     post_update.sha is HEAD now, and it claims to have finished after
-//     the guard bound and not after now; one that names no checkout
-//     proves only where the checkout's top-level directory lies inside
-//     the root of the homes the receipts were read from (where Hermes's
-//     installer puts its checkout);
-//   - where the layout has a link ([Layout].Link), a flip of it made
-//     since the guard bound stands for the receipt: it leads to the
-//     worktree .worktrees/<hash> the module now is in, and <hash> is HEAD
-//     now;
-//   - no update marker is present (the marker is absent);
-//   - no recovery marker is present, and every install root was searched:
-//     the bound install's and, where the configured path now leads to
-//     another directory, that one's;
-//   - nothing of it changed while it was read;
-//   - no earlier plan on the binding the guard has now was scheduled on
-//     the same receipt (what earlier bindings spent is forgotten with
-//     them).
-//
-// Where the layout has a lock file, the plan holds it shared from now until
-// the new code is bound ([Plan.Bind]) or the plan is released, so that a
-// cooperating updater cannot start meanwhile; a lock held by an updater is
-// not ready. PlanReload creates the lock file if it is missing, and opens
-// it for reading only (a lock file it may read but not write still takes
-// the shared lock); a link at the lock's name is never opened, nor a file
-// created where it leads: no plan.
-//
-// The plan's reads run on the guard's goroutine for the updater's files:
-// PlanReload waits for them at most [Options.ReadTimeout] in all, or
-// until ctx is done, and then returns an error (matching [ErrNotReady]
-// for the timeout, ctx's error for ctx); a plan made after it gave up is
-// released.
+// PlanReload returns a plan to load the new code once the updater's files
+// prove that the update that moved the checkout finished: the newest
+// receipt is a success for HEAD's revision, and no update runs. Else its
+// error matches [ErrNotReady] and says why (docs/reload.md lists every
+// rule). It waits at most [Options.ReadTimeout], or until ctx is done.
 func (g *Guard) PlanReload(ctx context.Context) (*Plan, error) {
 	if g == nil {
 		g = nilGuard()
@@ -136,9 +76,10 @@ func (g *Guard) PlanReload(ctx context.Context) (*Plan, error) {
 	if b.receiptsAt == nil {
 		return nil, notReady("the updater's layout has no receipt, or no home directory is known")
 	}
-	t, stuck := bounded.Submit(ctx, b.ux, nil, cfg.timeout, func(t *bounded.Task[planResult]) {
+	work := func(t *bounded.Task[planResult]) {
 		t.Val.r, t.Val.err = g.lockAndPlan(ctx, cfg, b, time.Now().Add(cfg.timeout))
-	}, func(t *bounded.Task[planResult]) {
+	}
+	abandoned := func(t *bounded.Task[planResult]) {
 		if r := t.Val.r; r != nil {
 			if l := r.LockFile(); l != nil {
 				at := "the release of the plan's lock " + l.Name()
@@ -146,7 +87,8 @@ func (g *Guard) PlanReload(ctx context.Context) (*Plan, error) {
 			}
 			r.Release() // no caller took the plan
 		}
-	})
+	}
+	t, stuck := bounded.Submit(ctx, b.ux, nil, cfg.timeout, work, abandoned)
 	switch {
 	case stuck != nil && stuck.Ctx != nil:
 		return nil, stuck.Ctx
@@ -168,7 +110,7 @@ func (g *Guard) PlanReload(ctx context.Context) (*Plan, error) {
 	return t.Val.r, t.Val.err
 }
 
-// planResult is what a plan's piece of work on the file system returns.
+// planResult is what a plan's work on the file system returns.
 type planResult struct {
 	r   *Plan
 	err error
@@ -203,11 +145,11 @@ func (g *Guard) lockAndPlan(ctx context.Context, cfg *config, b *binding, deadli
 // maxPlanReads bounds the reads of a view that keeps changing.
 const maxPlanReads = 3
 
-// plan reads the view and checks the conditions of PlanReload.
-// The install directories are those the module path leads to as each try
-// begins (a plan follows no check): a try whose read finds the path
-// leading elsewhere, a link flipped meanwhile, is tried again. The
-// checkout is read on its executor, until deadline at the latest.
+// plan reads the view and checks the conditions of PlanReload. Each try
+// reads the install directories the module path leads to as it begins (a
+// plan follows no check), and a try whose read finds the path leading
+// elsewhere (a link flipped meanwhile) is tried again. The checkout is
+// read on its executor, until deadline at the latest.
 func (g *Guard) plan(ctx context.Context, cfg *config, b *binding, deadline time.Time) (*Plan, error) {
 	type read struct {
 		c    gitread.Checkout
@@ -314,8 +256,8 @@ func (g *Guard) unproven(b *binding, c *gitread.Checkout, o *Observation, now ti
 
 // receiptOfNoCheckout says why a receipt that names no checkout proves
 // nothing of the checkout whose top level is top: top is not inside the
-// homes' root, where the updater's own install lives, so it may be
-// another checkout's update; or that root cannot be told.
+// homes' root, where the updater's own install lives, so it may be another
+// checkout's update; or that root cannot be told.
 func receiptOfNoCheckout(o *Observation, top string) string {
 	if o.homesRoot == "" {
 		return fmt.Sprintf("the receipt %s names no checkout, and whether %s is the homes' own cannot be told: %s", o.ReceiptPath, top, o.homesRootWhy)
@@ -341,10 +283,9 @@ func orNone(s string) string {
 	return s
 }
 
-// pendingPrefix starts the reasons of a plan refused for now, on a view
-// that may change into a proof by itself (an update still running, a
-// receipt not yet written or half written): a host that reloads by itself
-// waits on them.
+// pendingPrefix starts the reason of a plan refused for now, on a view that
+// may turn into a proof by itself (an update still running, a receipt not
+// yet written whole): a Reloader waits on such reasons.
 const pendingPrefix = "not yet: "
 
 func pending(why string) string { return pendingPrefix + why }
@@ -402,17 +343,9 @@ func isPending(err error) bool {
 	return errors.As(err, &nr) && nr.pending
 }
 
-// Schedule tells the guard that the host is carrying the plan out: from now
-// on, until [Plan.Bind] or [Plan.Release], every stale answer says
-// "restart_scheduled": true with [Options.ReloadMessage], which asks the
-// client to retry shortly. The plan's receipt can allow no second reload
-// of the code the guard is bound to: it is spent. At most one plan of a
-// guard is scheduled at a time, and only on what the guard is bound to
-// now: scheduling a second, one released or carried out, one made on a
-// binding the guard no longer has (it was bound anew since, as by another
-// plan's [Plan.Bind]), or one whose receipt another plan spent, is an
-// error, and the host must not carry it out. Scheduling a scheduled plan
-// again is a no-op.
+// Schedule tells the guard that the host is carrying the plan out: stale
+// answers then say a restart is scheduled, and the receipt is spent. After
+// an error, the host must not go ahead.
 func (r *Plan) Schedule() error {
 	if r == nil || r.g == nil {
 		return errors.New("runtimeguard: schedule: the plan was not made by Guard.PlanReload")
@@ -435,11 +368,8 @@ func (r *Plan) Schedule() error {
 	return nil
 }
 
-// Release abandons the plan: stale answers no longer say a restart is
-// scheduled, and the layout's lock is released. It is safe to call more
-// than once, after [Plan.Bind], concurrently with [Plan.Schedule], and
-// on a nil plan (defer it right after [Guard.PlanReload], whatever that
-// returned) or one that PlanReload did not make.
+// Release abandons the plan and releases the layout's lock. It is safe on a
+// nil plan, more than once, and after [Plan.Bind]: defer it.
 func (r *Plan) Release() {
 	if r == nil {
 		return // the plan PlanReload did not make
@@ -456,9 +386,9 @@ func (r *Plan) Release() {
 	}
 }
 
-// releaseUnused releases a plan that loaded nothing (its attempt ended
-// before the host's restart or handover began): a scheduled plan's receipt
-// is no longer spent, so that a new plan on it can carry the reload out.
+// releaseUnused releases a plan whose attempt ended before the host loaded
+// anything: a scheduled plan's receipt is unspent again, so that a new plan
+// on it can carry the reload out.
 func (r *Plan) releaseUnused() {
 	r.mu.Lock()
 	if r.state == planScheduled {
@@ -475,10 +405,8 @@ func (r *Plan) isDone() bool {
 	return r.state == planDone
 }
 
-// LockFile returns the open file that holds the layout's lock for the
-// plan, or nil where the layout has none. A host that hands over to a new
-// process by exec passes it on (clearing its close-on-exec flag); the new
-// process closes it once it has bound, which releases the lock.
+// LockFile returns the open file of the layout's lock that the plan holds,
+// or nil, for a handover by exec to pass on.
 func (r *Plan) LockFile() *os.File {
 	if r == nil {
 		return nil
@@ -488,11 +416,10 @@ func (r *Plan) LockFile() *os.File {
 	return r.lock
 }
 
-// planLife is what the plans made on one binding did: the one scheduled,
+// planLife is what the plans made on one binding did: the plan scheduled,
 // if any, and the receipts spent, by ID. It lives as long as its binding:
-// once the guard binds anew, what was spent on the old one is forgotten
+// once the guard binds anew, what was spent on the old binding is forgotten
 // (a receipt written before the new binding proves nothing to it anyway).
-// The zero planLife has neither.
 type planLife struct {
 	mu        sync.Mutex // protects scheduled and spentIDs
 	scheduled *Plan
@@ -548,25 +475,16 @@ func (l *planLife) unspend(id string) {
 	}
 }
 
-// Bind binds the plan's guard to the plan's new code, for a host that
-// reloaded it in this process, provided the checkout still is at To (the
-// same steady read as New's) and the updater's files still say what the
-// plan proved: no update marker, no recovery marker, and the plan's
-// receipt still the newest written since the guard bound. Otherwise it
-// returns an error (matching [ErrStale] for a checkout that moved,
-// [ErrNotReady] for the updater's files, ctx's error when ctx ended the
-// rereads of a moving checkout) and the guard stays bound to the old
-// revision, and stale. Either way the plan is done: its lock is released
-// and stale answers no longer say a restart is scheduled.
-//
-// Call it after the new code was loaded: a checkout that moved while it
-// was loaded then fails here, and the guard stays stale.
+// Bind binds the guard to the new code once the host loaded it, provided
+// the checkout is still at To and the updater's files still prove the plan.
+// Otherwise the guard stays stale, and the error matches [ErrStale] or
+// [ErrNotReady]. Either way the plan is done.
 func (r *Plan) Bind(ctx context.Context) error {
 	return r.bind(ctx, nil)
 }
 
-// bind is Bind, logging the reload done to log (nil: the guard's logger,
-// with the plan's revisions and receipt).
+// bind is Bind, logging the reload to log (nil: the guard's logger, with
+// the plan's revisions and receipt).
 func (r *Plan) bind(ctx context.Context, log *slog.Logger) error {
 	if r == nil || r.g == nil {
 		return errors.New("runtimeguard: bind: the plan was not made by Guard.PlanReload")

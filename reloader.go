@@ -17,40 +17,20 @@ import (
 )
 
 // ReloaderOptions configures a [Reloader]. Exactly one of Restart and
-// Handover is set; the zero value of every other field is its documented
-// default.
+// Handover must be set; the zero value of every other field is its
+// documented default.
 type ReloaderOptions struct {
-	// Restart loads the new code in this process (restarts the host's
-	// workers, re-imports its plugins), and returns once it is loaded;
-	// the Reloader then binds the guard to it ([Plan.Bind]), which is
-	// the last check: a checkout that moved meanwhile keeps the guard
-	// stale. An error keeps the old binding, and the guard stale; so does
-	// a panic, which the Reloader recovers and logs (at the error level,
-	// with its stack) rather than let it end the process: guarded work
-	// then gets 409s, never the half-loaded code. The same holds for
-	// Handover.
-	Restart func(ctx context.Context, plan *Plan) error
-	// Handover hands over to a new process instead: it starts the new
-	// code (re-executing the server, or exiting for its supervisor),
-	// which binds with [Options.ExpectRevision] set to plan.To. It returns
-	// only when the handover failed; the server then goes on, stale.
+	// Restart loads the new code in this process, Handover in a new one
+	// ([ExecHandover]); an error or a panic of either keeps the guard stale.
+	Restart  func(ctx context.Context, plan *Plan) error
 	Handover func(ctx context.Context, plan *Plan) error
-	// DrainTimeout bounds how long guarded work in flight may take to
-	// finish before the new code is loaded; past it that attempt is
-	// abandoned (nothing was loaded, the receipt is not spent) and the
-	// reload is tried again from a new plan, so that a long request (a
-	// streamed answer, a long poll) delays the reload but does not cancel
-	// it. Zero: [DefaultDrainTimeout].
+	// DrainTimeout bounds the wait for guarded work to end before a
+	// reload. Zero: [DefaultDrainTimeout].
 	DrainTimeout time.Duration
-	// ProofInterval is how often the updater's files are read again while
-	// the checkout has moved and no reload is proven yet (the update still
-	// runs, its receipt is not written); a stale request brings the next
-	// read forward, to a quarter of the interval after the last at the
-	// soonest. Zero: [DefaultProofInterval].
+	// ProofInterval is how often the updater's files are read while a
+	// proof is awaited. Zero: [DefaultProofInterval].
 	ProofInterval time.Duration
-	// Logger receives the reloads: planned, carried out, abandoned. Nil:
-	// the guard's [Options.Logger], else slog.Default() as NewReloader
-	// found it.
+	// Logger receives the reloads. Nil: the guard's [Options.Logger].
 	Logger *slog.Logger
 }
 
@@ -60,26 +40,10 @@ const (
 	DefaultProofInterval = 250 * time.Millisecond
 )
 
-// Reloader carries out the reload protocol for a host, so that a host's
-// in-process reload is one constructor and one handler wrap:
-//
-//	rl, err := runtimeguard.NewReloader(ctx, guard, runtimeguard.ReloaderOptions{Restart: restartWorkers})
-//	http.Handle("/", rl.Wrap(mux))
-//
-// It learns of a move of the checkout without a request ([Guard.Watch]),
-// waits until the updater's files prove a reload safe or prove that none
-// can come (without the host polling: while the update still runs, it
-// reads the updater's files every [ReloaderOptions.ProofInterval]), plans
-// ([Guard.PlanReload]), schedules the plan, stops admitting new guarded
-// work and drains what runs, hands over, and releases the plan. Stale
-// answers say what it is doing: that the server reloads by itself while
-// the proof is awaited, that a reload is scheduled (with Retry-After)
-// once it is planned, and the guard's default message once a reload is
-// proven impossible (a failed update, a recovery marker).
-//
-// A Reloader is safe for concurrent use. It runs until the context given
-// to [NewReloader] is done. A nil or zero Reloader runs nothing: its Wrap
-// passes requests through, and its Done is closed.
+// Reloader reloads a host's code once the updater's files prove it safe: it
+// drains the guarded work and has the host load the new code. It is safe
+// for concurrent use, and runs until the context given to [NewReloader] is
+// done. A nil or zero Reloader passes requests through and is done.
 type Reloader struct {
 	g        *Guard
 	restart  func(context.Context, *Plan) error
@@ -102,17 +66,8 @@ type Reloader struct {
 	plans atomic.Uint64 // plans tried
 }
 
-// NewReloader starts a Reloader for g, which must be bound (or become
-// bound: a Reloader of an unbound guard waits for its binding). It runs
-// until ctx is done; its errors are for options that describe no reload,
-// and a nil ctx.
-// Under a service manager that set NOTIFY_SOCKET (systemd's
-// Type=notify-reload), it says READY=1 at once, then RELOADING=1 and
-// READY=1 around each reload, with STATUS= lines: start it once the host
-// listens. It never waits for the manager: the messages go out in order
-// from a goroutine of its own, each within a second, and one the manager
-// does not take (its queue full: stuck, or gone) is lost and logged at
-// Warn, once per kind of failure; the reload goes on.
+// NewReloader starts a Reloader for g. Under a service manager that set
+// NOTIFY_SOCKET, it says READY=1 at once: start it once the host listens.
 func NewReloader(ctx context.Context, g *Guard, opts ReloaderOptions) (*Reloader, error) {
 	switch {
 	case ctx == nil:
@@ -153,12 +108,9 @@ func NewReloader(ctx context.Context, g *Guard, opts ReloaderOptions) (*Reloader
 	return rl, nil
 }
 
-// Done returns a channel that is closed once the Reloader stopped: its
-// context is done, no reload is under way, and the message to the service
-// manager in flight, if any, was sent or given up on (within a second). A
-// Restart or Handover under way is waited for (nothing else can end it):
-// it must return once its context is done. Until it returns, the guard stays stale and its 409s
-// say a restart is scheduled.
+// Done returns a channel that is closed once the Reloader has stopped: its
+// context is done, no reload is under way, and its last message to the
+// service manager went out or was given up on (within a second).
 func (rl *Reloader) Done() <-chan struct{} {
 	if rl == nil || rl.done == nil {
 		return closedChan
@@ -173,13 +125,8 @@ var closedChan = func() chan struct{} {
 	return c
 }()
 
-// Wrap runs guarded handlers: next runs only while the runtime is current
-// and no reload drains; a request that finds the runtime stale gets the
-// 409 ([Guard.WriteStale], flushed before anything restarts), and one that
-// arrives while a reload finishes (the runtime current again, the new code
-// not yet admitted) waits for it instead of failing. The guard's
-// [Options.OnStale] hook sees every stale answer. A nil next is
-// http.DefaultServeMux, as for an http.Server.
+// Wrap is [Guard.Middleware] for a host with a Reloader: a reload also
+// drains the requests it runs, and one that comes as a reload ends waits.
 func (rl *Reloader) Wrap(next http.Handler) http.Handler {
 	if next == nil {
 		next = http.DefaultServeMux
@@ -226,6 +173,8 @@ const (
 	autoRefused              // the move seen can be reloaded by no proof
 )
 
+// run learns of each move of the checkout and carries out its reload, until
+// ctx is done.
 func (rl *Reloader) run(ctx context.Context) {
 	defer close(rl.done)
 	defer rl.g.reloader.Store(false)
@@ -468,14 +417,10 @@ func (g *gate) open() {
 	}
 }
 
-// A Reloader under a service manager that set NOTIFY_SOCKET (systemd's
-// Type=notify or Type=notify-reload) tells it what it does, as
-// sd_notify(3) describes: READY=1 when it starts on the bound code,
-// RELOADING=1 with MONOTONIC_USEC= when a reload is scheduled, READY=1
-// once the new code is bound or the reload is abandoned (the old code
-// serves on, stale), and STATUS= lines that say which revision serves and
-// why a stale one waits. A handover to a new process image sends
-// RELOADING=1; the new image's Reloader sends READY=1.
+// A Reloader under a service manager that set NOTIFY_SOCKET tells it of
+// its reloads, as docs/deploy.md lists: READY=1, RELOADING=1 and STATUS=
+// lines, queued in order and sent by a goroutine of their own (tell), so
+// that a reload never waits for the manager.
 
 // initNotifier sets the notifier of the service manager that set
 // NOTIFY_SOCKET; nil, which sends nothing, without one.
@@ -605,23 +550,8 @@ func statusAwaiting(from string, state int32, why string) string {
 	return "serving " + shortRev(from) + ", stale: the checkout moved and no reload can follow (" + why + "); restart to load the new code"
 }
 
-// Notify tells the service manager that set NOTIFY_SOCKET (systemd's
-// Type=notify or Type=notify-reload units) the assignments, such as
-// "READY=1", "STOPPING=1" or "STATUS=serving abc123", in one datagram, as
-// sd_notify(3) does; without NOTIFY_SOCKET it does nothing. "RELOADING=1"
-// gets MONOTONIC_USEC=, the time now on CLOCK_MONOTONIC, unless it is
-// given. A name that begins with "@" is in Linux's abstract namespace.
-// A STATUS= line is quoted where it holds a control character (a newline,
-// a terminal's escape sequence), as the runtimeguard command quotes a
-// name. Notify waits at most a second for the manager to take the
-// message, its connection included: past it (the manager's queue is full,
-// the socket's path does not answer) it returns an error matching
-// [os.ErrDeadlineExceeded], and the message is lost. The process's
-// messages go out one at a time from one goroutine.
-//
-// A [Reloader] tells the service manager of its reloads by itself; Notify
-// is for what a host does besides: its readiness when it reloads nothing,
-// its stop, its answer to a reload signal.
+// Notify sends the assignments (such as "READY=1") to the service manager
+// that set NOTIFY_SOCKET, waiting at most a second; else it does nothing.
 func Notify(assignments ...string) error {
 	n, err := systemd.FromEnv()
 	if err == nil {

@@ -19,23 +19,22 @@ import (
 	"github.com/runtimeguard/runtimeguard/internal/watch"
 )
 
-// binding is one bound checkout: the proof, kept between checks, that
-// its files did not change, and what the guard keeps of it (the identity
-// it bound to, the updater's files as they were then and its change
-// signals). The proof is the watch path (an inotify subscription armed
-// by each full read, so that a check costs one system call) where the
-// platform and file system allow, else the stat path (a stat of every file
-// the answer depends on).
+// binding is one bound checkout: what the guard bound to (the identity, the
+// updater's files as they were then, the change signals), and the proof,
+// kept between checks, that the checkout's files did not change. The proof
+// is the watch path (an inotify subscription armed by each full read, so
+// that a check costs one system call) where the platform and file system
+// allow it, else the stat path (a stat of each file the answer depends on).
 //
 // A module that no Git checkout identifies is bound without Git, by its
-// file and its install's build stamp (see gitread.Install): its answer is
-// one more kind, read and proven unchanged the same ways, whose files are
-// the links on the way, the module and the stamp, and no Git file.
+// file and its install's build stamp (see gitread.Install). It is read and
+// proven unchanged in the same ways; its files are the links on the way,
+// the module and the stamp, and no Git file.
 //
 // Its methods are safe for concurrent use. Every stat and read of the
-// checkout runs on its executor, on the lane of its looks, so that the
-// checks in flight around one look share it; no caller waits for one
-// past its timeout. A binding is made by newBinding.
+// checkout runs on the checkout's executor, in the lane of the binding's
+// looks, so that the checks in flight share one look; no caller waits for
+// it past its timeout. newBinding makes a binding.
 type binding struct {
 	// configured is the module path as configured, absolute (see
 	// gitread.Abs: on Unix, not cleaned) with its links unresolved: every
@@ -57,10 +56,10 @@ type binding struct {
 	cfg *config
 
 	snap atomic.Pointer[snapshot]
-	// failed is the latest full read's failure, when what decided it is
-	// the content of files it depends on, settled: while a stat of each
-	// finds them unchanged, it is the answer, and nothing is read again
-	// (a sparse index of 256 MiB is not read whole on every check).
+	// failed is the latest full read's failure, where the content of settled
+	// files decided it: while a stat finds those files unchanged, it is the
+	// answer, and nothing is read again (so a corrupt index of 256 MiB is not
+	// read on every check).
 	failed atomic.Pointer[failure]
 
 	// sub is the binding's inotify subscription, on the watch path; nil
@@ -144,14 +143,12 @@ type answeredRead struct {
 	o      Observation
 }
 
-// newBinding returns a binding of the configured path abs, for a guard
-// of cfg, that has read nothing yet: its looks run on the process's
-// executor of that checkout, its reads of the updater's files on that of
-// its install (see config.updaterExecutor), and they are counted in
-// counts (nil for none); cfg.stamp says where the build stamp of an
-// install without Git is: its first read identifies a module that no Git
-// checkout identifies without Git (see gitread.Ask). guardClosed, when
-// not nil, is set once the guard that uses the binding is closed.
+// newBinding returns a binding of the configured path abs that has read
+// nothing yet. Its looks run on the checkout's executor, and its reads of
+// the updater's files on the install's (see config.updaterExecutor); counts
+// (nil for none) counts them. Its first read identifies a module that no
+// Git checkout tracks by the build stamp cfg.stamp names (see gitread.Ask).
+// guardClosed, if not nil, is set once the guard is closed.
 func newBinding(cfg *config, abs string, boundAt time.Time, guardClosed *atomic.Bool, counts *counters) *binding {
 	return &binding{
 		x: checkoutExecutor(abs), configured: abs, stamp: cfg.stamp, cfg: cfg,
@@ -161,16 +158,13 @@ func newBinding(cfg *config, abs string, boundAt time.Time, guardClosed *atomic.
 	}
 }
 
-// boundTo records what the binding bound to, c, its first read's answer:
-// the module file, and where no Git checkout identifies it, the file
-// itself and the build its stamp names. A later full read whose
-// configured path leads to another module file is an error matching
-// errElsewhere; of a binding bound without Git, one that finds another
-// file at the module's path (or none) is an error matching errReplaced,
-// and one whose stamp names no build where it named one is an answer with
-// no revision (snapshot.NoRev), the stamp's reason. Such a binding reads
-// no Git file again. boundTo must be called before the binding is shared,
-// not concurrently with a look.
+// boundTo records c, the answer of the binding's first read: the module
+// file and, where no Git checkout identifies it, the file itself and the
+// build its stamp names. Later full reads compare with them (see run): a
+// path that leads to another module file is errElsewhere; without Git,
+// another file (or none) at the module's path is errReplaced, and a stamp
+// that no longer names a build is an answer with no revision. boundTo must
+// be called before the binding is shared.
 func (b *binding) boundTo(c *gitread.Checkout) {
 	b.module = c.ModulePath
 	if c.Install != nil {
@@ -251,10 +245,10 @@ type readCall = bounded.Task[lookResult]
 //
 // A check whose snapshot's read was overtaken by a read that began
 // meanwhile (another check found a change, or its own poll was not sure)
-// waits for that read and asks again of its snapshot: a read not
-// overtaken answers for now, whenever it began, since every change after
-// it began is reported. So the checks in flight around one read of a herd
-// start no read each after it.
+// waits for that read, then asks its new snapshot: a read that was not
+// overtaken answers for now, whenever it began, since every change after it
+// began is reported. So a herd of checks around one read starts no read of
+// its own after it.
 //
 // The waits for those reads and the check's own look share one timeout:
 // no check waits longer than timeout for the checkout in all.

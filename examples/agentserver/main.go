@@ -224,6 +224,7 @@ func serveStale(ln net.Listener, se *runtimeguard.StaleError) {
 	go hs.Serve(ln)
 	fmt.Printf("listening %s\n", ln.Addr())
 	notify(nil, "READY=1", "STATUS=stale: the reloaded code could not be bound; restart to load the new code")
+	acknowledgeReloads(ctx)
 	<-ctx.Done()
 	notify(nil, "STOPPING=1", "STATUS=stopping")
 	_ = hs.Close()

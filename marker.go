@@ -242,15 +242,7 @@ func readStuck(s *bounded.Stuck) string {
 	case s.Full != "":
 		return fmt.Sprintf("a read of the updater's files was not started: %s: %v", s.Full, ErrReadTimeout)
 	}
-	verb := "did not return within"
-	if s.Before {
-		verb = "has not returned in"
-	}
-	on := ""
-	if s.At != "" {
-		on = ", blocked on " + s.At
-	}
-	return fmt.Sprintf("a read of the updater's files (the marker, the recovery markers of the install roots, the receipt) %s %v%s: %v", verb, s.Since.Round(time.Millisecond), on, ErrReadTimeout)
+	return fmt.Sprintf("a read of the updater's files (the marker, the recovery markers of the install roots, the receipt) %s: %v", stuckWhy(s), ErrReadTimeout)
 }
 
 // receiptRead says which receipt a look at the updater's files reads: none

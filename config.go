@@ -1,6 +1,8 @@
 package runtimeguard
 
 import (
+	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"path/filepath"
@@ -50,39 +52,83 @@ type config struct {
 	// into a format the guard does not read: a restart would fail too.
 	unsupportedMessage string
 
-	// updaterKey names what the reads of the updater's files touch
-	// besides the module's directory: the home, the interpreter's install
-	// root, the link. See updaterExecutor.
+	// updaterKey names the updater's own files: the home, the layout's
+	// link. See updaterExecutor.
 	updaterKey string
-	// ux runs the reads of the updater's files for the options' own
-	// module path (those of an unbound guard, of Observe, the home's
-	// links): see updaterExecutor.
+	// ux runs the reads of the updater's files (those of every guard,
+	// Observe and plan of c): see updaterExecutor.
 	ux *bounded.Executor
 }
 
 // updaterExecutor is the process's executor of the reads of the
-// updater's files (markers, recovery markers, receipts, the checkout
-// lock, plans) for a guard of c whose configured module path is abs (""
-// for none): one per updater install, as what the reads touch names it
-// (the home, the interpreter's install root, the link, the module's
-// directory), shared by every guard, diagnostic and plan of the process
-// that reads it. So a file system that stops answering holds one
-// goroutine per install, whatever the number of calls, and slows only the
-// guards that read it.
-func (c *config) updaterExecutor(abs string) *bounded.Executor {
-	dir := ""
-	if abs != "" {
-		dir = filepath.Dir(abs)
-	}
-	return bounded.Shared("updater\x00"+c.updaterKey+"\x00"+dir, panicError)
+// updater's files of c (markers, receipts, the lock, plans): one per
+// updater install, as its own files name it (the home, the layout's
+// link), shared by every guard, diagnostic and plan of the process that
+// reads it. What else such a read needs (the module path resolved, the
+// recovery markers and checkout lock of each install root, the checkout a
+// plan reads) runs on the executor of what it reads (see checkoutExecutor,
+// rootExecutor),
+// within the read's time: so a file system that stops answering holds one
+// goroutine per directory of it that is read, whatever the number of
+// calls, and slows only the guards that read it.
+func (c *config) updaterExecutor() *bounded.Executor {
+	return bounded.Shared("updater\x00"+c.updaterKey, panicError)
 }
 
 // checkoutExecutor is the process's executor of the looks at the
 // checkout the configured module path abs leads to (stats, full reads,
-// binds): one per directory of a module path, shared by every guard of
-// the process that reads it, as updaterExecutor's are.
+// binds, the resolving of the path): one per directory of a module path,
+// shared by every guard of the process that reads it.
 func checkoutExecutor(abs string) *bounded.Executor {
 	return bounded.Shared("checkout\x00"+filepath.Dir(abs), panicError)
+}
+
+// rootExecutor is the process's executor of the reads of the install
+// root root (its recovery markers and checkout lock), shared by every
+// guard of the process that reads it; not the checkout's, so that a look
+// at the checkout that takes long holds up no read of the updater's
+// files.
+func rootExecutor(root string) *bounded.Executor {
+	return bounded.Shared("root\x00"+root, panicError)
+}
+
+// runWithin runs fn on x for a piece running on another executor, which
+// needs what x reads, and waits for it until deadline at the latest; it
+// returns the piece's value, or why it gave up.
+func runWithin[T any](x *bounded.Executor, deadline time.Time, fn func(*bounded.Task[T])) (T, string) {
+	var zero T
+	left := time.Until(deadline)
+	if left <= 0 {
+		return zero, "no time was left"
+	}
+	t, stuck := bounded.Submit(context.Background(), x, nil, left, fn, nil)
+	switch {
+	case stuck != nil:
+		return zero, stuckWhy(stuck)
+	case t.Err != nil:
+		return zero, t.Err.Error()
+	}
+	return t.Val, ""
+}
+
+// stuckWhy says why a caller gave up on a piece: what it waited for, and
+// how long; or why none could start.
+func stuckWhy(s *bounded.Stuck) string {
+	if s.Full != "" {
+		return s.Full
+	}
+	if s.Ctx != nil {
+		return "abandoned: " + s.Ctx.Error()
+	}
+	verb := "did not return within"
+	if s.Before {
+		verb = "has not returned in"
+	}
+	on := ""
+	if s.At != "" {
+		on = ", blocked on " + s.At
+	}
+	return fmt.Sprintf("%s %v%s", verb, s.Since.Round(time.Millisecond), on)
 }
 
 // log is the logger of what an operator must know (a guard bound without Git at

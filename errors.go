@@ -39,11 +39,17 @@ type PanicError struct {
 
 // Error returns the panic's value and stack.
 func (e *PanicError) Error() string {
+	if e == nil {
+		return "runtimeguard: <nil *PanicError>"
+	}
 	return fmt.Sprintf("runtimeguard: read panicked: %v\n\n%s", e.Value, e.Stack)
 }
 
 // Unwrap returns the panic's value where it is an error.
 func (e *PanicError) Unwrap() error {
+	if e == nil {
+		return nil
+	}
 	err, _ := e.Value.(error)
 	return err
 }
@@ -96,6 +102,9 @@ type OptionError struct {
 
 // Error returns the field, the value (unless nil) and why it is rejected.
 func (e *OptionError) Error() string {
+	if e == nil {
+		return "runtimeguard: <nil *OptionError>"
+	}
 	var v string
 	switch x := e.Value.(type) {
 	case nil:

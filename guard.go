@@ -31,7 +31,8 @@ type Identity struct {
 
 // Guard checks that the Git checkout a server loaded its code from has not
 // moved since. Make one with [New]; the zero Guard is unbound, and
-// [Guard.Capture] binds it. A Guard is safe for concurrent use.
+// [Guard.Capture] binds it; a nil *Guard is unbound and never binds. A
+// Guard is safe for concurrent use.
 type Guard struct {
 	cfg  *config   // set by New, or once by the first use of a zero Guard
 	once sync.Once // resolves cfg for the zero Guard
@@ -75,6 +76,21 @@ func newGuard(opts Options, e *env) (*Guard, error) {
 	return g, nil
 }
 
+// nilGuard returns what a nil *Guard stands for: a zero Guard, closed,
+// which Capture refuses to bind.
+func nilGuard() *Guard {
+	nilGuardOnce.Do(func() {
+		nilGuardVal = new(Guard)
+		nilGuardVal.Close()
+	})
+	return nilGuardVal
+}
+
+var (
+	nilGuardOnce sync.Once
+	nilGuardVal  *Guard
+)
+
 // config returns the guard's configuration: New's, or for the zero Guard
 // that of a zero Options, resolved once on first use.
 func (g *Guard) config() *config {
@@ -96,6 +112,9 @@ func (g *Guard) config() *config {
 // the server loaded, at modulePath. A guard bound to a Git checkout checks
 // that module instead, and refuses another.
 func (g *Guard) Capture(modulePath string) error {
+	if g == nil {
+		return errors.New("runtimeguard: capture " + modulePath + ": a nil *Guard binds nothing")
+	}
 	cfg := g.config()
 	abs, err := gitread.Abs(modulePath)
 	if err != nil {
@@ -142,7 +161,11 @@ func (g *Guard) captureBound(cfg *config, b *binding, abs string) error {
 			t.Val, _ = gitread.ResolvePath(abs)
 		}, nil)
 		if stuck != nil {
-			return classed(ErrReadTimeout, "runtimeguard: capture %s: its path did not resolve within %v: %s", abs, cfg.timeout, classWords(ErrReadTimeout))
+			why := fmt.Sprintf("did not resolve within %v", cfg.timeout)
+			if stuck.Full != "" {
+				why = "was not resolved: " + stuck.Full
+			}
+			return classed(ErrReadTimeout, "runtimeguard: capture %s: its path %s: %s", abs, why, classWords(ErrReadTimeout))
 		}
 		if t.Val != b.id.ModulePath {
 			return fmt.Errorf("runtimeguard: capture %s: the guard is bound to %s at %s; a guard binds once", abs, b.configured, b.id.Revision)
@@ -204,6 +227,9 @@ func (g *Guard) captureNew(cfg *config, abs string) (*binding, error) {
 // Close releases the guard's inotify watches and ends [Guard.Watch]. It may
 // be called more than once, and while checks run.
 func (g *Guard) Close() error {
+	if g == nil {
+		g = nilGuard()
+	}
 	g.closed.Store(true)
 	g.closedSignal().fire()
 	g.bindMu.Lock() // a binding being stored now is stored, then closed
@@ -267,7 +293,10 @@ func (g *Guard) bind(ctx context.Context, cfg *config, abs string) (*binding, er
 			}
 			g.counts.readTimeouts.Add(1)
 			on := ""
-			if stuck.At != "" {
+			switch {
+			case stuck.Full != "":
+				return nil, classed(ErrReadTimeout, "the listing of the updater's receipts was not started: %s: %s", stuck.Full, classWords(ErrReadTimeout))
+			case stuck.At != "":
 				on = ", blocked on " + stuck.At
 			}
 			return nil, classed(ErrReadTimeout, "the listing of the updater's receipts did not return within %v%s: %s", cfg.timeout, on, classWords(ErrReadTimeout))
@@ -309,6 +338,9 @@ func (g *Guard) bind(ctx context.Context, cfg *config, abs string) (*binding, er
 // check sees every change made before it began, and waits for the file
 // system at most [Options.ReadTimeout].
 func (g *Guard) EnsureCurrent() error {
+	if g == nil {
+		g = nilGuard()
+	}
 	g.counts.checks.Add(1)
 	b := g.bound.Load()
 	if b == nil {
@@ -345,6 +377,9 @@ func (g *Guard) EnsureCurrent() error {
 
 // Identity returns what the guard is bound to, or the zero Identity.
 func (g *Guard) Identity() Identity {
+	if g == nil {
+		g = nilGuard()
+	}
 	if b := g.bound.Load(); b != nil {
 		return b.id
 	}
@@ -353,6 +388,9 @@ func (g *Guard) Identity() Identity {
 
 // Paths returns the paths the guard's options resolved to.
 func (g *Guard) Paths() Paths {
+	if g == nil {
+		g = nilGuard()
+	}
 	return g.config().paths()
 }
 
@@ -392,6 +430,9 @@ type paddedCount struct {
 
 // Stats returns the guard's counts so far.
 func (g *Guard) Stats() Stats {
+	if g == nil {
+		g = nilGuard()
+	}
 	c := &g.counts
 	return Stats{
 		Checks:           c.checks.Load(),
@@ -406,6 +447,9 @@ func (g *Guard) Stats() Stats {
 // Observe reads the updater's files now, within [Options.ReadTimeout], and
 // reports what it found.
 func (g *Guard) Observe() Observation {
+	if g == nil {
+		g = nilGuard()
+	}
 	cfg := g.config()
 	b := g.bound.Load()
 	o := g.observeRead(context.Background(), cfg, b, newestReceipt, true)
@@ -493,6 +537,9 @@ func (g *Guard) withoutGit(cfg *config, b *binding, abs string) error {
 // Changed returns a channel that is closed once the guard has seen its
 // checkout move (a new one after [Plan.Bind]).
 func (g *Guard) Changed() <-chan struct{} {
+	if g == nil {
+		g = nilGuard()
+	}
 	if b := g.bound.Load(); b != nil {
 		return b.sig.c
 	}
@@ -519,6 +566,9 @@ func (g *Guard) firstSignal() *signal {
 // a change, or else every interval, which must be positive. It returns
 // ctx's error, or nil once the guard is closed.
 func (g *Guard) Watch(ctx context.Context, interval time.Duration) error {
+	if g == nil {
+		g = nilGuard()
+	}
 	if ctx == nil {
 		return errNilContext("watch")
 	}

@@ -1028,6 +1028,177 @@ func TestNilHandlersServeTheDefaultMux(t *testing.T) {
 	}
 }
 
+// Nil receivers and zero values of every exported type neither panic nor
+// block: a nil *Guard is an unbound guard that holds nothing (its checks
+// pass, Capture refuses it), a nil or zero Reloader passes requests
+// through and is done, and a nil error value names itself.
+func TestNilAndZeroValuesNeitherPanicNorBlock(t *testing.T) {
+	ctx := context.Background()
+	req := func() *http.Request { return httptest.NewRequest("GET", "/", nil) }
+	var (
+		nilG   *Guard
+		zeroRL Reloader
+		nilRL  *Reloader
+		nilSE  *StaleError
+		nilEH  *ExecHandover
+		nilOE  *OptionError
+		nilPE  *PanicError
+		nilIn  *Inherited
+	)
+	restart := func(context.Context, *Plan) error { return nil }
+	served := func(t *testing.T, h http.Handler) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req())
+		assert.Equal(t, http.StatusTeapot, rec.Code, "the request reached the handler")
+	}
+	teapot := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) })
+	for _, tc := range []struct {
+		name string
+		f    func(t *testing.T)
+	}{
+		{"(*Guard)(nil): unbound, current, holding nothing", func(t *testing.T) {
+			assert.NoError(t, nilG.EnsureCurrent())
+			assert.Equal(t, Identity{}, nilG.Identity())
+			assert.NoError(t, nilG.Close())
+			_ = nilG.Paths()
+			_ = nilG.Stats()
+			_ = nilG.Observe()
+			assert.NoError(t, nilG.Watch(ctx, time.Millisecond), "Watch of a guard nothing binds returns at once")
+			select {
+			case <-nilG.Changed():
+				t.Error("the Changed channel of a nil guard is closed")
+			default:
+			}
+			p, err := nilG.PlanReload(ctx)
+			assert.ErrorIs(t, err, ErrNotReady)
+			p.Release()
+			served(t, nilG.Middleware(teapot))
+			nilG.LivenessHandler().ServeHTTP(httptest.NewRecorder(), req())
+			nilG.ReadinessHandler().ServeHTTP(httptest.NewRecorder(), req())
+			assert.True(t, nilG.WriteStale(httptest.NewRecorder(), req(), &StaleError{}))
+			assert.ErrorContains(t, nilG.Capture(filepath.Join(tempDir(t), "run_agent.py")), "nil *Guard")
+		}},
+		{"zero Reloader: passes through, done", func(t *testing.T) {
+			served(t, zeroRL.Wrap(teapot))
+			select {
+			case <-zeroRL.Done():
+			default:
+				t.Error("the zero Reloader's Done channel is open")
+			}
+		}},
+		{"(*Reloader)(nil): passes through, done", func(t *testing.T) {
+			served(t, nilRL.Wrap(teapot))
+			select {
+			case <-nilRL.Done():
+			default:
+				t.Error("a nil Reloader's Done channel is open")
+			}
+		}},
+		{"(*StaleError)(nil)", func(t *testing.T) {
+			assert.Contains(t, nilSE.Error(), "nil *StaleError")
+			assert.NoError(t, nilSE.Unwrap())
+			assert.Equal(t, PayloadType, nilSE.Payload().Type)
+			assert.Equal(t, http.StatusConflict, nilSE.Problem().Status)
+			assert.Equal(t, http.StatusConflict, nilSE.StatusCode())
+			_ = nilSE.LogValue()
+			assert.False(t, WriteStale(httptest.NewRecorder(), nilSE), "nothing is written for a nil *StaleError")
+		}},
+		{"zero StaleError", func(t *testing.T) {
+			var se StaleError
+			_, _, _, _ = se.Error(), se.Payload(), se.Problem(), se.LogValue()
+			assert.False(t, WriteStale(httptest.NewRecorder(), nil))
+			assert.False(t, WriteStale(httptest.NewRecorder(), errors.New("x")))
+			var g Guard
+			assert.True(t, g.WriteStale(httptest.NewRecorder(), nil, &se))
+		}},
+		{"zero and nil Plan", func(t *testing.T) {
+			for _, p := range []*Plan{{}, nil} {
+				_ = p.Schedule()
+				_ = p.Bind(ctx)
+				_ = p.LockFile()
+				p.Release()
+			}
+		}},
+		{"(*ExecHandover)(nil) and the zero ExecHandover", func(t *testing.T) {
+			assert.ErrorContains(t, nilEH.Handover(ctx, &Plan{}), "nil *ExecHandover")
+			assert.Error(t, (&ExecHandover{}).Handover(ctx, &Plan{}))
+		}},
+		{"(*OptionError)(nil), (*PanicError)(nil), zero PanicError", func(t *testing.T) {
+			assert.Contains(t, nilOE.Error(), "nil *OptionError")
+			assert.Contains(t, nilPE.Error(), "nil *PanicError")
+			assert.NoError(t, nilPE.Unwrap())
+			var pe PanicError
+			_ = pe.Error()
+			assert.NoError(t, pe.Unwrap())
+		}},
+		{"(*Inherited)(nil).Release", func(t *testing.T) { nilIn.Release() }},
+		{"zero Guard: every method", func(t *testing.T) {
+			var g Guard
+			_ = g.EnsureCurrent()
+			_ = g.Observe()
+			_ = g.Paths()
+			_ = g.Stats()
+			_ = g.Identity()
+			c, cancel := context.WithCancel(ctx)
+			cancel()
+			_ = g.Watch(c, time.Millisecond)
+			p, _ := g.PlanReload(ctx)
+			p.Release()
+			g.LivenessHandler().ServeHTTP(httptest.NewRecorder(), req())
+			g.ReadinessHandler().ServeHTTP(httptest.NewRecorder(), req())
+			g.Middleware(nil).ServeHTTP(httptest.NewRecorder(), req())
+			_ = g.Capture("")
+			_ = g.Close()
+			_ = g.Close()
+			_ = g.Changed()
+		}},
+		{"NewReloader on a zero Guard, then stopped", func(t *testing.T) {
+			var g Guard
+			c, cancel := context.WithCancel(ctx)
+			rl, err := NewReloader(c, &g, ReloaderOptions{Restart: restart})
+			cancel()
+			if assert.NoError(t, err) {
+				<-rl.Done()
+			}
+		}},
+		{"options that describe no guard", func(t *testing.T) {
+			for _, opts := range []Options{
+				{ReadTimeout: -1}, {Check: "bogus"}, {MaxMarkerAge: -1},
+				{ModulePath: "a\x00b"}, {HomeDir: "a\x00b"},
+				{Layout: GitSyncLayout("")}, {Layout: Layout{Marker: ".."}}, {Layout: Layout{Marker: "/"}},
+				{Layout: Layout{Marker: "."}, HomeDir: tempDir(t)},
+			} {
+				_, _ = Observe(opts)
+				if g, err := New(opts); err == nil {
+					g.Close()
+				}
+			}
+		}},
+		{"Notify of nothing, the empty state words", func(t *testing.T) {
+			_ = Notify()
+			_ = Notify("")
+			_, _ = MarkerState("").String(), UpdateState("").String()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			done := make(chan any, 1)
+			go func() {
+				defer func() { done <- recover() }()
+				tc.f(t)
+			}()
+			// A bound on a hang, not on speed: every call returns at once.
+			select {
+			case p := <-done:
+				if p != nil {
+					t.Fatalf("panics: %v", p)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("still blocked after a minute")
+			}
+		})
+	}
+}
+
 // noRevisionCases are the checkouts that have no current revision, each
 // made from a fresh agent repository: what it does to the checkout, and
 // the module path a guard would bind to.

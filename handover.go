@@ -24,6 +24,8 @@ type ExecHandover struct {
 // check refuses a Handover whose arguments describe none.
 func (h *ExecHandover) check(ctx context.Context, plan *Plan) error {
 	switch {
+	case h == nil:
+		return errors.New("runtimeguard: exec handover: nil *ExecHandover")
 	case ctx == nil:
 		return errNilContext("exec handover")
 	case plan == nil:
@@ -45,7 +47,17 @@ type Inherited struct {
 	// ExpectRevision and ExpectReceipt are the plan's, for the [Options].
 	ExpectRevision, ExpectReceipt string
 
-	lock *os.File // the plan's lock, held across the exec
+	lock  *os.File       // the plan's lock, held across the exec
+	names map[any]string // the LISTEN_FDNAMES name of each descriptor passed
+}
+
+// Name returns the LISTEN_FDNAMES name a service manager gave x, one of
+// the descriptors it passed; "" for anything else.
+func (in *Inherited) Name(x any) string {
+	if in == nil {
+		return ""
+	}
+	return in.names[x]
 }
 
 // Release releases the plan's lock held across the exec: call it once [New]

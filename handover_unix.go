@@ -214,22 +214,25 @@ func activated() (*Inherited, error) {
 	if len(files) == 0 {
 		return nil, nil
 	}
-	in := &Inherited{}
+	in := &Inherited{names: make(map[any]string, len(files))}
 	for _, f := range files {
 		switch systemd.KindOf(f) {
 		case systemd.Listening:
 			if l, err := net.FileListener(f); err == nil {
+				in.names[l] = f.Name()
 				f.Close() // the listener holds its own descriptor
 				in.Listeners = append(in.Listeners, l)
 				continue
 			}
 		case systemd.Datagram:
 			if c, err := net.FilePacketConn(f); err == nil {
+				in.names[c] = f.Name()
 				f.Close() // the connection holds its own descriptor
 				in.PacketConns = append(in.PacketConns, c)
 				continue
 			}
 		}
+		in.names[f] = f.Name()
 		in.Files = append(in.Files, f) // the host's to serve, as passed
 	}
 	return in, nil

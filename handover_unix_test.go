@@ -204,6 +204,19 @@ func inheritChild(mode string) int {
 		fmt.Println("error", err)
 		return 1
 	}
+	if mode == "names" {
+		for _, l := range in.Listeners {
+			fmt.Println("listener", in.Name(l))
+		}
+		for _, c := range in.PacketConns {
+			fmt.Println("packet", in.Name(c))
+		}
+		for _, f := range in.Files {
+			fmt.Println("file", in.Name(f))
+		}
+		fmt.Printf("other %q\n", in.Name(os.Stdout))
+		return 0
+	}
 	for _, l := range in.Listeners {
 		fmt.Println("listener", l.Addr().Network(), l.Addr())
 	}
@@ -362,6 +375,40 @@ func TestInheritTakesEveryKind(t *testing.T) {
 	require.True(t, sc.Scan())
 	assert.Equal(t, `fifo "event\n" <nil>`, sc.Text())
 	require.NoError(t, cmd.Wait())
+}
+
+// Every descriptor a service manager passes keeps its LISTEN_FDNAMES name
+// (a socket unit's FileDescriptorName=), whatever kind Inherit hands it
+// back as: a listener, a datagram socket, a file; "unknown" without the
+// variable, as sd_listen_fds_with_names(3) says it.
+func TestInheritNamesEveryDescriptor(t *testing.T) {
+	for _, tc := range []struct {
+		env  []string
+		want []string
+	}{
+		{[]string{"LISTEN_FDS=3", "LISTEN_FDNAMES=http:quic:state"}, []string{"listener http", "packet quic", "file state", `other ""`}},
+		{[]string{"LISTEN_FDS=3"}, []string{"listener unknown", "packet unknown", "file unknown", `other ""`}},
+	} {
+		_, lf := listenerFile(t)
+		udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		require.NoError(t, err)
+		defer udp.Close()
+		uf, err := udp.File()
+		require.NoError(t, err)
+		defer uf.Close()
+		plain := filepath.Join(tempDir(t), "state")
+		writeFile(t, plain, "")
+		pf, err := os.Open(plain)
+		require.NoError(t, err)
+		defer pf.Close()
+		cmd, sc := activate(t, "names", []*os.File{lf, uf, pf}, tc.env...)
+		var report []string
+		for sc.Scan() {
+			report = append(report, sc.Text())
+		}
+		require.NoError(t, cmd.Wait())
+		assert.Equal(t, tc.want, report, "%q", tc.env)
+	}
 }
 
 // A LISTEN_FDS that counts past what was passed must not make Inherit

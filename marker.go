@@ -142,24 +142,28 @@ func Observe(opts Options) (Observation, error) {
 	if err != nil {
 		return Observation{}, err
 	}
-	src := ""
+	src, abs := "", ""
 	if opts.ModulePath != "" {
-		abs, err := gitread.Abs(opts.ModulePath)
+		abs, err = gitread.Abs(opts.ModulePath)
 		if err != nil {
 			return Observation{}, fmt.Errorf("runtimeguard: %w", err)
 		}
 		src = filepath.Dir(abs)
 	}
 	t, stuck := bounded.Submit(context.Background(), cfg.ux, nil, cfg.timeout, func(t *bounded.Task[Observation]) {
+		deadline := time.Now().Add(cfg.timeout)
 		dir := src
-		if opts.ModulePath != "" {
+		if abs != "" {
 			// A module path that leads nowhere still names a directory
-			// whose recovery markers may say why.
-			if mod, err := gitread.ResolvePath(opts.ModulePath); err == nil {
+			// whose recovery markers may say why. It is resolved on the
+			// executor of its directory.
+			if mod, _ := runWithin(checkoutExecutor(abs), deadline, func(t *bounded.Task[string]) {
+				t.Val, _ = gitread.ResolvePath(abs)
+			}); mod != "" {
 				dir = filepath.Dir(mod)
 			}
 		}
-		t.Val = cfg.observeAt(newestReceipt, dir)
+		t.Val = cfg.observeAt(newestReceipt, deadline, dir)
 	}, nil)
 	cfg.env.upd.Cache.Close() // the options' guard lives no longer than the call
 	if stuck != nil {
@@ -194,7 +198,7 @@ const staleReuse = 10 * time.Millisecond
 // with the receipt rr asks for, on the updater's executor. Stale answers
 // share one queued read, and diagnostics another. With resolve, the install
 // directories are those the module path leads to now, for a caller that did
-// not just look at the checkout (see binding.installDirs).
+// not just look at the checkout (see binding.installDirsWithin).
 func (g *Guard) observeRead(ctx context.Context, cfg *config, b *binding, rr receiptRead, resolve bool) Observation {
 	x, l, src := cfg.ux, &g.unboundObs, ""
 	if rr.read {
@@ -215,11 +219,12 @@ func (g *Guard) observeRead(ctx context.Context, cfg *config, b *binding, rr rec
 				t.Val = cfg.unknownObservation(fmt.Sprintf("reading the updater's files panicked: %v", p), src)
 			}
 		}()
+		deadline := time.Now().Add(cfg.timeout)
 		if b == nil {
-			t.Val = cfg.observeAt(rr, "")
+			t.Val = cfg.observeAt(rr, deadline, "")
 			return
 		}
-		t.Val = cfg.observeAt(rr, b.installDirs(resolve)...)
+		t.Val = cfg.observeAt(rr, deadline, b.installDirsWithin(resolve, deadline)...)
 	}, nil)
 	switch {
 	case stuck != nil:
@@ -233,18 +238,13 @@ func (g *Guard) observeRead(ctx context.Context, cfg *config, b *binding, rr rec
 // readStuck says why a read of the updater's files is unknown, for a caller
 // that gave up waiting for it.
 func readStuck(s *bounded.Stuck) string {
-	if s.Ctx != nil {
+	switch {
+	case s.Ctx != nil:
 		return "the read of the updater's files was abandoned: " + s.Ctx.Error()
+	case s.Full != "":
+		return fmt.Sprintf("a read of the updater's files was not started: %s: %v", s.Full, ErrReadTimeout)
 	}
-	verb := "did not return within"
-	if s.Before {
-		verb = "has not returned in"
-	}
-	on := ""
-	if s.At != "" {
-		on = ", blocked on " + s.At
-	}
-	return fmt.Sprintf("a read of the updater's files (the marker, the recovery markers of the install roots, the receipt) %s %v%s: %v", verb, s.Since.Round(time.Millisecond), on, ErrReadTimeout)
+	return fmt.Sprintf("a read of the updater's files (the marker, the recovery markers of the install roots, the receipt) %s: %v", stuckWhy(s), ErrReadTimeout)
 }
 
 // receiptRead says which receipt a look at the updater's files reads: none
@@ -264,9 +264,12 @@ var (
 func receiptsSince(rf *updater.ReceiptFiles) receiptRead { return receiptRead{read: true, since: rf} }
 
 // observeAt reads the updater's files for the installs whose source
-// directories are srcs, and the receipt rr asks for.
-func (c *config) observeAt(rr receiptRead, srcs ...string) Observation {
-	f := c.readStaleFacts(srcs)
+// directories are srcs, and the receipt rr asks for. It runs on the
+// executor of the updater's files; what it reads in each install root
+// runs on that root's executor (see rootExecutor), waited for until
+// deadline at the latest.
+func (c *config) observeAt(rr receiptRead, deadline time.Time, srcs ...string) Observation {
+	f := c.readStaleFacts(srcs, rr.read && c.link == "", deadline)
 	o := c.staleObservation(&f)
 	if !rr.read {
 		return o
@@ -282,10 +285,7 @@ func (c *config) observeAt(rr receiptRead, srcs ...string) Observation {
 		}
 		// The checkout the module path leads to now (the last install
 		// directory): receipts that name another say nothing of it.
-		o.checkout = c.checkoutOf(srcs)
-		if o.checkout != "" {
-			o.checkoutID, _ = updater.CheckoutID(o.checkout)
-		}
+		o.checkout, o.checkoutID = f.checkout, f.checkoutID
 		o.install, o.installID, o.installWhy = c.homes.installed()
 		f, problem := c.env.upd.NewestReceipt(rf, rr.since, o.checkoutID)
 		if f != nil {
@@ -308,20 +308,6 @@ func receiptOf(r *updater.Receipt) *Receipt {
 		ID: r.ID, UpdateID: r.UpdateID, CorrelationID: r.CorrelationID, Outcome: r.Outcome,
 		From: r.From, To: r.To, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Checkout: r.Checkout, CheckoutID: r.CheckoutID,
 	}
-}
-
-// checkoutOf is the top-level directory of the checkout that holds the
-// last of srcs (the directory the module path leads to now), as git's
-// discovery finds it; "" where none holds it or it cannot be read.
-func (c *config) checkoutOf(srcs []string) string {
-	if len(srcs) == 0 || srcs[len(srcs)-1] == "" {
-		return ""
-	}
-	l, err := gitread.Locate(srcs[len(srcs)-1])
-	if err != nil {
-		return ""
-	}
-	return l.TopLevel
 }
 
 // combine is the update state of a marker and the recovery markers: unknown
@@ -390,24 +376,61 @@ func nonNil(s []string) []string {
 // staleFacts is what a stale answer's look at the updater's files found,
 // before the rules that depend on the clock and on processes are applied:
 // every home's marker, why not every home was read, the install roots with
-// their recovery markers, and the checkout locks.
+// what each holds, and the checkout the module path leads to.
 type staleFacts struct {
 	markers   []updater.MarkerFacts // the guard's own home first; one of path "" when no home is known
 	problem   string                // why not every home was read, or ""
 	links     []string              // the profiles directory's links that lead to no directory
 	roots     []string
-	locks     []checkoutLock // the checkout locks of the roots
-	lockWhy   string         // why a root's checkout lock cannot be found, or ""
+	locks     []probedLock // the checkout locks of the roots, probed
+	lockWhy   string       // why a root's checkout lock cannot be found, or ""
 	present   []string
 	rootsRead bool
+	// checkout is the top-level directory of the checkout that holds the
+	// last of the source directories (the directory the module path
+	// leads to now), as git's discovery finds it, where it was asked
+	// for; "" where none holds it or it cannot be read. checkoutID is its
+	// identity (see updater.CheckoutID), "" where it cannot be read.
+	checkout, checkoutID string
 }
 
 // readStaleFacts reads the updater's files for the installs whose source
 // directories are srcs: each home's marker and the artifacts beside it,
-// and the recovery markers of every install root.
-func (c *config) readStaleFacts(srcs []string) staleFacts {
-	f := staleFacts{roots: c.installRoots(srcs...)}
-	f.locks, f.lockWhy = c.checkoutLocks(f.roots)
+// and what each install root holds (see rootFacts), on the root's
+// executor, until deadline at the latest: a root not read makes the
+// update state unknown. top asks for the checkout of the last of srcs.
+func (c *config) readStaleFacts(srcs []string, top bool, deadline time.Time) staleFacts {
+	f := staleFacts{roots: c.installRoots(srcs...), rootsRead: true}
+	last := ""
+	if top && len(srcs) > 0 && srcs[len(srcs)-1] != "" {
+		last = filepath.Clean(srcs[len(srcs)-1])
+	}
+	for _, root := range f.roots {
+		r, why := runWithin(rootExecutor(root), deadline, func(t *bounded.Task[rootFacts]) {
+			t.Val = c.readRoot(root, root == last)
+		})
+		if why != "" {
+			why = "the install root " + root + " was not read: " + why + ": " + classWords(ErrReadTimeout)
+			f.rootsRead = false
+			if c.checkoutLock != "" {
+				f.lockWhy = why
+			}
+			continue
+		}
+		f.present = append(f.present, r.present...)
+		f.rootsRead = f.rootsRead && r.read
+		if r.lockWhy != "" {
+			f.lockWhy = r.lockWhy
+		}
+		for _, lk := range r.locks {
+			if !slices.ContainsFunc(f.locks, func(o probedLock) bool { return o.path == lk.path }) {
+				f.locks = append(f.locks, lk)
+			}
+		}
+		if root == last {
+			f.checkout, f.checkoutID = r.top, r.topID
+		}
+	}
 	paths, links, problem := c.markerPathsAndLinks()
 	f.problem, f.links = problem, links
 	if len(paths) == 0 {
@@ -416,8 +439,39 @@ func (c *config) readStaleFacts(srcs []string) staleFacts {
 	for _, p := range paths {
 		f.markers = append(f.markers, c.env.upd.ReadMarker(p))
 	}
-	f.present, f.rootsRead = updater.RecoveryMarkers(f.roots, c.recovery)
 	return f
+}
+
+// rootFacts is what one install root holds: its recovery markers, and
+// whether they could all be looked for; its checkout locks, probed, or why
+// they cannot be found; and, where asked, the top-level directory of the
+// checkout that holds it and that directory's identity.
+type rootFacts struct {
+	present    []string
+	read       bool
+	locks      []probedLock
+	lockWhy    string
+	top, topID string
+}
+
+// readRoot reads what the install root root holds, top included where
+// asked for.
+func (c *config) readRoot(root string, top bool) rootFacts {
+	var r rootFacts
+	locks, why := c.checkoutLocks([]string{root})
+	r.lockWhy = why
+	for _, lk := range locks {
+		state, why := updater.ProbeCheckoutLock(lk.path, lk.follow)
+		r.locks = append(r.locks, probedLock{lk, state, why})
+	}
+	r.present, r.read = updater.RecoveryMarkers([]string{root}, c.recovery)
+	if top {
+		if l, err := gitread.Locate(root); err == nil {
+			r.top = l.TopLevel
+			r.topID, _ = updater.CheckoutID(l.TopLevel)
+		}
+	}
+	return r
 }
 
 // judgeMarkers classifies the markers of f now and returns the one that
@@ -456,7 +510,7 @@ func (c *config) staleObservation(f *staleFacts) Observation {
 		ReceiptPath:     c.receiptPath,
 		LockPath:        c.lockPath,
 	}
-	probeCheckoutLocks(&o, f.locks, f.lockWhy)
+	probedCheckoutLocks(&o, f.locks, f.lockWhy)
 	return o
 }
 
@@ -496,23 +550,29 @@ func (c *config) checkoutLocks(roots []string) (locks []checkoutLock, problem st
 	return locks, problem
 }
 
-// probeCheckoutLocks probes the checkout locks now and sets in o the first
-// that is held (else the first unknown, else the first), with its state and
-// why. A held lock makes the update active; one that cannot be probed makes
-// it unknown, unless it is active. A lock that cannot be found (git cannot
-// read the repository, so no updater that runs git updates it) is unknown
-// and plans nothing, but leaves the update state to the markers. The locks
-// are probed on every look: whether a process holds one changes with no
-// change of any file.
-func probeCheckoutLocks(o *Observation, locks []checkoutLock, problem string) {
+// probedLock is a checkout lock and what a probe of it found.
+type probedLock struct {
+	checkoutLock
+	state updater.LockState
+	why   string
+}
+
+// probedCheckoutLocks sets in o the first of the probed locks that is held
+// (else the first unknown, else the first), with its state and why. A held
+// lock makes the update active; one that cannot be probed makes it unknown,
+// unless it is active. A lock that cannot be found (git cannot read the
+// repository, so no updater that runs git updates it) is unknown and plans
+// nothing, but leaves the update state to the markers. The locks are probed
+// on every look: whether a process holds one changes with no change of any
+// file.
+func probedCheckoutLocks(o *Observation, locks []probedLock, problem string) {
 	if problem != "" {
 		o.CheckoutLock, o.CheckoutLockReason = lockUnknown, problem
 	}
 	for i, lk := range locks {
-		state, why := updater.ProbeCheckoutLock(lk.path, lk.follow)
-		word := map[updater.LockState]string{updater.LockFree: lockFree, updater.LockHeld: lockHeld, updater.LockUnknown: lockUnknown}[state]
+		word := map[updater.LockState]string{updater.LockFree: lockFree, updater.LockHeld: lockHeld, updater.LockUnknown: lockUnknown}[lk.state]
 		if i == 0 && problem == "" || word == lockHeld || word == lockUnknown && o.CheckoutLock == lockFree {
-			o.CheckoutLockPath, o.CheckoutLock, o.CheckoutLockReason = lk.path, word, why
+			o.CheckoutLockPath, o.CheckoutLock, o.CheckoutLockReason = lk.path, word, lk.why
 		}
 		if word == lockHeld {
 			break

@@ -156,10 +156,6 @@ func (opts *Options) resolveOn(e *env) (*config, error) {
 	} else {
 		home = ""
 	}
-	module := ""
-	if opts.ModulePath != "" {
-		module, _ = gitread.Abs(opts.ModulePath) // "" where it cannot be made absolute: Capture says why
-	}
 	if home != "" {
 		c.markerRel = filepath.FromSlash(layout.Marker)
 		c.receiptRel = filepath.FromSlash(layout.Receipt)
@@ -213,8 +209,8 @@ func (opts *Options) resolveOn(e *env) (*config, error) {
 	}
 	c.requireCheckout = opts.RequireCheckout
 	// The file system is read last, once the options are valid.
-	c.updaterKey = strings.Join([]string{home, c.installRoot, c.link}, "\x00")
-	c.ux = c.updaterExecutor(module)
+	c.updaterKey = home + "\x00" + c.link
+	c.ux = c.updaterExecutor()
 	if home != "" {
 		c.homes = newUpdaterHomes(home, layout.Profiles, layout.Checkout, e.now, c.ux, c.timeout)
 	}

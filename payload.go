@@ -58,6 +58,9 @@ type StaleError struct {
 
 // Error returns the message with both revisions.
 func (e *StaleError) Error() string {
+	if e == nil {
+		return "runtimeguard: <nil *StaleError>"
+	}
 	var b strings.Builder
 	b.WriteString("runtimeguard: ")
 	b.WriteString(cmp.Or(e.Message, "the loaded runtime is stale"))
@@ -86,13 +89,21 @@ func (e *StaleError) Error() string {
 }
 
 // Unwrap returns the read failure, if there was one.
-func (e *StaleError) Unwrap() error { return e.Err }
+func (e *StaleError) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.Err
+}
 
 // Is reports whether target is [ErrStale].
 func (e *StaleError) Is(target error) bool { return target == ErrStale }
 
 // Payload returns the JSON body of the 409.
 func (e *StaleError) Payload() Payload {
+	if e == nil {
+		e = new(StaleError)
+	}
 	return Payload{Error: e.Message, Type: PayloadType, Retryable: true, RestartScheduled: e.RestartScheduled, AgentUpdateState: e.State}
 }
 
@@ -101,6 +112,9 @@ func (e *StaleError) StatusCode() int { return http.StatusConflict }
 
 // LogValue implements [slog.LogValuer].
 func (e *StaleError) LogValue() slog.Value {
+	if e == nil {
+		return slog.StringValue("<nil *StaleError>")
+	}
 	attrs := []slog.Attr{
 		slog.String("captured", e.Captured),
 		slog.String("current", e.Current),
@@ -131,6 +145,9 @@ type Problem struct {
 
 // Problem returns the RFC 9457 form of the error.
 func (e *StaleError) Problem() Problem {
+	if e == nil {
+		e = new(StaleError)
+	}
 	return Problem{
 		Type:             ProblemType,
 		Title:            "Agent runtime is stale",
@@ -154,6 +171,9 @@ func WriteStale(w http.ResponseWriter, err error) bool {
 // RFC 9457 [Problem] form where [Options.ProblemDetails] allows it and r
 // prefers it.
 func (g *Guard) WriteStale(w http.ResponseWriter, r *http.Request, err error) bool {
+	if g == nil {
+		g = nilGuard()
+	}
 	if staleOf(err) == nil {
 		return false
 	}
@@ -207,6 +227,9 @@ func writeStale(w http.ResponseWriter, err error, problem bool) bool {
 // [Guard.EnsureCurrent] finds the runtime current, and else answers the
 // 409.
 func (g *Guard) Middleware(next http.Handler) http.Handler {
+	if g == nil {
+		g = nilGuard()
+	}
 	if next == nil {
 		next = http.DefaultServeMux
 	}
@@ -299,6 +322,9 @@ type readyAnswer struct {
 // LivenessHandler answers a liveness probe with 200 whenever the process
 // serves HTTP: a stale runtime is no reason to restart it.
 func (g *Guard) LivenessHandler() http.Handler {
+	if g == nil {
+		g = nilGuard()
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeHealth(w, http.StatusOK, liveAnswer{Live: true, Revision: g.Identity().Revision})
 	})
@@ -308,6 +334,9 @@ func (g *Guard) LivenessHandler() http.Handler {
 // reload is scheduled, stale or not, and 503 while one is, so that a load
 // balancer drains the server first. Mount it outside [Guard.Middleware].
 func (g *Guard) ReadinessHandler() http.Handler {
+	if g == nil {
+		g = nilGuard()
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := readyAnswer{Ready: true, Revision: g.Identity().Revision}
 		if se := staleOf(g.EnsureCurrent()); se != nil {

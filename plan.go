@@ -55,6 +55,9 @@ const (
 // error matches [ErrNotReady] and says why (docs/reload.md lists every
 // rule). It waits at most [Options.ReadTimeout], or until ctx is done.
 func (g *Guard) PlanReload(ctx context.Context) (*Plan, error) {
+	if g == nil {
+		g = nilGuard()
+	}
 	if ctx == nil {
 		return nil, errNilContext("PlanReload")
 	}
@@ -73,7 +76,7 @@ func (g *Guard) PlanReload(ctx context.Context) (*Plan, error) {
 		return nil, notReady("the updater's layout has no receipt, or no home directory is known")
 	}
 	work := func(t *bounded.Task[planResult]) {
-		t.Val.r, t.Val.err = g.lockAndPlan(ctx, cfg, b)
+		t.Val.r, t.Val.err = g.lockAndPlan(ctx, cfg, b, time.Now().Add(cfg.timeout))
 	}
 	abandoned := func(t *bounded.Task[planResult]) {
 		if r := t.Val.r; r != nil {
@@ -91,7 +94,10 @@ func (g *Guard) PlanReload(ctx context.Context) (*Plan, error) {
 	case stuck != nil:
 		g.counts.readTimeouts.Add(1)
 		on := ""
-		if stuck.At != "" {
+		switch {
+		case stuck.Full != "":
+			return nil, notReady(pending(fmt.Sprintf("the reads of the updater's files and the checkout were not started: %s: %v", stuck.Full, ErrReadTimeout)))
+		case stuck.At != "":
 			on = ", blocked on " + stuck.At
 		}
 		// No duration in the reason: a Reloader logs it once, not at
@@ -109,9 +115,10 @@ type planResult struct {
 	err error
 }
 
-// lockAndPlan takes the layout's lock, if any, and plans; the plan holds
-// the lock.
-func (g *Guard) lockAndPlan(ctx context.Context, cfg *config, b *binding) (*Plan, error) {
+// lockAndPlan takes the layout's lock, if any, and plans, reading what
+// the plan needs outside the updater's files until deadline at the
+// latest; the plan holds the lock.
+func (g *Guard) lockAndPlan(ctx context.Context, cfg *config, b *binding, deadline time.Time) (*Plan, error) {
 	var lock *os.File
 	if cfg.lockPath != "" {
 		f, err := updater.Lock(cfg.homes.home, cfg.lockPath, false)
@@ -123,7 +130,7 @@ func (g *Guard) lockAndPlan(ctx context.Context, cfg *config, b *binding) (*Plan
 		}
 		lock = f
 	}
-	r, err := g.plan(ctx, cfg, b)
+	r, err := g.plan(ctx, cfg, b, deadline)
 	if err != nil {
 		if lock != nil {
 			lock.Close()
@@ -140,21 +147,37 @@ const maxPlanReads = 3
 // plan reads the view and checks the conditions of PlanReload. Each try
 // reads the install directories the module path leads to as it begins (a
 // plan follows no check), and a try whose read finds the path leading
-// elsewhere (a link flipped meanwhile) is tried again.
-func (g *Guard) plan(ctx context.Context, cfg *config, b *binding) (*Plan, error) {
+// elsewhere (a link flipped meanwhile) is tried again. The checkout is
+// read on its executor, until deadline at the latest.
+func (g *Guard) plan(ctx context.Context, cfg *config, b *binding, deadline time.Time) (*Plan, error) {
+	type read struct {
+		c    gitread.Checkout
+		deps gitread.Deps
+		err  error
+	}
 	for try := 0; try < maxPlanReads; try++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		srcs := b.installDirs(true)
+		srcs := b.installDirsWithin(true, deadline)
 		rr := receiptsSince(b.receiptsAt)
-		before := cfg.observeAt(rr, srcs...)
-		c, deps, err := gitread.Read(cfg.env.git, b.configured, false)
-		after := cfg.observeAt(rr, srcs...)
-		if err != nil {
-			return nil, notReady(awaited(&after, "the checkout cannot be read: "+err.Error()))
+		before := cfg.observeAt(rr, deadline, srcs...)
+		r, why := runWithin(b.x, deadline, func(t *bounded.Task[read]) {
+			t.Val.c, t.Val.deps, t.Val.err = gitread.Read(cfg.env.git, b.configured, false)
+		})
+		if why != "" {
+			r.err = fmt.Errorf("the read of %s %s: %s", b.configured, why, classWords(ErrReadTimeout))
 		}
-		if !deps.Unchanged(cfg.env.git) || !sameObservation(&before, &after) || !slices.Contains(srcs, c.SourceDir) {
+		after := cfg.observeAt(rr, deadline, srcs...)
+		if r.err != nil {
+			return nil, notReady(awaited(&after, "the checkout cannot be read: "+r.err.Error()))
+		}
+		c := r.c
+		unchanged, why := runWithin(b.x, deadline, func(t *bounded.Task[bool]) { t.Val = r.deps.Unchanged(cfg.env.git) })
+		if why != "" {
+			return nil, notReady(awaited(&after, fmt.Sprintf("the checkout %s was not read again: %s: %s", b.configured, why, classWords(ErrReadTimeout))))
+		}
+		if !unchanged || !sameObservation(&before, &after) || !slices.Contains(srcs, c.SourceDir) {
 			continue
 		}
 		if why := g.unproven(b, &c, &after, cfg.env.now()); why != "" {

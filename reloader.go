@@ -43,7 +43,7 @@ const (
 // Reloader reloads a host's code once the updater's files prove it safe: it
 // drains the guarded work and has the host load the new code. It is safe
 // for concurrent use, and runs until the context given to [NewReloader] is
-// done.
+// done. A nil or zero Reloader passes requests through and is done.
 type Reloader struct {
 	g        *Guard
 	restart  func(context.Context, *Plan) error
@@ -109,14 +109,30 @@ func NewReloader(ctx context.Context, g *Guard, opts ReloaderOptions) (*Reloader
 }
 
 // Done returns a channel that is closed once the Reloader has stopped: its
-// context is done, and no reload is under way.
-func (rl *Reloader) Done() <-chan struct{} { return rl.done }
+// context is done, no reload is under way, and its last message to the
+// service manager went out or was given up on (within a second).
+func (rl *Reloader) Done() <-chan struct{} {
+	if rl == nil || rl.done == nil {
+		return closedChan
+	}
+	return rl.done
+}
+
+// closedChan is a channel closed from the start.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 // Wrap is [Guard.Middleware] for a host with a Reloader: a reload also
 // drains the requests it runs, and one that comes as a reload ends waits.
 func (rl *Reloader) Wrap(next http.Handler) http.Handler {
 	if next == nil {
 		next = http.DefaultServeMux
+	}
+	if rl == nil || rl.g == nil {
+		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for !rl.gate.enter() {

@@ -153,7 +153,7 @@ func newBinding(cfg *config, abs string, boundAt time.Time, guardClosed *atomic.
 	return &binding{
 		x: checkoutExecutor(abs), configured: abs, stamp: cfg.stamp, cfg: cfg,
 		sub: new(subRef), guardClosed: guardClosed, counts: counts,
-		ux:      cfg.updaterExecutor(abs),
+		ux:      cfg.ux,
 		boundAt: boundAt, sig: newSignal(), replaced: newSignal(),
 	}
 }
@@ -322,7 +322,10 @@ func (b *binding) look(ctx context.Context, timeout time.Duration, mustExist boo
 	}
 	b.countTimeout()
 	on := ""
-	if stuck.At != "" {
+	switch {
+	case stuck.Full != "":
+		return nil, readTimeout(fmt.Sprintf("a look at %s was not started: %s", b.configured, stuck.Full))
+	case stuck.At != "":
 		on = ", blocked on " + stuck.At
 	}
 	if stuck.Before {
@@ -525,6 +528,21 @@ func (b *binding) installDirs(resolve bool) []string {
 	}
 	if filepath.Dir(mod) != sourceDir {
 		dirs = append(dirs, filepath.Dir(mod))
+	}
+	return dirs
+}
+
+// installDirsWithin is installDirs, for a read of the updater's files:
+// where the configured path is resolved again, that runs on the executor
+// of the checkout (which reads it), until deadline at the latest; past it,
+// the directory bound is the one.
+func (b *binding) installDirsWithin(resolve bool, deadline time.Time) []string {
+	if m := b.readModule.Load(); b.configured == "" || m != nil && !resolve {
+		return b.installDirs(resolve) // nothing to read
+	}
+	dirs, why := runWithin(b.x, deadline, func(t *bounded.Task[[]string]) { t.Val = b.installDirs(resolve) })
+	if why != "" {
+		return []string{b.id.SourceDir}
 	}
 	return dirs
 }

@@ -28,10 +28,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/runtimeguard/runtimeguard/internal/bounded"
 	"github.com/runtimeguard/runtimeguard/internal/fsread"
 	"github.com/runtimeguard/runtimeguard/internal/fusehang"
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
 	"github.com/runtimeguard/runtimeguard/internal/gittest"
+	"github.com/runtimeguard/runtimeguard/internal/systemd"
 	"github.com/runtimeguard/runtimeguard/internal/updater"
 	"github.com/runtimeguard/runtimeguard/internal/watch"
 )
@@ -1109,34 +1111,55 @@ func threads(t *testing.T) int {
 const boundSlack = 4
 
 // A hung file system holds a fixed number of goroutines and OS threads in
-// a process, whatever the number of calls: Observe, New and Close of
-// guards whose home (or checkout) is on it, called 1, 4 and 16 times more,
-// each return within ReadTimeout and leave no more blocked behind them
-// than the first calls did.
+// a process, whatever the number of calls and whatever their paths:
+// Observe, New and Close of guards whose home (or checkout) is on it,
+// called 1, 4, 16 and 32 times more, each return within ReadTimeout and
+// leave no more blocked behind them than the first calls did; calls that
+// read the same hung home share its one worker whatever their module
+// paths; and calls that each read a directory of their own on it hold at
+// most the process's bound of workers (lowered here to maxWorkers), past
+// which they fail at once.
 func TestAHungFileSystemHoldsAFixedNumberOfGoroutines(t *testing.T) {
+	const maxWorkers = 8
+	base := bounded.Workers()
 	for _, tc := range []struct {
 		name string
-		call func(t *testing.T, mnt string)
+		call func(t *testing.T, mnt string, i int)
+		// paths is set where each call reads a directory of its own on
+		// the hung file system: they hold at most maxWorkers.
+		paths bool
 	}{
-		{"Observe on a hung home", func(t *testing.T, mnt string) {
+		{"Observe on a hung home", func(t *testing.T, mnt string, _ int) {
 			_, err := Observe(Options{ModulePath: filepath.Join(mnt, "agent", "run_agent.py"), HomeDir: mnt, ReadTimeout: hangTimeout})
 			require.NoError(t, err)
-		}},
-		{"New on a hung home", func(t *testing.T, mnt string) {
+		}, false},
+		{"Observe on a hung home, each module in a directory of its own", func(t *testing.T, mnt string, i int) {
+			_, err := Observe(Options{ModulePath: filepath.Join(mnt, "..", "plugins", strconv.Itoa(i), "main.py"), HomeDir: mnt, ReadTimeout: hangTimeout})
+			require.NoError(t, err)
+		}, false},
+		{"New on a hung home", func(t *testing.T, mnt string, _ int) {
 			g, err := New(Options{ModulePath: filepath.Join(mnt, "..", "agent", "run_agent.py"), HomeDir: mnt, ReadTimeout: hangTimeout})
 			assert.ErrorIs(t, err, ErrReadTimeout)
 			assert.Nil(t, g)
-		}},
-		{"New on a hung checkout", func(t *testing.T, mnt string) {
+		}, false},
+		{"New on a hung checkout", func(t *testing.T, mnt string, _ int) {
 			_, err := New(Options{ModulePath: filepath.Join(mnt, "agent", "run_agent.py"), HomeDir: filepath.Join(mnt, "..", "home"), ReadTimeout: hangTimeout})
 			assert.ErrorIs(t, err, ErrReadTimeout)
-		}},
-		{"Close of a zero Guard with a hung home", func(t *testing.T, mnt string) {
+		}, false},
+		{"New on a hung checkout, each module in a directory of its own", func(t *testing.T, mnt string, i int) {
+			_, err := New(Options{ModulePath: filepath.Join(mnt, "agent", strconv.Itoa(i), "run_agent.py"), HomeDir: filepath.Join(mnt, "..", "home"), ReadTimeout: hangTimeout})
+			assert.ErrorIs(t, err, ErrReadTimeout)
+		}, true},
+		{"Close of a zero Guard with a hung home", func(t *testing.T, mnt string, _ int) {
 			var g Guard
 			require.NoError(t, g.Close())
-		}},
+		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// The workers of the subtests before have ended (their
+			// mounts torn down): the bound counts from there.
+			require.Eventually(t, func() bool { return bounded.Workers() <= base }, 10*time.Second, time.Millisecond, "workers left by the subtests before")
+			defer bounded.SetMaxWorkers(bounded.SetMaxWorkers(bounded.Workers() + maxWorkers))
 			tmp := tempDir(t)
 			agent := filepath.Join(tmp, "agent")
 			agentRepo(t, agent)
@@ -1147,10 +1170,12 @@ func TestAHungFileSystemHoldsAFixedNumberOfGoroutines(t *testing.T) {
 			require.NoError(t, os.Symlink(agent, filepath.Join(filepath.Dir(f.Dir), "agent")))
 			t.Setenv("HERMES_HOME", f.Dir)
 			f.Hang()
+			calls := 0
 			call := func(n int) {
 				for range n {
+					calls++
 					done := make(chan struct{})
-					go func() { defer close(done); tc.call(t, f.Dir) }()
+					go func() { defer close(done); tc.call(t, f.Dir, calls) }()
 					select {
 					case <-done:
 					case <-time.After(2 * DefaultReadTimeout): // the zero Guard's ReadTimeout, and more
@@ -1161,8 +1186,14 @@ func TestAHungFileSystemHoldsAFixedNumberOfGoroutines(t *testing.T) {
 			call(1)
 			require.Positive(t, f.Pending(), "no call reached the hung file system")
 			pending, goroutines, threads0 := f.Pending(), runtime.NumGoroutine(), threads(t)
-			for _, n := range []int{4, 16} {
+			for _, n := range []int{4, 16, 32} {
 				call(n)
+				if tc.paths {
+					assert.LessOrEqual(t, f.Pending(), maxWorkers, "system calls blocked on the hung file system after %d calls more", n)
+					assert.LessOrEqual(t, runtime.NumGoroutine(), goroutines+maxWorkers+boundSlack, "goroutines after %d calls more", n)
+					assert.LessOrEqual(t, threads(t), threads0+maxWorkers+boundSlack, "OS threads after %d calls more", n)
+					continue
+				}
 				assert.Equal(t, pending, f.Pending(), "system calls blocked on the hung file system after %d calls more", n)
 				assert.LessOrEqual(t, runtime.NumGoroutine(), goroutines+boundSlack, "goroutines after %d calls more", n)
 				assert.LessOrEqual(t, threads(t), threads0+boundSlack, "OS threads after %d calls more", n)
@@ -1486,6 +1517,37 @@ func TestReloaderDoneWithAHungHome(t *testing.T) {
 		t.Fatal("the Reloader's Done stayed open after its context ended, with the home hung")
 	}
 	assert.LessOrEqual(t, f.Pending(), 1, "requests blocked on the hung file system")
+}
+
+// A Reloader whose notification socket's path is on a file system that
+// stopped answering (its READY=1 waits on the path's lookup) is done
+// within about a second once its context ends, as Done promises, and so
+// is Notify; the sends hold one system call blocked on the path.
+func TestReloaderDoneWithAHungNotifySocket(t *testing.T) {
+	f := hungMount(t, map[string]string{"run": tempDir(t)})
+	t.Setenv("NOTIFY_SOCKET", filepath.Join(f.Dir, "run", "notify"))
+	c := newReloadCase(t)
+	f.Hang()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rl, err := NewReloader(ctx, c.g, ReloaderOptions{Restart: func(context.Context, *Plan) error { return nil }})
+	require.NoError(t, err)
+	awaitPending(t, f) // its READY=1 waits on the path
+	cancel()
+	select {
+	case <-rl.Done():
+	case <-time.After(2 * systemd.Timeout): // a bound on a hang: Done promises a second
+		t.Fatalf("the Reloader's Done stayed open after its context ended, with the notification socket's path hung:\n%s", allStacks())
+	}
+	sent := make(chan error, 1)
+	go func() { sent <- Notify("RELOADING=1") }()
+	select {
+	case err := <-sent:
+		assert.ErrorIs(t, err, os.ErrDeadlineExceeded)
+	case <-time.After(2 * systemd.Timeout):
+		t.Fatal("Notify waited on the hung path past its deadline")
+	}
+	assert.Equal(t, 1, f.Pending(), "system calls blocked on the hung path")
 }
 
 // The uids of the access tests: the server's user, and another one.
@@ -2150,7 +2212,7 @@ func (c *staleCase) state(t *testing.T) UpdateState {
 	var se *StaleError
 	require.ErrorAs(t, err, &se)
 	b := c.g.bound.Load()
-	o := c.g.config().observeAt(noReceipt, b.installDirs(true)...)
+	o := c.g.config().observeAt(noReceipt, time.Now().Add(c.g.config().timeout), b.installDirs(true)...)
 	assert.Equal(t, o.State, se.State, "the stale answer against a read of the updater's files")
 	return se.State
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/runtimeguard/runtimeguard"
-	"github.com/runtimeguard/runtimeguard/internal/gitread"
 	"github.com/runtimeguard/runtimeguard/internal/quote"
 	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
@@ -35,6 +34,9 @@ type status struct {
 	// Build is the build the stamp of an install without Git names, as a
 	// guard bound to it identifies it (see Observation.IdentifiedBy).
 	Build string `json:"build,omitempty"`
+	// BindError is why a guard could not bind to the module (left out
+	// where one did).
+	BindError string `json:"bind_error,omitempty"`
 	runtimeguard.Observation
 }
 
@@ -48,8 +50,10 @@ type statusError struct {
 func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	c := newCommand("status", "status --module FILE [--json] [flags]", stdout, stderr)
 	c.doc = `Exits 0 once it printed what it found, 1 when the checkout cannot be read
-(after all it could read), 2 on a usage error. The updater's files are
-reported as found: an unknown marker or an unusable receipt is no error.
+(after all it could read), 2 on a usage error, 7 when a file system did
+not answer within 5s (a guard could not bind: the guard line says why,
+after all it could read). The updater's files are reported as found: an
+unknown marker or an unusable receipt is no error.
 `
 	var gf guardFlags
 	gf.register(c.fs)
@@ -77,9 +81,9 @@ func status1(gf *guardFlags, asJSON bool, stdout io.Writer, printed *bool) error
 	if err := gf.checkModule(); err != nil {
 		return err
 	}
-	ck, readErr := gitread.Inspect(gf.module)
+	ck, readErr := gf.inspect()
 	if ck.ModulePath == "" && readErr != nil {
-		return readErr // the module path itself is unusable
+		return readErr // the module path itself is unusable, or did not answer
 	}
 	// A guard bound to the module says which check path it takes; where
 	// none can be bound, the updater's files are observed all the same.
@@ -109,6 +113,13 @@ func status1(gf *guardFlags, asJSON bool, stdout io.Writer, printed *bool) error
 	if readErr != nil {
 		s.ReadError = readErr.Error()
 	}
+	if bindErr != nil {
+		s.BindError = bindErr.Error()
+	}
+	if readErr == nil && errors.Is(bindErr, runtimeguard.ErrReadTimeout) {
+		// Printed all it could; the exit status says what it gave up on.
+		readErr = exitCode(exitTimeout)
+	}
 	*printed = true
 	if asJSON {
 		enc := json.NewEncoder(stdout)
@@ -118,6 +129,7 @@ func status1(gf *guardFlags, asJSON bool, stdout io.Writer, printed *bool) error
 		}
 		return readErr
 	}
+	said := false // the revision's row says why no guard binds
 	row := func(k, v string) { fmt.Fprintf(stdout, "%-18s %s\n", k+":", quote.Text(v)) }
 	row("module", s.ModulePath)
 	row("source dir", s.SourceDir)
@@ -145,6 +157,7 @@ func status1(gf *guardFlags, asJSON bool, stdout io.Writer, printed *bool) error
 	case s.Revision == "" && bindErr != nil:
 		// Such as HEAD naming a branch that is gone while others exist.
 		row("revision", "none: "+s.Reason+" (a guard does not bind here: "+strings.TrimPrefix(bindErr.Error(), "runtimeguard: ")+")")
+		said = true
 	case s.Revision == "":
 		row("revision", "none: "+s.Reason)
 	default:
@@ -156,6 +169,11 @@ func status1(gf *guardFlags, asJSON bool, stdout io.Writer, printed *bool) error
 		row("identified by", "build stamp, build "+s.Build)
 	default:
 		row("identified by", s.IdentifiedBy)
+	}
+	if bindErr != nil && !said {
+		// In place of the check path and how it is identified, which
+		// only a guard bound here tells.
+		row("guard", "not bound: "+strings.TrimPrefix(bindErr.Error(), "runtimeguard: "))
 	}
 	row("update marker", fmt.Sprintf("%s: %s (%s)", s.Marker, s.MarkerReason, orNone(s.MarkerPath)))
 	row("update state", string(s.State))
@@ -197,7 +215,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) error {
 	c.doc = `Exits 0 when current (the revision on standard output), 3 when stale (the
 409 body on standard output, why on standard error), 1 when the checkout
 cannot be read or the module is in no tracked Git checkout, 2 on a usage
-error.
+error, 7 when a file system did not answer within 5s.
 `
 	var gf guardFlags
 	gf.register(c.fs)
@@ -269,7 +287,7 @@ type markerJSON struct {
 
 func cmdMarker(args []string, stdout, stderr io.Writer) error {
 	c := newCommand("marker", "marker [--json] [--max-age DURATION] PATH", stdout, stderr)
-	c.doc = "Exits by the marker's state: 0 absent, 4 active, 5 stale, 6 unknown.\n"
+	c.doc = "Exits by the marker's state: 0 absent, 4 active, 5 stale, 6 unknown (also\nwhen its file system does not answer within " + readTimeout.String() + ").\n"
 	asJSON := c.fs.Bool("json", false, `print {"path", "state", "reason"}`)
 	maxAge := c.fs.Duration("max-age", runtimeguard.DefaultMaxMarkerAge, "the age, a `DURATION`, past which a marker is stale")
 	if err := c.parse(args, 1); err != nil {
@@ -282,7 +300,14 @@ func cmdMarker(args []string, stdout, stderr io.Writer) error {
 	if path == "" {
 		return usagef("the marker PATH is empty")
 	}
-	v := updater.System.Judge(*maxAge).Read(path)
+	// A marker that cannot be read within readTimeout is unknown, as a
+	// guard's diagnostic says it.
+	v, err := touch("the marker "+quote.Text(path), path, func() updater.Verdict {
+		return updater.System.Judge(*maxAge).Read(path)
+	})
+	if err != nil {
+		v = updater.Verdict{Life: updater.Unsure, Reason: err.Error()}
+	}
 	state, reason := stateOf(v.Life), v.Reason
 	if *asJSON {
 		if err := json.NewEncoder(stdout).Encode(markerJSON{Path: path, State: string(state), Reason: reason}); err != nil {
@@ -326,7 +351,8 @@ has them, else a check every --interval), came back to the revision
 bound (current), moved elsewhere, or the update state changed (checked
 every --interval once the checkout first moved). A module in no tracked
 Git checkout is watched by its file and its build stamp. Exits 0 once
-stopped by SIGINT or SIGTERM, 1 when it cannot watch, 2 on a usage error.
+stopped by SIGINT or SIGTERM, 1 when it cannot watch, 2 on a usage error,
+7 when a file system did not answer within 5s.
 `
 	var gf guardFlags
 	gf.register(c.fs)

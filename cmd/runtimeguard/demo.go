@@ -48,7 +48,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	}
 	say("1. made a checkout with run_agent.py at commit %s", short(loaded))
 
-	g, err := runtimeguard.New(runtimeguard.Options{ModulePath: module, HomeDir: home})
+	g, err := runtimeguard.New(runtimeguard.Options{ModulePath: module, HomeDir: home, Logger: discard})
 	if err != nil {
 		return err
 	}

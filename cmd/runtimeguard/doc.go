@@ -63,6 +63,12 @@
 //	   standard error)
 //	4  marker: active; 5 stale; 6 unknown (with or without --json), so
 //	   that a script can branch on the marker's state
+//	7  a file system did not answer within 5s (the library's
+//	   DefaultReadTimeout, which bounds each of a command's touches of
+//	   the file system): the command gave up, and says on standard error
+//	   what it waited for (status says it in its guard line, or
+//	   bind_error, after all it could read); a marker that does not
+//	   answer is unknown, 6
 //
 // update exits with its COMMAND's status when COMMAND ran and failed.
 // Nothing is run or written before a usage error.
@@ -111,6 +117,7 @@
 //     build stamp (no Git checkout identifies it: its module file and
 //     the build its stamp names, build) or file (the module file alone);
 //     unguarded says why Git does not
+//   - bind_error: why no guard binds here (left out where one does)
 //
 // watch --json prints a JSON object a line, whose event is bound (with
 // identified_by: git, build stamp or file), current, stale, update_state

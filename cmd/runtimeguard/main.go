@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/signal"
 	"regexp"
@@ -15,7 +16,9 @@ import (
 	"syscall"
 
 	"github.com/runtimeguard/runtimeguard"
+	"github.com/runtimeguard/runtimeguard/internal/bounded"
 	"github.com/runtimeguard/runtimeguard/internal/fsread"
+	"github.com/runtimeguard/runtimeguard/internal/gitread"
 	"github.com/runtimeguard/runtimeguard/internal/quote"
 )
 
@@ -30,6 +33,10 @@ const (
 	exitMarkerActive  = 4
 	exitMarkerStale   = 5
 	exitMarkerUnknown = 6
+
+	// A file system did not answer within readTimeout: the command gave
+	// up.
+	exitTimeout = 7
 )
 
 const usage = `runtimeguard: guard a server against a Git checkout that moved under it
@@ -101,6 +108,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var ue usageError
 	var ce exitCode
 	var le libraryError
+	var te timeoutError
 	switch {
 	case err == nil:
 		return exitOK
@@ -109,6 +117,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	case errors.As(err, &ce):
 		return int(ce)
+	case errors.As(err, &te):
+		fmt.Fprintf(stderr, "runtimeguard %s: %s\n", cmd, quote.Text(te.Error()))
+		return exitTimeout
 	case errors.As(err, &le):
 		// As the library says it, its prefix included.
 		msg, ok := strings.CutPrefix(le.err.Error(), "runtimeguard: ")
@@ -117,10 +128,47 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		} else {
 			fmt.Fprintln(stderr, "runtimeguard: "+quote.Text(msg))
 		}
+		if errors.Is(le.err, runtimeguard.ErrReadTimeout) {
+			return exitTimeout
+		}
 		return exitError
 	}
 	fmt.Fprintf(stderr, "runtimeguard %s: %s\n", cmd, quote.Text(err.Error()))
 	return exitError
+}
+
+// readTimeout bounds each of a command's own touches of the file system
+// (and the library bounds its own reads by it, its default ReadTimeout):
+// a file system that stopped answering (a hard NFS mount that lost its
+// server) makes the command give up, saying what it waited for, rather
+// than hang.
+const readTimeout = runtimeguard.DefaultReadTimeout
+
+// timeoutError is a touch of the file system the command gave up on:
+// what names what it waited for.
+type timeoutError struct{ what string }
+
+func (e timeoutError) Error() string {
+	return "gave up: " + e.what + " did not answer within " + readTimeout.String()
+}
+
+// touch runs fn, which reads path (what names it), on the process's
+// executor of path (the library's executors' kind: shared by every touch
+// of the same path, and counted in the process's bound of workers), and
+// waits for it at most readTimeout.
+func touch[T any](what, path string, fn func() T) (T, error) {
+	var zero T
+	x := bounded.Shared("runtimeguard command\x00"+path, nil)
+	t, stuck := bounded.Submit(context.Background(), x, nil, readTimeout, func(t *bounded.Task[T]) { t.Val = fn() }, nil)
+	switch {
+	case stuck != nil && stuck.Full != "":
+		return zero, timeoutError{what + " (it was not read: " + stuck.Full + ")"}
+	case stuck != nil:
+		return zero, timeoutError{what}
+	case t.Err != nil:
+		return zero, t.Err
+	}
+	return t.Val, nil
 }
 
 // libraryError is an error of the runtimeguard package, printed as it is:
@@ -321,9 +369,11 @@ func resolveFlags(opts runtimeguard.Options) (runtimeguard.Paths, error) {
 	if opts.Layout.Marker == "" {
 		return runtimeguard.Paths{}, usagef("--marker must not be empty")
 	}
-	// The paths only: nothing is read. What needs the module (ExpectRevision,
-	// ExpectReceipt) is checked where the command binds.
+	// The paths only: nothing is read (not even the links of a home of
+	// profiles, which the paths do not depend on). What needs the module
+	// (ExpectRevision, ExpectReceipt) is checked where the command binds.
 	opts.ModulePath, opts.ExpectRevision, opts.ExpectReceipt = "", "", ""
+	opts.Layout.Profiles = ""
 	g, err := runtimeguard.New(opts)
 	if err != nil {
 		return runtimeguard.Paths{}, optionUsage(err)
@@ -347,17 +397,34 @@ func optionUsage(err error) error {
 }
 
 // checkModule reports a --module that is missing or names no regular file,
-// naming the path as it was given: a usage error in every command.
+// naming the path as it was given: a usage error in every command; one
+// whose file system does not answer within readTimeout, a timeoutError.
 func (f *guardFlags) checkModule() error {
 	if f.module == "" {
 		return usagef("--module is required")
 	}
-	fi, err := os.Stat(f.module)
+	type found struct {
+		fi      fs.FileInfo
+		err     error
+		target  string
+		linkErr error
+	}
+	r, terr := touch("--module "+quote.Text(f.module), f.module, func() (r found) {
+		r.fi, r.err = os.Stat(f.module)
+		if errors.Is(r.err, fs.ErrNotExist) {
+			r.target, r.linkErr = os.Readlink(f.module)
+		}
+		return r
+	})
+	if terr != nil {
+		return terr
+	}
+	fi, err := r.fi, r.err
 	var pe *fs.PathError
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		if target, lerr := os.Readlink(f.module); lerr == nil {
-			return usagef("--module %s: a symbolic link to %s, which leads to no file", quote.Text(f.module), quote.Text(target))
+		if r.linkErr == nil {
+			return usagef("--module %s: a symbolic link to %s, which leads to no file", quote.Text(f.module), quote.Text(r.target))
 		}
 		return usagef("--module %s: no such file", quote.Text(f.module))
 	case errors.As(err, &pe):
@@ -370,6 +437,23 @@ func (f *guardFlags) checkModule() error {
 		return usagef("--module %s: %s, not the module file", quote.Text(f.module), "a "+fsread.TypeName(fi.Mode()))
 	}
 	return nil
+}
+
+// inspect reads the checkout of the module, as gitread.Inspect does,
+// within readTimeout.
+func (f *guardFlags) inspect() (gitread.Checkout, error) {
+	type read struct {
+		ck  gitread.Checkout
+		err error
+	}
+	r, terr := touch("the checkout of --module "+quote.Text(f.module), f.module, func() (r read) {
+		r.ck, r.err = gitread.Inspect(f.module)
+		return r
+	})
+	if terr != nil {
+		return gitread.Checkout{}, terr
+	}
+	return r.ck, r.err
 }
 
 // set reports whether the flag was given on the command line.
@@ -402,5 +486,10 @@ func (f *guardFlags) options() runtimeguard.Options {
 			layout.RecoveryMarkers = append(layout.RecoveryMarkers, name)
 		}
 	}
-	return runtimeguard.Options{ModulePath: f.module, HomeDir: f.home, Python: f.python, Layout: layout}
+	return runtimeguard.Options{ModulePath: f.module, HomeDir: f.home, Python: f.python, Layout: layout, Logger: discard}
 }
+
+// discard is the guards' logger: a command's own lines say what the
+// library would log (a stale runtime, a reload, an install identified
+// without Git), so no line of the library's comes between them.
+var discard = slog.New(slog.DiscardHandler)

@@ -108,6 +108,7 @@ func TestDemo(t *testing.T) {
 	} {
 		assert.Contains(t, r.stdout, want)
 	}
+	assert.Empty(t, r.stderr, "the library's log lines (stale, reloaded) are not the demo's")
 }
 
 func TestCheck(t *testing.T) {
@@ -433,6 +434,41 @@ func TestWatchPrintsChangesAndStopsOnSignal(t *testing.T) {
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	assert.Contains(t, next(), "stopped", "nothing printed twice")
 	require.NoError(t, cmd.Wait(), "watch exits 0 on SIGTERM")
+}
+
+// check and watch print their own lines only: the library's log lines (a
+// stale runtime, current again, an install identified without Git) are
+// not interleaved with them, on either stream (the demo's: TestDemo).
+func TestCheckAndWatchPrintNoLibraryLog(t *testing.T) {
+	t.Parallel() // processes, files and repositories of its own
+	home := gittest.TempDir(t)
+	module, rev := checkout(t)
+	moved := commitChange(t, module)
+	r := runCmd(t, home, "check", "--module", module, "--expect", rev)
+	assert.Equal(t, exitStale, r.code)
+	assert.Equal(t, "runtimeguard check: stale: loaded "+rev+", the checkout is now at "+moved+"\n", r.stderr)
+
+	outside := filepath.Join(gittest.TempDir(t), "run_agent.py") // in no checkout: bound without Git
+	require.NoError(t, os.WriteFile(outside, []byte("x\n"), 0o644))
+	for _, m := range []string{module, outside} {
+		cmd := commandProcess("watch", "--module", m, "--home", home, "--interval", "20ms")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		next := startLines(t, cmd)
+		assert.Contains(t, next(), "bound")
+		assert.Contains(t, next(), "current")
+		dir := filepath.Dir(module)
+		if m == module {
+			git(t, dir, "reset", "-q", "--hard", rev)
+			assert.Contains(t, next(), " stale "+rev)
+			git(t, dir, "reset", "-q", "--hard", moved)
+			assert.Contains(t, next(), " current "+moved)
+		}
+		require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+		assert.Contains(t, next(), "stopped")
+		require.NoError(t, cmd.Wait())
+		assert.Empty(t, stderr.String(), "watch --module %s", m)
+	}
 }
 
 // startLines starts cmd and returns what reads its next line of output

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/runtimeguard/runtimeguard"
-	"github.com/runtimeguard/runtimeguard/internal/gitread"
 	"github.com/runtimeguard/runtimeguard/internal/quote"
 	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
@@ -46,8 +45,9 @@ Unix), so that they outlive a killed tool until COMMAND and its children
 end; a --module in no
 Git worktree is refused before anything runs. The tool exits with
 COMMAND's exit status when it ran and failed; 1 when it could not run,
-was killed by a signal, or the receipt says failed for another reason; 0
-for a success receipt.
+was killed by a signal, or the receipt says failed for another reason; 7
+when a file system did not answer within 5s before anything ran; 0 for
+a success receipt.
 
 The home must be a directory that exists, and so must the directories of
 the marker and the lock file: update makes none of them (a typo in --home
@@ -59,6 +59,23 @@ success receipt. Do not wrap an updater that keeps its own marker and
 receipt, such as hermes update: it speaks the protocol already, and would
 find the marker taken.
 `
+
+// stat is os.Stat of path within readTimeout (what names it): a
+// timeoutError past it.
+func stat(what, path string) (fs.FileInfo, error) {
+	type found struct {
+		fi  fs.FileInfo
+		err error
+	}
+	r, err := touch(what, path, func() (r found) {
+		r.fi, r.err = os.Stat(path)
+		return r
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r.fi, r.err
+}
 
 // checkDirs refuses, before anything is written, a home that is no
 // directory and a marker or lock file whose directory is missing: a typo
@@ -73,7 +90,11 @@ func checkDirs(gf *guardFlags, paths runtimeguard.Paths) error {
 	case gf.homeEnv != "" && os.Getenv(gf.homeEnv) != "":
 		home = "$" + gf.homeEnv
 	}
-	switch fi, err := os.Stat(paths.Home); {
+	fi, err := stat(home+" "+quote.Text(paths.Home), paths.Home)
+	var te timeoutError
+	switch {
+	case errors.As(err, &te):
+		return err
 	case errors.Is(err, fs.ErrNotExist):
 		return usagef("%s %s: no such directory (update makes no home)", home, quote.Text(paths.Home))
 	case err != nil:
@@ -86,7 +107,11 @@ func checkDirs(gf *guardFlags, paths runtimeguard.Paths) error {
 			continue
 		}
 		dir := filepath.Dir(f.path)
-		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		fi, err := stat(f.flag+" "+quote.Text(f.rel)+": its directory "+quote.Text(dir), dir)
+		if errors.As(err, &te) {
+			return err
+		}
+		if err != nil || !fi.IsDir() {
 			return usagef("%s %s: its directory %s is missing from the home", f.flag, quote.Text(f.rel), quote.Text(dir))
 		}
 	}
@@ -125,7 +150,11 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := gf.checkModule(); err != nil {
 		return err
 	}
-	ck, err := gitread.Inspect(gf.module)
+	ck, err := gf.inspect()
+	var te timeoutError
+	if errors.As(err, &te) {
+		return err
+	}
 	if ck.TopLevel == "" {
 		if err != nil {
 			return fmt.Errorf("--module %s: %w", quote.Text(gf.module), err)
@@ -133,7 +162,9 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("--module %s is in no Git worktree (%s)", quote.Text(gf.module), quote.Text(ck.Reason))
 	}
 	dir := cmp.Or(*workDir, ck.TopLevel)
-	if fi, err := os.Stat(dir); err != nil {
+	if fi, err := stat("the directory "+quote.Text(dir)+" COMMAND runs in", dir); errors.As(err, &te) {
+		return err
+	} else if err != nil {
 		return usagef("--dir: %s", quote.Text(err.Error()))
 	} else if !fi.IsDir() {
 		return usagef("--dir: %s is not a directory", quote.Text(dir))
@@ -158,7 +189,18 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if checkoutLock != "" {
 		// Where a guard probes it: found from the module's directory as
 		// git finds the repository.
-		l, err := updater.FindCheckoutLock(filepath.Dir(ck.ModulePath), checkoutLock)
+		type found struct {
+			l   updater.CheckoutLockPaths
+			err error
+		}
+		r, terr := touch("the checkout lock of "+quote.Text(ck.TopLevel), filepath.Dir(ck.ModulePath), func() (r found) {
+			r.l, r.err = updater.FindCheckoutLock(filepath.Dir(ck.ModulePath), checkoutLock)
+			return r
+		})
+		if terr != nil {
+			return terr
+		}
+		l, err := r.l, r.err
 		if err != nil {
 			return fmt.Errorf("the checkout lock of %s cannot be found: %w", quote.Text(ck.TopLevel), err)
 		}
@@ -175,11 +217,11 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return updater.Verdict{Life: lives[o.Marker], Reason: o.MarkerReason}, o.MarkerPath
 		},
 		Revision: func() (string, string, error) {
-			ck, err := gitread.Inspect(gf.module)
+			ck, err := gf.inspect()
 			return ck.Revision, ck.Reason, err
 		},
 		Checkout: func() string {
-			ck, _ := gitread.Inspect(gf.module)
+			ck, _ := gf.inspect()
 			return ck.TopLevel
 		},
 		Leftover: func() []string { return observe().RecoveryMarkers },

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -418,14 +419,16 @@ func (h *held) release(t *testing.T) int {
 
 // The checkout moves again during an exec handoff, to a commit that no
 // longer tracks the module: the new image cannot bind. It fails closed and
-// stays up: no connection error, no 5xx, and it answers 409 at the end.
-// A chat turn held in flight since before the update keeps the handoff
-// draining until the checkout moved. The 409 the update causes is looked
-// for among every answer since the update started: the handoff may begin
-// before the update command has exited.
+// stays up: no connection error, no 5xx, and it answers 409 at the end,
+// and a reload the service manager asks for then (systemctl reload) is
+// acknowledged and ends nothing. A chat turn held in flight since before
+// the update keeps the handoff draining until the checkout moved. The 409
+// the update causes is looked for among every answer since the update
+// started: the handoff may begin before the update command has exited.
 func TestExecHandoffWhenTheCheckoutMovesAgain(t *testing.T) {
 	d := newDeployment(t)
-	d.start(t, reloadExec)
+	sock, next := notifySocket(t)
+	d.start(t, reloadExec, "NOTIFY_SOCKET="+sock)
 	c := d.client(t)
 	c.until(t, "from the old code", func(a answer) bool { return a.revision == d.loaded })
 	updating := c.mark()
@@ -449,6 +452,15 @@ func TestExecHandoffWhenTheCheckoutMovesAgain(t *testing.T) {
 	last := answers[len(answers)-1]
 	assert.Equal(t, http.StatusConflict, last.status, "the server is up and fails closed")
 	assert.True(t, last.retryable)
+
+	require.NoError(t, d.server.Process.Signal(syscall.SIGHUP))
+	for msg := next(); !slices.Equal(msg, []string{"RELOADING=1", "MONOTONIC_USEC="}); msg = next() {
+	}
+	assert.Equal(t, []string{"READY=1"}, next())
+	resp, err := http.Get("http://" + d.addr + "/api/session")
+	require.NoError(t, err, "the server is up after systemctl reload")
+	resp.Body.Close()
+	assert.Equal(t, http.StatusConflict, resp.StatusCode)
 }
 
 // The image an exec handoff starts binds the planned revision only if no

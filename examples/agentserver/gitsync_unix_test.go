@@ -80,16 +80,14 @@ func (g *gitSyncRoot) publishAsGitSync(t *testing.T, hash string) {
 	gittest.Git(t, g.root, "worktree", "prune")
 }
 
-// publishWithGitSync runs the git-sync binary at bin once (--one-time) to
-// sync upstream's branch into the link: no network, not even loopback
-// (the repository is a file:// URL, no --http-bind), and its home and
-// temporary directory, where it writes its own global git config, are the
-// test's.
-func (g *gitSyncRoot) publishWithGitSync(bin string) func(t *testing.T, hash string) {
+// publishWithGitSync runs the git-sync binary at bin once (--one-time),
+// with the git at git, to sync upstream's branch into the link: no
+// network, not even loopback (the repository is a file:// URL, no
+// --http-bind), and its home and temporary directory, where it writes its
+// own global git config, are the test's.
+func (g *gitSyncRoot) publishWithGitSync(bin, git string) func(t *testing.T, hash string) {
 	return func(t *testing.T, hash string) {
 		t.Helper()
-		// git-sync lists git's config with git config list (git 2.46).
-		git := gittest.Current(t, 2, 46)
 		home := filepath.Join(filepath.Dir(g.root), "git-sync-home")
 		require.NoError(t, os.MkdirAll(home, 0o755))
 		branch := gittest.Git(t, g.upstream, "symbolic-ref", "--short", "HEAD")
@@ -162,18 +160,23 @@ func TestGitSyncFlipsReload(t *testing.T) {
 }
 
 // The same with the real git-sync binary that RUNTIMEGUARD_GIT_SYNC names.
+// It needs, besides, a git of 2.46 or newer (git-sync lists git's config
+// with git config list): the tests' own, or the one
+// RUNTIMEGUARD_CURRENT_GIT names; it skips, saying which is missing,
+// without either.
 func TestRealGitSyncFlipsReload(t *testing.T) {
 	bin := os.Getenv(gitSyncEnv)
 	if bin == "" {
-		t.Skip(gitSyncEnv + " names no git-sync binary (build kubernetes/git-sync v4 from its source, go build -mod=vendor)")
+		t.Skip(gitSyncEnv + " names no git-sync binary (build kubernetes/git-sync v4 from its source, go build -mod=vendor); the test needs it, and a git of 2.46 or newer (the tests' own, or " + gittest.EnvCurrentGit + ")")
 	}
+	git := gittest.Current(t, 2, 46) // skips, saying why, before anything runs
 	out, err := exec.Command(bin, "--version").CombinedOutput()
 	require.NoError(t, err, "%s --version: %s", bin, out)
 	t.Logf("git-sync %s", strings.TrimSpace(string(out)))
 	for _, mode := range []string{reloadInProcess, reloadExec} {
 		t.Run(mode, func(t *testing.T) {
 			g, d := newGitSyncRoot(t)
-			g.publish = g.publishWithGitSync(bin)
+			g.publish = g.publishWithGitSync(bin, git)
 			reloadsOnEachFlip(t, g, d, mode)
 		})
 	}

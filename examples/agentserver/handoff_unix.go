@@ -18,10 +18,15 @@ import (
 // process. It returns only when that failed, and the server then serves
 // again on the same socket.
 func handoff(ctx context.Context, a *app, ln net.Listener, plan *runtimeguard.Plan) error {
+	catchAgain := func() {}
 	h := &runtimeguard.ExecHandover{
 		Listeners: []net.Listener{ln},
-		Quiesce:   func(context.Context) error { return a.quiesce() },
+		Quiesce: func(context.Context) error {
+			catchAgain = ignoreReloadsAcrossExec()
+			return a.quiesce()
+		},
 		Resume: func(lns []net.Listener) error {
+			catchAgain()
 			a.serve(lns[0])
 			return nil
 		},

@@ -31,7 +31,8 @@
 // RELOADING=1 and READY=1 around each reload, and STOPPING=1 when it
 // stops; a SIGHUP (systemctl reload) is acknowledged, and loads nothing
 // that no update proved. With LISTEN_PID and LISTEN_FDS (socket
-// activation), it serves the first socket passed rather than --addr.
+// activation), it serves the listening socket named http
+// (FileDescriptorName=http), else the first passed, rather than --addr.
 //
 // Layouts (--layout): hermes (the default; --home, --lock) for hermes
 // update's files, or git-sync for kubernetes/git-sync publishing by
@@ -84,7 +85,8 @@ Under a service manager, on Unix (docs/deploy.md):
   NOTIFY_SOCKET   READY=1, RELOADING=1, STATUS= and STOPPING=1 are sent to it;
                   SIGHUP (systemctl reload) is acknowledged and loads nothing
   LISTEN_PID, LISTEN_FDS, LISTEN_FDNAMES
-                  socket activation: the first socket passed is served instead of --addr
+                  socket activation: the listening socket named http (else the first)
+                  is served instead of --addr
 `)
 }
 
@@ -222,6 +224,7 @@ func serveStale(ln net.Listener, se *runtimeguard.StaleError) {
 	go hs.Serve(ln)
 	fmt.Printf("listening %s\n", ln.Addr())
 	notify(nil, "READY=1", "STATUS=stale: the reloaded code could not be bound; restart to load the new code")
+	acknowledgeReloads(ctx)
 	<-ctx.Done()
 	notify(nil, "STOPPING=1", "STATUS=stopping")
 	_ = hs.Close()
@@ -345,16 +348,25 @@ func (a *app) handoff(ctx context.Context, plan *runtimeguard.Plan) error {
 }
 
 // listener is the listening socket the image before this one kept across
-// exec, or the first a service manager passed (socket activation), or a
-// new one on addr.
+// exec, or the one a service manager passed named http (socket
+// activation; else the first it passed), or a new one on addr.
 func listener(addr string, inherited *runtimeguard.Inherited) (net.Listener, error) {
 	if inherited == nil || len(inherited.Listeners) == 0 {
 		return net.Listen("tcp", addr)
 	}
-	for _, l := range inherited.Listeners[1:] {
-		l.Close() // one HTTP server, one socket
+	served := inherited.Listeners[0]
+	for _, l := range inherited.Listeners {
+		if inherited.Name(l) == "http" {
+			served = l
+			break
+		}
 	}
-	return inherited.Listeners[0], nil
+	for _, l := range inherited.Listeners {
+		if l != served {
+			l.Close() // one HTTP server, one socket
+		}
+	}
+	return served, nil
 }
 
 // notify tells the service manager, if there is one (NOTIFY_SOCKET); a

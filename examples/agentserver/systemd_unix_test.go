@@ -44,26 +44,33 @@ func notifySocket(t *testing.T) (name string, next func() []string) {
 }
 
 // activate starts the server as a service manager does with socket
-// activation: the listening socket the test holds becomes descriptor 3,
-// and LISTEN_PID names the server's process (a shell sets it to its own
-// ID, then execs the server, keeping it). It returns the socket's address.
+// activation: two listening sockets the test holds become descriptors 3
+// and 4, named "admin" and "http" as FileDescriptorName= names them, and
+// LISTEN_PID names the server's process (a shell sets it to its own ID,
+// then execs the server, keeping it). It returns the address of the one
+// named http, which the server serves.
 func activate(t *testing.T, d *deployment) string {
 	t.Helper()
-	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	require.NoError(t, err)
-	t.Cleanup(func() { ln.Close() })
-	f, err := ln.File()
-	require.NoError(t, err)
-	t.Cleanup(func() { f.Close() })
+	var files []*os.File
+	var addr string
+	for range 2 {
+		ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		require.NoError(t, err)
+		t.Cleanup(func() { ln.Close() })
+		f, err := ln.File()
+		require.NoError(t, err)
+		t.Cleanup(func() { f.Close() })
+		files, addr = append(files, f), ln.Addr().String()
+	}
 	sh, err := exec.LookPath("sh")
 	require.NoError(t, err)
 	d.prepare = func(cmd *exec.Cmd) {
 		cmd.Args = []string{"sh", "-c", `LISTEN_PID=$$ exec "$0"`, cmd.Path}
 		cmd.Path = sh
-		cmd.Env = append(cmd.Env, "LISTEN_FDS=1", "LISTEN_FDNAMES=http")
-		cmd.ExtraFiles = []*os.File{f}
+		cmd.Env = append(cmd.Env, "LISTEN_FDS=2", "LISTEN_FDNAMES=admin:http")
+		cmd.ExtraFiles = files
 	}
-	return ln.Addr().String()
+	return addr
 }
 
 // The messages a service manager gets from the server, in order, across an
@@ -87,7 +94,7 @@ func TestServiceManagerEndToEnd(t *testing.T) {
 				}
 				d.start(t, mode, "NOTIFY_SOCKET="+sock)
 				if activated {
-					require.Equal(t, held, d.addr, "the server serves the socket it was passed")
+					require.Equal(t, held, d.addr, "the server serves the socket named http")
 				}
 				old, ahead := d.loaded[:12], d.ahead[:12]
 				assert.Equal(t, []string{"READY=1", "STATUS=serving " + old}, next())

@@ -2,7 +2,8 @@
 // [Executor] runs pieces of work one at a time on one goroutine, and no
 // caller waits for its piece past its timeout or its context, so a file
 // system that hangs holds at most one goroutine per executor ([Shared]
-// gives the process one executor per thing read). A piece's panic is
+// gives the process one executor per thing read), and the process at most
+// [MaxWorkers] in all. A piece's panic is
 // recovered and becomes an error in its owner's words (see
 // [Executor.Panicked]).
 package bounded
@@ -40,7 +41,11 @@ import (
 // whatever the number of callers, until it answers; work queued behind it
 // waits, and a caller that comes once the piece has run longer than its
 // timeout gives up at once, queueing nothing. An executor with nothing to
-// do holds no goroutine.
+// do holds no goroutine. The workers of all the executors of the process
+// are at most [MaxWorkers] at once: a piece that would start one past it
+// is refused at once (see [Stuck].Full), so that file systems that stopped
+// answering hold a fixed number of goroutines, whatever the executors
+// (whatever the paths read).
 //
 // The timeout bounds a caller's wait on a file system, not on the Go
 // scheduler: a caller whose timeout ends while its piece has not begun
@@ -116,8 +121,44 @@ type Lane[T any] struct {
 	latest  *Task[T] // the latest piece queued
 }
 
+// MaxWorkers bounds the workers of the process's executors that live at
+// once: the goroutines that run their pieces, each of which a file system
+// that stopped answering may hold for good. Past it no executor starts a
+// worker: a piece that would start one is refused at once.
+const MaxWorkers = 64
+
+// workers counts the workers that live, and max is their bound: see
+// MaxWorkers and SetMaxWorkers.
+var workers struct {
+	n, max atomic.Int64
+}
+
+func init() { workers.max.Store(MaxWorkers) }
+
+// SetMaxWorkers sets the bound of the workers that live at once to n,
+// for a test that shows it, and returns the bound it replaces.
+func SetMaxWorkers(n int) int { return int(workers.max.Swap(int64(n))) }
+
+// Workers is the number of workers of the process's executors that live.
+func Workers() int { return int(workers.n.Load()) }
+
+// startWorker counts a worker that is to start, unless the bound is
+// reached: then it reports false, counting nothing.
+func startWorker() bool {
+	for {
+		n := workers.n.Load()
+		if n >= workers.max.Load() {
+			return false
+		}
+		if workers.n.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
 // Stuck says why a caller gave up: what the piece it waited behind is on,
-// and for how long it waited or that piece had run; or its context's end.
+// and for how long it waited or that piece had run; or its context's end;
+// or that no worker could start.
 type Stuck struct {
 	// At is what the piece running was on ("" when unknown).
 	At string
@@ -129,6 +170,9 @@ type Stuck struct {
 	Before bool
 	// Ctx is the caller's context's error when it ended; nil otherwise.
 	Ctx error
+	// Full, when not empty, says that the piece was refused at once: it
+	// needed a worker, and the process's executors had MaxWorkers.
+	Full string
 }
 
 // Submit runs fn on x, sharing the piece queued on l (nil: a piece of its
@@ -156,6 +200,10 @@ func Submit[T any](ctx context.Context, x *Executor, l *Lane[T], timeout time.Du
 		t = l.pending
 		t.waiters++
 	} else {
+		if !x.working && !startWorker() {
+			x.mu.Unlock()
+			return nil, &Stuck{Full: fmt.Sprintf("the process runs %d workers on file systems, the most it runs at once (file systems that stopped answering hold them)", workers.max.Load())}
+		}
 		t = &Task[T]{job: job{done: make(chan struct{}), waiters: 1}}
 		t.run = func() { fn(t) }
 		if release != nil {
@@ -272,7 +320,7 @@ func (x *Executor) wait(ctx context.Context, j *job, timeout time.Duration) *Stu
 // serve is the worker: it runs the queue's pieces, and ends once the
 // queue is empty. Before each piece it yields once (see [Executor]). A
 // piece or a release that ends the goroutine (runtime.Goexit) hands the
-// queue to another worker.
+// queue to another worker, which takes its place in the count of workers.
 func (x *Executor) serve() {
 	exited := true
 	defer func() {
@@ -285,6 +333,7 @@ func (x *Executor) serve() {
 		x.mu.Lock()
 		if len(x.queue) == 0 {
 			x.working = false
+			workers.n.Add(-1)
 			x.mu.Unlock()
 			exited = false
 			return

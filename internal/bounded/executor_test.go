@@ -405,3 +405,31 @@ func TestSharedExecutors(t *testing.T) {
 	runtime.KeepAlive(a)
 	runtime.KeepAlive(b)
 }
+
+// The workers of the process's executors are at most the bound: a piece
+// that would start one past it is refused at once, saying why, while an
+// executor whose worker lives still queues pieces; once a worker ends, a
+// piece starts one again.
+func TestWorkersAreBounded(t *testing.T) {
+	defer SetMaxWorkers(SetMaxWorkers(Workers() + 2))
+	var a, b, c Executor
+	release := make(chan struct{})
+	blocked(t, &a, release)
+	blocked(t, &b, release)
+	_, s := Submit(context.Background(), &c, nil, time.Hour, func(t *Task[int]) {}, nil)
+	require.NotNil(t, s, "a third worker started past the bound")
+	assert.Contains(t, s.Full, "the most it runs at once")
+	// A live worker takes more pieces: its caller waits behind the one
+	// running.
+	queued := make(chan *Stuck, 1)
+	go func() {
+		_, s := Submit(context.Background(), &a, nil, time.Hour, func(t *Task[int]) {}, nil)
+		queued <- s
+	}()
+	close(release)
+	assert.Nil(t, <-queued, "a piece of an executor whose worker lives")
+	require.Eventually(t, func() bool {
+		_, s := Submit(context.Background(), &c, nil, time.Hour, func(t *Task[int]) {}, nil)
+		return s == nil
+	}, 10*time.Second, time.Millisecond, "no worker started once the others ended")
+}

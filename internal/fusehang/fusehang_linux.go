@@ -106,6 +106,12 @@ func (f *FS) Pending() int {
 	return f.pending
 }
 
+// TearDown ends the hang before the test does, as its cleanup would: for
+// a test that looks at what a process blocked on the file system did once
+// it can end (a process whose thread waits on the file system cannot be
+// reaped until then).
+func (f *FS) TearDown() { f.tearDown() }
+
 // tearDown aborts the connection (closing the device's last descriptor
 // does, so every blocked call returns ENOTCONN) and detaches the mount.
 func (f *FS) tearDown() {

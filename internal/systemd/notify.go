@@ -8,22 +8,33 @@
 package systemd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
+	"github.com/runtimeguard/runtimeguard/internal/bounded"
 	"github.com/runtimeguard/runtimeguard/internal/quote"
 )
 
-// Timeout bounds each send to the service manager. A datagram to a
-// socket whose queue is full (a manager that is stuck, or gone and its
-// socket left behind) waits for room; past Timeout the message is lost
+// Timeout bounds each send to the service manager, its connection
+// included. A datagram to a socket whose queue is full (a manager that is
+// stuck, or gone and its socket left behind) waits for room, and the
+// connection to a socket whose path is on a file system that stopped
+// answering waits for the path's lookup; past Timeout the message is lost
 // and Send says so, rather than wait for good.
 const Timeout = time.Second
+
+// sender sends every notification of the process, one at a time and in
+// order, on one goroutine (see bounded.Executor): a socket path that never
+// answers holds that goroutine, whatever the number of messages, and a
+// message that waits behind it past Timeout is lost.
+var sender bounded.Executor
 
 // Notifier sends state changes to the service manager's notification
 // socket. A nil Notifier sends nothing: every method is a no-op on it.
@@ -61,8 +72,8 @@ func FromEnv() (*Notifier, error) {
 // person, is quoted as quote.Text quotes it where it holds a control
 // character (a newline, a terminal's escape sequence); any other
 // assignment with a newline or a NUL byte is an error. Send waits at most
-// Timeout for the manager to take the message: past it, an error matching
-// os.ErrDeadlineExceeded.
+// Timeout for the manager to take the message, on the process's one
+// sender: past it, an error matching os.ErrDeadlineExceeded.
 func (n *Notifier) Send(assignments ...string) error {
 	if n == nil || len(assignments) == 0 {
 		return nil
@@ -94,17 +105,52 @@ func (n *Notifier) Send(assignments ...string) error {
 		}
 		assignments = timedAssignments
 	}
+	msg := []byte(strings.Join(assignments, "\n") + "\n")
+	deadline := time.Now().Add(Timeout)
+	t, stuck := bounded.Submit(context.Background(), &sender, nil, Timeout, func(t *bounded.Task[error]) {
+		t.Val = n.write(msg, deadline, &t.At)
+	}, nil)
+	switch {
+	case stuck != nil:
+		why := stuck.At
+		switch {
+		case stuck.Full != "":
+			why = stuck.Full
+		case stuck.Before:
+			why = "a message before it has waited " + stuck.Since.Round(time.Millisecond).String() + ": " + stuck.At
+		}
+		return fmt.Errorf("notify: %s took no message within %v (%s): %w", n.addr.Name, Timeout, why, os.ErrDeadlineExceeded)
+	case t.Err != nil:
+		return fmt.Errorf("notify: %w", t.Err)
+	}
+	return t.Val
+}
+
+// What a send is on, for a caller that gave up on it.
+var (
+	connecting = "its path does not answer"
+	writing    = "its queue is full"
+)
+
+// write sends msg in one datagram, unless deadline, past which its caller
+// gave up, has passed; at names what it is on.
+func (n *Notifier) write(msg []byte, deadline time.Time, at *atomic.Pointer[string]) error {
+	if time.Now().After(deadline) {
+		return fmt.Errorf("notify: %s took no message within %v (messages before it held the sender): %w", n.addr.Name, Timeout, os.ErrDeadlineExceeded)
+	}
+	at.Store(&connecting)
 	conn, err := net.DialUnix("unixgram", nil, n.addr)
 	if err != nil {
 		return fmt.Errorf("notify: %w", err)
 	}
 	defer conn.Close()
-	if err := conn.SetWriteDeadline(time.Now().Add(Timeout)); err != nil {
+	at.Store(&writing)
+	if err := conn.SetWriteDeadline(deadline); err != nil {
 		return fmt.Errorf("notify: %w", err)
 	}
-	if _, err := conn.Write([]byte(strings.Join(assignments, "\n") + "\n")); err != nil {
+	if _, err := conn.Write(msg); err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return fmt.Errorf("notify: %s took no message within %v (its queue is full): %w", n.addr.Name, Timeout, err)
+			return fmt.Errorf("notify: %s took no message within %v (%s): %w", n.addr.Name, Timeout, writing, err)
 		}
 		return fmt.Errorf("notify: %w", err)
 	}

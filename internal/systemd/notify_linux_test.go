@@ -3,6 +3,8 @@ package systemd
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/runtimeguard/runtimeguard/internal/fusehang"
 	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
@@ -79,4 +82,37 @@ func TestNotifyFullQueue(t *testing.T) {
 			t.Fatalf("a send to a full queue still waits after %v", 10*Timeout)
 		}
 	}
+}
+
+// A socket whose path is on a file system that stopped answering (the
+// connection's lookup of the path never returns): every send gives up
+// within Timeout, with an error that says so, and however many sends
+// there are, at once or one after another, one system call is blocked
+// on the path: the process's one sender's.
+func TestNotifyOnAHungPath(t *testing.T) {
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	require.NoError(t, os.Mkdir(mnt, 0o755))
+	f := fusehang.Mount(t, mnt, map[string]string{"run": t.TempDir()})
+	t.Setenv("NOTIFY_SOCKET", filepath.Join(mnt, "run", "notify"))
+	n, err := FromEnv()
+	require.NoError(t, err)
+	f.Hang()
+	goroutines := runtime.NumGoroutine()
+	for _, at := range []int{1, 16} { // sends at once
+		errs := make(chan error, at)
+		for range at {
+			go func() { errs <- n.Ready("serving abc123") }()
+		}
+		for range at {
+			select {
+			case err := <-errs:
+				assert.ErrorIs(t, err, os.ErrDeadlineExceeded)
+				assert.ErrorContains(t, err, "its path does not answer")
+			case <-time.After(2 * Timeout): // a bound on a hang: the deadline is Timeout
+				t.Fatalf("a send to a hung path still waits after %v", 2*Timeout)
+			}
+		}
+		assert.Equal(t, 1, f.Pending(), "system calls blocked on the hung path after %d sends at once", at)
+	}
+	assert.LessOrEqual(t, runtime.NumGoroutine(), goroutines+2, "goroutines left by the sends (the sender's is one)")
 }

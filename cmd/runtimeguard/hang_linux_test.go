@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/runtimeguard/runtimeguard/internal/fusehang"
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
+)
+
+// Every command whose --module, --home or marker path is on a file system
+// that stopped answering ends within one read timeout, saying what it
+// gave up on, with the exit code for that (7; marker: the marker is
+// unknown, 6); status with a hung home prints all it could, and says that
+// no guard bound and why.
+func TestCommandsGiveUpOnAHungMount(t *testing.T) {
+	t.Parallel() // processes, files and mounts of its own
+	for _, tc := range []struct {
+		name string
+		// args are the command line, with the mount at mnt (which leads
+		// to the checkout's directory as mnt/agent) and a checkout that
+		// answers at module.
+		args func(mnt, module, home string) []string
+		code int
+		// stderr and stdout hold these.
+		stderr, stdout string
+	}{
+		{"status, module through the mount", func(mnt, module, home string) []string {
+			return []string{"status", "--module", filepath.Join(mnt, "agent", "run_agent.py"), "--home", home}
+		}, exitTimeout, "runtimeguard status: gave up: --module " + "MNT/agent/run_agent.py did not answer within 5s", ""},
+		{"check, module through the mount", func(mnt, module, home string) []string {
+			return []string{"check", "--module", filepath.Join(mnt, "agent", "run_agent.py"), "--home", home, "--expect", strings.Repeat("0", 40)}
+		}, exitTimeout, "runtimeguard check: gave up: --module MNT/agent/run_agent.py did not answer", ""},
+		{"watch, module through the mount", func(mnt, module, home string) []string {
+			return []string{"watch", "--module", filepath.Join(mnt, "agent", "run_agent.py"), "--home", home}
+		}, exitTimeout, "runtimeguard watch: gave up: --module MNT/agent/run_agent.py did not answer", ""},
+		{"update, module through the mount", func(mnt, module, home string) []string {
+			return []string{"update", "--module", filepath.Join(mnt, "agent", "run_agent.py"), "--home", home, "--", "true"}
+		}, exitTimeout, "runtimeguard update: gave up: --module MNT/agent/run_agent.py did not answer", ""},
+		{"update, home on the mount", func(mnt, module, home string) []string {
+			return []string{"update", "--module", module, "--home", mnt, "--", "true"}
+		}, exitTimeout, "runtimeguard update: gave up: --home MNT did not answer within 5s", ""},
+		{"check, home on the mount", func(mnt, module, home string) []string {
+			return []string{"check", "--module", module, "--home", mnt, "--expect", strings.Repeat("0", 40)}
+		}, exitTimeout, "runtimeguard: bind ", ""},
+		{"watch, home on the mount", func(mnt, module, home string) []string {
+			return []string{"watch", "--module", module, "--home", mnt}
+		}, exitTimeout, "read timed out", ""},
+		{"status, home on the mount", func(mnt, module, home string) []string {
+			return []string{"status", "--module", module, "--home", mnt}
+		}, exitTimeout, "", "guard:             not bound: bind "},
+		{"status --json, home on the mount", func(mnt, module, home string) []string {
+			return []string{"status", "--json", "--module", module, "--home", mnt}
+		}, exitTimeout, "", `"bind_error": "runtimeguard: bind `},
+		{"marker on the mount", func(mnt, module, home string) []string {
+			return []string{"marker", filepath.Join(mnt, ".hermes-update-in-progress")}
+		}, exitMarkerUnknown, "", "unknown: gave up: the marker MNT/.hermes-update-in-progress did not answer within 5s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			module, _ := checkout(t)
+			home := gittest.TempDir(t)
+			mnt := filepath.Join(gittest.TempDir(t), "mnt")
+			require.NoError(t, os.Mkdir(mnt, 0o755))
+			f := fusehang.Mount(t, mnt, map[string]string{"agent": filepath.Dir(module)})
+			f.Hang()
+			cmd := commandProcess(tc.args(mnt, module, home)...)
+			cmd.Env = append(cmd.Env, gittest.Env...)
+			var stdout, stderr lockedBuffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			start := time.Now()
+			require.NoError(t, cmd.Start())
+			// A process whose thread waits on the hung file system ends,
+			// but cannot be reaped until the mount is torn down: the
+			// test waits for it to end (each of its threads has exited,
+			// or waits on the file system: a Go process that runs has
+			// threads that do neither), then tears the mount down.
+			exited := func() bool {
+				tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", cmd.Process.Pid))
+				if err != nil || len(tasks) == 0 {
+					return false
+				}
+				for _, task := range tasks {
+					stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", cmd.Process.Pid, task.Name()))
+					_, rest, _ := strings.Cut(string(stat), ") ")
+					if err != nil || rest == "" || !strings.ContainsAny(rest[:1], "ZDX") {
+						return false
+					}
+				}
+				return true
+			}
+			waited := make(chan error, 1)
+			go func() { waited <- cmd.Wait() }()
+			var err error
+			for ended := false; !ended; {
+				select {
+				case err = <-waited:
+					ended = true
+				case <-time.After(time.Millisecond):
+					if exited() {
+						took := time.Since(start)
+						// One read timeout, not two in a row: a bound on
+						// how many it waits, not on speed.
+						assert.Less(t, took, 2*readTimeout, "the command waited for the hung file system more than once")
+						f.TearDown()
+						err, ended = <-waited, true
+					} else if time.Since(start) > 6*readTimeout { // a bound on a hang
+						_ = cmd.Process.Kill()
+						f.TearDown()
+						<-waited
+						t.Fatalf("still running %v after it started: stdout %q, stderr %q", time.Since(start), stdout.String(), stderr.String())
+					}
+				}
+			}
+			code := 0
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				code = ee.ExitCode()
+			} else {
+				require.NoError(t, err)
+			}
+			assert.Equal(t, tc.code, code, "stdout %q, stderr %q", stdout.String(), stderr.String())
+			assert.Contains(t, stderr.String(), strings.ReplaceAll(tc.stderr, "MNT", mnt))
+			assert.Contains(t, stdout.String(), strings.ReplaceAll(tc.stdout, "MNT", mnt))
+		})
+	}
+}
+
+// lockedBuffer is a buffer a process writes to while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

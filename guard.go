@@ -20,9 +20,8 @@ import (
 )
 
 // Identity is what a guard is bound to: the module file and its directory
-// (links resolved) and HEAD's revision. A module that no Git checkout
-// tracks is known by its file and by the build its stamp names
-// ([Layout].Stamp), which is then the Revision.
+// (links resolved) and HEAD's revision, or without Git the build that
+// [Layout].Stamp names.
 type Identity struct {
 	SourceDir  string `json:"source_dir"`
 	ModulePath string `json:"module_path"`
@@ -109,8 +108,7 @@ func (g *Guard) config() *config {
 }
 
 // Capture binds an unbound guard (or one bound without Git) to the module
-// the server loaded, at modulePath. A guard bound to a Git checkout checks
-// that module instead, and refuses another.
+// at modulePath; a guard bound to a Git checkout checks it, refusing another.
 func (g *Guard) Capture(modulePath string) error {
 	if g == nil {
 		return errors.New("runtimeguard: capture " + modulePath + ": a nil *Guard binds nothing")

@@ -19,9 +19,8 @@ import (
 )
 
 // MarkerState is the state of the updater's in-progress marker: absent,
-// active (younger than [Options.MaxMarkerAge], its process alive), stale
-// ([MarkerAbandoned]: older, or its process gone) or unknown (what is there
-// proves nothing). docs/updater.md in the repository has the rules.
+// active (younger than [Options.MaxMarkerAge], its process alive),
+// abandoned (older, or its process gone) or unknown.
 type MarkerState string
 
 // The four marker states: see [MarkerState].

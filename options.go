@@ -262,7 +262,8 @@ type Layout struct {
 	Stamp string
 	// Link is the link an updater flips to publish a revision.
 	Link string
-	// Checkout is the installer's checkout in the homes' root, the only one a receipt naming none proves.
+	// Checkout is the installer's checkout in the homes' root: the only
+	// one a receipt that names no checkout proves.
 	Checkout string
 
 	// stampDirEnv names the environment variable that holds the directory
@@ -281,8 +282,7 @@ func GitSyncLayout(link string) Layout {
 	return Layout{Link: link, gitSync: true}
 }
 
-// HermesLayout is the layout of the Hermes Agent's updater (hermes update),
-// which the zero [Layout] stands for. Copy it to describe another updater.
+// HermesLayout is the layout of hermes update, the zero [Layout]'s.
 var HermesLayout = hermesLayout()
 
 // hermesLayout returns a fresh copy of the Hermes layout.

@@ -14,8 +14,7 @@ import (
 // PayloadType is the "type" of every stale payload.
 const PayloadType = "agent_runtime_stale"
 
-// ProblemType is the "type" of the RFC 9457 problem document: the URL of
-// docs/payload.md.
+// ProblemType is the "type" of the RFC 9457 problem document.
 const ProblemType = "https://github.com/runtimeguard/runtimeguard/blob/main/docs/payload.md"
 
 // retryAfterSeconds is the Retry-After, in seconds, of a stale answer while

@@ -757,6 +757,10 @@ func (s *Sub) unmoved(want map[string]map[string]bool, files []string) (dirs, fi
 // subscription removed it before it was pinned.
 const maxAddAttempts = 8
 
+// errContended is the error of an arm that gave up after maxAddAttempts:
+// the check that armed reads again next time, as after any failed arm.
+var errContended = errors.New("removed by other subscriptions while it was added")
+
 // removed records that the watch wd is gone; w.mu is held.
 func (w *Watcher) removed(wd int32) {
 	w.removals++
@@ -785,7 +789,7 @@ func (w *Watcher) addPinned(s *Sub, path string, m uint32) (int32, error) {
 		}
 		w.mu.Unlock()
 		if attempt+1 >= maxAddAttempts {
-			return -1, fmt.Errorf("the watch of %s was removed while it was added, %d times", path, maxAddAttempts)
+			return -1, fmt.Errorf("the watch of %s: %w, %d times", path, errContended, maxAddAttempts)
 		}
 	}
 }

@@ -6,6 +6,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
+
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
 )
 
 // open checks d's directories, making the missing ones where create: this
@@ -47,6 +50,11 @@ func (d *Dir) check() error {
 		return err
 	} else if !fi.IsDir() {
 		return notDir(d.root, fi.Mode())
+	}
+	if d.rootID != "" {
+		if id, err := dirID(d.root); err != nil || id != d.rootID {
+			return moved(d.root)
+		}
 	}
 	at := d.root
 	for _, part := range d.rel {
@@ -144,3 +152,13 @@ func (d *Dir) list() (*os.File, error) {
 // sync does nothing: a directory cannot be opened for a flush here. On
 // Windows, os.Rename is MoveFileEx, whose rename NTFS journals.
 func (d *Dir) sync() error { return nil }
+
+// dirID is the identity of the directory at path: its file ID where the
+// platform tells one (see fsread.FileID), else "" (a root is not pinned).
+func dirID(path string) (string, error) {
+	st, err := fsread.StatStamp(path)
+	if err != nil || !st.HasIdentity() && runtime.GOOS != "windows" {
+		return "", err
+	}
+	return fsread.FileID(path, st)
+}

@@ -4,6 +4,7 @@ package durable
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -28,6 +29,13 @@ func (d *Dir) open(create bool) error {
 	fd, err := openat(unix.AT_FDCWD, at, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return &fs.PathError{Op: "open", Path: at, Err: err}
+	}
+	if d.rootID != "" {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil || idOf(&st) != d.rootID {
+			unix.Close(fd)
+			return moved(at)
+		}
 	}
 	for _, part := range d.rel {
 		at = filepath.Join(at, part)
@@ -169,3 +177,15 @@ func (fi *fileInfo) Mode() fs.FileMode  { return fi.mode }
 func (fi *fileInfo) ModTime() time.Time { return fi.mtime }
 func (fi *fileInfo) IsDir() bool        { return fi.mode.IsDir() }
 func (fi *fileInfo) Sys() any           { return nil }
+
+// dirID is the identity of the directory at path (links followed): its
+// device and inode.
+func dirID(path string) (string, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return "", &fs.PathError{Op: "stat", Path: path, Err: err}
+	}
+	return idOf(&st), nil
+}
+
+func idOf(st *unix.Stat_t) string { return fmt.Sprintf("%d:%d", st.Dev, st.Ino) }

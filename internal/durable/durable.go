@@ -58,10 +58,11 @@ func dirOf(path string) string {
 // Dir is a directory opened for writes (see OpenIn). Its methods take the
 // name of an entry of the directory, never a path.
 type Dir struct {
-	path string   // the directory's path
-	root string   // the root the directories below it were opened from; "" where it was opened by its path
-	rel  []string // the directories from root down to it
-	f    *os.File // on Unix, the directory itself
+	path   string   // the directory's path
+	root   string   // the root the directories below it were opened from; "" where it was opened by its path
+	rootID string   // the identity the root must have (see Root); "" for any
+	rel    []string // the directories from root down to it
+	f      *os.File // on Unix, the directory itself
 }
 
 // OpenIn opens the directory dir for writes. Where root is not empty and
@@ -77,11 +78,31 @@ type Dir struct {
 // through a link. A dir outside root, or any with no root, is opened by
 // its path, links followed (made as os.MkdirAll makes it, with create).
 func OpenIn(root, dir string, create bool) (*Dir, error) {
+	return Root{Path: root}.OpenIn(dir, create)
+}
+
+// Root is a directory that Dirs are opened in: Path, and where ID is not
+// empty the identity the directory at Path must still have when a Dir is
+// opened in it (see PinRoot).
+type Root struct{ Path, ID string }
+
+// PinRoot returns the Root of the directory at path, pinned to the
+// identity it has now: a directory renamed there, or a link swapped in for
+// it, since is refused by its OpenIn, and nothing is written in it.
+func PinRoot(path string) (Root, error) {
+	id, err := dirID(path)
+	return Root{Path: path, ID: id}, err
+}
+
+// OpenIn is the function OpenIn in r, refusing a root that is no longer
+// the directory r was pinned to.
+func (r Root) OpenIn(dir string, create bool) (*Dir, error) {
+	root := r.Path
 	d := &Dir{path: filepath.Clean(dir)}
 	if root != "" {
 		rel, err := filepath.Rel(root, dir)
 		if err == nil && (rel == "." || filepath.IsLocal(rel)) {
-			d.root = root
+			d.root, d.rootID = root, r.ID
 			if rel != "." {
 				d.rel = strings.Split(rel, string(filepath.Separator))
 			}
@@ -104,6 +125,12 @@ func OpenIn(root, dir string, create bool) (*Dir, error) {
 
 // Path is the directory's path.
 func (d *Dir) Path() string { return d.path }
+
+// moved is the error of a root that is no longer the directory it was
+// pinned to: nothing is made in it.
+func moved(root string) error {
+	return fmt.Errorf("%s is no longer the directory it was when it was opened first (renamed, or replaced by a link): nothing is written in it", root)
+}
 
 // notDir is the error of a directory on the way from a root that is a
 // link or another file: nothing is made in it or where it leads.

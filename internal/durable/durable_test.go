@@ -173,3 +173,30 @@ func TestDirWritesNothingWhereALinkSwappedInLeads(t *testing.T) {
 	}
 	assert.ElementsMatch(t, []string{"gone.json", "old.json"}, got, "written where the link leads")
 }
+
+// A pinned root is the directory it was: another made at its path receives
+// nothing, where an unpinned root takes whatever directory is there.
+func TestPinnedRootRefusesAnotherDirectory(t *testing.T) {
+	tmp := gittest.TempDir(t)
+	home := filepath.Join(tmp, "home")
+	require.NoError(t, os.Mkdir(home, 0o755))
+	root, err := PinRoot(home)
+	require.NoError(t, err)
+	d, err := root.OpenIn(filepath.Join(home, "logs"), true)
+	require.NoError(t, err, "the pinned directory itself")
+	require.NoError(t, d.WriteFile("a", []byte("a"), 0o644))
+	require.NoError(t, d.Close())
+
+	require.NoError(t, os.Rename(home, home+".old"))
+	require.NoError(t, os.Mkdir(home, 0o755)) // another directory at the path
+	_, err = root.OpenIn(filepath.Join(home, "logs"), true)
+	require.ErrorContains(t, err, "no longer the directory")
+	entries, err := os.ReadDir(home)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "nothing is made in another directory")
+
+	unpinned := Root{Path: home}
+	d, err = unpinned.OpenIn(filepath.Join(home, "logs"), true)
+	require.NoError(t, err, "an unpinned root is the directory at its path")
+	require.NoError(t, d.Close())
+}

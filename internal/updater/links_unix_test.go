@@ -216,6 +216,7 @@ func TestRunWritesNothingWhereALinkSwappedInLeads(t *testing.T) {
 		{"the receipts' directory", markerName, filepath.Join("logs", "update_receipts")},
 		{"the logs directory", markerName, "logs"},
 		{"the marker's directory", filepath.Join("run", markerName), "run"},
+		{"the home itself", markerName, "."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newRunCase(t)

@@ -24,8 +24,10 @@ var ErrRefused = errors.New("refused")
 type Update struct {
 	// Home is the updater's home, which holds Marker, Receipt and Lock:
 	// the directories between it and them are made where missing, and
-	// opened, for each write, without following a link (durable.OpenIn).
-	// Empty: they are made as os.MkdirAll makes them.
+	// opened, for each write, without following a link (durable.OpenIn);
+	// the home itself is pinned before the command runs (durable.PinRoot),
+	// so that a directory renamed there, or a link swapped in for it,
+	// receives nothing. Empty: they are made as os.MkdirAll makes them.
 	Home string
 	// Marker is the in-progress marker to claim, and Receipt the latest
 	// receipt to write (its directory also receives the receipt of the run
@@ -160,21 +162,30 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 	} else {
 		d.Close()
 	}
+	// The home is pinned: a directory renamed there, or a link swapped in
+	// for it, while the command runs receives nothing of this run.
+	home := durable.Root{}
+	if u.Home != "" {
+		var err error
+		if home, err = durable.PinRoot(u.Home); err != nil {
+			return Result{}, err
+		}
+	}
 	pid, start := os.Getpid(), time.Now()
 	// Claimed exclusively, where none was and where a stale one was: of
 	// two updaters started at once, one goes on.
-	if err := ClaimMarker(u.Home, u.Marker, pid, start, u.Judge); err != nil {
+	if err := claimMarker(home, u.Marker, pid, start, u.Judge); err != nil {
 		if errors.Is(err, ErrMarkerHeld) {
 			return Result{}, fmt.Errorf("%w: another updater holds the marker (%w)", ErrRefused, err)
 		}
 		return Result{}, err
 	}
-	defer RemoveMarker(u.Home, u.Marker, pid, start) // ours only
+	defer removeMarkerIn(home, u.Marker, pid, start) // ours only
 	res := Result{Receipt: Receipt{UpdateID: NewUpdateID(), Outcome: OutcomeRunning, StartedAt: start.UTC()}}
 	r := &res.Receipt
 	r.From, _, _ = u.Revision()
 	r.Checkout, r.CheckoutID = u.checkout()
-	if err := WriteReceipt(u.Home, u.Receipt, *r, pid); err != nil {
+	if err := writeReceipt(home, u.Receipt, *r, pid); err != nil {
 		return res, err
 	}
 
@@ -205,7 +216,7 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 	if res.Failure != "" {
 		r.Outcome = OutcomeFailed
 	}
-	return res, WriteReceipt(u.Home, u.Receipt, *r, pid)
+	return res, writeReceipt(home, u.Receipt, *r, pid)
 }
 
 // checkout is the checkout a receipt names now, and its identity

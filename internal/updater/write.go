@@ -52,7 +52,12 @@ type Judge interface {
 // (made where missing), and every write made in it, as durable.OpenIn
 // opens it: nothing is written where a link below home leads.
 func ClaimMarker(home, path string, pid int, started time.Time, judge Judge) error {
-	d, err := durable.OpenIn(home, filepath.Dir(path), true)
+	return claimMarker(durable.Root{Path: home}, path, pid, started, judge)
+}
+
+// claimMarker is ClaimMarker in the root home, which may be pinned.
+func claimMarker(home durable.Root, path string, pid int, started time.Time, judge Judge) error {
+	d, err := home.OpenIn(filepath.Dir(path), true)
 	if err != nil {
 		return err
 	}
@@ -177,7 +182,12 @@ func markerBodyOf(pid int, started time.Time) []byte {
 // ErrMarkerHeld). Its directory is opened from home as ClaimMarker opens
 // it. It reports whether it removed the marker.
 func RemoveMarker(home, path string, pid int, started time.Time) (bool, error) {
-	d, err := durable.OpenIn(home, filepath.Dir(path), false)
+	return removeMarkerIn(durable.Root{Path: home}, path, pid, started)
+}
+
+// removeMarkerIn is RemoveMarker in the root home, which may be pinned.
+func removeMarkerIn(home durable.Root, path string, pid int, started time.Time) (bool, error) {
+	d, err := home.OpenIn(filepath.Dir(path), false)
 	if err != nil {
 		return false, err
 	}
@@ -238,6 +248,11 @@ func NewUpdateID() string {
 // write and removal made in it, as durable.OpenIn opens it: nothing is
 // written or removed where a link below home leads.
 func WriteReceipt(home, latest string, r Receipt, pid int) error {
+	return writeReceipt(durable.Root{Path: home}, latest, r, pid)
+}
+
+// writeReceipt is WriteReceipt in the root home, which may be pinned.
+func writeReceipt(home durable.Root, latest string, r Receipt, pid int) error {
 	f := receiptFile{
 		Schema: ReceiptSchema, UpdateID: r.UpdateID, CorrelationID: r.CorrelationID, Outcome: r.Outcome,
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
@@ -252,7 +267,7 @@ func WriteReceipt(home, latest string, r Receipt, pid int) error {
 		return err
 	}
 	data = append(data, '\n')
-	d, err := durable.OpenIn(home, filepath.Dir(latest), true)
+	d, err := home.OpenIn(filepath.Dir(latest), true)
 	if err != nil {
 		return err
 	}

@@ -48,6 +48,12 @@ func TestCommandsGiveUpOnAHungMount(t *testing.T) {
 		{"update, module through the mount", func(mnt, module, home string) []string {
 			return []string{"update", "--module", filepath.Join(mnt, "agent", "run_agent.py"), "--home", home, "--", "true"}
 		}, exitTimeout, "runtimeguard update: gave up: --module MNT/agent/run_agent.py did not answer", ""},
+		{"update, the receipts' directory through a link into the mount", func(mnt, module, home string) []string {
+			if err := os.Symlink(mnt, filepath.Join(home, "logs")); err != nil {
+				panic(err)
+			}
+			return []string{"update", "--module", module, "--home", home, "--", "true"}
+		}, exitTimeout, "runtimeguard update: gave up: --receipt logs/update_receipts/latest.json: its directory ", ""},
 		{"update, home on the mount", func(mnt, module, home string) []string {
 			return []string{"update", "--module", module, "--home", mnt, "--", "true"}
 		}, exitTimeout, "runtimeguard update: gave up: --home MNT did not answer within 5s", ""},

@@ -115,6 +115,13 @@ func checkDirs(gf *guardFlags, paths runtimeguard.Paths) error {
 			return usagef("%s %s: its directory %s is missing from the home", f.flag, quote.Text(f.rel), quote.Text(dir))
 		}
 	}
+	// The receipts' directory, which update makes where it is missing: one
+	// on a file system that does not answer is given up on now too, before
+	// the marker is read there.
+	dir := filepath.Dir(paths.Receipt)
+	if _, err := stat("--receipt "+quote.Text(gf.receipt)+": its directory "+quote.Text(dir), dir); errors.As(err, &te) {
+		return err
+	}
 	return nil
 }
 

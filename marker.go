@@ -285,11 +285,13 @@ func (c *config) observeAt(rr receiptRead, deadline time.Time, srcs ...string) O
 		// The checkout the module path leads to now (the last install
 		// directory): receipts that name another say nothing of it.
 		o.checkout, o.checkoutID = f.checkout, f.checkoutID
-		o.install, o.installID, o.installWhy = c.homes.installed()
 		f, problem := c.env.upd.NewestReceipt(rf, rr.since, o.checkoutID)
 		if f != nil {
 			o.ReceiptPath = f.Path
 			o.Receipt = receiptOf(&f.Receipt)
+			if f.Checkout == "" && f.CheckoutID == "" {
+				o.install, o.installID, o.installWhy = c.homes.installedFor(f.Path, c.receiptRel)
+			}
 			if f.Outcome == updater.OutcomeRunning {
 				if gone, why := c.env.upd.WritersGone(&f.Receipt); gone {
 					o.writersGone = why
@@ -717,17 +719,31 @@ func newUpdaterHomes(home, profiles, checkout string, now func() time.Time, x *b
 	return h
 }
 
-// installed is the checkout the updater's installer puts in the root of
-// the homes (a receipt that names no checkout proves a reload only of
-// it) and its identity (updater.CheckoutID), or why that cannot be told.
-func (h *updaterHomes) installed() (dir, id, why string) {
+// installedFor is the checkout the updater's installer puts in the home
+// that holds the receipt at path (a receipt that names no checkout proves a
+// reload only of it) and its identity (updater.CheckoutID), or why that
+// cannot be told. It is <home>/<Layout.Checkout>, as the installer puts
+// it in the home it runs for; where that home has none, the one of the
+// root of the homes, which its profiles share. rel is the receipt's path
+// relative to its home.
+func (h *updaterHomes) installedFor(path, rel string) (dir, id, why string) {
 	switch {
 	case h == nil:
 		return "", "", "no home directory is known"
 	case h.checkout == "":
 		return "", "", "the layout names no checkout that its installer puts in the homes"
 	}
-	dir = filepath.Join(h.root, filepath.FromSlash(h.checkout))
+	home, ok := strings.CutSuffix(filepath.Dir(path), string(filepath.Separator)+filepath.Dir(rel))
+	if filepath.Dir(rel) == "." {
+		home, ok = filepath.Dir(path), true
+	}
+	if !ok {
+		return "", "", "the home that holds it cannot be told from its path"
+	}
+	dir = filepath.Join(home, filepath.FromSlash(h.checkout))
+	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) && filepath.Clean(home) != filepath.Clean(h.root) {
+		dir = filepath.Join(h.root, filepath.FromSlash(h.checkout)) // the profiles' shared install
+	}
 	id, err := updater.CheckoutID(dir)
 	if err != nil {
 		return dir, "", err.Error()

@@ -262,8 +262,8 @@ type Layout struct {
 	Stamp string
 	// Link is the link an updater flips to publish a revision.
 	Link string
-	// Checkout is the installer's checkout in the homes' root: the only
-	// one a receipt that names no checkout proves.
+	// Checkout is the installer's checkout in a home: the only one a
+	// receipt in that home that names no checkout proves.
 	Checkout string
 
 	// stampDirEnv names the environment variable that holds the directory

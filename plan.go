@@ -262,9 +262,9 @@ func receiptOfNoCheckout(o *Observation, top string) string {
 		if o.install == "" {
 			return fmt.Sprintf("the receipt %s names no checkout, and %s: nothing proves this move of %s; restart to load it", o.ReceiptPath, o.installWhy, top)
 		}
-		return fmt.Sprintf("the receipt %s names no checkout: it proves only the homes' own checkout %s, which cannot be told from %s (%s); restart to load it", o.ReceiptPath, o.install, top, o.installWhy)
+		return fmt.Sprintf("the receipt %s names no checkout: it proves only its home's installed checkout %s, which cannot be told from %s (%s); restart to load it", o.ReceiptPath, o.install, top, o.installWhy)
 	}
-	return fmt.Sprintf("the receipt %s names no checkout: it proves only the homes' own checkout %s, and the module is in %s, another directory: it may be another checkout's update; restart to load it", o.ReceiptPath, o.install, top)
+	return fmt.Sprintf("the receipt %s names no checkout: it proves only its home's installed checkout %s, and the module is in %s, another directory: it may be another checkout's update; restart to load it", o.ReceiptPath, o.install, top)
 }
 
 // orNone is s, or "none".

@@ -803,6 +803,55 @@ func TestReceiptOfAnotherCheckout(t *testing.T) {
 		assert.False(t, isPending(err), "no proof will come: %v", err)
 		assert.ErrorContains(t, err, "names no checkout")
 	})
+	// A profile whose home holds an install of its own (Hermes's installer
+	// puts it in $HERMES_HOME/hermes-agent, the profile's home): a receipt
+	// naming no checkout in that home is that install's, not the root's.
+	t.Run("a receipt that names no checkout, in a profile home with an install of its own", func(t *testing.T) {
+		root := filepath.Join(tempDir(t), "root")
+		installed := filepath.Join(root, "hermes-agent")
+		module, _ := agentRepo(t, installed)
+		profile := filepath.Join(root, "profiles", "dev")
+		require.NoError(t, os.MkdirAll(profile, 0o755))
+		git(t, profile, "clone", "-q", installed, "hermes-agent")
+		g, err := New(Options{ModulePath: module, HomeDir: root})
+		require.NoError(t, err)
+		defer g.Close()
+		moved := gittest.Commit(t, installed, "run_agent.py", "class AIAgent: revision = 2\n") // a plain pull: nothing proves it
+		git(t, filepath.Join(profile, "hermes-agent"), "pull", "-q")                             // the profile's install, updated
+		writeFile(t, filepath.Join(receiptsDir(profile), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", moved, time.Now())))
+		_, err = g.PlanReload(context.Background())
+		require.ErrorIs(t, err, ErrNotReady, "the profile's own install's receipt is no proof for the root's")
+		assert.False(t, isPending(err), "no proof will come: %v", err)
+		assert.ErrorContains(t, err, filepath.Join(profile, "hermes-agent"))
+	})
+	t.Run("a receipt that names no checkout, in a profile home, of the profile's own install", func(t *testing.T) {
+		profile := filepath.Join(tempDir(t), "root", "profiles", "dev")
+		installed := filepath.Join(profile, "hermes-agent")
+		module, _ := agentRepo(t, installed)
+		g, err := New(Options{ModulePath: module, HomeDir: profile})
+		require.NoError(t, err)
+		defer g.Close()
+		moved := gittest.Commit(t, installed, "run_agent.py", "class AIAgent: revision = 2\n")
+		writeFile(t, filepath.Join(receiptsDir(profile), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", moved, time.Now())))
+		r, err := g.PlanReload(context.Background())
+		require.NoError(t, err, "the install the profile's home holds, on its home's receipt")
+		r.Release()
+	})
+	t.Run("a receipt that names no checkout, in a profile home without an install, of the shared one", func(t *testing.T) {
+		root := filepath.Join(tempDir(t), "root")
+		installed := filepath.Join(root, "hermes-agent")
+		module, _ := agentRepo(t, installed)
+		profile := filepath.Join(root, "profiles", "dev")
+		require.NoError(t, os.MkdirAll(profile, 0o755))
+		g, err := New(Options{ModulePath: module, HomeDir: root})
+		require.NoError(t, err)
+		defer g.Close()
+		moved := gittest.Commit(t, installed, "run_agent.py", "class AIAgent: revision = 2\n") // hermes update run in the profile
+		writeFile(t, filepath.Join(receiptsDir(profile), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", moved, time.Now())))
+		r, err := g.PlanReload(context.Background())
+		require.NoError(t, err, "the profiles share the root's install")
+		r.Release()
+	})
 }
 
 // hermesReceipt returns the receipt fixture name, written by a generation

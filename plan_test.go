@@ -854,6 +854,29 @@ func TestReceiptOfAnotherCheckout(t *testing.T) {
 	})
 }
 
+// Hermes's lock path below a regular file (the interpreter's install root
+// holds a stray .git file whose gitdir names a file) names no lock anyone
+// can hold: a plain pull is the manual 409, not an update that still runs.
+func TestPlanReloadWithHermesLockBelowAFile(t *testing.T) {
+	tmp := tempDir(t)
+	home := filepath.Join(tmp, "home")
+	dir := filepath.Join(home, "hermes-agent")
+	module, _ := agentRepo(t, dir)
+	root := filepath.Join(tmp, "root")
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "venv", "bin"), 0o755))
+	writeFile(t, filepath.Join(root, "README"), "x")
+	writeFile(t, filepath.Join(root, ".git"), "gitdir: README\n")
+	g, err := New(Options{ModulePath: module, HomeDir: home, Python: filepath.Join(root, "venv", "bin", "python")})
+	require.NoError(t, err)
+	defer g.Close()
+	gittest.Commit(t, dir, "run_agent.py", "class AIAgent: revision = 2\n") // a plain pull
+	o := g.Observe()
+	assert.NotEqual(t, "held", o.CheckoutLock, "%s: %s", o.CheckoutLockPath, o.CheckoutLockReason)
+	_, err = g.PlanReload(context.Background())
+	require.ErrorIs(t, err, ErrNotReady)
+	assert.False(t, isPending(err), "nothing runs, and no proof will come: %v", err)
+}
+
 // hermesReceipt returns the receipt fixture name, written by a generation
 // of the Hermes Agent's own writer, with its post_update.sha set to post
 // and its times to finish at finished.

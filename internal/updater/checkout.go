@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -215,10 +216,11 @@ const (
 // there (unless follow), or anything but a regular file, is not opened
 // and proves nothing: the lock is unknown. follow is for a path where the
 // updater itself opens through links (see CheckoutLockPaths.Also). Only a
-// missing file is free without a try; a file that exists and cannot be
-// asked or opened is held (so every reader parks what the updater's own
-// would); a lock call that fails outright (a file system without locks)
-// means nothing can hold it. why says what was found and done.
+// missing file (or one below a file, where none can be) is free without a
+// try; a file that exists and cannot be asked or opened is held (so every
+// reader parks what the updater's own would); a lock call that fails
+// outright (a file system without locks) means nothing can hold it. why
+// says what was found and done.
 //
 // The tries of one path in this process never overlap (overlapping probes
 // could keep the lock taken long enough for a starting updater to give
@@ -233,6 +235,9 @@ func ProbeCheckoutLock(path string, follow bool) (state LockState, why string) {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return LockFree, "no lock file"
+	case errors.Is(err, syscall.ENOTDIR):
+		// A file on the way: no file can be there, nor be locked.
+		return LockFree, "no lock file can be there: " + err.Error()
 	case err != nil:
 		return LockHeld, "the lock file cannot be asked: " + err.Error()
 	case !fi.Mode().IsRegular():
@@ -242,6 +247,8 @@ func ProbeCheckoutLock(path string, follow bool) (state LockState, why string) {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return LockFree, "no lock file"
+	case errors.Is(err, syscall.ENOTDIR):
+		return LockFree, "no lock file can be there: " + err.Error()
 	case err != nil && (isLink(err) || errors.Is(err, fsread.ErrNotRegular)):
 		return LockUnknown, "replaced by another file type as it was opened: it proves nothing: " + err.Error()
 	case err != nil:

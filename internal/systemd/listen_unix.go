@@ -68,7 +68,10 @@ func ListenFiles() ([]*os.File, error) {
 	}
 	names := make([]string, n)
 	if v, ok := os.LookupEnv("LISTEN_FDNAMES"); ok {
-		names = strings.Split(v, ":")
+		names = nil // set but empty: no names, as sd_listen_fds_with_names splits it
+		if v != "" {
+			names = strings.Split(v, ":")
+		}
 		if len(names) != n {
 			return nil, fmt.Errorf("LISTEN_FDNAMES=%q names %d descriptors, LISTEN_FDS=%d", v, len(names), n)
 		}

@@ -4,6 +4,7 @@ package systemd
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -105,6 +107,28 @@ func TestListenFiles(t *testing.T) {
 	require.NoError(t, cmd.Wait())
 }
 
+// A LISTEN_FDNAMES that is set but empty holds no names, as
+// sd_listen_fds_with_names splits it: with a socket passed, that is fewer
+// names than descriptors, an error, not a socket named "" (which
+// Inherited.Name says of what was not passed).
+func TestListenFilesEmptyNames(t *testing.T) {
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	require.NoError(t, err)
+	defer ln.Close()
+	f, err := ln.File()
+	require.NoError(t, err)
+	defer f.Close()
+	// A child that took the socket would wait to serve it: it is ended.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", "-c", `LISTEN_PID=$$ exec "$0"`, os.Args[0])
+	cmd.Env = append(os.Environ(), childEnv+"=1", "LISTEN_FDS=1", "LISTEN_FDNAMES=")
+	cmd.ExtraFiles = []*os.File{f}
+	out, err := cmd.Output()
+	assert.Error(t, err, "the child serves nothing")
+	assert.Contains(t, string(out), `error LISTEN_FDNAMES="" names 0 descriptors, LISTEN_FDS=1`)
+}
+
 // Variables for another process, or none, are no sockets; malformed ones
 // are an error. Either way they are unset.
 func TestListenFilesVariables(t *testing.T) {
@@ -120,6 +144,7 @@ func TestListenFilesVariables(t *testing.T) {
 		{[]string{"LISTEN_PID", me, "LISTEN_FDS", "0"}, true},
 		{[]string{"LISTEN_PID", me, "LISTEN_FDS", "two"}, true},
 		{[]string{"LISTEN_PID", me, "LISTEN_FDS", "2", "LISTEN_FDNAMES", "http"}, true},
+		{[]string{"LISTEN_PID", me, "LISTEN_FDS", "2", "LISTEN_FDNAMES", "a:b:c"}, true},
 	} {
 		for _, v := range []string{"LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"} {
 			t.Setenv(v, "")

@@ -241,7 +241,11 @@ func ProbeCheckoutLock(path string, follow bool) (state LockState, why string) {
 	case err != nil:
 		return LockHeld, "the lock file cannot be asked: " + err.Error()
 	case !fi.Mode().IsRegular():
-		return LockUnknown, "a " + fsread.TypeName(fi.Mode()) + " is at its name, not a regular file: not opened, it proves nothing"
+		at := "at its name"
+		if follow {
+			at = "at its name, or where a link there leads"
+		}
+		return LockUnknown, "a " + fsread.TypeName(fi.Mode()) + " is " + at + ", not a regular file: not opened, it proves nothing"
 	}
 	f, err := openLock(nil, path, false, exclusiveWrites, follow)
 	switch {

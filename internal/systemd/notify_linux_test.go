@@ -2,6 +2,7 @@ package systemd
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -92,6 +93,9 @@ func TestNotifyFullQueue(t *testing.T) {
 func TestNotifyOnAHungPath(t *testing.T) {
 	mnt := filepath.Join(t.TempDir(), "mnt")
 	require.NoError(t, os.Mkdir(mnt, 0o755))
+	// Run after the mount is gone: the process's one sender is free again
+	// before the next test sends.
+	t.Cleanup(func() { waitForTheSender(t) })
 	f := fusehang.Mount(t, mnt, map[string]string{"run": t.TempDir()})
 	t.Setenv("NOTIFY_SOCKET", filepath.Join(mnt, "run", "notify"))
 	n, err := FromEnv()
@@ -115,4 +119,23 @@ func TestNotifyOnAHungPath(t *testing.T) {
 		assert.Equal(t, 1, f.Pending(), "system calls blocked on the hung path after %d sends at once", at)
 	}
 	assert.LessOrEqual(t, runtime.NumGoroutine(), goroutines+2, "goroutines left by the sends (the sender's is one)")
+}
+
+// waitForTheSender waits, up to 30 s, until the process's one sender
+// delivers a message again: until a send to a socket that reads gets
+// through.
+func waitForTheSender(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "notify")
+	read := listenNotify(t, name)
+	n := &Notifier{addr: &net.UnixAddr{Name: name, Net: "unixgram"}}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		err := n.Send("X=1")
+		if err == nil {
+			assert.Equal(t, "X=1\n", read())
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sender still refuses messages: %v", err)
+		}
+	}
 }

@@ -618,24 +618,13 @@ func TestCaptureEmptyPathIsNoModule(t *testing.T) {
 }
 
 // lockedBuffer is a buffer that log lines may be written to at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
+type lockedBuffer struct{ gittest.Buffer }
 
 // lines returns the JSON log lines written so far.
 func (l *lockedBuffer) lines(t *testing.T) []map[string]any {
 	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(l.b.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(l.String()), "\n") {
 		if line == "" {
 			continue
 		}

@@ -817,7 +817,7 @@ func TestReceiptOfAnotherCheckout(t *testing.T) {
 		require.NoError(t, err)
 		defer g.Close()
 		moved := gittest.Commit(t, installed, "run_agent.py", "class AIAgent: revision = 2\n") // a plain pull: nothing proves it
-		git(t, filepath.Join(profile, "hermes-agent"), "pull", "-q")                             // the profile's install, updated
+		git(t, filepath.Join(profile, "hermes-agent"), "pull", "-q")                           // the profile's install, updated
 		writeFile(t, filepath.Join(receiptsDir(profile), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", moved, time.Now())))
 		_, err = g.PlanReload(context.Background())
 		require.ErrorIs(t, err, ErrNotReady, "the profile's own install's receipt is no proof for the root's")

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -83,7 +81,7 @@ func TestCommandsGiveUpOnAHungMount(t *testing.T) {
 			f.Hang()
 			cmd := commandProcess(tc.args(mnt, module, home)...)
 			cmd.Env = append(cmd.Env, gittest.Env...)
-			var stdout, stderr lockedBuffer
+			var stdout, stderr gittest.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			start := time.Now()
 			require.NoError(t, cmd.Start())
@@ -141,22 +139,4 @@ func TestCommandsGiveUpOnAHungMount(t *testing.T) {
 			assert.Contains(t, stdout.String(), strings.ReplaceAll(tc.stdout, "MNT", mnt))
 		})
 	}
-}
-
-// lockedBuffer is a buffer a process writes to while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

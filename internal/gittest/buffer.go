@@ -1,0 +1,27 @@
+package gittest
+
+import (
+	"bytes"
+	"sync"
+)
+
+// Buffer is a bytes.Buffer that a process, a logger or several goroutines
+// may write to while a test reads it.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// String returns what was written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}

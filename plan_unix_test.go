@@ -740,3 +740,25 @@ func TestStaleAnswersShareAReadAfterAFlip(t *testing.T) {
 		})
 	}
 }
+
+// The same checkout updated under another name, a bind mount of it (as a
+// container's volume is): its newer failure receipt is this checkout's,
+// and refuses the plan the older success would make.
+func TestReceiptOfTheSameCheckoutUnderABindMount(t *testing.T) {
+	c := newReloadCase(t)
+	alias := filepath.Join(tempDir(t), "alias")
+	require.NoError(t, os.Mkdir(alias, 0o755))
+	if out, err := exec.Command("mount", "--bind", c.dir, alias).CombinedOutput(); err != nil {
+		t.Skipf("no bind mount here (Linux, as root): %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", alias).Run() })
+	updateUnder(t, c.home, c.dir, c.dir, "true")
+	r, err := c.g.PlanReload(context.Background())
+	require.NoError(t, err, "the success proves")
+	r.Release()
+	res := updateUnder(t, c.home, alias, alias, "false")
+	require.NotEmpty(t, res.Failure)
+	_, err = c.g.PlanReload(context.Background())
+	require.ErrorIs(t, err, ErrNotReady, "the newest update of this checkout failed")
+	assert.ErrorContains(t, err, `"failed"`)
+}

@@ -26,6 +26,9 @@ func (d *Dir) open(create bool) error {
 		return nil
 	}
 	if create {
+		if err := d.checkRoot(); err != nil {
+			return err // nothing is made in another root
+		}
 		at := d.root
 		for _, part := range d.rel {
 			at = filepath.Join(at, part)
@@ -46,15 +49,8 @@ func (d *Dir) check() error {
 	if d.root == "" {
 		return nil
 	}
-	if fi, err := os.Stat(d.root); err != nil {
+	if err := d.checkRoot(); err != nil {
 		return err
-	} else if !fi.IsDir() {
-		return notDir(d.root, fi.Mode())
-	}
-	if d.rootID != "" {
-		if id, err := dirID(d.root); err != nil || id != d.rootID {
-			return moved(d.root)
-		}
 	}
 	at := d.root
 	for _, part := range d.rel {
@@ -152,6 +148,22 @@ func (d *Dir) list() (*os.File, error) {
 // sync does nothing: a directory cannot be opened for a flush here. On
 // Windows, os.Rename is MoveFileEx, whose rename NTFS journals.
 func (d *Dir) sync() error { return nil }
+
+// checkRoot checks that d's root is a directory, and the one it was pinned
+// to where it was (see Root).
+func (d *Dir) checkRoot() error {
+	if fi, err := os.Stat(d.root); err != nil {
+		return err
+	} else if !fi.IsDir() {
+		return notDir(d.root, fi.Mode())
+	}
+	if d.rootID != "" {
+		if id, err := dirID(d.root); err != nil || id != d.rootID {
+			return moved(d.root)
+		}
+	}
+	return nil
+}
 
 // dirID is the identity of the directory at path: its file ID where the
 // platform tells one (see fsread.FileID), else "" (a root is not pinned).

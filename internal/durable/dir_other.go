@@ -165,12 +165,12 @@ func (d *Dir) checkRoot() error {
 	return nil
 }
 
-// dirID is the identity of the directory at path: its file ID where the
-// platform tells one (see fsread.FileID), else "" (a root is not pinned).
+// dirID is the identity of the directory at path: its file ID on Windows
+// (see fsread.DirID); elsewhere here no file identity is told, and "" pins
+// nothing.
 func dirID(path string) (string, error) {
-	st, err := fsread.StatStamp(path)
-	if err != nil || !st.HasIdentity() && runtime.GOOS != "windows" {
-		return "", err
+	if runtime.GOOS != "windows" {
+		return "", nil
 	}
-	return fsread.FileID(path, st)
+	return fsread.DirID(path)
 }

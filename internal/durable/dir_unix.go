@@ -4,13 +4,14 @@ package durable
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
 )
 
 // open opens d's directory: its root following links, each directory
@@ -31,8 +32,7 @@ func (d *Dir) open(create bool) error {
 		return &fs.PathError{Op: "open", Path: at, Err: err}
 	}
 	if d.rootID != "" {
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil || idOf(&st) != d.rootID {
+		if id, err := fsread.FdFileID(fd); err != nil || id != d.rootID {
 			unix.Close(fd)
 			return moved(at)
 		}
@@ -63,13 +63,12 @@ func (d *Dir) open(create bool) error {
 }
 
 // openat is unix.Openat with O_CLOEXEC, retried on EINTR.
-func openat(dir int, name string, flags int, perm uint32) (int, error) {
-	for {
-		fd, err := unix.Openat(dir, name, flags|unix.O_CLOEXEC, perm)
-		if !errors.Is(err, unix.EINTR) {
-			return fd, err
-		}
-	}
+func openat(dir int, name string, flags int, perm uint32) (fd int, err error) {
+	err = fsread.IgnoringEINTR(func() error {
+		fd, err = unix.Openat(dir, name, flags|unix.O_CLOEXEC, perm)
+		return err
+	})
+	return fd, err
 }
 
 // Close closes the directory.
@@ -179,13 +178,5 @@ func (fi *fileInfo) IsDir() bool        { return fi.mode.IsDir() }
 func (fi *fileInfo) Sys() any           { return nil }
 
 // dirID is the identity of the directory at path (links followed): its
-// device and inode.
-func dirID(path string) (string, error) {
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		return "", &fs.PathError{Op: "stat", Path: path, Err: err}
-	}
-	return idOf(&st), nil
-}
-
-func idOf(st *unix.Stat_t) string { return fmt.Sprintf("%d:%d", st.Dev, st.Ino) }
+// device and inode (see fsread.DirID).
+func dirID(path string) (string, error) { return fsread.DirID(path) }

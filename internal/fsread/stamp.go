@@ -70,6 +70,21 @@ func (s Stamp) FileID() string {
 	return fmt.Sprintf("%d@%d", s.size, s.mtime)
 }
 
+// DirID is the identity of the directory at path, links followed (see
+// FileID): another name of the same directory (a bind mount, a ".." in
+// the path) has the same one; a directory renamed into its path has
+// another.
+func DirID(path string) (string, error) {
+	st, err := StatStamp(path)
+	switch {
+	case err != nil:
+		return "", err
+	case !st.Present() || !st.IsDir():
+		return "", fmt.Errorf("%s is no directory", path)
+	}
+	return FileID(path, st)
+}
+
 // ChangedAt is the later of the file's modification and change times.
 func (s Stamp) ChangedAt() time.Time { return time.Unix(0, max(s.mtime, s.ctime)) }
 

@@ -324,3 +324,12 @@ func openDir(dir string) (*os.File, error) {
 // FileID names the file at path, whose lstat is st, by its device and
 // inode: a file renamed over it is another, a write in place is not.
 func FileID(_ string, st Stamp) (string, error) { return st.FileID(), nil }
+
+// FdFileID is FileID of the file open at fd.
+func FdFileID(fd int) (string, error) {
+	var st unix.Stat_t
+	if err := IgnoringEINTR(func() error { return unix.Fstat(fd, &st) }); err != nil {
+		return "", err
+	}
+	return stampOf(&st).FileID(), nil
+}

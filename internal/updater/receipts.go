@@ -111,16 +111,7 @@ func matchingNames(dir, pattern string) ([]string, error) {
 // Another name of the same directory (a bind mount, another case on a
 // case-insensitive file system, a ".." in the path) has the same one; a
 // directory renamed into its path has another.
-func CheckoutID(dir string) (string, error) {
-	st, err := fsread.StatStamp(dir)
-	switch {
-	case err != nil:
-		return "", err
-	case !st.Present() || !st.IsDir():
-		return "", fmt.Errorf("%s is no directory", dir)
-	}
-	return fsread.FileID(dir, st)
-}
+func CheckoutID(dir string) (string, error) { return fsread.DirID(dir) }
 
 // FoundReceipt is a receipt as read from its file.
 type FoundReceipt struct {

@@ -115,7 +115,7 @@ func runWithin[T any](x *bounded.Executor, deadline time.Time, fn func(*bounded.
 // how long; or why none could start.
 func stuckWhy(s *bounded.Stuck) string {
 	if s.Full != "" {
-		return s.Full
+		return "was not started: " + s.Full
 	}
 	if s.Ctx != nil {
 		return "abandoned: " + s.Ctx.Error()

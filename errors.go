@@ -60,8 +60,8 @@ func panicError(value any, stack []byte) error {
 	return &PanicError{Value: value, Stack: stack}
 }
 
-// readTimeout is the error of a check that gave up waiting for the
-// checkout; msg says what it waited for, and for how long.
+// readTimeout is the error of a call that gave up waiting for a file
+// system; msg says what it waited for, and for how long (see stuckWhy).
 func readTimeout(msg string) error {
 	return classed(ErrReadTimeout, "%s: %s", msg, classWords(ErrReadTimeout))
 }

@@ -159,11 +159,7 @@ func (g *Guard) captureBound(cfg *config, b *binding, abs string) error {
 			t.Val, _ = gitread.ResolvePath(abs)
 		}, nil)
 		if stuck != nil {
-			why := fmt.Sprintf("did not resolve within %v", cfg.timeout)
-			if stuck.Full != "" {
-				why = "was not resolved: " + stuck.Full
-			}
-			return classed(ErrReadTimeout, "runtimeguard: capture %s: its path %s: %s", abs, why, classWords(ErrReadTimeout))
+			return readTimeout("runtimeguard: capture " + abs + ": the resolution of its path " + stuckWhy(stuck))
 		}
 		if t.Val != b.id.ModulePath {
 			return fmt.Errorf("runtimeguard: capture %s: the guard is bound to %s at %s; a guard binds once", abs, b.configured, b.id.Revision)
@@ -290,14 +286,7 @@ func (g *Guard) bind(ctx context.Context, cfg *config, abs string) (*binding, er
 				return nil, stuck.Ctx
 			}
 			g.counts.readTimeouts.Add(1)
-			on := ""
-			switch {
-			case stuck.Full != "":
-				return nil, classed(ErrReadTimeout, "the listing of the updater's receipts was not started: %s: %s", stuck.Full, classWords(ErrReadTimeout))
-			case stuck.At != "":
-				on = ", blocked on " + stuck.At
-			}
-			return nil, classed(ErrReadTimeout, "the listing of the updater's receipts did not return within %v%s: %s", cfg.timeout, on, classWords(ErrReadTimeout))
+			return nil, readTimeout("the listing of the updater's receipts " + stuckWhy(stuck))
 		}
 		b.receiptsAt = rf.Val
 		call, err := b.look(ctx, cfg.timeout, true)

@@ -237,11 +237,8 @@ func (g *Guard) observeRead(ctx context.Context, cfg *config, b *binding, rr rec
 // readStuck says why a read of the updater's files is unknown, for a caller
 // that gave up waiting for it.
 func readStuck(s *bounded.Stuck) string {
-	switch {
-	case s.Ctx != nil:
+	if s.Ctx != nil {
 		return "the read of the updater's files was abandoned: " + s.Ctx.Error()
-	case s.Full != "":
-		return fmt.Sprintf("a read of the updater's files was not started: %s: %v", s.Full, ErrReadTimeout)
 	}
 	return fmt.Sprintf("a read of the updater's files (the marker, the recovery markers of the install roots, the receipt) %s: %v", stuckWhy(s), ErrReadTimeout)
 }

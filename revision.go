@@ -321,17 +321,7 @@ func (b *binding) look(ctx context.Context, timeout time.Duration, mustExist boo
 		return nil, stuck.Ctx
 	}
 	b.countTimeout()
-	on := ""
-	switch {
-	case stuck.Full != "":
-		return nil, readTimeout(fmt.Sprintf("a look at %s was not started: %s", b.configured, stuck.Full))
-	case stuck.At != "":
-		on = ", blocked on " + stuck.At
-	}
-	if stuck.Before {
-		return nil, readTimeout(fmt.Sprintf("a look at %s has not returned in %v%s", b.configured, stuck.Since.Round(time.Millisecond), on))
-	}
-	return nil, readTimeout(fmt.Sprintf("a look at %s did not return within %v%s", b.configured, stuck.Since, on))
+	return nil, readTimeout("a look at " + b.configured + " " + stuckWhy(stuck))
 }
 
 // statsUnchanged asks of each of deps, by its path, whether what the read

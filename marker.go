@@ -378,7 +378,6 @@ func nonNil(s []string) []string {
 type staleFacts struct {
 	markers   []updater.MarkerFacts // the guard's own home first; one of path "" when no home is known
 	problem   string                // why not every home was read, or ""
-	links     []string              // the profiles directory's links that lead to no directory
 	roots     []string
 	locks     []probedLock // the checkout locks of the roots, probed
 	lockWhy   string       // why a root's checkout lock cannot be found, or ""
@@ -429,8 +428,8 @@ func (c *config) readStaleFacts(srcs []string, top bool, deadline time.Time) sta
 			f.checkout, f.checkoutID = r.top, r.topID
 		}
 	}
-	paths, links, problem := c.markerPathsAndLinks()
-	f.problem, f.links = problem, links
+	paths, problem := c.markerPaths()
+	f.problem = problem
 	if len(paths) == 0 {
 		paths = []string{""}
 	}
@@ -751,28 +750,21 @@ func (h *updaterHomes) installedFor(path, rel string) (dir, id, why string) {
 // all returns the homes, the guard's own first, and why the list is not
 // whole ("" when it is): a profile home that is not read may hold a
 // marker or a newer receipt, so a list that is not whole proves nothing.
-func (h *updaterHomes) all() ([]string, string) {
-	homes, _, problem := h.allAndLinks()
-	return homes, problem
-}
-
-// allAndLinks is all, and also returns the links of the profiles
-// directory that lead to no directory (see listProfileHomes).
-func (h *updaterHomes) allAndLinks() (homes, links []string, problem string) {
+func (h *updaterHomes) all() (homes []string, problem string) {
 	homes = []string{h.home}
 	if h.profiles == "" {
-		return homes, nil, ""
+		return homes, ""
 	}
 	if h.root != h.home {
 		homes = append(homes, h.root)
 	}
-	profiles, links, problem := h.profileHomes()
+	profiles, _, problem := h.profileHomes()
 	for _, p := range profiles {
 		if !slices.Contains(homes, p) {
 			homes = append(homes, p)
 		}
 	}
-	return homes, links, problem
+	return homes, problem
 }
 
 // profileHomes lists the directories of root/profiles whose names do not
@@ -838,18 +830,17 @@ func listProfileHomes(dir string) (list, links []string, problem string) {
 	return list, links, ""
 }
 
-// markerPathsAndLinks returns the marker's paths in every home, the
-// guard's own first, the links of the profiles directory that lead to no
-// directory (see listProfileHomes), and why the homes are not all known.
-func (c *config) markerPathsAndLinks() (paths, links []string, problem string) {
+// markerPaths returns the marker's paths in every home, the guard's own
+// first, and why the homes are not all known.
+func (c *config) markerPaths() (paths []string, problem string) {
 	if c.homes == nil {
-		return nil, nil, ""
+		return nil, ""
 	}
-	homes, links, problem := c.homes.allAndLinks()
+	homes, problem := c.homes.all()
 	for _, home := range homes {
 		paths = append(paths, filepath.Join(home, c.markerRel))
 	}
-	return paths, links, problem
+	return paths, problem
 }
 
 // receiptSources are where every home keeps its receipts, and why they

@@ -659,8 +659,7 @@ func updateUnder(t *testing.T, home, dir, checkout string, argv ...string) updat
 		CheckoutLock: filepath.Join(dir, ".git", HermesLayout.CheckoutLock),
 		Judge:        updater.System.Judge(DefaultMaxMarkerAge),
 		Argv:         argv, Dir: dir, Env: gittest.Env, Stdout: &out, Stderr: &out,
-		Revision: func() (string, string, error) { return git(t, dir, "rev-parse", "HEAD"), "", nil },
-		Checkout: func() string { return checkout },
+		Inspect: func() (string, string, string, error) { return git(t, dir, "rev-parse", "HEAD"), "", checkout, nil },
 	})
 	require.NoError(t, err, out.String())
 	return res

@@ -223,13 +223,9 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			o := observe() // every home's marker, where the layout has profiles
 			return updater.Verdict{Life: lives[o.Marker], Reason: o.MarkerReason}, o.MarkerPath
 		},
-		Revision: func() (string, string, error) {
+		Inspect: func() (string, string, string, error) {
 			ck, err := gf.inspect()
-			return ck.Revision, ck.Reason, err
-		},
-		Checkout: func() string {
-			ck, _ := gf.inspect()
-			return ck.TopLevel
+			return ck.Revision, ck.Reason, ck.TopLevel, err
 		},
 		Leftover: func() []string { return observe().RecoveryMarkers },
 	})

@@ -57,15 +57,12 @@ type Update struct {
 	// that may live, refuses the update. It is read once the lock is
 	// held. Nil: Marker alone, through Judge.
 	Markers func() (v Verdict, path string)
-	// Revision reads the revision of the checkout's HEAD, or why it has
-	// none (an error for a checkout that cannot be read). Required.
-	Revision func() (rev, none string, err error)
-	// Checkout reads the top-level directory of the checkout (links
-	// resolved), which each receipt names, with its identity
-	// (CheckoutID), as the revision is read: a guard takes a receipt that
-	// names another checkout for none of its own. Nil, or "": the
-	// receipts name none.
-	Checkout func() string
+	// Inspect reads the checkout once: the revision of its HEAD, or why it
+	// has none (an error for a checkout that cannot be read), and its
+	// top-level directory (links resolved), which each receipt names with
+	// its identity (CheckoutID): a guard takes a receipt that names another
+	// checkout for none of its own; "" names none. Required.
+	Inspect func() (rev, none, top string, err error)
 	// Leftover lists the recovery markers found once the command ended: any
 	// makes the run fail. Nil: none is looked for.
 	Leftover func() []string
@@ -107,7 +104,7 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 		return Result{}, errors.New("no command to run")
 	case u.Env == nil:
 		return Result{}, errors.New("no environment for the command")
-	case u.Revision == nil:
+	case u.Inspect == nil:
 		return Result{}, errors.New("no way to read the checkout's revision")
 	case u.Judge == nil:
 		return Result{}, errors.New("no judge of the marker")
@@ -183,17 +180,18 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 	defer removeMarkerIn(home, u.Marker, pid, start) // ours only
 	res := Result{Receipt: Receipt{UpdateID: NewUpdateID(), Outcome: OutcomeRunning, StartedAt: start.UTC()}}
 	r := &res.Receipt
-	r.From, _, _ = u.Revision()
-	r.Checkout, r.CheckoutID = u.checkout()
+	var top string
+	r.From, _, top, _ = u.Inspect()
+	r.Checkout, r.CheckoutID = checkoutOf(top)
 	if err := writeReceipt(home, u.Receipt, *r, pid); err != nil {
 		return res, err
 	}
 
 	res.ExitCode, res.RunErr = runCommand(ctx, &u, lock, checkout)
 	r.FinishedAt = time.Now().UTC()
-	after, none, readErr := u.Revision()
+	after, none, top, readErr := u.Inspect()
 	r.To = after
-	r.Checkout, r.CheckoutID = u.checkout()
+	r.Checkout, r.CheckoutID = checkoutOf(top)
 	var left []string
 	if u.Leftover != nil {
 		left = u.Leftover()
@@ -219,16 +217,13 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 	return res, writeReceipt(home, u.Receipt, *r, pid)
 }
 
-// checkout is the checkout a receipt names now, and its identity
-// (CheckoutID); "" for none.
-func (u *Update) checkout() (dir, id string) {
-	if u.Checkout == nil {
-		return "", ""
+// checkoutOf is the checkout whose top level is top, as a receipt names it,
+// and its identity (CheckoutID); "" for none.
+func checkoutOf(top string) (dir, id string) {
+	if top != "" {
+		id, _ = CheckoutID(top) // none where it cannot be told: the receipt is then no checkout's
 	}
-	if dir = u.Checkout(); dir != "" {
-		id, _ = CheckoutID(dir) // none where it cannot be told: the receipt is then no checkout's
-	}
-	return dir, id
+	return top, id
 }
 
 // runCommand runs u.Argv and returns its exit status. The context's end

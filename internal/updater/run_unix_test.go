@@ -50,8 +50,8 @@ func (c *runCase) update(t *testing.T, argv ...string) Update {
 		Marker: c.marker(), Receipt: c.receipt(), Lock: filepath.Join(c.home, "update.lock"),
 		LockWait: 100 * time.Millisecond, Judge: System.Judge(testMaxAge),
 		Argv: argv, Dir: c.dir, Env: gittest.Env, Stdout: &c.stderr, Stderr: &c.stderr,
-		Revision: func() (string, string, error) {
-			return gittest.Git(t, c.dir, "rev-parse", "HEAD"), "", nil
+		Inspect: func() (string, string, string, error) {
+			return gittest.Git(t, c.dir, "rev-parse", "HEAD"), "", "", nil
 		},
 		Leftover: func() []string {
 			present, _ := RecoveryMarkers([]string{c.dir}, []string{incomplete, lazy})
@@ -226,11 +226,11 @@ func TestRunCommandHoldsTheLock(t *testing.T) {
 // Run refuses an Update that describes none.
 func TestRunRefusesAnIncompleteUpdate(t *testing.T) {
 	for _, u := range []Update{
-		{Receipt: "/r", Argv: []string{"true"}, Revision: func() (string, string, error) { return "", "", nil }},
-		{Marker: "/m", Argv: []string{"true"}, Revision: func() (string, string, error) { return "", "", nil }},
-		{Marker: "/m", Receipt: "/r", Revision: func() (string, string, error) { return "", "", nil }},
+		{Receipt: "/r", Argv: []string{"true"}, Inspect: func() (string, string, string, error) { return "", "", "", nil }},
+		{Marker: "/m", Argv: []string{"true"}, Inspect: func() (string, string, string, error) { return "", "", "", nil }},
+		{Marker: "/m", Receipt: "/r", Inspect: func() (string, string, string, error) { return "", "", "", nil }},
 		{Marker: "/m", Receipt: "/r", Argv: []string{"true"}},
-		{Marker: "/m", Receipt: "/r", Argv: []string{"true"}, Judge: System.Judge(testMaxAge), Revision: func() (string, string, error) { return "", "", nil }},
+		{Marker: "/m", Receipt: "/r", Argv: []string{"true"}, Judge: System.Judge(testMaxAge), Inspect: func() (string, string, string, error) { return "", "", "", nil }},
 	} {
 		_, err := System.Run(context.Background(), u)
 		assert.Error(t, err, "%+v", u)

@@ -52,16 +52,13 @@ type config struct {
 	// into a format the guard does not read: a restart would fail too.
 	unsupportedMessage string
 
-	// updaterKey names the updater's own files: the home, the layout's
-	// link. See updaterExecutor.
-	updaterKey string
 	// ux runs the reads of the updater's files (those of every guard,
 	// Observe and plan of c): see updaterExecutor.
 	ux *bounded.Executor
 }
 
 // updaterExecutor is the process's executor of the reads of the
-// updater's files of c (markers, receipts, the lock, plans): one per
+// updater's files (markers, receipts, the lock, plans): one per
 // updater install, as its own files name it (the home, the layout's
 // link), shared by every guard, diagnostic and plan of the process that
 // reads it. What else such a read needs (the module path resolved, the
@@ -71,8 +68,8 @@ type config struct {
 // within the read's time: so a file system that stops answering holds one
 // goroutine per directory of it that is read, whatever the number of
 // calls, and slows only the guards that read it.
-func (c *config) updaterExecutor() *bounded.Executor {
-	return bounded.Shared("updater\x00"+c.updaterKey, panicError)
+func updaterExecutor(home, link string) *bounded.Executor {
+	return bounded.Shared("updater\x00"+home+"\x00"+link, panicError)
 }
 
 // checkoutExecutor is the process's executor of the looks at the

@@ -209,8 +209,7 @@ func (opts *Options) resolveOn(e *env) (*config, error) {
 	}
 	c.requireCheckout = opts.RequireCheckout
 	// The file system is read last, once the options are valid.
-	c.updaterKey = home + "\x00" + c.link
-	c.ux = c.updaterExecutor()
+	c.ux = updaterExecutor(home, c.link)
 	if home != "" {
 		c.homes = newUpdaterHomes(home, layout.Profiles, layout.Checkout, e.now, c.ux, c.timeout)
 	}

@@ -110,7 +110,7 @@ type binding struct {
 
 	// ux runs the reads of the updater's files for the binding (stale
 	// answers, diagnostics, plans, the listing of the receipts): see
-	// config.updaterExecutor. obs is the lane of the reads of a stale
+	// updaterExecutor. obs is the lane of the reads of a stale
 	// answer on it, diag of a diagnostic's (Guard.Observe), which reads
 	// the receipts too.
 	ux   *bounded.Executor
@@ -145,7 +145,7 @@ type answeredRead struct {
 
 // newBinding returns a binding of the configured path abs that has read
 // nothing yet. Its looks run on the checkout's executor, and its reads of
-// the updater's files on the install's (see config.updaterExecutor); counts
+// the updater's files on the install's (see updaterExecutor); counts
 // (nil for none) counts them. Its first read identifies a module that no
 // Git checkout tracks by the build stamp cfg.stamp names (see gitread.Ask).
 // guardClosed, if not nil, is set once the guard is closed.

@@ -39,14 +39,17 @@ const (
 // (RecordedStart), read once.
 func OwnIdentity() Identity { return ownIdentity() }
 
-var ownIdentity = sync.OnceValue(func() Identity {
-	pid := os.Getpid()
+var ownIdentity = sync.OnceValue(func() Identity { return processIdentity(os.Getpid()) })
+
+// processIdentity is process pid as a marker names it, its creation time
+// read now.
+func processIdentity(pid int) Identity {
 	id := Identity{PID: int64(pid)}
 	if start, _ := ProcessStart(int64(pid)); !start.IsZero() {
 		id.Created, id.HasCreated = float64(RecordedStart(start).UnixNano())/1e9, true
 	}
 	return id
-})
+}
 
 // WritersGone reports whether every process a running receipt names as
 // its writer (r.Writer, r.Persister) is provably gone, judged as a

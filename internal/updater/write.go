@@ -154,11 +154,7 @@ func identityOf(pid int) Identity {
 	if pid == os.Getpid() {
 		return OwnIdentity()
 	}
-	id := Identity{PID: int64(pid)}
-	if start, _ := ProcessStart(int64(pid)); !start.IsZero() {
-		id.Created, id.HasCreated = float64(RecordedStart(start).UnixNano())/1e9, true
-	}
-	return id
+	return processIdentity(pid)
 }
 
 // markerBodyOf is the marker ClaimMarker writes for process pid.

@@ -455,7 +455,7 @@ type rootFacts struct {
 // asked for.
 func (c *config) readRoot(root string, top bool) rootFacts {
 	var r rootFacts
-	locks, why := c.checkoutLocks([]string{root})
+	locks, why := c.checkoutLocks(root)
 	r.lockWhy = why
 	for _, lk := range locks {
 		state, why := updater.ProbeCheckoutLock(lk.path, lk.follow)
@@ -526,22 +526,20 @@ type checkoutLock struct {
 	follow bool
 }
 
-// checkoutLocks are the checkout locks of the install roots, each once (see
-// updater.FindCheckoutLock), and why one cannot be found ("" when all can);
-// none for a layout without one.
-func (c *config) checkoutLocks(roots []string) (locks []checkoutLock, problem string) {
+// checkoutLocks are the checkout locks of the install root (see
+// updater.FindCheckoutLock: git's, and Hermes's own where it differs), and
+// why they cannot be found; none for a layout without one.
+func (c *config) checkoutLocks(root string) (locks []checkoutLock, problem string) {
 	if c.checkoutLock == "" {
 		return nil, ""
 	}
-	for _, root := range roots {
-		l, err := updater.FindCheckoutLock(root, c.checkoutLock)
-		if err != nil {
-			problem = "the checkout lock of " + root + " cannot be found: " + err.Error()
-		}
-		for _, lk := range []checkoutLock{{l.Path, false}, {l.Also, true}} {
-			if lk.path != "" && !slices.ContainsFunc(locks, func(o checkoutLock) bool { return o.path == lk.path }) {
-				locks = append(locks, lk)
-			}
+	l, err := updater.FindCheckoutLock(root, c.checkoutLock)
+	if err != nil {
+		problem = "the checkout lock of " + root + " cannot be found: " + err.Error()
+	}
+	for _, lk := range []checkoutLock{{l.Path, false}, {l.Also, true}} {
+		if lk.path != "" {
+			locks = append(locks, lk)
 		}
 	}
 	return locks, problem

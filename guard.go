@@ -278,7 +278,7 @@ func (g *Guard) bind(ctx context.Context, cfg *config, abs string) (*binding, er
 		}
 		b := newBinding(cfg, abs, e.now(), &g.closed, &g.counts)
 		// The receipts are listed before the read: see binding.receiptsAt.
-		rf, stuck := bounded.Submit(ctx, b.ux, nil, cfg.timeout, func(t *bounded.Task[*updater.ReceiptFiles]) {
+		rf, stuck := bounded.Submit(ctx, cfg.ux, nil, cfg.timeout, func(t *bounded.Task[*updater.ReceiptFiles]) {
 			t.Val = cfg.listReceipts()
 		}, nil)
 		if stuck != nil {

@@ -199,12 +199,12 @@ const staleReuse = 10 * time.Millisecond
 // directories are those the module path leads to now, for a caller that did
 // not just look at the checkout (see binding.installDirsWithin).
 func (g *Guard) observeRead(ctx context.Context, cfg *config, b *binding, rr receiptRead, resolve bool) Observation {
-	x, l, src := cfg.ux, &g.unboundObs, ""
+	x, l, src := cfg.ux, &g.unboundObs, "" // the updater's executor, for every binding of cfg
 	if rr.read {
 		l = &g.unboundDiag
 	}
 	if b != nil {
-		x, l, src = b.ux, &b.obs, b.id.SourceDir
+		l, src = &b.obs, b.id.SourceDir
 		if rr.read {
 			l = &b.diag
 		}

@@ -87,7 +87,7 @@ func (g *Guard) PlanReload(ctx context.Context) (*Plan, error) {
 			r.Release() // no caller took the plan
 		}
 	}
-	t, stuck := bounded.Submit(ctx, b.ux, nil, cfg.timeout, work, abandoned)
+	t, stuck := bounded.Submit(ctx, cfg.ux, nil, cfg.timeout, work, abandoned)
 	switch {
 	case stuck != nil && stuck.Ctx != nil:
 		return nil, stuck.Ctx

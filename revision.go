@@ -41,18 +41,14 @@ type binding struct {
 	// full read resolves it again, and a path that now leads to another
 	// module file makes the runtime stale.
 	configured string
-	// module is the module file the binding bound to (see boundTo); ""
-	// until then.
-	module string
 	// file names the module file of a binding bound without Git, and
 	// build is the build its stamp named then (see boundTo); "" for a
-	// binding bound by Git. stamp says where an install's build stamp
-	// is.
+	// binding bound by Git.
 	file, build string
-	stamp       *gitread.Stamp
 
-	// cfg is the guard's configuration: its check mode (Options.Check)
-	// and the environment the checkout is read through.
+	// cfg is the guard's configuration: its check mode (Options.Check),
+	// the environment the checkout is read through, where an install's
+	// build stamp is, and the executor of the updater's files.
 	cfg *config
 
 	snap atomic.Pointer[snapshot]
@@ -108,12 +104,9 @@ type binding struct {
 	// the guard binds anew.
 	sig, replaced *signal
 
-	// ux runs the reads of the updater's files for the binding (stale
-	// answers, diagnostics, plans, the listing of the receipts): see
-	// updaterExecutor. obs is the lane of the reads of a stale
-	// answer on it, diag of a diagnostic's (Guard.Observe), which reads
-	// the receipts too.
-	ux   *bounded.Executor
+	// obs is the lane of the reads of a stale answer on the executor of
+	// the updater's files (cfg.ux), diag of a diagnostic's (Guard.Observe),
+	// which reads the receipts too.
 	obs  bounded.Lane[Observation]
 	diag bounded.Lane[Observation]
 	// answered is the latest stale answer's read of the updater's files:
@@ -151,9 +144,8 @@ type answeredRead struct {
 // guardClosed, if not nil, is set once the guard is closed.
 func newBinding(cfg *config, abs string, boundAt time.Time, guardClosed *atomic.Bool, counts *counters) *binding {
 	return &binding{
-		x: checkoutExecutor(abs), configured: abs, stamp: cfg.stamp, cfg: cfg,
+		x: checkoutExecutor(abs), configured: abs, cfg: cfg,
 		sub: new(subRef), guardClosed: guardClosed, counts: counts,
-		ux:      cfg.ux,
 		boundAt: boundAt, sig: newSignal(), replaced: newSignal(),
 	}
 }
@@ -166,7 +158,6 @@ func newBinding(cfg *config, abs string, boundAt time.Time, guardClosed *atomic.
 // that no longer names a build is an answer with no revision. boundTo must
 // be called before the binding is shared.
 func (b *binding) boundTo(c *gitread.Checkout) {
-	b.module = c.ModulePath
 	if c.Install != nil {
 		b.file, b.build = c.Install.File, c.Revision
 	}
@@ -404,17 +395,17 @@ func (b *binding) run(call *readCall, mustExist bool) {
 	}
 	ask := gitread.Ask{MustExist: mustExist, Prev: prevIndex, Routes: watching}
 	if b.file != "" {
-		ask.Stamp = b.stamp // bound without Git: no Git file is read
+		ask.Stamp = b.cfg.stamp // bound without Git: no Git file is read
 	}
 	c, deps, routes, index, err := gitread.ReadWith(fsys, b.configured, ask)
 	var gitDeps gitread.Deps
-	if err == nil && mustExist && b.stamp != nil && c.Revision == "" && !c.Transient {
+	if err == nil && mustExist && b.cfg.stamp != nil && c.Revision == "" && !c.Transient {
 		// A first read that Git does not identify identifies the install
 		// without Git, which is what later reads read: the Git files that
 		// decided so need only hold still while it binds.
 		reason := c.Reason
 		gitDeps = deps
-		c, deps, routes, index, err = gitread.ReadWith(fsys, b.configured, gitread.Ask{Routes: watching, Stamp: b.stamp})
+		c, deps, routes, index, err = gitread.ReadWith(fsys, b.configured, gitread.Ask{Routes: watching, Stamp: b.cfg.stamp})
 		c.Reason = reason
 	}
 	r.Checkout = c
@@ -430,8 +421,8 @@ func (b *binding) run(call *readCall, mustExist bool) {
 			b.failed.Store(&failure{deps: deps, err: err})
 		}
 		return
-	case b.module != "" && c.ModulePath != b.module:
-		r.Err = fmt.Errorf("%s now leads to %s, not to %s: %w", b.configured, c.ModulePath, b.module, errElsewhere)
+	case b.id.ModulePath != "" && c.ModulePath != b.id.ModulePath:
+		r.Err = fmt.Errorf("%s now leads to %s, not to %s: %w", b.configured, c.ModulePath, b.id.ModulePath, errElsewhere)
 		return
 	case b.file != "" && c.Install.File == "":
 		r.Err = fmt.Errorf("no file is at %s any more: %w", c.ModulePath, errReplaced)

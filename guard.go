@@ -540,13 +540,7 @@ func (g *Guard) Changed() <-chan struct{} {
 // firstSignal is the change signal of the guard's first binding, made once,
 // so that a Changed called before Capture and the binding Capture makes
 // share it.
-func (g *Guard) firstSignal() *signal {
-	if s := g.first.Load(); s != nil {
-		return s
-	}
-	g.first.CompareAndSwap(nil, newSignal())
-	return g.first.Load()
-}
+func (g *Guard) firstSignal() *signal { return loadSignal(&g.first) }
 
 // Watch checks the checkout until ctx is done or the guard is closed, so
 // that [Guard.Changed] is closed without a request: when the kernel reports
@@ -702,6 +696,15 @@ func isClosed(c <-chan struct{}) bool {
 }
 
 func newSignal() *signal { return &signal{c: make(chan struct{})} }
+
+// loadSignal returns the signal at p, making it where there is none yet.
+func loadSignal(p *atomic.Pointer[signal]) *signal {
+	if s := p.Load(); s != nil {
+		return s
+	}
+	p.CompareAndSwap(nil, newSignal())
+	return p.Load()
+}
 
 // signal is a channel closed once.
 type signal struct {

@@ -462,13 +462,7 @@ func (b *binding) run(call *readCall, mustExist bool) {
 
 // pathSignal returns a channel closed when checks of the unchanged
 // checkout change path (watch or stat) next.
-func (b *binding) pathSignal() <-chan struct{} {
-	if s := b.pathSig.Load(); s != nil {
-		return s.c
-	}
-	b.pathSig.CompareAndSwap(nil, newSignal())
-	return b.pathSig.Load().c
-}
+func (b *binding) pathSignal() <-chan struct{} { return loadSignal(&b.pathSig).c }
 
 // pathChanged fires the path signal and makes a new one.
 func (b *binding) pathChanged() {

@@ -118,7 +118,7 @@ func stuckWhy(s *bounded.Stuck) string {
 		return "abandoned: " + s.Ctx.Error()
 	}
 	verb := "did not return within"
-	if s.Before {
+	if s.Ahead {
 		verb = "has not returned in"
 	}
 	on := ""

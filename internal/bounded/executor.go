@@ -38,9 +38,10 @@ import (
 // which came before it began.
 //
 // So a file system that never answers holds the executor's one goroutine,
-// whatever the number of callers, until it answers; work queued behind it
-// waits, and a caller that comes once the piece has run longer than its
-// timeout gives up at once, queueing nothing. An executor with nothing to
+// whatever the number of callers, until it answers; a caller whose work
+// is queued behind it gives up once it has run the caller's timeout, and
+// one that comes after that gives up at once, queueing nothing: a hang is
+// waited for once, however many calls come one after another during it. An executor with nothing to
 // do holds no goroutine. The workers of all the executors of the process
 // are at most [MaxWorkers] at once: a piece that would start one past it
 // is refused at once (see [Stuck].Full), so that file systems that stopped
@@ -162,12 +163,13 @@ func startWorker() bool {
 type Stuck struct {
 	// At is what the piece running was on ("" when unknown).
 	At string
-	// Since is how long the caller waited, or, when Before, how long the
-	// piece running had run when the caller came.
+	// Since is how long the caller waited, or, when Ahead, how long the
+	// piece running had run when the caller gave up.
 	Since time.Duration
-	// Before is true when the piece running was past the caller's
-	// timeout already when it came.
-	Before bool
+	// Ahead is true when the caller gave up on another piece, which ran
+	// ahead of its own past the caller's timeout: when it came, or as it
+	// waited.
+	Ahead bool
 	// Ctx is the caller's context's error when it ended; nil otherwise.
 	Ctx error
 	// Full, when not empty, says that the piece was refused at once: it
@@ -184,15 +186,17 @@ type Stuck struct {
 // of release is dropped, there being no caller to tell.
 //
 // It returns the Task once the piece returned (its Err says whether it
-// panicked or ended its goroutine), else why the caller gave up; a caller
-// that comes while the piece running is past its timeout gives up at
-// once, queueing nothing.
+// panicked or ended its goroutine), else why the caller gave up. A caller
+// gives up on a file system that did not answer within its timeout once,
+// not once per caller: one that comes while the piece running is past its
+// timeout gives up at once, queueing nothing, and one that waits behind
+// another piece gives up once that piece has run its timeout.
 func Submit[T any](ctx context.Context, x *Executor, l *Lane[T], timeout time.Duration, fn func(*Task[T]), release func(*Task[T])) (*Task[T], *Stuck) {
 	x.mu.Lock()
 	if r := x.running; r != nil {
-		if since := time.Since(r.start); since > timeout {
+		if since := time.Since(r.start); since >= timeout {
 			x.mu.Unlock()
-			return nil, &Stuck{At: r.where(), Since: since, Before: true}
+			return nil, &Stuck{At: r.where(), Since: since, Ahead: true}
 		}
 	}
 	var t *Task[T]
@@ -260,7 +264,8 @@ func Await[T any](x *Executor, l *Lane[T], timeout time.Duration) bool {
 // few yields at most.
 const starvedYields = 3
 
-// wait waits for j as Submit does.
+// wait waits for j as Submit does: until its timeout, or until the piece
+// running ahead of it has run that long.
 func (x *Executor) wait(ctx context.Context, j *job, timeout time.Duration) *Stuck {
 	select {
 	case <-j.done:
@@ -270,26 +275,55 @@ func (x *Executor) wait(ctx context.Context, j *job, timeout time.Duration) *Stu
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	s := &Stuck{Since: timeout}
-	select {
-	case <-j.done:
-		return nil
-	case <-timer.C:
-		// A piece not begun while none runs waits for the worker to be
-		// scheduled, not for a file system (the process's processors
-		// are busy): the caller yields to it, at most starvedYields
-		// times, and is answered where the worker ran the piece
-		// meanwhile.
-		for range starvedYields {
-			x.mu.Lock()
-			starved := x.running == nil && j.start.IsZero()
-			x.mu.Unlock()
-			if !starved {
+	var ahead *time.Timer // fires once the piece ahead has run timeout
+	defer func() {
+		if ahead != nil {
+			ahead.Stop()
+		}
+	}()
+wait:
+	for {
+		var past <-chan time.Time
+		x.mu.Lock()
+		if r := x.running; r != nil && r != j {
+			since := time.Since(r.start)
+			if since >= timeout {
+				s = &Stuck{At: r.where(), Since: since, Ahead: true}
+				x.mu.Unlock()
 				break
 			}
-			runtime.Gosched()
+			if ahead == nil {
+				ahead = time.NewTimer(timeout - since)
+			} else {
+				ahead.Reset(timeout - since)
+			}
+			past = ahead.C
 		}
-	case <-ctx.Done():
-		s.Ctx = ctx.Err()
+		x.mu.Unlock()
+		select {
+		case <-j.done:
+			return nil
+		case <-past: // that piece, or the one after it, is looked at again
+		case <-timer.C:
+			// A piece not begun while none runs waits for the worker to
+			// be scheduled, not for a file system (the process's
+			// processors are busy): the caller yields to it, at most
+			// starvedYields times, and is answered where the worker ran
+			// the piece meanwhile.
+			for range starvedYields {
+				x.mu.Lock()
+				starved := x.running == nil && j.start.IsZero()
+				x.mu.Unlock()
+				if !starved {
+					break
+				}
+				runtime.Gosched()
+			}
+			break wait
+		case <-ctx.Done():
+			s.Ctx = ctx.Err()
+			break wait
+		}
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -311,7 +345,7 @@ func (x *Executor) wait(ctx context.Context, j *job, timeout time.Duration) *Stu
 		}
 		close(j.done)
 	}
-	if r := x.running; r != nil {
+	if r := x.running; r != nil && s.At == "" {
 		s.At = r.where()
 	}
 	return s

@@ -748,10 +748,9 @@ func TestReceiptOfTheSameCheckoutUnderABindMount(t *testing.T) {
 	c := newReloadCase(t)
 	alias := filepath.Join(tempDir(t), "alias")
 	require.NoError(t, os.Mkdir(alias, 0o755))
-	if out, err := exec.Command("mount", "--bind", c.dir, alias).CombinedOutput(); err != nil {
+	if out, err := gittest.Mount(t, "--bind", c.dir, alias); err != nil {
 		t.Skipf("no bind mount here (Linux, as root): %v: %s", err, out)
 	}
-	t.Cleanup(func() { _ = exec.Command("umount", "-l", alias).Run() })
 	updateUnder(t, c.home, c.dir, c.dir, "true")
 	r, err := c.g.PlanReload(context.Background())
 	require.NoError(t, err, "the success proves")

@@ -494,10 +494,9 @@ func TestWatchBindMountOverRefs(t *testing.T) {
 	require.NoError(t, g.EnsureCurrent())
 
 	heads := filepath.Join(dir, ".git", "refs", "heads")
-	if out, err := exec.Command("mount", "--bind", other, heads).CombinedOutput(); err != nil {
+	if out, err := gittest.Mount(t, "--bind", other, heads); err != nil {
 		t.Skipf("cannot bind-mount here (needs root and mount(8)): %v: %s", err, out)
 	}
-	defer exec.Command("umount", heads).Run()
 	require.Equal(t, moved, git(t, dir, "rev-parse", "HEAD"))
 	var se *StaleError
 	require.ErrorAs(t, g.EnsureCurrent(), &se, "the check right after the mount")
@@ -2535,10 +2534,9 @@ func TestWriteThroughAFileBindMount(t *testing.T) {
 			src := filepath.Join(tmp, "head")
 			writeFile(t, src, "ref: refs/heads/main\n")
 			head := filepath.Join(dir, ".git", "HEAD")
-			if out, err := exec.Command("mount", "--bind", src, head).CombinedOutput(); err != nil {
+			if out, err := gittest.Mount(t, "--bind", src, head); err != nil {
 				t.Skipf("cannot bind-mount here (needs root and mount(8)): %v: %s", err, out)
 			}
-			defer exec.Command("umount", head).Run()
 			g, err := newGuard(Options{ModulePath: module, HomeDir: tmp}, mode.env(t))
 			require.NoError(t, err)
 			for i := 0; i < 3; i++ {
@@ -2571,10 +2569,9 @@ func TestMountOverTheModulesDirectory(t *testing.T) {
 				require.NoError(t, g.EnsureCurrent())
 			}
 			pkg := filepath.Join(dir, "pkg")
-			if out, err := exec.Command("mount", "-t", "tmpfs", "none", pkg).CombinedOutput(); err != nil {
+			if out, err := gittest.Mount(t, "-t", "tmpfs", "none", pkg); err != nil {
 				t.Skipf("cannot mount here (needs root and mount(8)): %v: %s", err, out)
 			}
-			defer exec.Command("umount", pkg).Run()
 			writeFile(t, module, "x = 2\n")
 			_, _, _, ok := gitVerdict(t, module)
 			require.False(t, ok, "git finds no repository across the mount point")

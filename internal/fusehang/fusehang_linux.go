@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
 // The FUSE opcodes the server answers (linux/fuse.h).
@@ -49,6 +51,7 @@ type FS struct {
 	mu       sync.Mutex
 	pending  int // requests received since Hang, never answered
 	tornDown sync.Once
+	tb       testing.TB // for the mount lock (gittest.LockMounts)
 }
 
 // Mount mounts, at dir (an empty directory), a file system whose root
@@ -65,12 +68,15 @@ func Mount(tb testing.TB, dir string, links map[string]string) *FS {
 	if err != nil {
 		tb.Skipf("no hung file system can be made here: open /dev/fuse: %v", err)
 	}
-	f := &FS{Dir: dir, links: links, fd: fd, done: make(chan struct{})}
+	f := &FS{Dir: dir, links: links, fd: fd, done: make(chan struct{}), tb: tb}
 	for name := range links {
 		f.names = append(f.names, name)
 	}
 	opts := fmt.Sprintf("fd=%d,rootmode=40755,user_id=%d,group_id=%d,allow_other", fd, os.Getuid(), os.Getgid())
-	if err := unix.Mount("fusehang", dir, "fuse.fusehang", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+	unlock := gittest.LockMounts(tb)
+	err = unix.Mount("fusehang", dir, "fuse.fusehang", unix.MS_NOSUID|unix.MS_NODEV, opts)
+	unlock()
+	if err != nil {
 		unix.Close(fd)
 		tb.Skipf("no hung file system can be made here: mount a FUSE file system at %s: %v", dir, err)
 	}
@@ -119,6 +125,7 @@ func (f *FS) tearDown() {
 		f.stop.Store(true)
 		<-f.done
 		unix.Close(f.fd)
+		defer gittest.LockMounts(f.tb)()
 		for i := 0; i < 50; i++ {
 			err := unix.Unmount(f.Dir, unix.MNT_DETACH)
 			if err == nil || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {

@@ -50,15 +50,21 @@ const stillRounds = 5
 // shows the watch path reading nothing, or blind to a write it cannot
 // see, shows nothing when one came during it.
 //
+// Each round holds the tests' mount lock (see LockMounts), so the mounts
+// of this repository's tests, in any of their processes, do not come
+// during it; a round must not mount.
+//
 // The round reports what such an event may explain to c; what it reports
 // to tb itself (its repository, its guards) fails the test as ever.
 func Still(tb testing.TB, events func() uint64, round func(c *Trial)) {
 	tb.Helper()
 	for i := 1; ; i++ {
 		c := &Trial{}
+		unlock := LockMounts(tb)
 		before := events()
 		ended := c.run(round)
 		moved := events() - before
+		unlock()
 		if moved == 0 || i == stillRounds {
 			if moved != 0 {
 				tb.Logf("the events the test does not make came in each of %d rounds (%d in the last)", i, moved)

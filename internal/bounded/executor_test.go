@@ -30,6 +30,17 @@ func blocked(t *testing.T, x *Executor, release <-chan struct{}) {
 	<-running
 }
 
+// hungExecutor returns an executor whose piece runs until the test ends,
+// and when that piece began.
+func hungExecutor(t *testing.T) (*Executor, time.Time) {
+	t.Helper()
+	x := new(Executor)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	blocked(t, x, release)
+	return x, time.Now()
+}
+
 // Callers of a lane that come while one of its pieces waits in the queue
 // share that piece: behind a piece that blocks, a hundred callers are
 // answered by one run, which began after each of them came.
@@ -301,11 +312,7 @@ func TestExecutorRunsItsQueueInOrderOnOneWorkerThatEnds(t *testing.T) {
 // clock, so the instants are exact.
 func TestExecutorCallersGiveUpAtTheirOwnTimeouts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var x Executor
-		release := make(chan struct{})
-		defer close(release)
-		blocked(t, &x, release)
-		began := time.Now()
+		x, began := hungExecutor(t)
 		type result struct {
 			at    time.Duration // since the piece began
 			stuck *Stuck
@@ -320,7 +327,7 @@ func TestExecutorCallersGiveUpAtTheirOwnTimeouts(t *testing.T) {
 				c = ctx
 			}
 			go func() {
-				_, s := Submit(c, &x, nil, timeout, func(*Task[int]) {}, nil)
+				_, s := Submit(c, x, nil, timeout, func(*Task[int]) {}, nil)
 				results[i] <- result{time.Since(began), s}
 			}()
 			time.Sleep(2 * time.Millisecond) // in this order
@@ -466,13 +473,9 @@ func TestExecutorHangIsWaitedForOnce(t *testing.T) {
 		close(release)
 	})
 	synctest.Test(t, func(t *testing.T) {
-		var x Executor
-		release := make(chan struct{})
-		defer close(release)
-		blocked(t, &x, release)
-		began := time.Now()
+		x, began := hungExecutor(t)
 		time.Sleep(timeout / 2)
-		_, s := Submit(context.Background(), &x, nil, timeout, func(*Task[int]) {}, nil)
+		_, s := Submit(context.Background(), x, nil, timeout, func(*Task[int]) {}, nil)
 		require.NotNil(t, s)
 		assert.Equal(t, timeout, time.Since(began), "a caller that came halfway gives up as the piece ahead reaches its timeout")
 		assert.True(t, s.Ahead)

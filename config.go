@@ -118,7 +118,7 @@ func stuckWhy(s *bounded.Stuck) string {
 		return "abandoned: " + s.Ctx.Error()
 	}
 	verb := "did not return within"
-	if s.Ahead {
+	if s.Before {
 		verb = "has not returned in"
 	}
 	on := ""

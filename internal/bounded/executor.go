@@ -38,10 +38,13 @@ import (
 // which came before it began.
 //
 // So a file system that never answers holds the executor's one goroutine,
-// whatever the number of callers, until it answers; a caller whose work
-// is queued behind it gives up once it has run the caller's timeout, and
-// one that comes after that gives up at once, queueing nothing: a hang is
-// waited for once, however many calls come one after another during it. An executor with nothing to
+// whatever the number of callers, until it answers; work queued behind it
+// waits, and a caller that comes once the piece has held the executor for
+// its timeout gives up at once, queueing nothing. A piece holds the
+// executor from the moment it could begin (it was queued, or the piece
+// before it ended), not from the moment the worker was scheduled to run
+// it: a caller that gave up on it after its timeout is followed by none
+// that waits for it again. An executor with nothing to
 // do holds no goroutine. The workers of all the executors of the process
 // are at most [MaxWorkers] at once: a piece that would start one past it
 // is refused at once (see [Stuck].Full), so that file systems that stopped
@@ -66,8 +69,9 @@ type Executor struct {
 
 	mu      sync.Mutex
 	queue   []*job
-	running *job // the piece the worker runs, or nil
-	working bool // a worker lives: it takes the queue, then ends
+	running *job      // the piece the worker runs, or nil
+	freed   time.Time // when the last piece that ran ended
+	working bool      // a worker lives: it takes the queue, then ends
 }
 
 // job is one piece of work. done is closed once it ended, or once it was
@@ -79,7 +83,12 @@ type job struct {
 	taken   func() // run, under the lock, as the worker takes it
 	done    chan struct{}
 	start   time.Time // when the worker took it; zero while queued
-	waiters int       // callers waiting for it
+	queued  time.Time // when it was queued
+	// ready is when the executor could begin it: the later of queued and
+	// the end of the piece before it. A piece holds the executor from
+	// then, as its callers' waits count; it is set with start.
+	ready   time.Time
+	waiters int // callers waiting for it
 	// At names what the piece is waiting on now (a path, or what it
 	// does), for the error of a caller that gave up on it; nil when
 	// nothing is known. The piece stores it as it goes; the executor
@@ -163,13 +172,12 @@ func startWorker() bool {
 type Stuck struct {
 	// At is what the piece running was on ("" when unknown).
 	At string
-	// Since is how long the caller waited, or, when Ahead, how long the
-	// piece running had run when the caller gave up.
+	// Since is how long the caller waited, or, when Before, how long the
+	// piece running had held the executor when the caller came.
 	Since time.Duration
-	// Ahead is true when the caller gave up on another piece, which ran
-	// ahead of its own past the caller's timeout: when it came, or as it
-	// waited.
-	Ahead bool
+	// Before is true when the piece running had held the executor for
+	// the caller's timeout already when it came.
+	Before bool
 	// Ctx is the caller's context's error when it ended; nil otherwise.
 	Ctx error
 	// Full, when not empty, says that the piece was refused at once: it
@@ -186,17 +194,15 @@ type Stuck struct {
 // of release is dropped, there being no caller to tell.
 //
 // It returns the Task once the piece returned (its Err says whether it
-// panicked or ended its goroutine), else why the caller gave up. A caller
-// gives up on a file system that did not answer within its timeout once,
-// not once per caller: one that comes while the piece running is past its
-// timeout gives up at once, queueing nothing, and one that waits behind
-// another piece gives up once that piece has run its timeout.
+// panicked or ended its goroutine), else why the caller gave up; a caller
+// that comes once the piece running has held the executor for its timeout
+// gives up at once, queueing nothing.
 func Submit[T any](ctx context.Context, x *Executor, l *Lane[T], timeout time.Duration, fn func(*Task[T]), release func(*Task[T])) (*Task[T], *Stuck) {
 	x.mu.Lock()
 	if r := x.running; r != nil {
-		if since := time.Since(r.start); since >= timeout {
+		if since := time.Since(r.ready); since >= timeout {
 			x.mu.Unlock()
-			return nil, &Stuck{At: r.where(), Since: since, Ahead: true}
+			return nil, &Stuck{At: r.where(), Since: since, Before: true}
 		}
 	}
 	var t *Task[T]
@@ -208,7 +214,7 @@ func Submit[T any](ctx context.Context, x *Executor, l *Lane[T], timeout time.Du
 			x.mu.Unlock()
 			return nil, &Stuck{Full: fmt.Sprintf("the process runs %d workers on file systems, the most it runs at once (file systems that stopped answering hold them)", workers.max.Load())}
 		}
-		t = &Task[T]{job: job{done: make(chan struct{}), waiters: 1}}
+		t = &Task[T]{job: job{done: make(chan struct{}), waiters: 1, queued: time.Now()}}
 		t.run = func() { fn(t) }
 		if release != nil {
 			t.release = func() { release(t) }
@@ -264,8 +270,7 @@ func Await[T any](x *Executor, l *Lane[T], timeout time.Duration) bool {
 // few yields at most.
 const starvedYields = 3
 
-// wait waits for j as Submit does: until its timeout, or until the piece
-// running ahead of it has run that long.
+// wait waits for j as Submit does.
 func (x *Executor) wait(ctx context.Context, j *job, timeout time.Duration) *Stuck {
 	select {
 	case <-j.done:
@@ -275,55 +280,26 @@ func (x *Executor) wait(ctx context.Context, j *job, timeout time.Duration) *Stu
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	s := &Stuck{Since: timeout}
-	var ahead *time.Timer // fires once the piece ahead has run timeout
-	defer func() {
-		if ahead != nil {
-			ahead.Stop()
-		}
-	}()
-wait:
-	for {
-		var past <-chan time.Time
-		x.mu.Lock()
-		if r := x.running; r != nil && r != j {
-			since := time.Since(r.start)
-			if since >= timeout {
-				s = &Stuck{At: r.where(), Since: since, Ahead: true}
-				x.mu.Unlock()
+	select {
+	case <-j.done:
+		return nil
+	case <-timer.C:
+		// A piece not begun while none runs waits for the worker to be
+		// scheduled, not for a file system (the process's processors
+		// are busy): the caller yields to it, at most starvedYields
+		// times, and is answered where the worker ran the piece
+		// meanwhile.
+		for range starvedYields {
+			x.mu.Lock()
+			starved := x.running == nil && j.start.IsZero()
+			x.mu.Unlock()
+			if !starved {
 				break
 			}
-			if ahead == nil {
-				ahead = time.NewTimer(timeout - since)
-			} else {
-				ahead.Reset(timeout - since)
-			}
-			past = ahead.C
+			runtime.Gosched()
 		}
-		x.mu.Unlock()
-		select {
-		case <-j.done:
-			return nil
-		case <-past: // that piece, or the one after it, is looked at again
-		case <-timer.C:
-			// A piece not begun while none runs waits for the worker to
-			// be scheduled, not for a file system (the process's
-			// processors are busy): the caller yields to it, at most
-			// starvedYields times, and is answered where the worker ran
-			// the piece meanwhile.
-			for range starvedYields {
-				x.mu.Lock()
-				starved := x.running == nil && j.start.IsZero()
-				x.mu.Unlock()
-				if !starved {
-					break
-				}
-				runtime.Gosched()
-			}
-			break wait
-		case <-ctx.Done():
-			s.Ctx = ctx.Err()
-			break wait
-		}
+	case <-ctx.Done():
+		s.Ctx = ctx.Err()
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -345,7 +321,7 @@ wait:
 		}
 		close(j.done)
 	}
-	if r := x.running; r != nil && s.At == "" {
+	if r := x.running; r != nil {
 		s.At = r.where()
 	}
 	return s
@@ -376,6 +352,10 @@ func (x *Executor) serve() {
 		x.queue[0] = nil
 		x.queue = x.queue[1:]
 		j.start = time.Now()
+		j.ready = j.queued
+		if x.freed.After(j.ready) {
+			j.ready = x.freed
+		}
 		x.running = j
 		if j.taken != nil {
 			j.taken()
@@ -421,7 +401,7 @@ func (x *Executor) finish(j *job) {
 	release := j.waiters == 0 && j.release != nil
 	close(j.done)
 	if !release {
-		x.running = nil
+		x.running, x.freed = nil, time.Now()
 	}
 	x.mu.Unlock()
 	if !release {
@@ -430,7 +410,7 @@ func (x *Executor) finish(j *job) {
 	defer func() {
 		_ = recover()
 		x.mu.Lock()
-		x.running = nil
+		x.running, x.freed = nil, time.Now()
 		x.mu.Unlock()
 	}()
 	j.release()

@@ -30,17 +30,6 @@ func blocked(t *testing.T, x *Executor, release <-chan struct{}) {
 	<-running
 }
 
-// hungExecutor returns an executor whose piece runs until the test ends,
-// and when that piece began.
-func hungExecutor(t *testing.T) (*Executor, time.Time) {
-	t.Helper()
-	x := new(Executor)
-	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
-	blocked(t, x, release)
-	return x, time.Now()
-}
-
 // Callers of a lane that come while one of its pieces waits in the queue
 // share that piece: behind a piece that blocks, a hundred callers are
 // answered by one run, which began after each of them came.
@@ -159,12 +148,12 @@ func TestExecutorHungPieceTimesOut(t *testing.T) {
 	}, func(t *Task[int]) { held.Add(-1) })
 	require.NotNil(t, s)
 	assert.Equal(t, at, s.At)
-	assert.False(t, s.Ahead)
+	assert.False(t, s.Before)
 
 	var behind atomic.Bool
 	_, s = Submit(context.Background(), &x, nil, 10*time.Millisecond, func(*Task[int]) { behind.Store(true) }, nil)
 	require.NotNil(t, s, "the piece running is past this caller's timeout")
-	assert.True(t, s.Ahead)
+	assert.True(t, s.Before)
 	assert.Equal(t, at, s.At)
 	x.mu.Lock()
 	assert.Empty(t, x.queue, "queued behind a piece past the timeout")
@@ -304,51 +293,56 @@ func TestExecutorRunsItsQueueInOrderOnOneWorkerThatEnds(t *testing.T) {
 	require.Eventually(t, func() bool { return !working(&x) }, 10*time.Second, 100*time.Microsecond, "the worker ended with its queue")
 }
 
-// Callers behind a piece that never returns each give up once it has run
-// their own timeout, whatever the order they came in: a caller of a short
-// timeout that comes after one of a long timeout, or of none to speak of,
-// is not held to the other's; one whose context ends gives up then. None
-// gives up before the piece has run its timeout. It runs on synctest's
-// clock, so the instants are exact.
+// Callers behind a piece that never returns each give up at their own
+// timeout, whatever the order they came in: a caller of a short timeout
+// that comes after one of a long timeout, or of none to speak of, is not
+// held to the other's; one whose context ends gives up then. None gives up
+// before its timeout.
 func TestExecutorCallersGiveUpAtTheirOwnTimeouts(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		x, began := hungExecutor(t)
-		type result struct {
-			at    time.Duration // since the piece began
-			stuck *Stuck
+	var x Executor
+	release := make(chan struct{})
+	defer close(release)
+	blocked(t, &x, release)
+	type result struct {
+		waited time.Duration
+		stuck  *Stuck
+	}
+	timeouts := []time.Duration{time.Hour, 300 * time.Millisecond, 20 * time.Millisecond, 150 * time.Millisecond}
+	results := make([]chan result, len(timeouts))
+	ctx, cancel := context.WithCancel(context.Background())
+	for i, timeout := range timeouts {
+		results[i] = make(chan result, 1)
+		c := context.Background()
+		if timeout == time.Hour {
+			c = ctx
 		}
-		timeouts := []time.Duration{time.Hour, 300 * time.Millisecond, 20 * time.Millisecond, 150 * time.Millisecond}
-		results := make([]chan result, len(timeouts))
-		ctx, cancel := context.WithCancel(context.Background())
-		for i, timeout := range timeouts {
-			results[i] = make(chan result, 1)
-			c := context.Background()
-			if timeout == time.Hour {
-				c = ctx
-			}
-			go func() {
-				_, s := Submit(c, x, nil, timeout, func(*Task[int]) {}, nil)
-				results[i] <- result{time.Since(began), s}
-			}()
-			time.Sleep(2 * time.Millisecond) // in this order
-		}
-		for _, i := range []int{2, 3, 1} {
-			r := <-results[i]
-			require.NotNil(t, r.stuck, "a caller behind a hung piece")
-			assert.Nil(t, r.stuck.Ctx)
-			assert.Equal(t, timeouts[i], r.at, "the caller of %v gives up as the piece has run it", timeouts[i])
-		}
-		time.Sleep(time.Minute)
+		go func() {
+			start := time.Now()
+			_, s := Submit(c, &x, nil, timeout, func(*Task[int]) {}, nil)
+			results[i] <- result{time.Since(start), s}
+		}()
+		time.Sleep(2 * time.Millisecond) // in this order
+	}
+	for _, i := range []int{2, 3, 1} {
+		var r result
 		select {
-		case r := <-results[0]:
-			t.Fatalf("the caller of an hour gave up after %v", r.at)
-		default:
+		case r = <-results[i]:
+		case <-time.After(timeouts[i] + 10*time.Second):
+			t.Fatalf("the caller of timeout %v is held past it", timeouts[i])
 		}
-		cancel()
-		r := <-results[0]
-		require.NotNil(t, r.stuck)
-		assert.ErrorIs(t, r.stuck.Ctx, context.Canceled)
-	})
+		require.NotNil(t, r.stuck, "a caller behind a hung piece")
+		assert.Nil(t, r.stuck.Ctx)
+		assert.GreaterOrEqual(t, r.waited, timeouts[i], "a caller gave up before its timeout")
+	}
+	select {
+	case r := <-results[0]:
+		t.Fatalf("the caller of an hour gave up after %v", r.waited)
+	default:
+	}
+	cancel()
+	r := <-results[0]
+	require.NotNil(t, r.stuck)
+	assert.ErrorIs(t, r.stuck.Ctx, context.Canceled)
 }
 
 // The release of an abandoned piece's holdings runs on the worker, and
@@ -389,7 +383,7 @@ func TestExecutorReleaseIsAPieceOfTheWorker(t *testing.T) {
 			assert.Less(t, time.Since(start), 10*time.Second)
 			_, s = Submit(context.Background(), &x, nil, time.Nanosecond, func(*Task[int]) {}, nil)
 			require.NotNil(t, s)
-			assert.True(t, s.Ahead, "the release has run past this caller's timeout: it gives up at once")
+			assert.True(t, s.Before, "the release has run past this caller's timeout: it gives up at once")
 			x.mu.Lock()
 			assert.Empty(t, x.queue, "queued behind a hung release")
 			x.mu.Unlock()
@@ -441,87 +435,69 @@ func TestWorkersAreBounded(t *testing.T) {
 	}, 10*time.Second, time.Millisecond, "no worker started once the others ended")
 }
 
-// A hang is waited for once, not once per caller: callers that come one
-// after another while a piece does not return each give up once that
-// piece has run their timeout, however long it ran when they came (the
-// whole timeout, as when the caller before gave up that instant; half
-// of it); a caller behind a piece that returns is answered by its own,
-// and one behind a second piece that hangs still gives up at its own
-// timeout. It runs on synctest's clock, so the instants are exact.
+// A hang is waited for once: a caller that comes once the piece running
+// has held the executor for its timeout gives up at once, and so does the
+// one that comes the instant the caller before it gave up on the piece
+// after its timeout, however late the worker was scheduled to begin the
+// piece (a piece holds the executor from the moment it could begin). It
+// runs on synctest's clock, so the instants are exact.
 func TestExecutorHangIsWaitedForOnce(t *testing.T) {
 	const timeout = 5 * time.Second
-	synctest.Test(t, func(t *testing.T) {
-		var x Executor
-		release := make(chan struct{})
-		at := "/hung/home"
-		began := time.Now()
-		_, s := Submit(context.Background(), &x, nil, timeout, func(t *Task[int]) {
-			t.At.Store(&at)
-			<-release
-		}, nil)
-		require.NotNil(t, s)
-		assert.Equal(t, timeout, time.Since(began), "the first caller waits its timeout")
+	for _, late := range []time.Duration{0, time.Millisecond} {
+		t.Run(fmt.Sprintf("the worker began the piece %v late", late), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var x Executor
+				release := make(chan struct{})
+				defer close(release)
+				at := "/hung/home"
+				began := time.Now()
+				_, s := Submit(context.Background(), &x, nil, timeout, func(t *Task[int]) {
+					t.At.Store(&at)
+					<-release
+				}, nil)
+				require.NotNil(t, s)
+				assert.Equal(t, timeout, time.Since(began), "the first caller waits its timeout")
+				assert.False(t, s.Before)
+				// synctest's worker begins at once; a worker scheduled
+				// late begins the piece later than it was queued.
+				x.mu.Lock()
+				x.running.start = x.running.start.Add(late)
+				x.mu.Unlock()
 
-		// The next caller comes the instant the first gave up.
-		start := time.Now()
-		_, s = Submit(context.Background(), &x, nil, timeout, func(*Task[int]) {}, nil)
-		require.NotNil(t, s)
-		assert.Zero(t, time.Since(start), "a caller that comes as the hang reached its timeout waits no more")
-		assert.True(t, s.Ahead)
-		assert.Equal(t, at, s.At)
-		assert.Equal(t, timeout, s.Since)
-		close(release)
-	})
-	synctest.Test(t, func(t *testing.T) {
-		x, began := hungExecutor(t)
-		time.Sleep(timeout / 2)
-		_, s := Submit(context.Background(), x, nil, timeout, func(*Task[int]) {}, nil)
-		require.NotNil(t, s)
-		assert.Equal(t, timeout, time.Since(began), "a caller that came halfway gives up as the piece ahead reaches its timeout")
-		assert.True(t, s.Ahead)
-		assert.Equal(t, timeout, s.Since)
-		x.mu.Lock()
-		assert.Empty(t, x.queue, "the caller's piece is dropped")
-		x.mu.Unlock()
-	})
+				start := time.Now()
+				var ran atomic.Bool
+				_, s = Submit(context.Background(), &x, nil, timeout, func(*Task[int]) { ran.Store(true) }, nil)
+				require.NotNil(t, s)
+				assert.Zero(t, time.Since(start), "the next caller waits for the hang again")
+				assert.True(t, s.Before)
+				assert.Equal(t, at, s.At)
+				assert.Equal(t, timeout, s.Since)
+				x.mu.Lock()
+				assert.Empty(t, x.queue, "queued behind a hang a caller gave up on")
+				x.mu.Unlock()
+				assert.False(t, ran.Load())
+			})
+		})
+	}
+	// A piece queued behind another holds the executor once that one
+	// ended: the time it waited in the queue is not counted as its hang.
 	synctest.Test(t, func(t *testing.T) {
 		var x Executor
 		first, second := make(chan struct{}), make(chan struct{})
 		defer close(second)
 		blocked(t, &x, first)
-		start := time.Now()
-		answered := make(chan *Stuck, 1)
 		go func() {
-			// The second piece ahead is queued before the caller's.
 			_, _ = Submit(context.Background(), &x, nil, time.Hour, func(*Task[int]) { <-second }, nil)
 		}()
 		synctest.Wait()
-		go func() {
-			tk, s := Submit(context.Background(), &x, nil, timeout, func(t *Task[int]) { t.Val = 1 }, nil)
-			if s == nil && tk.Val != 1 {
-				t.Error("answered by another piece")
-			}
-			answered <- s
-		}()
 		time.Sleep(timeout - time.Second)
-		close(first) // the piece ahead answers; the next one hangs
-		s := <-answered
-		require.NotNil(t, s, "behind a second piece that hangs")
-		assert.Equal(t, timeout, time.Since(start), "the caller gives up at its own timeout")
-		assert.False(t, s.Ahead)
-	})
-	synctest.Test(t, func(t *testing.T) {
-		var x Executor
-		release := make(chan struct{})
-		blocked(t, &x, release)
-		answered := make(chan *Task[int], 1)
-		go func() {
-			tk, s := Submit(context.Background(), &x, nil, timeout, func(t *Task[int]) { t.Val = 2 }, nil)
-			assert.Nil(t, s)
-			answered <- tk
-		}()
-		time.Sleep(timeout - time.Second)
-		close(release)
-		assert.Equal(t, 2, (<-answered).Val, "a caller behind a piece that answers in time is answered by its own")
+		close(first) // the second piece begins, and hangs
+		synctest.Wait()
+		time.Sleep(2 * time.Second)
+		start := time.Now()
+		_, s := Submit(context.Background(), &x, nil, timeout, func(*Task[int]) {}, nil)
+		require.NotNil(t, s)
+		assert.False(t, s.Before, "the second piece has held the executor 2s of the caller's 5s")
+		assert.Equal(t, timeout, time.Since(start), "the caller waits its own timeout")
 	})
 }

@@ -116,7 +116,7 @@ func (n *Notifier) Send(assignments ...string) error {
 		switch {
 		case stuck.Full != "":
 			why = stuck.Full
-		case stuck.Ahead:
+		case stuck.Before:
 			why = "a message before it has waited " + stuck.Since.Round(time.Millisecond).String() + ": " + stuck.At
 		}
 		return fmt.Errorf("notify: %s took no message within %v (%s): %w", n.addr.Name, Timeout, why, os.ErrDeadlineExceeded)

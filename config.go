@@ -89,6 +89,15 @@ func rootExecutor(root string) *bounded.Executor {
 	return bounded.Shared("root\x00"+root, panicError)
 }
 
+// pieceDeadline is the deadline of the reads that a piece makes on other
+// executors (see runWithin), for a caller that waits for the piece at most
+// timeout from now: a little before the caller gives up (by a tenth of
+// timeout, at most 250ms), so that the piece answers it with what it read
+// and says what it could not, rather than return just after it left.
+func pieceDeadline(timeout time.Duration) time.Time {
+	return time.Now().Add(timeout - min(timeout/10, 250*time.Millisecond))
+}
+
 // runWithin runs fn on x for a piece running on another executor, which
 // needs what x reads, and waits for it until deadline at the latest; it
 // returns the piece's value, or why it gave up.

@@ -149,8 +149,8 @@ func Observe(opts Options) (Observation, error) {
 		}
 		src = filepath.Dir(abs)
 	}
+	deadline := pieceDeadline(cfg.timeout)
 	t, stuck := bounded.Submit(context.Background(), cfg.ux, nil, cfg.timeout, func(t *bounded.Task[Observation]) {
-		deadline := time.Now().Add(cfg.timeout)
 		dir := src
 		if abs != "" {
 			// A module path that leads nowhere still names a directory
@@ -212,13 +212,13 @@ func (g *Guard) observeRead(ctx context.Context, cfg *config, b *binding, rr rec
 	if rr.since != nil {
 		l = nil // a read of its own
 	}
+	deadline := pieceDeadline(cfg.timeout) // the first caller's, whose piece it is
 	t, stuck := bounded.Submit(ctx, x, l, cfg.timeout, func(t *bounded.Task[Observation]) {
 		defer func() {
 			if p := recover(); p != nil {
 				t.Val = cfg.unknownObservation(fmt.Sprintf("reading the updater's files panicked: %v", p), src)
 			}
 		}()
-		deadline := time.Now().Add(cfg.timeout)
 		if b == nil {
 			t.Val = cfg.observeAt(rr, deadline, "")
 			return

@@ -75,8 +75,9 @@ func (g *Guard) PlanReload(ctx context.Context) (*Plan, error) {
 	if b.receiptsAt == nil {
 		return nil, notReady("the updater's layout has no receipt, or no home directory is known")
 	}
+	deadline := pieceDeadline(cfg.timeout)
 	work := func(t *bounded.Task[planResult]) {
-		t.Val.r, t.Val.err = g.lockAndPlan(ctx, cfg, b, time.Now().Add(cfg.timeout))
+		t.Val.r, t.Val.err = g.lockAndPlan(ctx, cfg, b, deadline)
 	}
 	abandoned := func(t *bounded.Task[planResult]) {
 		if r := t.Val.r; r != nil {

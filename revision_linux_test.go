@@ -1410,6 +1410,39 @@ func TestStaleAnswerOnAHungVenvRoot(t *testing.T) {
 	assert.LessOrEqual(t, f.Pending(), 1, "requests blocked on the hung file system")
 }
 
+// A read of the updater's files whose install root hangs answers its
+// caller with what it read (the home's marker absent, the root not read)
+// rather than nothing: the reads it makes elsewhere end a little before
+// its caller gives up, not a little after. Observe (the package's) and a
+// guard's Observe, each the first read of a hung root of its own.
+func TestObserveOnAHungVenvRootSaysWhatItRead(t *testing.T) {
+	for _, how := range []string{"Observe", "Guard.Observe"} {
+		for round := range 3 {
+			t.Run(fmt.Sprintf("%s, round %d", how, round), func(t *testing.T) {
+				dir := tempDir(t)
+				module, _ := agentRepo(t, dir)
+				f := hungMount(t, nil)
+				opts := Options{ModulePath: module, HomeDir: tempDir(t), Python: filepath.Join(f.Dir, "venv", "bin", "python"), ReadTimeout: hangTimeout}
+				var o Observation
+				if how == "Observe" {
+					f.Hang()
+					var err error
+					o, err = Observe(opts)
+					require.NoError(t, err)
+				} else {
+					g, err := newGuard(opts, settledEnv())
+					require.NoError(t, err)
+					f.Hang()
+					o = g.Observe()
+				}
+				assert.Equal(t, MarkerAbsent, o.Marker, "the home's marker was read: %s", o.MarkerReason)
+				assert.Equal(t, UpdateUnknown, o.State, "the install root was not read")
+				assert.Contains(t, o.InstallRoots, f.Dir)
+			})
+		}
+	}
+}
+
 // hungHome is a guard on a checkout that answers, whose updater's home is
 // reached through a link on a file system that stops answering at
 // f.Hang, with the layout's receipt and lock; the checkout has moved one

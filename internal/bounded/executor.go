@@ -190,7 +190,7 @@ type Stuck struct {
 // not nil, releases what a piece that no caller took holds; it runs on the
 // executor's goroutine once fn ended (returned, panicked or ended its
 // goroutine), as the piece running: callers that come meanwhile are told
-// its At, which release may store, and the time since fn began. A panic
+// its At, which release may store, and how long the piece has held the executor. A panic
 // of release is dropped, there being no caller to tell.
 //
 // It returns the Task once the piece returned (its Err says whether it

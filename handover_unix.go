@@ -164,43 +164,63 @@ func Inherit() (*Inherited, error) {
 	if in.ExpectRevision == "" {
 		return nil, errors.New("runtimeguard: inherit: the handover names no revision")
 	}
-	take := func(s string) (*os.File, error) {
+	// Every descriptor named is checked before any is taken: one that
+	// fails the check is an error that changes none. Once all passed it,
+	// each is marked close-on-exec, so that none is left for a child to
+	// inherit, whatever is refused after.
+	named := map[int]bool{}
+	parse := func(s string) (int, error) {
 		fd, err := strconv.Atoi(s)
-		if err != nil || fd < 3 {
-			return nil, fmt.Errorf("runtimeguard: inherit: %q is no descriptor", s)
+		switch {
+		case err != nil || fd < 3:
+			return 0, fmt.Errorf("runtimeguard: inherit: %q is no descriptor", s)
+		case named[fd]:
+			return 0, fmt.Errorf("runtimeguard: inherit: descriptor %d is named twice", fd)
 		}
 		if err := systemd.Passed(fd); err != nil {
-			return nil, fmt.Errorf("runtimeguard: inherit: %w", err)
+			return 0, fmt.Errorf("runtimeguard: inherit: %w", err)
 		}
-		syscall.CloseOnExec(fd)
-		return os.NewFile(uintptr(fd), "inherited"), nil
+		named[fd] = true
+		return fd, nil
 	}
+	lock := -1
 	if s := os.Getenv(handoverLockEnv); s != "" {
-		f, err := take(s)
+		fd, err := parse(s)
 		if err != nil {
 			return nil, err
 		}
-		in.lock = f
+		lock = fd
 	}
+	var fds []int
 	if s := os.Getenv(handoverFDsEnv); s != "" {
-		for _, fd := range strings.Split(s, ",") {
-			f, err := take(fd)
-			if err == nil {
-				var l net.Listener
-				l, err = net.FileListener(f)
-				f.Close() // the listener holds its own descriptor
-				if err == nil {
-					in.Listeners = append(in.Listeners, l)
-					continue
-				}
-				err = fmt.Errorf("runtimeguard: inherit: %w", err)
+		for _, e := range strings.Split(s, ",") {
+			fd, err := parse(e)
+			if err != nil {
+				return nil, err
 			}
+			fds = append(fds, fd)
+		}
+	}
+	for _, fd := range append(fds, lock) {
+		if fd >= 0 {
+			syscall.CloseOnExec(fd)
+		}
+	}
+	if lock >= 0 {
+		in.lock = os.NewFile(uintptr(lock), "inherited")
+	}
+	for _, fd := range fds {
+		f := os.NewFile(uintptr(fd), "inherited")
+		l, err := net.FileListener(f)
+		f.Close() // the listener holds its own descriptor
+		if err != nil {
 			for _, l := range in.Listeners {
 				l.Close()
 			}
 			in.Release()
-			return nil, err
+			return nil, fmt.Errorf("runtimeguard: inherit: %w", err)
 		}
+		in.Listeners = append(in.Listeners, l)
 	}
 	return in, nil
 }

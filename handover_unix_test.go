@@ -101,6 +101,79 @@ func TestInherit(t *testing.T) {
 	in.Release()
 }
 
+// A handover that Inherit refuses changes no descriptor where one it names
+// fails the check (a malformed entry, one named twice, one this process
+// opened itself):
+// each is left open as it was, for the host. Where all passed the check
+// and one is refused later (no socket), those not taken are left open,
+// close-on-exec, so no child inherits them, as ListenFiles leaves them.
+func TestInheritOnAnErrorLeavesTheDescriptorsItNames(t *testing.T) {
+	// passed is a descriptor as an exec hands it: a number that nothing
+	// else in the process owns, not close-on-exec. Inherit closes those it
+	// takes; the test closes those left.
+	passed := func(f *os.File) int {
+		fd, err := syscall.Dup(int(f.Fd()))
+		require.NoError(t, err)
+		return fd
+	}
+	socket := func() int { _, f := listenerFile(t); return passed(f) }
+	file := func() int {
+		f, err := os.Create(filepath.Join(tempDir(t), "not-a-socket"))
+		require.NoError(t, err)
+		t.Cleanup(func() { f.Close() })
+		return passed(f)
+	}
+	own, err := os.Open(os.DevNull) // this process's own, close-on-exec
+	require.NoError(t, err)
+	defer own.Close()
+	for _, tc := range []struct {
+		name string
+		// list is the handover's descriptors; left those that stay open,
+		// close-on-exec where cloexec.
+		list    func() (list string, left []int)
+		cloexec bool
+		err     string
+	}{
+		{"a malformed entry", func() (string, []int) {
+			a, b := socket(), socket()
+			return fmt.Sprintf("%d,1x,%d", a, b), []int{a, b}
+		}, false, `"1x" is no descriptor`},
+		{"a descriptor named twice", func() (string, []int) {
+			a := socket()
+			return fmt.Sprintf("%d,%d", a, a), []int{a}
+		}, false, "named twice"},
+		{"a descriptor this process opened", func() (string, []int) {
+			a := socket()
+			return fmt.Sprintf("%d,%d", a, int(own.Fd())), []int{a}
+		}, false, "not passed to this process"},
+		{"a descriptor that is no socket", func() (string, []int) {
+			a, b, c := socket(), file(), socket()
+			return fmt.Sprintf("%d,%d,%d", a, b, c), []int{c}
+		}, true, "runtimeguard: inherit: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clearHandoverEnv(t)
+			list, left := tc.list()
+			t.Setenv(handoverPIDEnv, strconv.Itoa(os.Getpid()))
+			t.Setenv(handoverRevisionEnv, "abc")
+			t.Setenv(handoverFDsEnv, list)
+			in, err := Inherit()
+			require.Error(t, err)
+			assert.ErrorContains(t, err, tc.err)
+			assert.Nil(t, in)
+			for _, fd := range left {
+				flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+				if assert.NoError(t, err, "descriptor %d, named and not taken, is open for the host", fd) {
+					assert.Equal(t, tc.cloexec, flags&unix.FD_CLOEXEC != 0, "descriptor %d close-on-exec", fd)
+					syscall.Close(fd)
+				}
+			}
+			_, err = own.Stat()
+			assert.NoError(t, err, "the process's own file is open")
+		})
+	}
+}
+
 // A handover whose host could not quiesce resumes serving on the same
 // sockets (the host's own listeners closed): a client connects as
 // before, and nothing was executed.

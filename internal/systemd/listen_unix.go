@@ -31,7 +31,11 @@ const listenFDsStart = 3
 // past what was passed would otherwise take, and let its caller close,
 // descriptors this process opened itself (a host's log file, the Go
 // runtime's own). A descriptor that fails the check is an error, and then
-// none is taken, none is closed and none is changed.
+// none is taken, none is closed and none is changed. Once all passed it,
+// each is marked close-on-exec before the names are read, as
+// sd_listen_fds(3) marks them before sd_listen_fds_with_names reads
+// $LISTEN_FDNAMES: names that do not match are an error that leaves the
+// descriptors open, and none for a child to inherit.
 //
 // It unsets the variables whatever it finds, so that no child takes the
 // descriptors for its own. No variables, or another process's, is no
@@ -66,6 +70,14 @@ func ListenFiles() ([]*os.File, error) {
 	if err != nil || n <= 0 || n > 1<<16 {
 		return nil, fmt.Errorf("LISTEN_FDS=%q: no count of descriptors", count)
 	}
+	for i := range n {
+		if err := Passed(listenFDsStart + i); err != nil {
+			return nil, fmt.Errorf("LISTEN_FDS=%d: %w", n, err)
+		}
+	}
+	for i := range n {
+		syscall.CloseOnExec(listenFDsStart + i)
+	}
 	names := make([]string, n)
 	if v, ok := os.LookupEnv("LISTEN_FDNAMES"); ok {
 		names = nil // set but empty: no names, as sd_listen_fds_with_names splits it
@@ -80,16 +92,9 @@ func ListenFiles() ([]*os.File, error) {
 			names[i] = "unknown"
 		}
 	}
-	for i := range n {
-		if err := Passed(listenFDsStart + i); err != nil {
-			return nil, fmt.Errorf("LISTEN_FDS=%d: %w", n, err)
-		}
-	}
 	files := make([]*os.File, n)
 	for i := range files {
-		fd := listenFDsStart + i
-		syscall.CloseOnExec(fd)
-		files[i] = os.NewFile(uintptr(fd), names[i])
+		files[i] = os.NewFile(uintptr(listenFDsStart+i), names[i])
 	}
 	return files, nil
 }

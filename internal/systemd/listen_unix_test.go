@@ -38,6 +38,8 @@ func listenChild() int {
 	files, err := ListenFiles()
 	if err != nil {
 		fmt.Println("error", err)
+		flags, err := unix.FcntlInt(listenFDsStart, unix.F_GETFD, 0)
+		fmt.Println("descriptor 3 open", err == nil, "close-on-exec", err == nil && flags&unix.FD_CLOEXEC != 0)
 		return 1
 	}
 	for _, f := range files {
@@ -110,7 +112,10 @@ func TestListenFiles(t *testing.T) {
 // A LISTEN_FDNAMES that is set but empty holds no names, as
 // sd_listen_fds_with_names splits it: with a socket passed, that is fewer
 // names than descriptors, an error, not a socket named "" (which
-// Inherited.Name says of what was not passed).
+// Inherited.Name says of what was not passed). Every descriptor passed
+// the check, so each is marked close-on-exec, as sd_listen_fds marks them
+// before sd_listen_fds_with_names reads the names, and left open: no
+// child inherits it.
 func TestListenFilesEmptyNames(t *testing.T) {
 	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	require.NoError(t, err)
@@ -127,6 +132,7 @@ func TestListenFilesEmptyNames(t *testing.T) {
 	out, err := cmd.Output()
 	assert.Error(t, err, "the child serves nothing")
 	assert.Contains(t, string(out), `error LISTEN_FDNAMES="" names 0 descriptors, LISTEN_FDS=1`)
+	assert.Contains(t, string(out), "descriptor 3 open true close-on-exec true", "the socket passed is left for a child to inherit")
 }
 
 // Variables for another process, or none, are no sockets; malformed ones

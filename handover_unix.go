@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/runtimeguard/runtimeguard/internal/systemd"
 )
 
@@ -85,6 +87,14 @@ func (h *ExecHandover) resume(err error, files []*os.File) error {
 	return err
 }
 
+// keptCopy is a copy of the descriptor fd that an exec keeps (not
+// close-on-exec), numbered 3 or more: the new image's Inherit takes none
+// below 3, its standard streams, which a host that closed one would
+// otherwise hand out.
+func keptCopy(fd uintptr) (int, error) {
+	return unix.FcntlInt(fd, unix.F_DUPFD, 3)
+}
+
 // execKeeping replaces the process image, keeping files and the plan's
 // lock open through copies without close-on-exec. The copies are made
 // under syscall.ForkLock, so that no child process another goroutine
@@ -104,7 +114,7 @@ func execKeeping(exe string, files []*os.File, plan *Plan) error {
 			return -1, err
 		}
 		fd, derr := -1, error(nil)
-		if err := raw.Control(func(sysfd uintptr) { fd, derr = syscall.Dup(int(sysfd)) }); err != nil {
+		if err := raw.Control(func(sysfd uintptr) { fd, derr = keptCopy(sysfd) }); err != nil {
 			return -1, err
 		}
 		if derr == nil {
@@ -161,14 +171,23 @@ func Inherit() (*Inherited, error) {
 		return activated()
 	}
 	in := &Inherited{ExpectRevision: os.Getenv(handoverRevisionEnv), ExpectReceipt: os.Getenv(handoverReceiptEnv)}
-	if in.ExpectRevision == "" {
-		return nil, errors.New("runtimeguard: inherit: the handover names no revision")
-	}
-	// Every descriptor named is checked before any is taken: one that
-	// fails the check is an error that changes none. Once all passed it,
-	// each is marked close-on-exec, so that none is left for a child to
-	// inherit, whatever is refused after.
+	// The handover's descriptors are this program's own, named by its
+	// previous image for this process: on an error none is left behind,
+	// open and holding a port or the plan's lock, for nothing to serve or
+	// for a child to inherit. Each is checked (one this process opened
+	// since its exec is not the handover's, and is not touched), then all
+	// are marked close-on-exec under syscall.ForkLock, so that no child
+	// started meanwhile inherits one; an error closes every one the check
+	// passed and no listener took.
 	named := map[int]bool{}
+	var fds []int
+	lock := -1
+	fail := func(err error) (*Inherited, error) {
+		for fd := range named {
+			syscall.Close(fd)
+		}
+		return nil, err
+	}
 	parse := func(s string) (int, error) {
 		fd, err := strconv.Atoi(s)
 		switch {
@@ -183,34 +202,43 @@ func Inherit() (*Inherited, error) {
 		named[fd] = true
 		return fd, nil
 	}
-	lock := -1
-	if s := os.Getenv(handoverLockEnv); s != "" {
-		fd, err := parse(s)
-		if err != nil {
-			return nil, err
-		}
-		lock = fd
+	var err error // the first refusal; every entry is checked
+	if in.ExpectRevision == "" {
+		err = errors.New("runtimeguard: inherit: the handover names no revision")
 	}
-	var fds []int
+	syscall.ForkLock.RLock()
+	if s := os.Getenv(handoverLockEnv); s != "" {
+		fd, perr := parse(s)
+		if perr == nil {
+			lock = fd
+		} else if err == nil {
+			err = perr
+		}
+	}
 	if s := os.Getenv(handoverFDsEnv); s != "" {
 		for _, e := range strings.Split(s, ",") {
-			fd, err := parse(e)
-			if err != nil {
-				return nil, err
+			fd, perr := parse(e)
+			if perr == nil {
+				fds = append(fds, fd)
+			} else if err == nil {
+				err = perr
 			}
-			fds = append(fds, fd)
 		}
 	}
-	for _, fd := range append(fds, lock) {
-		if fd >= 0 {
-			syscall.CloseOnExec(fd)
-		}
+	for fd := range named {
+		syscall.CloseOnExec(fd)
+	}
+	syscall.ForkLock.RUnlock()
+	if err != nil {
+		return fail(err)
 	}
 	if lock >= 0 {
 		in.lock = os.NewFile(uintptr(lock), "inherited")
+		delete(named, lock) // Release closes it
 	}
 	for _, fd := range fds {
 		f := os.NewFile(uintptr(fd), "inherited")
+		delete(named, fd) // f closes it
 		l, err := net.FileListener(f)
 		f.Close() // the listener holds its own descriptor
 		if err != nil {
@@ -218,7 +246,7 @@ func Inherit() (*Inherited, error) {
 				l.Close()
 			}
 			in.Release()
-			return nil, fmt.Errorf("runtimeguard: inherit: %w", err)
+			return fail(fmt.Errorf("runtimeguard: inherit: %w", err))
 		}
 		in.Listeners = append(in.Listeners, l)
 	}

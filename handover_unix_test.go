@@ -101,24 +101,34 @@ func TestInherit(t *testing.T) {
 	in.Release()
 }
 
-// A handover that Inherit refuses changes no descriptor where one it names
-// fails the check (a malformed entry, one named twice, one this process
-// opened itself):
-// each is left open as it was, for the host. Where all passed the check
-// and one is refused later (no socket), those not taken are left open,
-// close-on-exec, so no child inherits them, as ListenFiles leaves them.
-func TestInheritOnAnErrorLeavesTheDescriptorsItNames(t *testing.T) {
+// A handover that Inherit refuses leaves nothing behind: every descriptor
+// it names that is the handover's (the plan's lock, the sockets before
+// and after the one refused) is closed, so the port is free for the host
+// to listen on again and the lock free for the next update, and none is
+// left for a child to inherit; one this process opened itself is left as
+// it was. Whether the handover names no revision, its list is malformed,
+// names a descriptor twice or one this process opened, or names one that
+// is no socket.
+func TestInheritOnAnErrorLeavesNothingBehind(t *testing.T) {
 	// passed is a descriptor as an exec hands it: a number that nothing
-	// else in the process owns, not close-on-exec. Inherit closes those it
-	// takes; the test closes those left.
+	// else in the process owns, not close-on-exec.
 	passed := func(f *os.File) int {
-		fd, err := syscall.Dup(int(f.Fd()))
+		fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD, 3)
 		require.NoError(t, err)
 		return fd
 	}
-	socket := func() int { _, f := listenerFile(t); return passed(f) }
-	file := func() int {
-		f, err := os.Create(filepath.Join(tempDir(t), "not-a-socket"))
+	// socket is a listening socket's passed descriptor, and its address:
+	// the test's own descriptors of it are closed.
+	socket := func() (int, string) {
+		ln, f := listenerFile(t)
+		fd := passed(f)
+		addr := ln.Addr().String()
+		f.Close()
+		ln.Close()
+		return fd, addr
+	}
+	file := func(t *testing.T) int {
+		f, err := os.Create(filepath.Join(tempDir(t), "a-file"))
 		require.NoError(t, err)
 		t.Cleanup(func() { f.Close() })
 		return passed(f)
@@ -128,46 +138,64 @@ func TestInheritOnAnErrorLeavesTheDescriptorsItNames(t *testing.T) {
 	defer own.Close()
 	for _, tc := range []struct {
 		name string
-		// list is the handover's descriptors; left those that stay open,
-		// close-on-exec where cloexec.
-		list    func() (list string, left []int)
-		cloexec bool
-		err     string
+		// list is the handover's descriptors, as the env names them, and
+		// the addresses of its sockets.
+		list func(t *testing.T) (list string, addrs []string)
+		err  string
 	}{
-		{"a malformed entry", func() (string, []int) {
-			a, b := socket(), socket()
-			return fmt.Sprintf("%d,1x,%d", a, b), []int{a, b}
-		}, false, `"1x" is no descriptor`},
-		{"a descriptor named twice", func() (string, []int) {
-			a := socket()
-			return fmt.Sprintf("%d,%d", a, a), []int{a}
-		}, false, "named twice"},
-		{"a descriptor this process opened", func() (string, []int) {
-			a := socket()
-			return fmt.Sprintf("%d,%d", a, int(own.Fd())), []int{a}
-		}, false, "not passed to this process"},
-		{"a descriptor that is no socket", func() (string, []int) {
-			a, b, c := socket(), file(), socket()
-			return fmt.Sprintf("%d,%d,%d", a, b, c), []int{c}
-		}, true, "runtimeguard: inherit: "},
+		{"a malformed entry", func(*testing.T) (string, []string) {
+			a, aa := socket()
+			b, ba := socket()
+			return fmt.Sprintf("%d,1x,%d", a, b), []string{aa, ba}
+		}, `"1x" is no descriptor`},
+		{"a descriptor named twice", func(*testing.T) (string, []string) {
+			a, aa := socket()
+			return fmt.Sprintf("%d,%d", a, a), []string{aa}
+		}, "named twice"},
+		{"a descriptor this process opened", func(*testing.T) (string, []string) {
+			a, aa := socket()
+			return fmt.Sprintf("%d,%d", a, int(own.Fd())), []string{aa}
+		}, "not passed to this process"},
+		{"no revision", func(*testing.T) (string, []string) {
+			a, aa := socket()
+			return fmt.Sprintf("%d", a), []string{aa}
+		}, "the handover names no revision"},
+		{"a descriptor that is no socket", func(t *testing.T) (string, []string) {
+			a, aa := socket()
+			b := file(t)
+			c, ca := socket()
+			return fmt.Sprintf("%d,%d,%d", a, b, c), []string{aa, ca}
+		}, "runtimeguard: inherit: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clearHandoverEnv(t)
-			list, left := tc.list()
+			list, addrs := tc.list(t)
+			// The plan's lock, held shared on the passed descriptor, an
+			// open file of its own.
+			lockPath := filepath.Join(tempDir(t), "update.lock")
+			lock, err := unix.Open(lockPath, unix.O_RDWR|unix.O_CREAT, 0o644)
+			require.NoError(t, err)
+			require.NoError(t, unix.Flock(lock, unix.LOCK_SH))
 			t.Setenv(handoverPIDEnv, strconv.Itoa(os.Getpid()))
-			t.Setenv(handoverRevisionEnv, "abc")
+			if tc.name != "no revision" {
+				t.Setenv(handoverRevisionEnv, "abc")
+			}
+			t.Setenv(handoverLockEnv, strconv.Itoa(lock))
 			t.Setenv(handoverFDsEnv, list)
 			in, err := Inherit()
 			require.Error(t, err)
 			assert.ErrorContains(t, err, tc.err)
 			assert.Nil(t, in)
-			for _, fd := range left {
-				flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
-				if assert.NoError(t, err, "descriptor %d, named and not taken, is open for the host", fd) {
-					assert.Equal(t, tc.cloexec, flags&unix.FD_CLOEXEC != 0, "descriptor %d close-on-exec", fd)
-					syscall.Close(fd)
+			for _, addr := range addrs {
+				ln, err := net.Listen("tcp", addr)
+				if assert.NoError(t, err, "the handover's socket at %s is left open", addr) {
+					ln.Close()
 				}
 			}
+			other, err := os.Open(lockPath)
+			require.NoError(t, err)
+			defer other.Close()
+			assert.NoError(t, unix.Flock(int(other.Fd()), unix.LOCK_EX|unix.LOCK_NB), "the plan's lock is left held")
 			_, err = own.Stat()
 			assert.NoError(t, err, "the process's own file is open")
 		})
@@ -243,7 +271,48 @@ func TestExecHandoverKeepsAUnixSocketsPath(t *testing.T) {
 // inheritChild), with the value as what to do.
 const inheritChildEnv = "RUNTIMEGUARD_TEST_INHERIT_CHILD"
 
-func init() { children[inheritChildEnv] = inheritChild }
+func init() {
+	children[inheritChildEnv] = inheritChild
+	children[keptCopyChildEnv] = keptCopyChild
+}
+
+// keptCopyChildEnv runs the test binary as keptCopyChild.
+const keptCopyChildEnv = "RUNTIMEGUARD_TEST_KEPT_COPY_CHILD"
+
+// keptCopyChild is a host that opened a file and closed its standard
+// input, then copies the file's descriptor for an exec to keep: it prints
+// the copy's number.
+func keptCopyChild(string) int {
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	os.Stdin.Close()
+	fd, err := keptCopy(f.Fd())
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+	fmt.Println("copy", fd, "close-on-exec", err != nil || flags&unix.FD_CLOEXEC != 0)
+	return 0
+}
+
+// An exec handover's copies are numbered 3 or more, the only numbers the
+// new image's Inherit takes, and kept across the exec (not close-on-exec),
+// even in a host that closed its standard input, whose number a plain dup
+// hands out first.
+func TestExecHandoverCopiesAreNumberedPastTheStandardStreams(t *testing.T) {
+	out, err := gittest.Self(nil, keptCopyChildEnv+"=1").Output()
+	require.NoError(t, err, "%s", out)
+	var fd int
+	var cloexec bool
+	_, err = fmt.Sscanf(string(out), "copy %d close-on-exec %t", &fd, &cloexec)
+	require.NoError(t, err, "%q", out)
+	assert.GreaterOrEqual(t, fd, 3)
+	assert.False(t, cloexec)
+}
 
 // inheritChild is the process a service manager started: "serve" reports
 // and serves what Inherit took; "overcount" opens a log file of its own

@@ -32,10 +32,11 @@ const listenFDsStart = 3
 // descriptors this process opened itself (a host's log file, the Go
 // runtime's own). A descriptor that fails the check is an error, and then
 // none is taken, none is closed and none is changed. Once all passed it,
-// each is marked close-on-exec before the names are read, as
-// sd_listen_fds(3) marks them before sd_listen_fds_with_names reads
-// $LISTEN_FDNAMES: names that do not match are an error that leaves the
-// descriptors open, and none for a child to inherit.
+// each is marked close-on-exec before the names are counted, as
+// sd_listen_fds_with_names compares the count of names with the
+// descriptors only after sd_listen_fds(3) marked them: names that do not
+// match are an error that leaves the descriptors open, and none for a
+// child to inherit.
 //
 // It unsets the variables whatever it finds, so that no child takes the
 // descriptors for its own. No variables, or another process's, is no

@@ -114,8 +114,8 @@ func TestListenFiles(t *testing.T) {
 // names than descriptors, an error, not a socket named "" (which
 // Inherited.Name says of what was not passed). Every descriptor passed
 // the check, so each is marked close-on-exec, as sd_listen_fds marks them
-// before sd_listen_fds_with_names reads the names, and left open: no
-// child inherits it.
+// before sd_listen_fds_with_names compares the count of names, and left
+// open: no child inherits it.
 func TestListenFilesEmptyNames(t *testing.T) {
 	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	require.NoError(t, err)

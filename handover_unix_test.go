@@ -120,7 +120,7 @@ func TestInheritOnAnErrorLeavesNothingBehind(t *testing.T) {
 	// socket is a listening socket's passed descriptor, and its address:
 	// the test's own descriptors of it are closed.
 	socket := func() (int, string) {
-		ln, f := listenerFile(t)
+		ln, f := gittest.ListenerFile(t)
 		fd := passed(f)
 		addr := ln.Addr().String()
 		f.Close()
@@ -450,25 +450,12 @@ func activate(t *testing.T, mode string, files []*os.File, env ...string) (*exec
 	return cmd, bufio.NewScanner(out)
 }
 
-// listenerFile is a TCP listener on the loopback interface and a copy of
-// its descriptor to pass, both closed when the test ends.
-func listenerFile(t *testing.T) (*net.TCPListener, *os.File) {
-	t.Helper()
-	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	require.NoError(t, err)
-	t.Cleanup(func() { ln.Close() })
-	f, err := ln.File()
-	require.NoError(t, err)
-	t.Cleanup(func() { f.Close() })
-	return ln, f
-}
-
 // Socket activation passing a stream socket, a datagram socket (HTTP/3
 // beside HTTP), a FIFO and a file: Inherit takes them all, each as the
 // host can serve it, named, close-on-exec, and the variables are gone.
 func TestInheritTakesEveryKind(t *testing.T) {
 	dir := tempDir(t)
-	ln, lf := listenerFile(t)
+	ln, lf := gittest.ListenerFile(t)
 	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	require.NoError(t, err)
 	defer udp.Close()
@@ -538,7 +525,7 @@ func TestInheritNamesEveryDescriptor(t *testing.T) {
 		{[]string{"LISTEN_FDS=3", "LISTEN_FDNAMES=http:quic:state"}, []string{"listener http", "packet quic", "file state", `other ""`}},
 		{[]string{"LISTEN_FDS=3"}, []string{"listener unknown", "packet unknown", "file unknown", `other ""`}},
 	} {
-		_, lf := listenerFile(t)
+		_, lf := gittest.ListenerFile(t)
 		udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 		require.NoError(t, err)
 		defer udp.Close()
@@ -566,7 +553,7 @@ func TestInheritNamesEveryDescriptor(t *testing.T) {
 // open for the host; Inherit says why.
 func TestInheritTakesNothingItWasNotGiven(t *testing.T) {
 	dir := tempDir(t)
-	_, lf := listenerFile(t)
+	_, lf := gittest.ListenerFile(t)
 	cmd, sc := activate(t, "overcount", []*os.File{lf}, "LISTEN_FDS=1", "RUNTIMEGUARD_TEST_DIR="+dir)
 	var report []string
 	for sc.Scan() {

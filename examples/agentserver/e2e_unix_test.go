@@ -87,15 +87,11 @@ type deployment struct {
 	pid                        int
 	prepare                    func(*exec.Cmd) // changes how the server is started, if set
 	link                       string          // git-sync's link, where the server loads through it
-	logs                       *syncWriter     // the server's standard error
+	logs                       *gittest.Buffer // the server's standard error
 }
 
 // log is what the server logged so far.
-func (d *deployment) log() string {
-	d.logs.mu.Lock()
-	defer d.logs.mu.Unlock()
-	return d.logs.w.(*bytes.Buffer).String()
-}
+func (d *deployment) log() string { return d.logs.String() }
 
 func newDeployment(t *testing.T) *deployment {
 	t.Helper()
@@ -124,8 +120,7 @@ func (d *deployment) start(t *testing.T, mode string, env ...string) {
 	}
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
-	var logs bytes.Buffer
-	d.logs = &syncWriter{w: &logs}
+	d.logs = new(gittest.Buffer)
 	cmd.Stderr = d.logs
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
@@ -150,18 +145,6 @@ func (d *deployment) start(t *testing.T, mode string, env ...string) {
 		t.Fatal("the server did not start")
 	}
 	d.server, d.pid = cmd, cmd.Process.Pid
-}
-
-// syncWriter serializes writes, for a buffer a process and a test share.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }
 
 // update runs the runtimeguard updater in the checkout with argv.

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -54,12 +55,7 @@ func activate(t *testing.T, d *deployment) string {
 	var files []*os.File
 	var addr string
 	for range 2 {
-		ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
-		require.NoError(t, err)
-		t.Cleanup(func() { ln.Close() })
-		f, err := ln.File()
-		require.NoError(t, err)
-		t.Cleanup(func() { f.Close() })
+		ln, f := gittest.ListenerFile(t)
 		files, addr = append(files, f), ln.Addr().String()
 	}
 	sh, err := exec.LookPath("sh")

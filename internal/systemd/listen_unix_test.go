@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -77,12 +78,7 @@ func TestListenFiles(t *testing.T) {
 	var lns []*net.TCPListener
 	var files []*os.File
 	for range 2 {
-		ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
-		require.NoError(t, err)
-		defer ln.Close()
-		f, err := ln.File()
-		require.NoError(t, err)
-		defer f.Close()
+		ln, f := gittest.ListenerFile(t)
 		lns, files = append(lns, ln), append(files, f)
 	}
 	cmd := exec.Command("sh", "-c", `LISTEN_PID=$$ exec "$0"`, os.Args[0])
@@ -117,12 +113,7 @@ func TestListenFiles(t *testing.T) {
 // before sd_listen_fds_with_names compares the count of names, and left
 // open: no child inherits it.
 func TestListenFilesEmptyNames(t *testing.T) {
-	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	require.NoError(t, err)
-	defer ln.Close()
-	f, err := ln.File()
-	require.NoError(t, err)
-	defer f.Close()
+	_, f := gittest.ListenerFile(t)
 	// A child that took the socket would wait to serve it: it is ended.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

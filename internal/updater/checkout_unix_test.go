@@ -172,3 +172,20 @@ func TestFindCheckoutLockOfARepositoryGitCannotRead(t *testing.T) {
 	_, err = FindCheckoutLock(root, HermesCheckoutLock)
 	assert.Error(t, err)
 }
+
+// The probe of the checkout lock never opens a link at the lock's name:
+// a link there proves nothing (unknown), even to a lock another holds;
+// only the updater's own path (Also) is probed through a link, as the
+// updater opens it.
+func TestProbeCheckoutLockOfALink(t *testing.T) {
+	path := filepath.Join(tempDir(t), "hermes-update.lock")
+	target := linkAt(t, path, false)
+	holder, err := Lock("", target, true)
+	require.NoError(t, err)
+	defer holder.Close()
+	state, why := ProbeCheckoutLock(path, false)
+	assert.Equal(t, LockUnknown, state, why)
+	state, why = ProbeCheckoutLock(path, true)
+	assert.Equal(t, LockHeld, state, why)
+	untouched(t, target, false)
+}

@@ -36,7 +36,7 @@ const (
 
 // OwnIdentity is this process as a marker names it: its ID and, where
 // this platform tells it, its creation time on the updater's clock
-// (RecordedStart), read once.
+// (recordedStart), read once.
 func OwnIdentity() Identity { return ownIdentity() }
 
 var ownIdentity = sync.OnceValue(func() Identity { return processIdentity(os.Getpid()) })
@@ -45,8 +45,8 @@ var ownIdentity = sync.OnceValue(func() Identity { return processIdentity(os.Get
 // read now.
 func processIdentity(pid int) Identity {
 	id := Identity{PID: int64(pid)}
-	if start, _ := ProcessStart(int64(pid)); !start.IsZero() {
-		id.Created, id.HasCreated = float64(RecordedStart(start).UnixNano())/1e9, true
+	if start, _ := processStart(int64(pid)); !start.IsZero() {
+		id.Created, id.HasCreated = float64(recordedStart(start).UnixNano())/1e9, true
 	}
 	return id
 }
@@ -219,11 +219,11 @@ func validRun(s string) bool {
 
 // CreationTime is the creation time of process pid as a marker records
 // it, in Unix seconds to the millisecond, on the updater's clock
-// (RecordedStart), "" where the platform cannot tell.
+// (recordedStart), "" where the platform cannot tell.
 func CreationTime(pid int) string {
-	start, _ := ProcessStart(int64(pid))
+	start, _ := processStart(int64(pid))
 	if start.IsZero() {
 		return ""
 	}
-	return strconv.FormatFloat(float64(RecordedStart(start).UnixNano())/1e9, 'f', 3, 64)
+	return strconv.FormatFloat(float64(recordedStart(start).UnixNano())/1e9, 'f', 3, 64)
 }

@@ -5,6 +5,13 @@
 // writer side (claiming and releasing the marker, writing receipts); and
 // what a marker means (absent, active, stale or unknown, and what can be
 // told of its process: Env.ClassifyMarker), which a claim obeys (Judge).
+//
+// marker.go holds the marker's format and its safe read; marker_unix.go,
+// marker_windows.go and marker_other.go hold the platform half of that
+// read (an open that follows no link and never blocks, and the probe of a
+// process), with marker_linux.go and marker_darwin.go for when a process
+// started. The guard's reads and this package's writer share them: the
+// writer names its own process by the start time that a reader compares.
 package updater
 
 import (

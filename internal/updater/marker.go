@@ -2,6 +2,7 @@ package updater
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -58,6 +59,33 @@ func (e *Env) self() Identity {
 	return OwnIdentity()
 }
 
+// SafeOpen reads the regular file at path, at most limit+1 bytes, without
+// following a final link or blocking on a FIFO or device: the one careful
+// read of package fsread (lstat, a non-blocking no-follow open, the
+// descriptor asked again, a read of at most its size plus one byte), in
+// the updater's words. Nothing at the path is absent; a path through
+// something that is not a directory, and anything but a regular file of at
+// most limit bytes, proves nothing. A platform that cannot open a file both
+// without blocking and without following a link (canOpenSafely) never
+// opens it: anything at the path proves nothing there.
+func SafeOpen(path string, limit int64) ([]byte, FileKind, string) {
+	if !canOpenSafely {
+		return lstatOnly(path, limit)
+	}
+	body, st, err := fsread.ReadRegular(path, limit, true)
+	switch {
+	case err != nil:
+		return nil, FileUnusable, unusable(err, limit)
+	case st.NotDir():
+		return nil, FileUnusable, "lstat: not a directory"
+	case !st.Present():
+		return nil, FileAbsent, ""
+	case st.IsDir():
+		return nil, FileUnusable, "a directory"
+	}
+	return body, FileRead, ""
+}
+
 // lstatOnly is the open of a platform without a safe one: it never opens
 // the file, so nothing at the path is absent and anything there proves
 // nothing.
@@ -66,6 +94,66 @@ func lstatOnly(path string, _ int64) ([]byte, FileKind, string) {
 		return nil, FileAbsent, ""
 	}
 	return nil, FileUnusable, "present, and this platform cannot open it safely"
+}
+
+// unusable says in a few words why a read's failure proves nothing.
+func unusable(err error, limit int64) string {
+	var te *fsread.TypeError
+	var tl *fsread.TooLargeError
+	var pe *fs.PathError
+	switch {
+	case errors.As(err, &te):
+		switch te.Kind {
+		case "character device", "block device":
+			return "a device"
+		case "special file":
+			return "not a regular file"
+		}
+		return "a " + te.Kind
+	case errors.As(err, &tl):
+		return fmt.Sprintf("over %d bytes", limit)
+	case errors.Is(err, fsread.ErrChanged):
+		return "changed size while it was read"
+	case errors.As(err, &pe):
+		return pe.Op + ": " + pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// Liveness is what a process probe learned.
+type Liveness int
+
+// The answers of a process probe.
+const (
+	LivenessUnknown Liveness = iota
+	ProcessAlive
+	ProcessGone
+)
+
+// ProcInfo is the answer of a process probe. Start is the zero time when
+// the platform cannot tell when the process started, and so is Created.
+type ProcInfo struct {
+	State Liveness
+	// Start is when the process started, as precisely as the platform
+	// tells it; Created is the same instant on the clock the updater's
+	// writers record a creation time on (recordedStart).
+	Start, Created time.Time
+}
+
+// aliveSince is the answer for a live process that started at start (the
+// zero time where the platform cannot tell).
+func aliveSince(start time.Time) ProcInfo {
+	return ProcInfo{State: ProcessAlive, Start: start, Created: recordedStart(start)}
+}
+
+// ProbeProcess reports whether pid is alive and, where the platform can
+// tell, when it started. A process ID out of the platform's range is
+// unknown, never truncated into another.
+func ProbeProcess(pid int64) ProcInfo {
+	if pid <= 0 || pid > maxPID {
+		return ProcInfo{}
+	}
+	return probeLiveness(pid)
 }
 
 // ParseMarker parses a marker body: line 1 a process ID, line 2 the Unix

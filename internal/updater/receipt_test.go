@@ -2,11 +2,8 @@ package updater
 
 import (
 	"encoding/json"
-	"errors"
 	"math"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -76,32 +73,6 @@ func TestParseReceipt(t *testing.T) {
 	assert.ErrorIs(t, err, ErrUnknownSchema)
 }
 
-// A lock held exclusively refuses every other lock; shared locks admit
-// each other and refuse an exclusive one. Each Lock is its own open file,
-// so two in one process conflict as two processes would.
-func TestLock(t *testing.T) {
-	path := filepath.Join(tempDir(t), "update.lock")
-	ex, err := Lock("", path, true)
-	require.NoError(t, err)
-	_, err = Lock("", path, false)
-	assert.True(t, errors.Is(err, ErrLocked), "a shared lock while one is held exclusively: %v", err)
-	_, err = Lock("", path, true)
-	assert.ErrorIs(t, err, ErrLocked)
-	require.NoError(t, ex.Close())
-
-	sh1, err := Lock("", path, false)
-	require.NoError(t, err)
-	sh2, err := Lock("", path, false)
-	require.NoError(t, err, "two shared locks")
-	_, err = Lock("", path, true)
-	assert.ErrorIs(t, err, ErrLocked, "an exclusive lock while shared ones are held")
-	require.NoError(t, sh1.Close())
-	require.NoError(t, sh2.Close())
-	ex, err = Lock("", path, true)
-	require.NoError(t, err, "an exclusive lock once the shared ones are released")
-	require.NoError(t, ex.Close())
-}
-
 // FuzzParseReceipt: no input panics, and an accepted receipt is schema 1
 // with an outcome (any word: a newer writer's too) and the times it needs:
 // every outcome but "running" says when the run finished.
@@ -144,81 +115,6 @@ func FuzzParseReceipt(f *testing.F) {
 			t.Fatalf("accepted %q, outcome %q, without finished_at", data, r.Outcome)
 		}
 	})
-}
-
-// What WriteReceipt writes, ParseReceipt reads back, its writer (this
-// process, with its creation time) and checkout too; a finished run also
-// leaves its own file.
-func TestWriteReceiptRoundTrip(t *testing.T) {
-	dir := tempDir(t)
-	latest := filepath.Join(dir, "logs", "update_receipts", "latest.json")
-	start := time.Date(2026, 11, 30, 5, 0, 0, 123, time.UTC)
-	running := Receipt{UpdateID: NewUpdateID(), Outcome: OutcomeRunning, StartedAt: start, From: shaA, Checkout: "/srv/agent", Writer: OwnIdentity()}
-	pid := os.Getpid()
-	require.NoError(t, WriteReceipt("", latest, running, pid))
-	entries, err := os.ReadDir(filepath.Dir(latest))
-	require.NoError(t, err)
-	assert.Len(t, entries, 1, "a running receipt is only the latest")
-
-	done := running
-	done.Outcome, done.FinishedAt, done.To = OutcomeSuccess, start.Add(time.Minute), shaB
-	require.NoError(t, WriteReceipt("", latest, done, pid))
-	for _, p := range []string{latest, filepath.Join(filepath.Dir(latest), "update_20261130T050000Z_"+strconv.Itoa(pid)+"_"+done.UpdateID+".json")} {
-		data, err := os.ReadFile(p)
-		require.NoError(t, err)
-		got, err := ParseReceipt(data)
-		require.NoError(t, err, "%s", data)
-		done.ID = "update_id:" + done.UpdateID
-		assert.Equal(t, done, got, p)
-	}
-}
-
-// The file WriteReceipt writes is schema 1, key for key: the schema, the
-// run's names where it has them, the outcome and times, the revisions on
-// each side under pre_update and post_update, the checkout where it has
-// one, and its writer (here a process ID no process has, on any platform:
-// past Linux's limit, and odd for Windows; so no creation time). The
-// reader's ID is never written.
-func TestWriteReceiptBytes(t *testing.T) {
-	const noProcess = 4194305
-	start := time.Date(2026, 11, 30, 5, 0, 0, 123, time.UTC)
-	dir := tempDir(t)
-	for _, tc := range []struct {
-		r    Receipt
-		want string
-	}{
-		{Receipt{ID: "update_id:0123456789abcdef", UpdateID: "0123456789abcdef", CorrelationID: "c1", Outcome: OutcomeSuccess,
-			StartedAt: start, FinishedAt: start.Add(time.Minute), From: strings.Repeat("a", 40), To: strings.Repeat("b", 40), Checkout: "/srv/agent"}, `{
-  "schema": 1,
-  "update_id": "0123456789abcdef",
-  "correlation_id": "c1",
-  "outcome": "success",
-  "started_at": "2026-11-30T05:00:00.000000123Z",
-  "finished_at": "2026-11-30T05:01:00.000000123Z",
-  "pre_update": {
-    "sha": "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-  },
-  "post_update": {
-    "sha": "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
-  },
-  "runtimeguard_checkout": "/srv/agent",
-  "pid": 4194305
-}
-`},
-		{Receipt{Outcome: OutcomeRunning, StartedAt: start}, `{
-  "schema": 1,
-  "outcome": "running",
-  "started_at": "2026-11-30T05:00:00.000000123Z",
-  "pre_update": {},
-  "post_update": {},
-  "pid": 4194305
-}
-`},
-	} {
-		latest := filepath.Join(dir, tc.r.Outcome, "latest.json")
-		require.NoError(t, WriteReceipt("", latest, tc.r, noProcess))
-		assert.Equal(t, tc.want, string(mustRead(t, latest)), "WriteReceipt(%+v)", tc.r)
-	}
 }
 
 func mustRead(t *testing.T, path string) []byte {

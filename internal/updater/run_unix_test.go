@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -234,5 +235,106 @@ func TestRunRefusesAnIncompleteUpdate(t *testing.T) {
 	} {
 		_, err := System.Run(context.Background(), u)
 		assert.Error(t, err, "%+v", u)
+	}
+}
+
+// The writer's files are never written through a link: with a link at the
+// marker's name, at its sidecar lock's, at the layout's lock, at the
+// checkout lock, or in place of the receipts' directory, Run refuses
+// before its command runs, and the file the link leads to stays as it was
+// (or is not made); a link at the latest receipt's name is replaced by the
+// receipt, not written through.
+func TestRunNeverWritesThroughALink(t *testing.T) {
+	refusals := map[string]func(c *runCase, u *Update) string{
+		"the marker":        func(c *runCase, u *Update) string { return c.marker() },
+		"the sidecar lock":  func(c *runCase, u *Update) string { return c.marker() + MarkerLockSuffix },
+		"the layout's lock": func(c *runCase, u *Update) string { return u.Lock },
+		"the checkout lock": func(c *runCase, u *Update) string {
+			u.CheckoutLock = filepath.Join(c.dir, ".git", HermesCheckoutLock)
+			return u.CheckoutLock
+		},
+		"the receipts' directory": func(c *runCase, u *Update) string { return filepath.Join(c.home, "logs") },
+	}
+	for name, at := range refusals {
+		for _, dangling := range []bool{false, true} {
+			t.Run(name+map[bool]string{false: ", a link to a file", true: ", a dangling link"}[dangling], func(t *testing.T) {
+				c := newRunCase(t)
+				ran := filepath.Join(tempDir(t), "ran")
+				u := c.update(t, "touch", ran)
+				target := linkAt(t, at(c, &u), dangling)
+				_, err := System.Run(context.Background(), u)
+				assert.Error(t, err, c.stderr.String())
+				assert.NoFileExists(t, ran, "the command ran")
+				untouched(t, target, dangling)
+			})
+		}
+	}
+	t.Run("the receipts' directory, a link to a directory", func(t *testing.T) {
+		c := newRunCase(t)
+		elsewhere := tempDir(t)
+		require.NoError(t, os.MkdirAll(c.home, 0o755))
+		require.NoError(t, os.Symlink(elsewhere, filepath.Join(c.home, "logs")))
+		ran := filepath.Join(tempDir(t), "ran")
+		_, err := System.Run(context.Background(), c.update(t, "touch", ran))
+		assert.Error(t, err, c.stderr.String())
+		assert.NoFileExists(t, ran, "the command ran")
+		assert.NoDirExists(t, filepath.Join(elsewhere, "update_receipts"), "made where the link leads")
+	})
+	t.Run("the latest receipt", func(t *testing.T) {
+		c := newRunCase(t)
+		target := linkAt(t, c.receipt(), false)
+		res, err := System.Run(context.Background(), c.update(t, "true"))
+		require.NoError(t, err, c.stderr.String())
+		assert.Empty(t, res.Failure)
+		untouched(t, target, false)
+		fi, err := os.Lstat(c.receipt())
+		require.NoError(t, err)
+		assert.True(t, fi.Mode().IsRegular(), "the receipt replaced the link")
+	})
+}
+
+// A directory of the home replaced by a link while the command runs: the
+// final receipt, the prune of old receipts, and the release of a marker
+// kept in a directory of the home are made where the directories opened
+// from the home lead, never where the link leads; the files there stay as
+// they were, none made, none removed.
+func TestRunWritesNothingWhereALinkSwappedInLeads(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		marker string // the marker, relative to the home
+		swap   string // the directory replaced, relative to the home
+	}{
+		{"the receipts' directory", markerName, filepath.Join("logs", "update_receipts")},
+		{"the logs directory", markerName, "logs"},
+		{"the marker's directory", filepath.Join("run", markerName), "run"},
+		{"the home itself", markerName, "."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newRunCase(t)
+			victim := tempDir(t)
+			old := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+			var precious []string
+			for i := range 25 {
+				name := fmt.Sprintf("update_%02d.json", i)
+				writeFile(t, filepath.Join(victim, name), "precious\n")
+				require.NoError(t, os.Chtimes(filepath.Join(victim, name), old, old.Add(time.Duration(i)*time.Second)))
+				precious = append(precious, name)
+			}
+			swapped := filepath.Join(c.home, tc.swap)
+			u := c.update(t, "sh", "-c", `mv "$1" "$1.old" && ln -s "$2" "$1"`, "sh", swapped, victim)
+			u.Marker = filepath.Join(c.home, tc.marker)
+			require.NoError(t, os.MkdirAll(filepath.Dir(u.Marker), 0o755))
+			_, _ = System.Run(context.Background(), u)
+			entries, err := os.ReadDir(victim)
+			require.NoError(t, err)
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name())
+				data, err := os.ReadFile(filepath.Join(victim, e.Name()))
+				require.NoError(t, err)
+				assert.Equal(t, "precious\n", string(data), "%s was written", e.Name())
+			}
+			assert.ElementsMatch(t, precious, names, "files made or removed where the link leads")
+		})
 	}
 }

@@ -8,9 +8,17 @@ import (
 	"golang.org/x/sys/windows"
 )
 
-// ProcessStart asks GetProcessTimes when the process started. Windows has
+// The platform half of reading markers safely on Windows: a file is
+// opened with FILE_FLAG_OPEN_REPARSE_POINT (package fsread), and a process
+// is asked after with OpenProcess, never signalled.
+
+// canOpenSafely says that this platform opens a file without following a
+// final link and without blocking.
+const canOpenSafely = true
+
+// processStart asks GetProcessTimes when the process started. Windows has
 // no zombies: a process that exited is no longer opened for a query.
-func ProcessStart(pid int64) (start time.Time, zombie bool) {
+func processStart(pid int64) (start time.Time, zombie bool) {
 	if pid <= 0 || pid > maxPID {
 		return time.Time{}, false
 	}

@@ -4,9 +4,9 @@ package updater
 
 import "time"
 
-// RecordedStart is start: outside Linux the updater's writers read a
-// process's creation time from the clock ProcessStart reads.
-func RecordedStart(start time.Time) time.Time { return start }
+// recordedStart is start: outside Linux the updater's writers read a
+// process's creation time from the clock processStart reads.
+func recordedStart(start time.Time) time.Time { return start }
 
 // procHandle is absent here: a process is probed each time.
 type procHandle struct {

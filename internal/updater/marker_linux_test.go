@@ -24,14 +24,14 @@ func TestZombieProcessIsGone(t *testing.T) {
 	// Wait for the exit without reaping: the child stays a zombie.
 	var info unix.Siginfo
 	require.NoError(t, unix.Waitid(unix.P_PID, cmd.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil))
-	_, zombie := ProcessStart(int64(cmd.Process.Pid))
-	assert.True(t, zombie, "ProcessStart(%d) of an unreaped child", cmd.Process.Pid)
+	_, zombie := processStart(int64(cmd.Process.Pid))
+	assert.True(t, zombie, "processStart(%d) of an unreaped child", cmd.Process.Pid)
 	assert.Equal(t, ProcessGone, ProbeProcess(int64(cmd.Process.Pid)).State)
 	require.NoError(t, cmd.Wait())
 }
 
 func TestProcessStartOfSelf(t *testing.T) {
-	start, zombie := ProcessStart(int64(os.Getpid()))
+	start, zombie := processStart(int64(os.Getpid()))
 	require.False(t, zombie)
 	require.False(t, start.IsZero())
 	assert.True(t, start.Before(time.Now().Add(time.Second)), "start %v is in the future", start)
@@ -81,60 +81,49 @@ func TestCreationTimeOnTheUpdatersClock(t *testing.T) {
 	}
 }
 
-// opened watches path (what a link there leads to, or the file itself)
-// for opens: the function reports whether anything opened it since.
-// inotify queues IN_OPEN as the open happens, so no wait is needed.
-func opened(t *testing.T, path string) func() bool {
+// procStatBootTime reads the btime line of /proc/stat: the boot time in
+// whole seconds.
+func procStatBootTime(t *testing.T) time.Time {
 	t.Helper()
-	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	data, err := os.ReadFile("/proc/stat")
 	require.NoError(t, err)
-	t.Cleanup(func() { unix.Close(fd) })
-	_, err = unix.InotifyAddWatch(fd, path, unix.IN_OPEN)
-	require.NoError(t, err)
-	return func() bool {
-		buf := make([]byte, 4096)
-		n, err := unix.Read(fd, buf)
-		return err == nil && n > 0
-	}
-}
-
-// A probe of the checkout lock opens nothing but a regular file: a FIFO
-// or a directory at the lock's name, or where a link there leads (the
-// updater's own path is probed through links, as it opens it), is never
-// opened (a FIFO's open would release a writer waiting on it; a device's
-// could do anything), and the reason says so; a regular file is opened,
-// as the probe must.
-func TestProbeCheckoutLockOpensNoSpecialFile(t *testing.T) {
-	for _, kind := range []string{"FIFO", "directory"} {
-		for _, follow := range []bool{false, true} {
-			t.Run(fmt.Sprintf("a %s, through a link %v", kind, follow), func(t *testing.T) {
-				dir := tempDir(t)
-				special := filepath.Join(dir, "special")
-				if kind == "FIFO" {
-					gittest.Mkfifo(t, special)
-				} else {
-					require.NoError(t, os.Mkdir(special, 0o755))
-				}
-				path := special
-				if follow {
-					path = filepath.Join(dir, "hermes-update.lock")
-					require.NoError(t, os.Symlink(special, path))
-				}
-				wasOpened := opened(t, special)
-				state, why := ProbeCheckoutLock(path, follow)
-				assert.Equal(t, LockUnknown, state, why)
-				assert.False(t, wasOpened(), "the probe opened the %s: %s", kind, why)
-				assert.Contains(t, why, "not opened")
-				assert.Contains(t, why, map[string]string{"FIFO": "named pipe", "directory": "directory"}[kind])
-			})
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		if rest, ok := bytes.CutPrefix(line, []byte("btime ")); ok {
+			sec, err := strconv.ParseInt(string(bytes.TrimSpace(rest)), 10, 64)
+			require.NoError(t, err, "/proc/stat: %q", line)
+			return time.Unix(sec, 0)
 		}
 	}
-	t.Run("a regular file", func(t *testing.T) {
-		path := filepath.Join(tempDir(t), "hermes-update.lock")
-		writeFile(t, path, "")
-		wasOpened := opened(t, path)
-		state, why := ProbeCheckoutLock(path, false)
-		assert.Equal(t, LockFree, state, why)
-		assert.True(t, wasOpened(), "the probe tried the lock without opening its file")
-	})
+	t.Fatal("/proc/stat has no btime line")
+	return time.Time{}
+}
+
+// The boot time from the clocks is /proc/stat's btime before its
+// truncation to seconds.
+func TestBootTimeMatchesProcStat(t *testing.T) {
+	btime := procStatBootTime(t)
+	boot, ok := bootTime()
+	require.True(t, ok, "bootTime()")
+	d := boot.Sub(btime)
+	assert.True(t, d > -time.Millisecond && d < time.Second+time.Millisecond,
+		"bootTime() = %v, /proc/stat btime %v: %v apart, want [0, 1s)", boot, btime, d)
+}
+
+// A child's start time is known to a clock tick (10 ms), not to the second:
+// it lies between a tick before the moment Start was called and the moment
+// it returned.
+func TestProcessStartOfChildIsPrecise(t *testing.T) {
+	before := time.Now()
+	cmd := exec.Command("sleep", "30")
+	require.NoError(t, cmd.Start())
+	after := time.Now()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+
+	start, zombie := processStart(int64(cmd.Process.Pid))
+	require.False(t, zombie)
+	require.False(t, start.IsZero(), "processStart(%d)", cmd.Process.Pid)
+	const tick = time.Second / clockTicks
+	assert.False(t, start.Before(before.Add(-2*tick)),
+		"processStart(%d) = %v, %v before Start was called; want at most %v", cmd.Process.Pid, start, before.Sub(start), 2*tick)
+	assert.False(t, start.After(after), "processStart(%d) = %v, after Start returned at %v", cmd.Process.Pid, start, after)
 }

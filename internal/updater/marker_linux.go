@@ -13,10 +13,10 @@ import (
 // architecture Go supports on Linux.
 const clockTicks = 100
 
-// ProcessStart reads field 22 of /proc/PID/stat, the start time in clock
+// processStart reads field 22 of /proc/PID/stat, the start time in clock
 // ticks since boot, and adds it to the boot time. A process in state Z is a
 // zombie: it has exited and only waits to be reaped.
-func ProcessStart(pid int64) (start time.Time, zombie bool) {
+func processStart(pid int64) (start time.Time, zombie bool) {
 	stat, err := os.ReadFile("/proc/" + strconv.FormatInt(pid, 10) + "/stat")
 	if err != nil {
 		return time.Time{}, false
@@ -61,13 +61,13 @@ func bootTime() (time.Time, bool) {
 	return time.Unix(wall.Unix()).Add(-time.Duration(sinceBoot.Nano())), true
 }
 
-// RecordedStart moves a start time read by ProcessStart onto the clock the
+// recordedStart moves a start time read by processStart onto the clock the
 // updater's writers record a creation time on (psutil, its own /proc
 // probe, marker.sh): /proc/stat's btime, the boot time truncated to whole
 // seconds, plus the ticks since boot. The two differ by the boot time's
 // fraction of a second, which would leave the updater's 2 s tolerance
 // lopsided.
-func RecordedStart(start time.Time) time.Time {
+func recordedStart(start time.Time) time.Time {
 	boot, ok := bootTime()
 	if !ok || start.IsZero() {
 		return start
@@ -95,7 +95,7 @@ func openProc(pid int64, start time.Time) *procHandle {
 	// Two readings of one start time differ by the jitter of the boot
 	// time (realtime less boottime); another process's differ by at least
 	// a tick of 10 ms, or it started in the same tick and cannot be told.
-	if again, zombie := ProcessStart(pid); zombie || again.Sub(start).Abs() > time.Millisecond {
+	if again, zombie := processStart(pid); zombie || again.Sub(start).Abs() > time.Millisecond {
 		unix.Close(fd)
 		return nil
 	}

@@ -9,9 +9,9 @@ import (
 // szomb is the p_stat value of a zombie process (sys/proc.h).
 const szomb = 5
 
-// ProcessStart asks the kernel for the process's kinfo_proc: when it
+// processStart asks the kernel for the process's kinfo_proc: when it
 // started, or that it is a zombie.
-func ProcessStart(pid int64) (start time.Time, zombie bool) {
+func processStart(pid int64) (start time.Time, zombie bool) {
 	kp, err := unix.SysctlKinfoProc("kern.proc.pid", int(pid))
 	if err != nil || int64(kp.Proc.P_pid) != pid {
 		return time.Time{}, false

@@ -11,6 +11,9 @@ import (
 	"github.com/runtimeguard/runtimeguard/internal/fsread"
 )
 
+// handle is empty here: this platform has no open relative to a directory.
+type handle struct{}
+
 // open checks d's directories, making the missing ones where create: this
 // platform has no open relative to a directory, so each write checks them
 // again.
@@ -88,7 +91,7 @@ func (d *Dir) Checked(name string) (string, error) {
 }
 
 // Close releases the directory.
-func (d *Dir) Close() error { return nil }
+func (handle) Close() error { return nil }
 
 // OpenFile opens the entry name with the flags of os.OpenFile, never
 // through a link found at its name.
@@ -147,7 +150,7 @@ func (d *Dir) list() (*os.File, error) {
 
 // sync does nothing: a directory cannot be opened for a flush here. On
 // Windows, os.Rename is MoveFileEx, whose rename NTFS journals.
-func (d *Dir) sync() error { return nil }
+func (handle) sync() error { return nil }
 
 // checkRoot checks that d's root is a directory, and the one it was pinned
 // to where it was (see Root).

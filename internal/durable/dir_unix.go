@@ -14,6 +14,10 @@ import (
 	"github.com/runtimeguard/runtimeguard/internal/fsread"
 )
 
+// handle is the directory a Dir writes in, held open: every write is made
+// relative to it.
+type handle struct{ f *os.File }
+
 // open opens d's directory: its root following links, each directory
 // below it with O_NOFOLLOW, from the one before it (made first where
 // create).
@@ -72,7 +76,7 @@ func openat(dir int, name string, flags int, perm uint32) (fd int, err error) {
 }
 
 // Close closes the directory.
-func (d *Dir) Close() error { return d.f.Close() }
+func (h handle) Close() error { return h.f.Close() }
 
 // Fd is the directory's descriptor, for an open relative to it.
 func (d *Dir) Fd() int { return int(d.f.Fd()) }
@@ -137,7 +141,7 @@ func (d *Dir) list() (*os.File, error) {
 }
 
 // sync flushes the directory, so that a rename in it survives a crash.
-func (d *Dir) sync() error { return d.f.Sync() }
+func (h handle) sync() error { return h.f.Sync() }
 
 // modeOf is the fs.FileMode of a stat's st_mode.
 func modeOf(m uint32) fs.FileMode {

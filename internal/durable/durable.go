@@ -62,7 +62,7 @@ type Dir struct {
 	root   string   // the root the directories below it were opened from; "" where it was opened by its path
 	rootID string   // the identity the root must have (see Root); "" for any
 	rel    []string // the directories from root down to it
-	f      *os.File // on Unix, the directory itself
+	handle          // on Unix, the directory itself, held open
 }
 
 // OpenIn opens the directory dir for writes. Where root is not empty and

@@ -1,6 +1,7 @@
 package runtimeguard
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -72,9 +73,10 @@ type Observation struct {
 	MarkerPath   string      `json:"marker_path"`
 	Marker       MarkerState `json:"update_marker"`
 	MarkerReason string      `json:"update_marker_reason,omitempty"`
-	// RecoveryMarkers are the recovery markers found in InstallRoots.
+	// RecoveryMarkers are those found in InstallRoots; RecoveryProblem why not all were searched.
 	InstallRoots    []string `json:"install_roots"`
 	RecoveryMarkers []string `json:"recovery_markers"`
+	RecoveryProblem string   `json:"recovery_problem,omitempty"`
 	// State is the update state that these add up to.
 	State UpdateState `json:"update_state"`
 	// Receipt is the newest receipt, read from ReceiptPath;
@@ -353,6 +355,7 @@ func (c *config) unknownObservation(why, src string) Observation {
 		MarkerReason:    why,
 		InstallRoots:    nonNil(c.installRoots(src)),
 		RecoveryMarkers: []string{},
+		RecoveryProblem: why,
 		State:           UpdateUnknown,
 		ReceiptPath:     c.receiptPath,
 		LockPath:        c.lockPath,
@@ -376,13 +379,13 @@ func nonNil(s []string) []string {
 // every home's marker, why not every home was read, the install roots with
 // what each holds, and the checkout the module path leads to.
 type staleFacts struct {
-	markers   []updater.MarkerFacts // the guard's own home first; one of path "" when no home is known
-	problem   string                // why not every home was read, or ""
-	roots     []string
-	locks     []probedLock // the checkout locks of the roots, probed
-	lockWhy   string       // why a root's checkout lock cannot be found, or ""
-	present   []string
-	rootsRead bool
+	markers  []updater.MarkerFacts // the guard's own home first; one of path "" when no home is known
+	problem  string                // why not every home was read, or ""
+	roots    []string
+	locks    []probedLock // the checkout locks of the roots, probed
+	lockWhy  string       // why a root's checkout lock cannot be found, or ""
+	present  []string
+	rootsWhy string // why not every install root was searched for recovery markers, or ""
 	// checkout is the top-level directory of the checkout that holds the
 	// last of the source directories (the directory the module path
 	// leads to now), as git's discovery finds it, where it was asked
@@ -397,7 +400,7 @@ type staleFacts struct {
 // executor, until deadline at the latest: a root not read makes the
 // update state unknown. top asks for the checkout of the last of srcs.
 func (c *config) readStaleFacts(srcs []string, top bool, deadline time.Time) staleFacts {
-	f := staleFacts{roots: c.installRoots(srcs...), rootsRead: true}
+	f := staleFacts{roots: c.installRoots(srcs...)}
 	last := ""
 	if top && len(srcs) > 0 && srcs[len(srcs)-1] != "" {
 		last = filepath.Clean(srcs[len(srcs)-1])
@@ -408,14 +411,14 @@ func (c *config) readStaleFacts(srcs []string, top bool, deadline time.Time) sta
 		})
 		if why != "" {
 			why = "the install root " + root + " was not read: " + why + ": " + classWords(ErrReadTimeout)
-			f.rootsRead = false
+			f.rootsWhy = cmp.Or(f.rootsWhy, why)
 			if c.checkoutLock != "" {
 				f.lockWhy = why
 			}
 			continue
 		}
 		f.present = append(f.present, r.present...)
-		f.rootsRead = f.rootsRead && r.read
+		f.rootsWhy = cmp.Or(f.rootsWhy, r.why)
 		if r.lockWhy != "" {
 			f.lockWhy = r.lockWhy
 		}
@@ -440,12 +443,12 @@ func (c *config) readStaleFacts(srcs []string, top bool, deadline time.Time) sta
 }
 
 // rootFacts is what one install root holds: its recovery markers, and
-// whether they could all be looked for; its checkout locks, probed, or why
+// why they could not all be looked for ("" when they were); its checkout locks, probed, or why
 // they cannot be found; and, where asked, the top-level directory of the
 // checkout that holds it and that directory's identity.
 type rootFacts struct {
 	present    []string
-	read       bool
+	why        string
 	locks      []probedLock
 	lockWhy    string
 	top, topID string
@@ -461,7 +464,10 @@ func (c *config) readRoot(root string, top bool) rootFacts {
 		state, why := updater.ProbeCheckoutLock(lk.path, lk.follow)
 		r.locks = append(r.locks, probedLock{lk, state, why})
 	}
-	r.present, r.read = updater.RecoveryMarkers([]string{root}, c.recovery)
+	var err error
+	if r.present, err = updater.RecoveryMarkers([]string{root}, c.recovery); err != nil {
+		r.why = "the install root " + root + " cannot be searched: " + err.Error()
+	}
 	if top {
 		if l, err := gitread.Locate(root); err == nil {
 			r.top = l.TopLevel
@@ -503,7 +509,8 @@ func (c *config) staleObservation(f *staleFacts) Observation {
 		MarkerReason:    m.Reason,
 		InstallRoots:    nonNil(f.roots),
 		RecoveryMarkers: nonNil(f.present),
-		State:           combine(markerState(m.Life), len(f.present) > 0, f.rootsRead),
+		RecoveryProblem: f.rootsWhy,
+		State:           combine(markerState(m.Life), len(f.present) > 0, f.rootsWhy == ""),
 		ReceiptPath:     c.receiptPath,
 		LockPath:        c.lockPath,
 	}

@@ -73,6 +73,36 @@ func symlinkOrSkip(t *testing.T, target, link string) {
 // a path through "..", a trailing slash) reads the root's marker: with a
 // live updater named there and a success receipt in the profile, no
 // reload is proven.
+// An install root that cannot be searched for recovery markers (here a
+// file, where the interpreter's venv would be) makes the update state
+// unknown, and the observation says why, whether the guard is bound or
+// not.
+func TestRecoveryMarkersThatCannotBeLookedFor(t *testing.T) {
+	tmp := tempDir(t)
+	home := filepath.Join(tmp, "home")
+	require.NoError(t, os.MkdirAll(home, 0o755))
+	module, _ := agentRepo(t, filepath.Join(tmp, "agent"))
+	root := filepath.Join(tmp, "install")
+	writeFile(t, root, "a file where the install root would be")
+	opts := Options{ModulePath: module, HomeDir: home, Python: filepath.Join(root, "venv", "bin", "python")}
+	g, err := New(opts)
+	require.NoError(t, err)
+	defer g.Close()
+	unbound, err := Observe(opts)
+	require.NoError(t, err)
+	for name, o := range map[string]Observation{"Guard.Observe": g.Observe(), "Observe": unbound} {
+		assert.Equal(t, UpdateUnknown, o.State, "%s().State", name)
+		assert.Empty(t, o.RecoveryMarkers, "%s().RecoveryMarkers", name)
+		assert.Contains(t, o.RecoveryProblem, root, "%s().RecoveryProblem names the root", name)
+		assert.Contains(t, o.RecoveryProblem, "not a directory", "%s().RecoveryProblem says why", name)
+	}
+	// Once it can be searched, nothing is left to say.
+	require.NoError(t, os.Remove(root))
+	o := g.Observe()
+	assert.Equal(t, UpdateUnverified, o.State)
+	assert.Empty(t, o.RecoveryProblem)
+}
+
 func TestProfileHomeBehindALink(t *testing.T) {
 	live := gittest.LongChild(t).Process.Pid
 	spellings := map[string]func(root, tmp string) string{

@@ -190,6 +190,9 @@ func status1(gf *guardFlags, asJSON bool, stdout io.Writer, printed *bool) error
 	for _, m := range s.RecoveryMarkers {
 		row("recovery marker", m)
 	}
+	if s.RecoveryProblem != "" {
+		row("recovery markers", "cannot all be looked for: "+s.RecoveryProblem)
+	}
 	switch {
 	case s.Receipt != nil:
 		r := s.Receipt

@@ -670,6 +670,28 @@ func TestUpdateFailure(t *testing.T) {
 	assert.Equal(t, 1, r.code)
 	assert.Equal(t, "failed", c.receipt(t)["outcome"])
 	assert.Contains(t, r.stderr, ".update-incomplete")
+
+	// An install root that cannot be searched (a file where the
+	// interpreter's venv would be) may hold a recovery marker: the update
+	// is not proven, though its command succeeded, and status says why.
+	require.NoError(t, os.Remove(filepath.Join(c.dir, ".update-incomplete")))
+	root := filepath.Join(gittest.TempDir(t), "install")
+	require.NoError(t, os.WriteFile(root, nil, 0o644))
+	python := filepath.Join(root, "venv", "bin", "python")
+	args := []string{"update", "--module", c.module, "--home", c.home, "--python", python, "--", "git", "pull", "-q", "--ff-only"}
+	cmd := commandProcess(args...)
+	cmd.Env = append(cmd.Env, gittest.Env...)
+	r = runProcess(t, cmd)
+	assert.Equal(t, 1, r.code, r.stderr)
+	assert.Equal(t, "failed", c.receipt(t)["outcome"])
+	assert.Contains(t, r.stderr, "the recovery markers cannot all be looked for after the update: ")
+	assert.Contains(t, r.stderr, root)
+	r = runCmd(t, c.home, "status", "--module", c.module, "--home", c.home, "--python", python)
+	assert.Contains(t, r.stdout, "recovery markers:  cannot all be looked for: ", r.stdout)
+	r = runCmd(t, c.home, "status", "--json", "--module", c.module, "--home", c.home, "--python", python)
+	var st map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st), r.stdout)
+	assert.Contains(t, st["recovery_problem"], root)
 }
 
 // The command runs in the module's worktree, wherever the tool is run.

@@ -35,8 +35,9 @@ that speaks the update protocol a runtime guard reads:
      for its own;
   5. run COMMAND;
   6. write the receipt: "success" only if COMMAND exited 0, HEAD is
-     readable and no recovery marker was left; "failed" otherwise; each
-     atomically and durably, as latest and as a file of its own;
+     readable and every install root was searched and holds no recovery
+     marker; "failed" otherwise; each atomically and durably, as latest
+     and as a file of its own;
   7. remove the marker, release the lock.
 
 COMMAND runs in the top-level directory of the module's worktree (--dir
@@ -227,7 +228,10 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			ck, err := gf.inspect()
 			return ck.Revision, ck.Reason, ck.TopLevel, err
 		},
-		Leftover: func() []string { return observe().RecoveryMarkers },
+		Leftover: func() ([]string, string) {
+			o := observe()
+			return o.RecoveryMarkers, o.RecoveryProblem
+		},
 	})
 	if err != nil && res.Receipt.UpdateID == "" {
 		return err // nothing ran

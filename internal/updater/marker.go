@@ -219,8 +219,9 @@ func InstallRoots(sourceDir, python string) []string {
 
 // RecoveryMarkers reports which of the recovery markers names exist in
 // roots, without following links. An error other than "does not exist"
-// makes the answer unknowable: ok is false.
-func RecoveryMarkers(roots, names []string) (present []string, ok bool) {
+// makes the answer unknowable: it is returned, with what was found before
+// it.
+func RecoveryMarkers(roots, names []string) (present []string, err error) {
 	for _, root := range roots {
 		for _, name := range names {
 			p := filepath.Join(root, name)
@@ -229,11 +230,11 @@ func RecoveryMarkers(roots, names []string) (present []string, ok bool) {
 			case err == nil:
 				present = append(present, p)
 			case !errors.Is(err, fs.ErrNotExist):
-				return present, false
+				return present, err
 			}
 		}
 	}
-	return present, true
+	return present, nil
 }
 
 // ReleaseInfix is what an updater puts between the marker's name and its

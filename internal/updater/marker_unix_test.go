@@ -46,15 +46,16 @@ func TestRecoveryMarkerErrorIsUnknown(t *testing.T) {
 	writeFile(t, notDir, "")
 	// A root that is a file: looking inside it fails with ENOTDIR, not
 	// "does not exist".
-	_, ok := RecoveryMarkers([]string{dir, notDir}, recoveryNames)
-	assert.False(t, ok, "a root that is a file cannot be searched")
+	_, err := RecoveryMarkers([]string{dir, notDir}, recoveryNames)
+	assert.ErrorIs(t, err, syscall.ENOTDIR, "a root that is a file cannot be searched")
+	assert.ErrorContains(t, err, notDir, "the error names the root")
 	// Found before the error, still not searched.
 	writeFile(t, filepath.Join(dir, incomplete), "")
-	present, ok := RecoveryMarkers([]string{dir, notDir}, recoveryNames)
-	assert.False(t, ok)
+	present, err := RecoveryMarkers([]string{dir, notDir}, recoveryNames)
+	assert.Error(t, err)
 	assert.Equal(t, []string{filepath.Join(dir, incomplete)}, present)
-	present, ok = RecoveryMarkers([]string{dir}, recoveryNames)
-	assert.True(t, ok)
+	present, err = RecoveryMarkers([]string{dir}, recoveryNames)
+	assert.NoError(t, err)
 	assert.Equal(t, []string{filepath.Join(dir, incomplete)}, present)
 }
 
@@ -169,7 +170,8 @@ func init() {
 // classifyPermissionCases reports, for the layout setupPermissionCases
 // makes, what this process can tell of each.
 func classifyPermissionCases(dir string) string {
-	_, rootsRead := RecoveryMarkers([]string{filepath.Join(dir, "locked-root")}, recoveryNames)
+	_, err := RecoveryMarkers([]string{filepath.Join(dir, "locked-root")}, recoveryNames)
+	rootsRead := err == nil
 	return strings.Join([]string{
 		"marker=" + openKind(filepath.Join(dir, "unreadable-marker")),
 		"home=" + openKind(filepath.Join(dir, "locked-home", markerName)),

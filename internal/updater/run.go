@@ -63,9 +63,10 @@ type Update struct {
 	// its identity (CheckoutID): a guard takes a receipt that names another
 	// checkout for none of its own; "" names none. Required.
 	Inspect func() (rev, none, top string, err error)
-	// Leftover lists the recovery markers found once the command ended: any
-	// makes the run fail. Nil: none is looked for.
-	Leftover func() []string
+	// Leftover lists the recovery markers found once the command ended,
+	// and says why they could not all be looked for ("" when they were):
+	// either makes the run fail. Nil: none is looked for.
+	Leftover func() (present []string, why string)
 }
 
 // Result is what a run of Run did.
@@ -193,8 +194,9 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 	r.To = after
 	r.Checkout, r.CheckoutID = checkoutOf(top)
 	var left []string
+	var leftWhy string
 	if u.Leftover != nil {
-		left = u.Leftover()
+		left, leftWhy = u.Leftover()
 	}
 	switch {
 	case res.RunErr != nil:
@@ -209,6 +211,8 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 		res.Failure = "the module has no revision after the update: " + none
 	case len(left) > 0:
 		res.Failure = "the recovery marker " + left[0] + " was left"
+	case leftWhy != "":
+		res.Failure = "the recovery markers cannot all be looked for after the update: " + leftWhy
 	}
 	r.Outcome = OutcomeSuccess
 	if res.Failure != "" {

@@ -54,9 +54,12 @@ func (c *runCase) update(t *testing.T, argv ...string) Update {
 		Inspect: func() (string, string, string, error) {
 			return gittest.Git(t, c.dir, "rev-parse", "HEAD"), "", "", nil
 		},
-		Leftover: func() []string {
-			present, _ := RecoveryMarkers([]string{c.dir}, []string{incomplete, lazy})
-			return present
+		Leftover: func() ([]string, string) {
+			present, err := RecoveryMarkers([]string{c.dir}, []string{incomplete, lazy})
+			if err != nil {
+				return present, err.Error()
+			}
+			return present, ""
 		},
 	}
 }
@@ -139,6 +142,16 @@ func TestRunFailure(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 0, res.ExitCode)
 	assert.Contains(t, res.Failure, incomplete)
+	assert.Equal(t, "failed", c.readReceipt(t)["outcome"])
+
+	// Recovery markers that cannot all be looked for prove nothing of
+	// the update: it did not succeed, though its command did.
+	u := c.update(t, "true")
+	u.Leftover = func() ([]string, string) { return nil, "the install root /opt/x cannot be searched" }
+	res, err = System.Run(context.Background(), u)
+	require.NoError(t, err)
+	assert.Equal(t, 0, res.ExitCode)
+	assert.Contains(t, res.Failure, "the install root /opt/x cannot be searched")
 	assert.Equal(t, "failed", c.readReceipt(t)["outcome"])
 
 	res, err = System.Run(context.Background(), c.update(t, filepath.Join(c.dir, "no-such-command")))

@@ -75,13 +75,13 @@ func symlinkOrSkip(t *testing.T, target, link string) {
 // reload is proven.
 // An install root that cannot be searched for recovery markers (here a
 // file, where the interpreter's venv would be) makes the update state
-// unknown, and the observation says why, whether the guard is bound or
-// not.
+// unknown, whether the guard is bound or not, and stops a reload a
+// receipt would prove; the observation and the plan's refusal say which
+// root and why.
 func TestRecoveryMarkersThatCannotBeLookedFor(t *testing.T) {
 	tmp := tempDir(t)
 	home := filepath.Join(tmp, "home")
-	require.NoError(t, os.MkdirAll(home, 0o755))
-	module, _ := agentRepo(t, filepath.Join(tmp, "agent"))
+	module, loaded := agentRepo(t, filepath.Join(home, "hermes-agent"))
 	root := filepath.Join(tmp, "install")
 	writeFile(t, root, "a file where the install root would be")
 	opts := Options{ModulePath: module, HomeDir: home, Python: filepath.Join(root, "venv", "bin", "python")}
@@ -96,11 +96,21 @@ func TestRecoveryMarkersThatCannotBeLookedFor(t *testing.T) {
 		assert.Contains(t, o.RecoveryProblem, root, "%s().RecoveryProblem names the root", name)
 		assert.Contains(t, o.RecoveryProblem, "not a directory", "%s().RecoveryProblem says why", name)
 	}
-	// Once it can be searched, nothing is left to say.
+
+	moved := commit(t, filepath.Dir(module), "run_agent.py", "class AIAgent: revision = 2\n")
+	writeFile(t, filepath.Join(home, filepath.FromSlash(HermesLayout.Receipt)), receipt("success", loaded, moved, time.Now()))
+	_, err = g.PlanReload(context.Background())
+	require.ErrorIs(t, err, ErrNotReady)
+	assert.ErrorContains(t, err, root)
+	assert.ErrorContains(t, err, "not a directory")
+
+	// Once it can be searched, nothing is left to say, and the receipt
+	// proves the reload.
 	require.NoError(t, os.Remove(root))
-	o := g.Observe()
-	assert.Equal(t, UpdateUnverified, o.State)
-	assert.Empty(t, o.RecoveryProblem)
+	assert.Empty(t, g.Observe().RecoveryProblem)
+	p, err := g.PlanReload(context.Background())
+	require.NoError(t, err)
+	p.Release()
 }
 
 func TestProfileHomeBehindALink(t *testing.T) {

@@ -308,6 +308,8 @@ func updaterBusy(o *Observation) string {
 		return fmt.Sprintf("the checkout lock %s cannot be probed (%s)", o.CheckoutLockPath, o.CheckoutLockReason)
 	case len(o.RecoveryMarkers) > 0:
 		return "the recovery marker " + o.RecoveryMarkers[0] + " is present"
+	case o.RecoveryProblem != "":
+		return o.RecoveryProblem
 	case o.State == UpdateUnknown:
 		return "an install root could not be searched for recovery markers"
 	}

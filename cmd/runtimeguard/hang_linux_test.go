@@ -83,50 +83,11 @@ func TestCommandsGiveUpOnAHungMount(t *testing.T) {
 			cmd.Env = append(cmd.Env, gittest.Env...)
 			var stdout, stderr gittest.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			start := time.Now()
 			require.NoError(t, cmd.Start())
-			// A process whose thread waits on the hung file system ends,
-			// but cannot be reaped until the mount is torn down: the
-			// test waits for it to end (each of its threads has exited,
-			// or waits on the file system: a Go process that runs has
-			// threads that do neither), then tears the mount down.
-			exited := func() bool {
-				tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", cmd.Process.Pid))
-				if err != nil || len(tasks) == 0 {
-					return false
-				}
-				for _, task := range tasks {
-					stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", cmd.Process.Pid, task.Name()))
-					_, rest, _ := strings.Cut(string(stat), ") ")
-					if err != nil || rest == "" || !strings.ContainsAny(rest[:1], "ZDX") {
-						return false
-					}
-				}
-				return true
-			}
-			waited := make(chan error, 1)
-			go func() { waited <- cmd.Wait() }()
-			var err error
-			for ended := false; !ended; {
-				select {
-				case err = <-waited:
-					ended = true
-				case <-time.After(time.Millisecond):
-					if exited() {
-						took := time.Since(start)
-						// One read timeout, not two in a row: a bound on
-						// how many it waits, not on speed.
-						assert.Less(t, took, 2*readTimeout, "the command waited for the hung file system more than once")
-						f.TearDown()
-						err, ended = <-waited, true
-					} else if time.Since(start) > 6*readTimeout { // a bound on a hang
-						_ = cmd.Process.Kill()
-						f.TearDown()
-						<-waited
-						t.Fatalf("still running %v after it started: stdout %q, stderr %q", time.Since(start), stdout.String(), stderr.String())
-					}
-				}
-			}
+			took, err := endsOnAHungMount(t, cmd, f, 6*readTimeout, func() string { return stdout.String() + stderr.String() })
+			// One read timeout, not two in a row: a bound on how many it
+			// waits, not on speed.
+			assert.Less(t, took, 2*readTimeout, "the command waited for the hung file system more than once")
 			code := 0
 			var ee *exec.ExitError
 			if errors.As(err, &ee) {
@@ -138,5 +99,91 @@ func TestCommandsGiveUpOnAHungMount(t *testing.T) {
 			assert.Contains(t, stderr.String(), strings.ReplaceAll(tc.stderr, "MNT", mnt))
 			assert.Contains(t, stdout.String(), strings.ReplaceAll(tc.stdout, "MNT", mnt))
 		})
+	}
+}
+
+// A home that stops answering while COMMAND runs holds update up for a
+// bounded time, never for good: it gives up on the run's last writes with
+// the timeout's exit code, naming what did not answer, and the receipt the
+// home last took stays "running", naming a writer that is gone.
+func TestUpdateGivesUpOnAHomeThatHangsWhileItsCommandRuns(t *testing.T) {
+	t.Parallel() // processes, files and mounts of its own
+	module, _ := checkout(t)
+	home := gittest.TempDir(t)
+	mnt := filepath.Join(gittest.TempDir(t), "mnt")
+	require.NoError(t, os.Mkdir(mnt, 0o755))
+	f := fusehang.Mount(t, mnt, map[string]string{"home": home})
+	signals := gittest.TempDir(t)
+	started, resume := filepath.Join(signals, "started"), filepath.Join(signals, "resume")
+	script := "touch " + started + "; while [ ! -e " + resume + " ]; do sleep 0.01; done"
+	cmd := commandProcess("update", "--module", module, "--home", filepath.Join(mnt, "home"), "--", "sh", "-c", script)
+	cmd.Env = append(cmd.Env, gittest.Env...)
+	var stdout, stderr gittest.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Start())
+	require.Eventually(t, func() bool { _, err := os.Stat(started); return err == nil }, 30*time.Second, 5*time.Millisecond,
+		"COMMAND never started: %s", stderr.String())
+	receipt := filepath.Join(home, "logs", "update_receipts", "latest.json")
+	running, err := os.ReadFile(receipt)
+	require.NoError(t, err)
+	f.Hang()
+	require.NoError(t, os.WriteFile(resume, nil, 0o644))
+	// The reads after COMMAND give up within one read timeout, and the
+	// writes within another: a bound on a hang, not on speed.
+	took, err := endsOnAHungMount(t, cmd, f, 6*readTimeout, func() string { return stderr.String() })
+	assert.Less(t, took, 3*readTimeout, "stderr %q", stderr.String())
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "stderr %q", stderr.String())
+	assert.Equal(t, exitTimeout, ee.ExitCode(), "stderr %q", stderr.String())
+	assert.Contains(t, stderr.String(), "runtimeguard update: gave up: the receipt "+filepath.Join(mnt, "home"))
+	after, err := os.ReadFile(receipt)
+	require.NoError(t, err)
+	assert.Equal(t, string(running), string(after), "the receipt the home last took")
+	assert.Contains(t, string(after), `"outcome": "running"`)
+}
+
+// endsOnAHungMount waits for cmd, started, to end while f hangs, and
+// returns how long it ran and its Wait error. A process whose thread waits
+// on the hung file system ends, but cannot be reaped until the mount is
+// torn down: it is taken for ended once each of its threads has exited or
+// waits on the file system (a Go process that runs has threads that do
+// neither), and the mount is then torn down. A process still running after
+// limit (a bound on a hang) fails the test, which shows output().
+func endsOnAHungMount(t *testing.T, cmd *exec.Cmd, f *fusehang.FS, limit time.Duration, output func() string) (time.Duration, error) {
+	t.Helper()
+	start := time.Now()
+	exited := func() bool {
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", cmd.Process.Pid))
+		if err != nil || len(tasks) == 0 {
+			return false
+		}
+		for _, task := range tasks {
+			stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", cmd.Process.Pid, task.Name()))
+			_, rest, _ := strings.Cut(string(stat), ") ")
+			if err != nil || rest == "" || !strings.ContainsAny(rest[:1], "ZDX") {
+				return false
+			}
+		}
+		return true
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	for {
+		select {
+		case err := <-waited:
+			return time.Since(start), err
+		case <-time.After(time.Millisecond):
+			if exited() {
+				took := time.Since(start)
+				f.TearDown()
+				return took, <-waited
+			}
+			if time.Since(start) > limit {
+				_ = cmd.Process.Kill()
+				f.TearDown()
+				<-waited
+				t.Fatalf("still running %v after it started: %q", time.Since(start), output())
+			}
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/runtimeguard/runtimeguard"
@@ -47,8 +48,9 @@ end; a --module in no
 Git worktree is refused before anything runs. The tool exits with
 COMMAND's exit status when it ran and failed; 1 when it could not run,
 was killed by a signal, or the receipt says failed for another reason; 7
-when a file system did not answer within 5s before anything ran; 0 for
-a success receipt.
+when a file system did not answer within 5s (past any wait for a lock):
+before anything ran, or, once it ran, at a write, whose receipt then
+stays "running" and names a writer that is gone; 0 for a success receipt.
 
 The home must be a directory that exists, and so must the directories of
 the marker and the lock file: update makes none of them (a typo in --home
@@ -214,6 +216,8 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		checkoutLock = l.Path
 	}
+	dog := newWatchdog(stderr)
+	defer dog.step("", 0)
 	res, err := updater.System.Run(ctx, updater.Update{
 		Home:   paths.Home,
 		Marker: paths.Marker, Receipt: paths.Receipt, Lock: paths.Lock, LockWait: *wait,
@@ -228,6 +232,7 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			ck, err := gf.inspect()
 			return ck.Revision, ck.Reason, ck.TopLevel, err
 		},
+		Step: dog.step,
 		Leftover: func() ([]string, string) {
 			o := observe()
 			return o.RecoveryMarkers, o.RecoveryProblem
@@ -270,4 +275,43 @@ func stateOf(l updater.Life) runtimeguard.MarkerState {
 		}
 	}
 	return runtimeguard.MarkerUnknown
+}
+
+// watchdog ends the process when a step of an update that touches a file
+// system does not end within readTimeout past its rightful wait for a
+// lock: a write that waits on a file system that stopped answering cannot
+// be called off, and a process that ends releases its locks. The marker
+// and the receipt stay as the file system last took them.
+type watchdog struct {
+	stderr io.Writer
+	mu     sync.Mutex
+	timer  *time.Timer
+	steps  int // counts the calls of step: a timer of an earlier one ends nothing
+}
+
+func newWatchdog(stderr io.Writer) *watchdog { return &watchdog{stderr: stderr} }
+
+// step disarms the watchdog and, unless what is "", arms it for the step
+// that touches what and may rightly wait wait for a lock.
+func (w *watchdog) step(what string, wait time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.steps++
+	if w.timer != nil {
+		w.timer.Stop()
+		w.timer = nil
+	}
+	if what == "" {
+		return
+	}
+	n := w.steps
+	w.timer = time.AfterFunc(wait+readTimeout, func() {
+		w.mu.Lock()
+		if w.steps != n {
+			w.mu.Unlock() // the step ended as the timer fired
+			return
+		}
+		fmt.Fprintf(w.stderr, "runtimeguard update: %s\n", quote.Text(timeoutError{what}.Error()))
+		os.Exit(exitTimeout)
+	})
 }

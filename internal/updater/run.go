@@ -63,6 +63,14 @@ type Update struct {
 	// its identity (CheckoutID): a guard takes a receipt that names another
 	// checkout for none of its own; "" names none. Required.
 	Inspect func() (rev, none, top string, err error)
+	// Step, when not nil, is told before each step of the run that touches
+	// a file system the caller did not bound itself: what the step touches,
+	// and how long it may rightly wait for a lock another holds. It is
+	// told "" before a step the caller bounds (Markers, Inspect, Leftover)
+	// and before the command: a caller that gives up on a step whose file
+	// system does not answer ends the process, which releases the locks
+	// (the receipt last written stays, naming a writer that is gone).
+	Step func(what string, wait time.Duration)
 	// Leftover lists the recovery markers found once the command ended,
 	// and says why they could not all be looked for ("" when they were):
 	// either makes the run fail. Nil: none is looked for.
@@ -110,12 +118,20 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 	case u.Judge == nil:
 		return Result{}, errors.New("no judge of the marker")
 	}
+	step := u.Step
+	if step == nil {
+		step = func(string, time.Duration) {}
+	}
 	markers := u.Markers
 	if markers == nil {
-		markers = func() (Verdict, string) { return u.Judge.Read(u.Marker), u.Marker }
+		markers = func() (Verdict, string) {
+			step("the marker "+u.Marker, 0) // read here, not bounded by the caller
+			return u.Judge.Read(u.Marker), u.Marker
+		}
 	}
 	var lock *os.File
 	if u.Lock != "" {
+		step("the lock "+u.Lock, u.LockWait)
 		d, err := durable.OpenIn(u.Home, filepath.Dir(u.Lock), true)
 		if err != nil {
 			return Result{}, err
@@ -133,9 +149,11 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 			return Result{}, err
 		}
 		defer lock.Close()
+		defer step("the lock "+u.Lock, 0) // as it is closed
 	}
 	var checkout *os.File
 	if u.CheckoutLock != "" {
+		step("the checkout lock "+u.CheckoutLock, CheckoutContentionWait)
 		var err error
 		checkout, err = LockCheckout(u.CheckoutLock, CheckoutContentionWait)
 		if errors.Is(err, ErrCheckoutLocked) {
@@ -145,8 +163,10 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 			return Result{}, err
 		}
 		defer checkout.Close()
+		defer step("the checkout lock "+u.CheckoutLock, 0) // as it is closed
 	}
 	// Read under the lock: another updater may have finished meanwhile.
+	step("", 0)
 	switch v, path := markers(); v.Life {
 	case Live:
 		return Result{}, fmt.Errorf("%w: another updater is running (%s: %s)", ErrRefused, path, v.Reason)
@@ -155,6 +175,7 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 	}
 
 	// The receipts' directory is made, or refused, before any claim.
+	step("the receipts' directory "+filepath.Dir(u.Receipt), 0)
 	if d, err := durable.OpenIn(u.Home, filepath.Dir(u.Receipt), true); err != nil {
 		return Result{}, err
 	} else {
@@ -164,6 +185,7 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 	// for it, while the command runs receives nothing of this run.
 	home := durable.Root{}
 	if u.Home != "" {
+		step("the home "+u.Home, 0)
 		var err error
 		if home, err = durable.PinRoot(u.Home); err != nil {
 			return Result{}, err
@@ -172,22 +194,29 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 	pid, start := os.Getpid(), time.Now()
 	// Claimed exclusively, where none was and where a stale one was: of
 	// two updaters started at once, one goes on.
+	step("the marker "+u.Marker, claimLockWait)
 	if err := claimMarker(home, u.Marker, pid, start, u.Judge); err != nil {
 		if errors.Is(err, ErrMarkerHeld) {
 			return Result{}, fmt.Errorf("%w: another updater holds the marker (%w)", ErrRefused, err)
 		}
 		return Result{}, err
 	}
-	defer removeMarkerIn(home, u.Marker, pid, start) // ours only
+	defer func() {
+		step("the marker "+u.Marker, claimLockWait)
+		removeMarkerIn(home, u.Marker, pid, start) // ours only
+	}()
 	res := Result{Receipt: Receipt{UpdateID: NewUpdateID(), Outcome: OutcomeRunning, StartedAt: start.UTC()}}
 	r := &res.Receipt
 	var top string
+	step("", 0)
 	r.From, _, top, _ = u.Inspect()
 	r.Checkout, r.CheckoutID = checkoutOf(top)
+	step("the receipt "+u.Receipt, 0)
 	if err := writeReceipt(home, u.Receipt, *r, pid); err != nil {
 		return res, err
 	}
 
+	step("", 0)
 	res.ExitCode, res.RunErr = runCommand(ctx, &u, lock, checkout)
 	r.FinishedAt = time.Now().UTC()
 	after, none, top, readErr := u.Inspect()
@@ -218,6 +247,7 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 	if res.Failure != "" {
 		r.Outcome = OutcomeFailed
 	}
+	step("the receipt "+u.Receipt, 0)
 	return res, writeReceipt(home, u.Receipt, *r, pid)
 }
 

@@ -107,6 +107,54 @@ func TestRunSuccess(t *testing.T) {
 	require.NoError(t, lock.Close())
 }
 
+// Run tells its Step of every step that touches a file system it does
+// not leave to the caller: each names what it touches (with the wait a
+// lock there may rightly take), and the command and the caller's own
+// reads (Inspect, Leftover, Markers) run with "" told before them, so that
+// a caller that gives up on a step never gives up on the command.
+func TestRunTellsEachStep(t *testing.T) {
+	c := newRunCase(t)
+	u := c.update(t, "true")
+	u.CheckoutLock = filepath.Join(c.dir, ".git", HermesCheckoutLock)
+	var steps []string
+	u.Step = func(what string, wait time.Duration) {
+		if wait != 0 {
+			what += fmt.Sprintf(" (%v)", wait)
+		}
+		steps = append(steps, what)
+	}
+	inspect, leftover := u.Inspect, u.Leftover
+	u.Inspect = func() (string, string, string, error) {
+		steps = append(steps, "[inspect]")
+		return inspect()
+	}
+	u.Leftover = func() ([]string, string) {
+		steps = append(steps, "[leftover]")
+		return leftover()
+	}
+	u.Argv = []string{"sh", "-c", "echo '[command]' > " + filepath.Join(c.home, "ran")}
+	res, err := System.Run(context.Background(), u)
+	require.NoError(t, err)
+	require.Empty(t, res.Failure)
+	assert.Equal(t, []string{
+		"the lock " + u.Lock + " (100ms)",
+		"the checkout lock " + u.CheckoutLock + fmt.Sprintf(" (%v)", CheckoutContentionWait),
+		"", // Markers: Judge.Read, read by Run itself, names the marker
+		"the marker " + c.marker(),
+		"the receipts' directory " + filepath.Dir(c.receipt()),
+		"the home " + c.home,
+		"the marker " + c.marker() + fmt.Sprintf(" (%v)", claimLockWait),
+		"", "[inspect]",
+		"the receipt " + c.receipt(),
+		"", "[inspect]", "[leftover]",
+		"the receipt " + c.receipt(),
+		"the marker " + c.marker() + fmt.Sprintf(" (%v)", claimLockWait),
+		"the checkout lock " + u.CheckoutLock,
+		"the lock " + u.Lock,
+	}, steps)
+	assert.FileExists(t, filepath.Join(c.home, "ran"))
+}
+
 // The command runs in the environment the Update gives, whatever this
 // process's is: here the harness's, so that git pull reads no user's
 // config, even one whose hooks fail (as a HOME of its own shows, where

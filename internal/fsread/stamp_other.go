@@ -4,6 +4,12 @@ package fsread
 
 import "os"
 
+// SafeOpens is false: this platform has no open that is both non-blocking
+// and no-follow, so a read asked not to follow a link may still follow one
+// swapped in after the lstat. A caller that must not be led elsewhere
+// reads nothing here.
+const SafeOpens = false
+
 // finalMissing reports whether a not-exist error says only the last part
 // of the path is missing: here no error tells, so the parents are asked.
 func finalMissing(error) bool { return false }

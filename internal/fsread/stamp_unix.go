@@ -10,6 +10,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// SafeOpens says that a read asked not to follow a final link neither
+// follows one nor blocks on a FIFO or device: here O_NOFOLLOW|O_NONBLOCK.
+const SafeOpens = true
+
 // StatStamp stats path, following links as the reads of Git's files do.
 // Nothing at the path, or a path through something that is not a
 // directory, is a stamp that is not present.

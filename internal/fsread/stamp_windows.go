@@ -10,6 +10,11 @@ import (
 	"golang.org/x/sys/windows"
 )
 
+// SafeOpens says that a read asked not to follow a final link neither
+// follows one nor blocks on a FIFO or device: here
+// FILE_FLAG_OPEN_REPARSE_POINT, and only a disk file is read.
+const SafeOpens = true
+
 // finalMissing reports whether a not-exist error says only the last part
 // of the path is missing: Windows tells ERROR_FILE_NOT_FOUND (the
 // directory exists) from ERROR_PATH_NOT_FOUND (a part of the way does not

@@ -366,3 +366,10 @@ func LockCheckout(path string, wait time.Duration) (*os.File, error) {
 	}
 	return f, nil
 }
+
+// CheckoutID is the identity of the directory dir (links followed): its
+// device and inode, its volume and file ID on Windows (fsread.FileID).
+// Another name of the same directory (a bind mount, another case on a
+// case-insensitive file system, a ".." in the path) has the same one; a
+// directory renamed into its path has another.
+func CheckoutID(dir string) (string, error) { return fsread.DirID(dir) }

@@ -7,11 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runtimeguard/runtimeguard/internal/fusehang"
-	"github.com/runtimeguard/runtimeguard/internal/gittest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/runtimeguard/runtimeguard/internal/fusehang"
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
 // opened watches path (what a link there leads to, or the file itself)

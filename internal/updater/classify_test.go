@@ -1,11 +1,11 @@
 package updater
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -204,42 +204,6 @@ func TestUnusableMarkerAsksNoProcess(t *testing.T) {
 	assert.Equal(t, NoUpdate, e.ClassifyMarker(filepath.Join(dir, "missing"), defaultMaxAge).Life)
 }
 
-// A classification of an unchanged marker reads neither the marker nor the
-// process's start time again: an lstat and a liveness probe. A rewritten
-// marker, or another process, is read anew.
-func TestCacheSparesReads(t *testing.T) {
-	later := time.Now().Add(time.Hour) // every stamp settled
-	path := filepath.Join(tempDir(t), markerName)
-	writeMarker(t, path, os.Getpid(), later.Add(-time.Minute))
-	var opens, probes int
-	e := probedEnv(func(pid int64) ProcInfo {
-		probes++
-		return ProbeProcess(pid)
-	})
-	open := e.Open
-	e.Open = func(p string, limit int64) ([]byte, FileKind, string) {
-		opens++
-		return open(p, limit)
-	}
-	e.Now = func() time.Time { return later }
-	e.Cache = new(Cache)
-	for i := 0; i < 5; i++ {
-		require.Equal(t, Live, e.ClassifyMarker(path, defaultMaxAge).Life)
-	}
-	assert.Equal(t, 1, opens, "marker reads")
-	if runtime.GOOS == "linux" {
-		assert.Equal(t, 1, probes, "process probes: a pidfd answers the rest")
-	}
-
-	child := gittest.LongChild(t)
-	writeMarker(t, path, child.Process.Pid, later.Add(-time.Minute))
-	require.Equal(t, Live, e.ClassifyMarker(path, defaultMaxAge).Life)
-	assert.Equal(t, 2, opens, "a rewritten marker is read again")
-	require.NoError(t, child.Process.Kill())
-	_, _ = child.Process.Wait()
-	assert.Equal(t, Ended, e.ClassifyMarker(path, defaultMaxAge).Life, "the cached process exited")
-}
-
 // A marker released by renaming it aside is active while its releaser
 // lives, and nothing once it is gone; any other artifact is unknown.
 func TestMarkerRelease(t *testing.T) {
@@ -393,56 +357,6 @@ func BenchmarkReadUpdateActive(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		readMarker(path)
-	}
-}
-
-// A claim obeys the guard's classification, whatever the marker: it
-// replaces what a guard reads as stale or absent and refuses everything
-// else, and the claimed marker reads as active. The judge the command-line
-// tool claims by is the guard's own.
-func TestClaimObeysTheGuardsReading(t *testing.T) {
-	now := time.Now()
-	cases := []struct {
-		name  string
-		setup func(t *testing.T, path string)
-	}{
-		{"none", func(*testing.T, string) {}},
-		{"a live process", func(t *testing.T, path string) { writeMarker(t, path, os.Getpid(), now) }},
-		{"over age", func(t *testing.T, path string) { writeMarker(t, path, os.Getpid(), now.Add(-time.Hour)) }},
-		{"a gone process", func(t *testing.T, path string) { writeMarker(t, path, gittest.ExitedPID(t, processGone), now) }},
-		{"garbage", func(t *testing.T, path string) { writeFile(t, path, "garbage") }},
-		{"a time in the future", func(t *testing.T, path string) { writeMarker(t, path, os.Getpid(), now.Add(time.Hour)) }},
-		{"a directory", func(t *testing.T, path string) { require.NoError(t, os.Mkdir(path, 0o755)) }},
-		{"a release in flight", func(t *testing.T, path string) {
-			writeMarker(t, fmt.Sprintf("%s%s%d-x", path, ReleaseInfix, os.Getpid()), os.Getpid(), now)
-		}},
-		{"a stale marker and a release in flight", func(t *testing.T, path string) {
-			writeMarker(t, path, os.Getpid(), now.Add(-time.Hour))
-			writeMarker(t, fmt.Sprintf("%s%s%d-x", path, ReleaseInfix, os.Getpid()), os.Getpid(), now)
-		}},
-		{"a finished release", func(t *testing.T, path string) {
-			writeMarker(t, fmt.Sprintf("%s%s%d-x", path, ReleaseInfix, gittest.ExitedPID(t, processGone)), os.Getpid(), now)
-		}},
-		{"an unresolved cleanup", func(t *testing.T, path string) { writeFile(t, path+".cas-claim-1", "") }},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(tempDir(t), markerName)
-			tc.setup(t, path)
-			before := readMarker(path)
-			err := ClaimMarker("", path, os.Getpid(), now, System.Judge(defaultMaxAge))
-			if before == NoUpdate || before == Ended {
-				require.NoError(t, err, "ClaimMarker of a marker the guard reads as %s", before)
-				assert.Equal(t, Live, readMarker(path), "the claimed marker")
-				removed, err := RemoveMarker("", path, os.Getpid(), now)
-				require.NoError(t, err)
-				assert.True(t, removed)
-				return
-			}
-			require.ErrorIs(t, err, ErrMarkerHeld, "ClaimMarker of a marker the guard reads as %s", before)
-			assert.Contains(t, err.Error(), before.String(), "the refusal says what the guard reads")
-			assert.Equal(t, before, readMarker(path), "a refused claim changes nothing")
-		})
 	}
 }
 
@@ -626,7 +540,7 @@ var corpusJudgeCases = []corpusCase{
 // process table and its reader. A creation time in the table is when the
 // process started on either clock (the corpus knows one).
 func corpusEnv(c *corpusCase) *Env {
-	ownID, ownCT := cmpOr(c.ownID, corpusOwnID), cmpOr(c.ownCT, corpusOwnCT)
+	ownID, ownCT := cmp.Or(c.ownID, corpusOwnID), cmp.Or(c.ownCT, corpusOwnCT)
 	at := func(ct float64) ProcInfo {
 		sec, frac := math.Modf(ct)
 		t := time.Unix(int64(sec), int64(frac*1e9))
@@ -650,14 +564,6 @@ func corpusEnv(c *corpusCase) *Env {
 		return at(*created)
 	}
 	return e
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // stateOf is the marker state a guard gives what the corpus's judge

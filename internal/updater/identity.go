@@ -45,8 +45,8 @@ var ownIdentity = sync.OnceValue(func() Identity { return processIdentity(os.Get
 // read now.
 func processIdentity(pid int) Identity {
 	id := Identity{PID: int64(pid)}
-	if start, _ := processStart(int64(pid)); !start.IsZero() {
-		id.Created, id.HasCreated = float64(recordedStart(start).UnixNano())/1e9, true
+	if created, ok := createdOnRecord(int64(pid)); ok {
+		id.Created, id.HasCreated = float64(created.UnixNano())/1e9, true
 	}
 	return id
 }
@@ -221,9 +221,9 @@ func validRun(s string) bool {
 // it, in Unix seconds to the millisecond, on the updater's clock
 // (recordedStart), "" where the platform cannot tell.
 func CreationTime(pid int) string {
-	start, _ := processStart(int64(pid))
-	if start.IsZero() {
+	created, ok := createdOnRecord(int64(pid))
+	if !ok {
 		return ""
 	}
-	return strconv.FormatFloat(float64(recordedStart(start).UnixNano())/1e9, 'f', 3, 64)
+	return strconv.FormatFloat(float64(created.UnixNano())/1e9, 'f', 3, 64)
 }

@@ -1,17 +1,3 @@
-// Package updater holds the files of the protocol between an updater and a
-// guarded server: the formats of the in-progress marker and of the receipt
-// the updater writes after each run, the reads of the recovery markers and
-// the receipts, the lock file the updater holds while it runs, and the
-// writer side (claiming and releasing the marker, writing receipts); and
-// what a marker means (absent, active, stale or unknown, and what can be
-// told of its process: Env.ClassifyMarker), which a claim obeys (Judge).
-//
-// marker.go holds the marker's format and its safe read; marker_unix.go,
-// marker_windows.go and marker_other.go hold the platform half of that
-// read (an open that follows no link and never blocks, and the probe of a
-// process), with marker_linux.go and marker_darwin.go for when a process
-// started. The guard's reads and this package's writer share them: the
-// writer names its own process by the start time that a reader compares.
 package updater
 
 import (

@@ -66,10 +66,10 @@ func (e *Env) self() Identity {
 // the updater's words. Nothing at the path is absent; a path through
 // something that is not a directory, and anything but a regular file of at
 // most limit bytes, proves nothing. A platform that cannot open a file both
-// without blocking and without following a link (canOpenSafely) never
+// without blocking and without following a link (fsread.SafeOpens) never
 // opens it: anything at the path proves nothing there.
 func SafeOpen(path string, limit int64) ([]byte, FileKind, string) {
-	if !canOpenSafely {
+	if !fsread.SafeOpens {
 		return lstatOnly(path, limit)
 	}
 	body, st, err := fsread.ReadRegular(path, limit, true)
@@ -118,42 +118,6 @@ func unusable(err error, limit int64) string {
 		return pe.Op + ": " + pe.Err.Error()
 	}
 	return err.Error()
-}
-
-// Liveness is what a process probe learned.
-type Liveness int
-
-// The answers of a process probe.
-const (
-	LivenessUnknown Liveness = iota
-	ProcessAlive
-	ProcessGone
-)
-
-// ProcInfo is the answer of a process probe. Start is the zero time when
-// the platform cannot tell when the process started, and so is Created.
-type ProcInfo struct {
-	State Liveness
-	// Start is when the process started, as precisely as the platform
-	// tells it; Created is the same instant on the clock the updater's
-	// writers record a creation time on (recordedStart).
-	Start, Created time.Time
-}
-
-// aliveSince is the answer for a live process that started at start (the
-// zero time where the platform cannot tell).
-func aliveSince(start time.Time) ProcInfo {
-	return ProcInfo{State: ProcessAlive, Start: start, Created: recordedStart(start)}
-}
-
-// ProbeProcess reports whether pid is alive and, where the platform can
-// tell, when it started. A process ID out of the platform's range is
-// unknown, never truncated into another.
-func ProbeProcess(pid int64) ProcInfo {
-	if pid <= 0 || pid > maxPID {
-		return ProcInfo{}
-	}
-	return probeLiveness(pid)
 }
 
 // ParseMarker parses a marker body: line 1 a process ID, line 2 the Unix

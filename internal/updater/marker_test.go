@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runtimeguard/runtimeguard/internal/fsread"
 )
 
 func TestInstallRoots(t *testing.T) {
@@ -82,7 +84,7 @@ func FuzzParseMarker(f *testing.F) {
 // the absence of a marker, which a path through a directory that exists
 // would be.
 func TestSafeOpenThroughAFileIsUnusable(t *testing.T) {
-	if !canOpenSafely {
+	if !fsread.SafeOpens {
 		t.Skip("this platform never opens the updater's files (TestLstatOnlyNeverOpens)")
 	}
 	dir := tempDir(t)

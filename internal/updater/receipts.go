@@ -106,13 +106,6 @@ func matchingNames(dir, pattern string) ([]string, error) {
 	return names, nil
 }
 
-// CheckoutID is the identity of the directory dir (links followed): its
-// device and inode, its volume and file ID on Windows (fsread.FileID).
-// Another name of the same directory (a bind mount, another case on a
-// case-insensitive file system, a ".." in the path) has the same one; a
-// directory renamed into its path has another.
-func CheckoutID(dir string) (string, error) { return fsread.DirID(dir) }
-
 // FoundReceipt is a receipt as read from its file.
 type FoundReceipt struct {
 	Receipt

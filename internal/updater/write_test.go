@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
 // A marker is claimed only where none is or a stale one was, reads back as
@@ -176,5 +178,55 @@ func TestWriteReceiptBytes(t *testing.T) {
 		latest := filepath.Join(dir, tc.r.Outcome, "latest.json")
 		require.NoError(t, WriteReceipt("", latest, tc.r, noProcess))
 		assert.Equal(t, tc.want, string(mustRead(t, latest)), "WriteReceipt(%+v)", tc.r)
+	}
+}
+
+// A claim obeys the guard's classification, whatever the marker: it
+// replaces what a guard reads as stale or absent and refuses everything
+// else, and the claimed marker reads as active. The judge the command-line
+// tool claims by is the guard's own.
+func TestClaimObeysTheGuardsReading(t *testing.T) {
+	now := time.Now()
+	cases := []struct {
+		name  string
+		setup func(t *testing.T, path string)
+	}{
+		{"none", func(*testing.T, string) {}},
+		{"a live process", func(t *testing.T, path string) { writeMarker(t, path, os.Getpid(), now) }},
+		{"over age", func(t *testing.T, path string) { writeMarker(t, path, os.Getpid(), now.Add(-time.Hour)) }},
+		{"a gone process", func(t *testing.T, path string) { writeMarker(t, path, gittest.ExitedPID(t, processGone), now) }},
+		{"garbage", func(t *testing.T, path string) { writeFile(t, path, "garbage") }},
+		{"a time in the future", func(t *testing.T, path string) { writeMarker(t, path, os.Getpid(), now.Add(time.Hour)) }},
+		{"a directory", func(t *testing.T, path string) { require.NoError(t, os.Mkdir(path, 0o755)) }},
+		{"a release in flight", func(t *testing.T, path string) {
+			writeMarker(t, fmt.Sprintf("%s%s%d-x", path, ReleaseInfix, os.Getpid()), os.Getpid(), now)
+		}},
+		{"a stale marker and a release in flight", func(t *testing.T, path string) {
+			writeMarker(t, path, os.Getpid(), now.Add(-time.Hour))
+			writeMarker(t, fmt.Sprintf("%s%s%d-x", path, ReleaseInfix, os.Getpid()), os.Getpid(), now)
+		}},
+		{"a finished release", func(t *testing.T, path string) {
+			writeMarker(t, fmt.Sprintf("%s%s%d-x", path, ReleaseInfix, gittest.ExitedPID(t, processGone)), os.Getpid(), now)
+		}},
+		{"an unresolved cleanup", func(t *testing.T, path string) { writeFile(t, path+".cas-claim-1", "") }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(tempDir(t), markerName)
+			tc.setup(t, path)
+			before := readMarker(path)
+			err := ClaimMarker("", path, os.Getpid(), now, System.Judge(defaultMaxAge))
+			if before == NoUpdate || before == Ended {
+				require.NoError(t, err, "ClaimMarker of a marker the guard reads as %s", before)
+				assert.Equal(t, Live, readMarker(path), "the claimed marker")
+				removed, err := RemoveMarker("", path, os.Getpid(), now)
+				require.NoError(t, err)
+				assert.True(t, removed)
+				return
+			}
+			require.ErrorIs(t, err, ErrMarkerHeld, "ClaimMarker of a marker the guard reads as %s", before)
+			assert.Contains(t, err.Error(), before.String(), "the refusal says what the guard reads")
+			assert.Equal(t, before, readMarker(path), "a refused claim changes nothing")
+		})
 	}
 }

@@ -8,14 +8,6 @@ import (
 	"golang.org/x/sys/windows"
 )
 
-// The platform half of reading markers safely on Windows: a file is
-// opened with FILE_FLAG_OPEN_REPARSE_POINT (package fsread), and a process
-// is asked after with OpenProcess, never signalled.
-
-// canOpenSafely says that this platform opens a file without following a
-// final link and without blocking.
-const canOpenSafely = true
-
 // processStart asks GetProcessTimes when the process started. Windows has
 // no zombies: a process that exited is no longer opened for a query.
 func processStart(pid int64) (start time.Time, zombie bool) {

@@ -353,74 +353,74 @@ func isPending(err error) bool {
 // Schedule tells the guard that the host is carrying the plan out: stale
 // answers then say a restart is scheduled, and the receipt is spent. After
 // an error, the host must not go ahead.
-func (r *Plan) Schedule() error {
-	if r == nil || r.g == nil {
+func (p *Plan) Schedule() error {
+	if p == nil || p.g == nil {
 		return errors.New("runtimeguard: schedule: the plan was not made by Guard.PlanReload")
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	switch r.state {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch p.state {
 	case planScheduled:
 		return nil
 	case planDone:
 		return errors.New("runtimeguard: schedule: the plan was released or carried out")
 	}
-	if r.g.bound.Load() != r.b {
+	if p.g.bound.Load() != p.b {
 		return errors.New("runtimeguard: schedule: the guard was bound anew since the plan was made")
 	}
-	if err := r.b.plans.schedule(r); err != nil {
+	if err := p.b.plans.schedule(p); err != nil {
 		return err
 	}
-	r.state = planScheduled
+	p.state = planScheduled
 	return nil
 }
 
 // Release abandons the plan and releases the layout's lock. It is safe on a
 // nil plan, more than once, and after [Plan.Bind]: defer it.
-func (r *Plan) Release() {
-	if r == nil {
+func (p *Plan) Release() {
+	if p == nil {
 		return // the plan PlanReload did not make
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.state = planDone
-	if r.b != nil { // nil for a Plan that PlanReload did not make
-		r.b.plans.unschedule(r)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.state = planDone
+	if p.b != nil { // nil for a Plan that PlanReload did not make
+		p.b.plans.unschedule(p)
 	}
-	if r.lock != nil {
-		r.lock.Close()
-		r.lock = nil
+	if p.lock != nil {
+		p.lock.Close()
+		p.lock = nil
 	}
 }
 
 // releaseUnused releases a plan whose attempt ended before the host loaded
 // anything: a scheduled plan's receipt is unspent again, so that a new plan
 // on it can carry the reload out.
-func (r *Plan) releaseUnused() {
-	r.mu.Lock()
-	if r.state == planScheduled {
-		r.b.plans.unspend(r.Receipt.ID)
+func (p *Plan) releaseUnused() {
+	p.mu.Lock()
+	if p.state == planScheduled {
+		p.b.plans.unspend(p.Receipt.ID)
 	}
-	r.mu.Unlock()
-	r.Release()
+	p.mu.Unlock()
+	p.Release()
 }
 
 // isDone reports whether the plan was released or carried out.
-func (r *Plan) isDone() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.state == planDone
+func (p *Plan) isDone() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.state == planDone
 }
 
 // LockFile returns the open file of the layout's lock that the plan holds,
 // or nil, for a handover by exec to pass on.
-func (r *Plan) LockFile() *os.File {
-	if r == nil {
+func (p *Plan) LockFile() *os.File {
+	if p == nil {
 		return nil
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.lock
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lock
 }
 
 // planLife is what the plans made on one binding did: the plan scheduled,
@@ -486,49 +486,49 @@ func (l *planLife) unspend(id string) {
 // the checkout is still at To and the updater's files still prove the plan.
 // Otherwise the guard stays stale, and the error matches [ErrStale] or
 // [ErrNotReady]. Either way the plan is done.
-func (r *Plan) Bind(ctx context.Context) error {
-	return r.bind(ctx, nil)
+func (p *Plan) Bind(ctx context.Context) error {
+	return p.bind(ctx, nil)
 }
 
 // bind is Bind, logging the reload to log (nil: the guard's logger, with
 // the plan's revisions and receipt).
-func (r *Plan) bind(ctx context.Context, log *slog.Logger) error {
-	if r == nil || r.g == nil {
+func (p *Plan) bind(ctx context.Context, log *slog.Logger) error {
+	if p == nil || p.g == nil {
 		return errors.New("runtimeguard: bind: the plan was not made by Guard.PlanReload")
 	}
-	g := r.g
-	defer r.Release()
+	g := p.g
+	defer p.Release()
 	if ctx == nil {
 		return errNilContext("bind")
 	}
-	if r.isDone() {
+	if p.isDone() {
 		return errors.New("runtimeguard: bind: the plan was released or carried out")
 	}
 	cfg := g.config()
-	if g.bound.Load() != r.b {
+	if g.bound.Load() != p.b {
 		return errors.New("runtimeguard: bind: the guard was bound anew since the plan was made")
 	}
 	// Nothing is read while the lock is held: Close never waits on a
 	// file system.
-	b, err := g.bind(ctx, cfg, r.b.configured)
+	b, err := g.bind(ctx, cfg, p.b.configured)
 	if err != nil {
-		return fmt.Errorf("runtimeguard: bind %s: %w", r.b.configured, err)
+		return fmt.Errorf("runtimeguard: bind %s: %w", p.b.configured, err)
 	}
-	if b.id.Revision != r.To || b.id.ModulePath != r.Identity.ModulePath {
+	if b.id.Revision != p.To || b.id.ModulePath != p.Identity.ModulePath {
 		b.close()
 		return classed(ErrStale, "runtimeguard: bind: the checkout is at %q (%s), not at the planned %s: %s",
-			b.id.Revision, b.id.ModulePath, r.To, classWords(ErrStale))
+			b.id.Revision, b.id.ModulePath, p.To, classWords(ErrStale))
 	}
 	// Without a lock, an update may have begun since the plan: a marker, a
 	// recovery marker or another receipt says the code on disk may not be
 	// what the plan proved.
-	o := g.observeRead(ctx, cfg, b, receiptsSince(r.b.receiptsAt), false)
-	if why := stillProven(&o, &r.Receipt); why != "" {
+	o := g.observeRead(ctx, cfg, b, receiptsSince(p.b.receiptsAt), false)
+	if why := stillProven(&o, &p.Receipt); why != "" {
 		b.close()
 		return classed(ErrNotReady, "runtimeguard: bind: %s: %s", why, classWords(ErrNotReady))
 	}
 	g.bindMu.Lock()
-	if g.bound.Load() != r.b {
+	if g.bound.Load() != p.b {
 		g.bindMu.Unlock()
 		b.close()
 		return errors.New("runtimeguard: bind: the guard was bound anew since the plan was made")
@@ -538,10 +538,10 @@ func (r *Plan) bind(ctx context.Context, log *slog.Logger) error {
 		b.close()
 	}
 	g.bindMu.Unlock()
-	r.b.close() // the old binding's watches
-	r.b.replaced.fire()
+	p.b.close() // the old binding's watches
+	p.b.replaced.fire()
 	if log == nil {
-		log = cfg.log().With("from", r.From, "to", r.To, "receipt", r.Receipt.ID)
+		log = cfg.log().With("from", p.From, "to", p.To, "receipt", p.Receipt.ID)
 	}
 	log.Info("runtimeguard: reloaded")
 	return nil

@@ -77,21 +77,21 @@ func TestStaleCheckReportsUpdateState(t *testing.T) {
 	}{
 		{"absent", func(t *testing.T, c *changedCheckout) {}, UpdateUnverified},
 		{"failed-exit", func(t *testing.T, c *changedCheckout) {
-			writeMarker(t, marker(c), os.Getpid(), time.Now())
+			gittest.WriteMarker(t, marker(c), os.Getpid(), time.Now())
 			require.NoError(t, os.Remove(marker(c))) // the updater removes it when it fails
 		}, UpdateUnverified},
 		{"interrupted-exit", func(t *testing.T, c *changedCheckout) {
-			writeMarker(t, marker(c), os.Getpid(), time.Now().Add(-time.Minute))
+			gittest.WriteMarker(t, marker(c), os.Getpid(), time.Now().Add(-time.Minute))
 			require.NoError(t, os.Remove(marker(c)))
 		}, UpdateUnverified},
 		{"active", func(t *testing.T, c *changedCheckout) {
-			writeMarker(t, marker(c), os.Getpid(), time.Now())
+			gittest.WriteMarker(t, marker(c), os.Getpid(), time.Now())
 		}, UpdateActive},
 		{"dead", func(t *testing.T, c *changedCheckout) {
-			writeMarker(t, marker(c), gittest.ExitedPID(t, processGone), time.Now())
+			gittest.WriteMarker(t, marker(c), gittest.ExitedPID(t, processGone), time.Now())
 		}, UpdateAbandoned},
 		{"over-age", func(t *testing.T, c *changedCheckout) {
-			writeMarker(t, marker(c), os.Getpid(), time.Now().Add(-24*time.Hour))
+			gittest.WriteMarker(t, marker(c), os.Getpid(), time.Now().Add(-24*time.Hour))
 		}, UpdateAbandoned},
 		{"malformed", func(t *testing.T, c *changedCheckout) {
 			writeFile(t, marker(c), "not-a-pid\nnot-a-time\n")
@@ -100,7 +100,7 @@ func TestStaleCheckReportsUpdateState(t *testing.T) {
 			writeFile(t, marker(c), "\xff\xfe")
 		}, UpdateUnknown},
 		{"future", func(t *testing.T, c *changedCheckout) {
-			writeMarker(t, marker(c), os.Getpid(), time.Now().Add(24*time.Hour))
+			gittest.WriteMarker(t, marker(c), os.Getpid(), time.Now().Add(24*time.Hour))
 		}, UpdateUnknown},
 		{"nonfinite", func(t *testing.T, c *changedCheckout) {
 			writeFile(t, marker(c), fmt.Sprintf("%d\nnan\n", os.Getpid()))
@@ -169,7 +169,7 @@ func TestMarkerTakenAfterReadStillRefuses(t *testing.T) {
 	fsys := *gitread.System
 	fsys.ReadFile = func(p string, limit int64, nofollow bool) ([]byte, fsread.Stamp, error) {
 		if _, err := os.Lstat(marker); errors.Is(err, fs.ErrNotExist) {
-			writeMarker(t, marker, os.Getpid(), time.Now())
+			gittest.WriteMarker(t, marker, os.Getpid(), time.Now())
 		}
 		return fsread.ReadRegular(p, limit, nofollow)
 	}
@@ -390,7 +390,7 @@ func TestUpdateStateOfBoundGuard(t *testing.T) {
 	g, err := New(Options{ModulePath: module, HomeDir: home})
 	require.NoError(t, err)
 	assert.Equal(t, UpdateUnverified, g.Observe().State)
-	writeMarker(t, filepath.Join(home, hermesMarker), os.Getpid(), time.Now())
+	gittest.WriteMarker(t, filepath.Join(home, hermesMarker), os.Getpid(), time.Now())
 	assert.Equal(t, UpdateActive, g.Observe().State)
 	writeFile(t, filepath.Join(dir, "agent", hermesLazy), "incomplete\n")
 	assert.Equal(t, UpdateIncomplete, g.Observe().State)
@@ -403,7 +403,7 @@ func TestHomeDirDefaultsToHermesHome(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, filepath.Join(home, hermesMarker), g.Observe().MarkerPath)
 	require.NoError(t, err)
-	writeMarker(t, filepath.Join(home, hermesMarker), os.Getpid(), time.Now())
+	gittest.WriteMarker(t, filepath.Join(home, hermesMarker), os.Getpid(), time.Now())
 	assert.Equal(t, UpdateActive, g.Observe().State)
 }
 
@@ -440,7 +440,7 @@ func TestObserveReportsWhatItRead(t *testing.T) {
 	g, err := New(Options{ModulePath: module, HomeDir: home, Python: filepath.Join(venv, ".venv", "bin", "python")})
 	require.NoError(t, err)
 	writeFile(t, filepath.Join(venv, hermesIncomplete), "")
-	writeMarker(t, filepath.Join(home, hermesMarker), os.Getpid(), time.Now())
+	gittest.WriteMarker(t, filepath.Join(home, hermesMarker), os.Getpid(), time.Now())
 
 	o := g.Observe()
 	assert.Equal(t, filepath.Join(home, hermesMarker), o.MarkerPath)
@@ -457,7 +457,7 @@ func TestObserveWithoutAGuard(t *testing.T) {
 	tmp := tempDir(t)
 	home := filepath.Join(tmp, "home")
 	require.NoError(t, os.MkdirAll(home, 0o755))
-	writeMarker(t, filepath.Join(home, hermesMarker), os.Getpid(), time.Now())
+	gittest.WriteMarker(t, filepath.Join(home, hermesMarker), os.Getpid(), time.Now())
 	for _, module := range []string{filepath.Join(tmp, "nope", "run_agent.py"), filepath.Join(tmp, "run_agent.py")} {
 		opts := Options{ModulePath: module, HomeDir: home}
 		_, err := New(opts)
@@ -737,7 +737,7 @@ func TestNoLoggerTellsTheDefaultLogger(t *testing.T) {
 		buf := logged(t)
 		c := newReloaderCase(t, nil)
 		c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
-		writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
+		writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(gittest.HermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
 		require.Eventually(t, func() bool { return c.g.Stats().Reloads == 1 }, 10*time.Second, 5*time.Millisecond)
 		assert.Contains(t, messages(buf.lines(t)), "runtimeguard: reloaded")
 	})
@@ -746,7 +746,7 @@ func TestNoLoggerTellsTheDefaultLogger(t *testing.T) {
 		c := newReloaderCase(t, nil)
 		c.fail.Store(true)
 		c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
-		writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
+		writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(gittest.HermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
 		require.Eventually(t, func() bool { return c.g.Stats().ReloadsAbandoned == 1 }, 10*time.Second, 5*time.Millisecond)
 		assert.Contains(t, messages(buf.lines(t)), "runtimeguard: reload abandoned: the restart failed")
 	})
@@ -829,9 +829,9 @@ func TestAReloadLogsOneLine(t *testing.T) {
 	c := newReloaderCase(t, nil)
 	// The update runs under its marker, as the updater's does.
 	marker := filepath.Join(c.home, hermesMarker)
-	writeMarker(t, marker, os.Getpid(), time.Now())
+	gittest.WriteMarker(t, marker, os.Getpid(), time.Now())
 	c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
-	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
+	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(gittest.HermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
 	require.NoError(t, os.Remove(marker))
 	require.Eventually(t, func() bool { return c.g.Stats().Reloads == 1 }, 10*time.Second, 5*time.Millisecond)
 	c.cancel()
@@ -1452,7 +1452,7 @@ func resolvePaths(opts Options) (Paths, error) {
 func TestPathsAreTheResolutionNewMade(t *testing.T) {
 	tmp := tempDir(t)
 	home := filepath.Join(tmp, "home")
-	writeMarker(t, filepath.Join(home, hermesMarker), os.Getpid(), time.Now())
+	gittest.WriteMarker(t, filepath.Join(home, hermesMarker), os.Getpid(), time.Now())
 	t.Setenv("HERMES_HOME", "home")
 	t.Chdir(tmp)
 	opts := Options{Python: filepath.Join("install", ".venv", "bin", "python3")}
@@ -1873,7 +1873,7 @@ func TestGuardIsReadOnly(t *testing.T) {
 	dir, home := filepath.Join(tmp, "home", "hermes-agent"), filepath.Join(tmp, "home")
 	module, _ := agentRepo(t, dir)
 	writeFile(t, filepath.Join(dir, hermesLazy), "")
-	writeMarker(t, filepath.Join(home, hermesMarker), os.Getpid(), time.Now())
+	gittest.WriteMarker(t, filepath.Join(home, hermesMarker), os.Getpid(), time.Now())
 	g, err := New(Options{ModulePath: module, HomeDir: home, Python: filepath.Join(tmp, "venv", "bin", "python")})
 	require.NoError(t, err)
 	commit(t, dir, "run_agent.py", "moved\n") // stale: the update state is read too
@@ -2322,13 +2322,13 @@ func TestNonHermesLayout(t *testing.T) {
 	assert.Equal(t, filepath.Join(home, "run", "last-deploy.json"), o.ReceiptPath)
 
 	// Hermes's files are not this updater's.
-	writeMarker(t, filepath.Join(home, hermesMarker), os.Getpid(), time.Now())
+	gittest.WriteMarker(t, filepath.Join(home, hermesMarker), os.Getpid(), time.Now())
 	writeFile(t, filepath.Join(src, hermesIncomplete), "")
 	assert.Equal(t, UpdateUnverified, state(), "Hermes's marker and recovery marker")
 
-	writeMarker(t, filepath.Join(home, "run", "deploy.pid"), os.Getpid(), time.Now())
+	gittest.WriteMarker(t, filepath.Join(home, "run", "deploy.pid"), os.Getpid(), time.Now())
 	assert.Equal(t, UpdateActive, state())
-	writeMarker(t, filepath.Join(home, "run", "deploy.pid"), os.Getpid(), time.Now().Add(-time.Hour))
+	gittest.WriteMarker(t, filepath.Join(home, "run", "deploy.pid"), os.Getpid(), time.Now().Add(-time.Hour))
 	assert.Equal(t, UpdateAbandoned, state())
 	writeFile(t, filepath.Join(src, ".deploy-failed"), "")
 	assert.Equal(t, UpdateIncomplete, state())
@@ -2419,7 +2419,7 @@ func TestErrorClasses(t *testing.T) {
 // change to HermesLayout does not change what the zero Layout means.
 func TestOptionsResolvedOnce(t *testing.T) {
 	tmp := tempDir(t)
-	writeMarker(t, filepath.Join(tmp, "home", hermesMarker), os.Getpid(), time.Now())
+	gittest.WriteMarker(t, filepath.Join(tmp, "home", hermesMarker), os.Getpid(), time.Now())
 	t.Chdir(tmp)
 	g, err := New(Options{HomeDir: "home", Python: filepath.Join("install", "venv", "bin", "python")})
 	require.NoError(t, err)

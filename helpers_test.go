@@ -1,10 +1,8 @@
 package runtimeguard
 
 import (
-	"fmt"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/runtimeguard/runtimeguard/internal/gitread"
 	"github.com/runtimeguard/runtimeguard/internal/gittest"
@@ -39,13 +37,6 @@ func loopLength(long, short int) int {
 		return long
 	}
 	return short
-}
-
-// writeMarker writes an update marker of the first format (no creation
-// time) for pid, started at the given time.
-func writeMarker(t testing.TB, path string, pid int, started time.Time) {
-	t.Helper()
-	writeFile(t, path, fmt.Sprintf("%d\n%.6f\n", pid, float64(started.UnixNano())/1e9))
 }
 
 // testEnv is the system environment with a fixed process probe.

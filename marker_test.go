@@ -44,9 +44,9 @@ func TestUpdateStateTable(t *testing.T) {
 			marker := filepath.Join(home, hermesMarker)
 			switch tc.marker {
 			case MarkerActive:
-				writeMarker(t, marker, os.Getpid(), time.Now())
+				gittest.WriteMarker(t, marker, os.Getpid(), time.Now())
 			case MarkerAbandoned:
-				writeMarker(t, marker, os.Getpid(), time.Now().Add(-time.Hour))
+				gittest.WriteMarker(t, marker, os.Getpid(), time.Now().Add(-time.Hour))
 			case MarkerUnknown:
 				writeFile(t, marker, "garbage")
 			}
@@ -142,7 +142,7 @@ func TestProfileHomeBehindALink(t *testing.T) {
 			g, err := New(Options{ModulePath: module, HomeDir: spell(root, tmp)})
 			require.NoError(t, err)
 			moved := commit(t, dir, "run_agent.py", "class AIAgent: revision = 2\n")
-			writeFile(t, filepath.Join(receiptsDir(profile), "latest.json"), string(hermesReceipt(t, "gen2-no-id-success.json", moved, time.Now())))
+			writeFile(t, filepath.Join(receiptsDir(profile), "latest.json"), string(gittest.HermesReceipt(t, "gen2-no-id-success.json", moved, time.Now())))
 			writeFile(t, filepath.Join(root, hermesMarker), fmt.Sprintf("%d\n%d\n", live, time.Now().Unix()))
 
 			_, err = g.PlanReload(context.Background())

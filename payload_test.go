@@ -18,6 +18,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -232,7 +234,7 @@ func TestHealthAcrossAReload(t *testing.T) {
 
 	// The update runs: stale, its proof awaited, nothing scheduled.
 	marker := filepath.Join(h.home, hermesMarker)
-	writeMarker(t, marker, os.Getpid(), time.Now())
+	gittest.WriteMarker(t, marker, os.Getpid(), time.Now())
 	h.moved = commit(t, h.dir, "run_agent.py", "class AIAgent: revision = 2\n")
 	require.Eventually(t, func() bool { return h.get(t, "/").payload.Error == h.g.config().autoMessage }, 10*time.Second, 5*time.Millisecond)
 	ready = probe(t, h.probes.URL+"/readyz")
@@ -245,7 +247,7 @@ func TestHealthAcrossAReload(t *testing.T) {
 	h.live(t, h.loaded)
 
 	// The update finishes: the reload is scheduled, and the restart waits.
-	writeFile(t, filepath.Join(receiptsDir(h.home), "latest.json"), string(hermesReceipt(t, "gen2-no-id-success.json", h.moved, time.Now())))
+	writeFile(t, filepath.Join(receiptsDir(h.home), "latest.json"), string(gittest.HermesReceipt(t, "gen2-no-id-success.json", h.moved, time.Now())))
 	require.NoError(t, os.Remove(marker))
 	h.restartBegan(t)
 	// A stale answer's update state may be one read of the updater's files
@@ -279,7 +281,7 @@ func TestHealthAcrossAReload(t *testing.T) {
 func TestHealthAfterAnAbandonedReload(t *testing.T) {
 	h := newHealthCase(t)
 	h.moved = commit(t, h.dir, "run_agent.py", "class AIAgent: revision = 2\n")
-	writeFile(t, filepath.Join(receiptsDir(h.home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", h.moved, time.Now())))
+	writeFile(t, filepath.Join(receiptsDir(h.home), "latest.json"), string(gittest.HermesReceipt(t, "gen1-update-id-success.json", h.moved, time.Now())))
 	h.restartBegan(t)
 	assert.Equal(t, http.StatusServiceUnavailable, probe(t, h.probes.URL+"/readyz").code)
 	h.finish <- errors.New("the workers did not start")

@@ -106,11 +106,11 @@ func TestPlanReloadConditions(t *testing.T) {
 		}, "in the future"},
 		{"a live marker", func(t *testing.T, c *reloadCase) {
 			c.success(t)
-			writeMarker(t, filepath.Join(c.home, hermesMarker), os.Getpid(), time.Now())
+			gittest.WriteMarker(t, filepath.Join(c.home, hermesMarker), os.Getpid(), time.Now())
 		}, "the update marker"},
 		{"a stale marker", func(t *testing.T, c *reloadCase) {
 			c.success(t)
-			writeMarker(t, filepath.Join(c.home, hermesMarker), gittest.ExitedPID(t, processGone), time.Now())
+			gittest.WriteMarker(t, filepath.Join(c.home, hermesMarker), gittest.ExitedPID(t, processGone), time.Now())
 		}, "is stale"},
 		{"a recovery marker", func(t *testing.T, c *reloadCase) {
 			c.success(t)
@@ -356,7 +356,7 @@ func TestPlanBindRefusesAnUpdateBegunSinceThePlan(t *testing.T) {
 		change func(t *testing.T, c *reloadCase)
 	}{
 		{"a live marker", func(t *testing.T, c *reloadCase) {
-			writeMarker(t, filepath.Join(c.home, hermesMarker), os.Getpid(), time.Now())
+			gittest.WriteMarker(t, filepath.Join(c.home, hermesMarker), os.Getpid(), time.Now())
 		}},
 		{"a recovery marker", func(t *testing.T, c *reloadCase) {
 			writeFile(t, filepath.Join(c.dir, hermesIncomplete), "")
@@ -817,7 +817,7 @@ func TestReceiptOfAnotherCheckout(t *testing.T) {
 		defer g.Close()
 		moved := gittest.Commit(t, installed, "run_agent.py", "class AIAgent: revision = 2\n") // a plain pull: nothing proves it
 		git(t, filepath.Join(profile, "hermes-agent"), "pull", "-q")                           // the profile's install, updated
-		writeFile(t, filepath.Join(receiptsDir(profile), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", moved, time.Now())))
+		writeFile(t, filepath.Join(receiptsDir(profile), "latest.json"), string(gittest.HermesReceipt(t, "gen1-update-id-success.json", moved, time.Now())))
 		_, err = g.PlanReload(context.Background())
 		require.ErrorIs(t, err, ErrNotReady, "the profile's own install's receipt is no proof for the root's")
 		assert.False(t, isPending(err), "no proof will come: %v", err)
@@ -831,7 +831,7 @@ func TestReceiptOfAnotherCheckout(t *testing.T) {
 		require.NoError(t, err)
 		defer g.Close()
 		moved := gittest.Commit(t, installed, "run_agent.py", "class AIAgent: revision = 2\n")
-		writeFile(t, filepath.Join(receiptsDir(profile), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", moved, time.Now())))
+		writeFile(t, filepath.Join(receiptsDir(profile), "latest.json"), string(gittest.HermesReceipt(t, "gen1-update-id-success.json", moved, time.Now())))
 		r, err := g.PlanReload(context.Background())
 		require.NoError(t, err, "the install the profile's home holds, on its home's receipt")
 		r.Release()
@@ -846,7 +846,7 @@ func TestReceiptOfAnotherCheckout(t *testing.T) {
 		require.NoError(t, err)
 		defer g.Close()
 		moved := gittest.Commit(t, installed, "run_agent.py", "class AIAgent: revision = 2\n") // hermes update run in the profile
-		writeFile(t, filepath.Join(receiptsDir(profile), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", moved, time.Now())))
+		writeFile(t, filepath.Join(receiptsDir(profile), "latest.json"), string(gittest.HermesReceipt(t, "gen1-update-id-success.json", moved, time.Now())))
 		r, err := g.PlanReload(context.Background())
 		require.NoError(t, err, "the profiles share the root's install")
 		r.Release()
@@ -876,33 +876,13 @@ func TestPlanReloadWithHermesLockBelowAFile(t *testing.T) {
 	assert.False(t, isPending(err), "nothing runs, and no proof will come: %v", err)
 }
 
-// hermesReceipt returns the receipt fixture name, written by a generation
-// of the Hermes Agent's own writer, with its post_update.sha set to post
-// and its times to finish at finished.
-func hermesReceipt(t testing.TB, name, post string, finished time.Time) []byte {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", "hermes-receipts", name))
-	require.NoError(t, err)
-	var m map[string]any
-	require.NoError(t, json.Unmarshal(data, &m))
-	iso := func(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000+00:00") }
-	m["started_at"] = iso(finished.Add(-time.Second))
-	m["finished_at"] = iso(finished)
-	m["post_update"].(map[string]any)["sha"] = post
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetIndent("", "  ")
-	require.NoError(t, enc.Encode(m))
-	return b.Bytes()
-}
-
 // newestWriterReceipt is a receipt as the newest generation of Hermes's writer
 // finalizes it at the command's end: the third generation's, with an
 // exit_code and a stop_reason, and the outcome given.
 func newestWriterReceipt(t testing.TB, outcome, post string) string {
 	t.Helper()
 	var m map[string]any
-	require.NoError(t, json.Unmarshal(hermesReceipt(t, "gen3-correlation-success-latest.json", post, time.Now()), &m))
+	require.NoError(t, json.Unmarshal(gittest.HermesReceipt(t, "gen3-correlation-success-latest.json", post, time.Now()), &m))
 	m["outcome"], m["exit_code"], m["stop_reason"] = outcome, 0, "completed"
 	if outcome != "success" {
 		m["exit_code"], m["stop_reason"] = 130, "interrupted by the user"
@@ -925,34 +905,34 @@ func TestPlanReloadHermesReceipts(t *testing.T) {
 		why   string // "" for a plan
 	}{
 		{"gen1 update_id, latest and retained", func(t *testing.T, c *reloadCase) {
-			data := hermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())
+			data := gittest.HermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())
 			writeFile(t, filepath.Join(receiptsDir(c.home), "update_20261201_081337_11796_cbb7f64cc2e84a219879acf0c9b1f053.json"), string(data))
 			writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(data))
 		}, ""},
 		{"gen1, 300 steps", func(t *testing.T, c *reloadCase) {
-			writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen1-300-steps-success.json", c.moved, time.Now())))
+			writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(gittest.HermesReceipt(t, "gen1-300-steps-success.json", c.moved, time.Now())))
 		}, ""},
 		{"gen2, no id", func(t *testing.T, c *reloadCase) {
-			data := hermesReceipt(t, "gen2-no-id-success.json", c.moved, time.Now())
+			data := gittest.HermesReceipt(t, "gen2-no-id-success.json", c.moved, time.Now())
 			writeFile(t, filepath.Join(receiptsDir(c.home), "update_20261201_081340_12054.json"), string(data))
 			writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(data))
 		}, ""},
 		{"gen3, correlation_id, copies that differ", func(t *testing.T, c *reloadCase) {
 			at := time.Now()
-			writeFile(t, filepath.Join(receiptsDir(c.home), "update_20261201_081340_12125_corr-123_x.json"), string(hermesReceipt(t, "gen3-correlation-success-retained.json", c.moved, at)))
-			writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen3-correlation-success-latest.json", c.moved, at)))
+			writeFile(t, filepath.Join(receiptsDir(c.home), "update_20261201_081340_12125_corr-123_x.json"), string(gittest.HermesReceipt(t, "gen3-correlation-success-retained.json", c.moved, at)))
+			writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(gittest.HermesReceipt(t, "gen3-correlation-success-latest.json", c.moved, at)))
 		}, ""},
 		{"gen1 failed", func(t *testing.T, c *reloadCase) {
-			writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-failed.json", c.moved, time.Now())))
+			writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(gittest.HermesReceipt(t, "gen1-update-id-failed.json", c.moved, time.Now())))
 		}, `outcome is "failed"`},
 		{"a lost latest.json: a newer retained success", func(t *testing.T, c *reloadCase) {
 			// latest.json is an older run's, written before the guard bound.
-			writeFile(t, filepath.Join(receiptsDir(c.home), "update_20261201_090000_1.json"), string(hermesReceipt(t, "gen2-no-id-success.json", c.moved, time.Now())))
+			writeFile(t, filepath.Join(receiptsDir(c.home), "update_20261201_090000_1.json"), string(gittest.HermesReceipt(t, "gen2-no-id-success.json", c.moved, time.Now())))
 		}, ""},
 		{"a newer retained failure, whatever latest.json says", func(t *testing.T, c *reloadCase) {
 			now := time.Now()
-			writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", c.moved, now.Add(-time.Second))))
-			writeFile(t, filepath.Join(receiptsDir(c.home), "update_20261201_090001_2_x.json"), string(hermesReceipt(t, "gen1-update-id-failed.json", c.moved, now)))
+			writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(gittest.HermesReceipt(t, "gen1-update-id-success.json", c.moved, now.Add(-time.Second))))
+			writeFile(t, filepath.Join(receiptsDir(c.home), "update_20261201_090001_2_x.json"), string(gittest.HermesReceipt(t, "gen1-update-id-failed.json", c.moved, now)))
 		}, `outcome is "failed"`},
 		{"the newest writer: exit_code and stop_reason", func(t *testing.T, c *reloadCase) {
 			writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), newestWriterReceipt(t, "success", c.moved))
@@ -964,19 +944,19 @@ func TestPlanReloadHermesReceipts(t *testing.T) {
 			writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), newestWriterReceipt(t, "rolled_back", c.moved))
 		}, `outcome is "rolled_back"`},
 		{"another revision", func(t *testing.T, c *reloadCase) {
-			writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen3-correlation-success-latest.json", c.loaded, time.Now())))
+			writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(gittest.HermesReceipt(t, "gen3-correlation-success-latest.json", c.loaded, time.Now())))
 		}, "is for revision"},
 		{"a half-written latest.json", func(t *testing.T, c *reloadCase) {
-			data := hermesReceipt(t, "gen2-no-id-success.json", c.moved, time.Now())
+			data := gittest.HermesReceipt(t, "gen2-no-id-success.json", c.moved, time.Now())
 			writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(data[:len(data)/2]))
 		}, "not usable"},
 		{"a release in flight beside the marker", func(t *testing.T, c *reloadCase) {
-			writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen3-correlation-success-latest.json", c.moved, time.Now())))
-			writeMarker(t, filepath.Join(c.home, fmt.Sprintf("%s.cas-release-%d-0b7e", hermesMarker, os.Getpid())), os.Getpid(), time.Now())
+			writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(gittest.HermesReceipt(t, "gen3-correlation-success-latest.json", c.moved, time.Now())))
+			gittest.WriteMarker(t, filepath.Join(c.home, fmt.Sprintf("%s.cas-release-%d-0b7e", hermesMarker, os.Getpid())), os.Getpid(), time.Now())
 		}, "releasing the marker"},
 		{"a release whose process is gone", func(t *testing.T, c *reloadCase) {
-			writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen3-correlation-success-latest.json", c.moved, time.Now())))
-			writeMarker(t, filepath.Join(c.home, fmt.Sprintf("%s.cas-release-%d-0b7e", hermesMarker, gittest.ExitedPID(t, processGone))), os.Getpid(), time.Now())
+			writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(gittest.HermesReceipt(t, "gen3-correlation-success-latest.json", c.moved, time.Now())))
+			gittest.WriteMarker(t, filepath.Join(c.home, fmt.Sprintf("%s.cas-release-%d-0b7e", hermesMarker, gittest.ExitedPID(t, processGone))), os.Getpid(), time.Now())
 		}, ""},
 	}
 	for _, tc := range cases {
@@ -1008,7 +988,7 @@ func TestPlanReloadReceiptFromBeforeBinding(t *testing.T) {
 	moved := commit(t, dir, "run_agent.py", "class AIAgent: revision = 2\n")
 	git(t, dir, "reset", "-q", "--hard", loaded)
 	bound := time.Now()
-	writeFile(t, filepath.Join(receiptsDir(home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", moved, bound.Add(3*time.Second))))
+	writeFile(t, filepath.Join(receiptsDir(home), "latest.json"), string(gittest.HermesReceipt(t, "gen1-update-id-success.json", moved, bound.Add(3*time.Second))))
 
 	e := *systemEnv
 	var mu sync.Mutex
@@ -1025,7 +1005,7 @@ func TestPlanReloadReceiptFromBeforeBinding(t *testing.T) {
 	assert.ErrorContains(t, err, "no receipt was written since the guard bound")
 
 	// The same receipt written again after binding proves it.
-	writeFile(t, filepath.Join(receiptsDir(home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", moved, bound.Add(3*time.Second))))
+	writeFile(t, filepath.Join(receiptsDir(home), "latest.json"), string(gittest.HermesReceipt(t, "gen1-update-id-success.json", moved, bound.Add(3*time.Second))))
 	r, err := g.PlanReload(context.Background())
 	require.NoError(t, err)
 	r.Release()
@@ -1038,12 +1018,12 @@ func TestPlanReloadProfiles(t *testing.T) {
 	t.Run("guard at the root, receipt in a profile", func(t *testing.T) {
 		c := newReloadCase(t)
 		writeFile(t, filepath.Join(receiptsDir(filepath.Join(c.home, "profiles", "work")), "latest.json"),
-			string(hermesReceipt(t, "gen3-correlation-success-latest.json", c.moved, time.Now())))
+			string(gittest.HermesReceipt(t, "gen3-correlation-success-latest.json", c.moved, time.Now())))
 		r, err := c.g.PlanReload(context.Background())
 		require.NoError(t, err)
 		r.Release()
 		// The updater's marker in the root refuses.
-		writeMarker(t, filepath.Join(c.home, hermesMarker), os.Getpid(), time.Now())
+		gittest.WriteMarker(t, filepath.Join(c.home, hermesMarker), os.Getpid(), time.Now())
 		_, err = c.g.PlanReload(context.Background())
 		assert.ErrorContains(t, err, "the update marker")
 	})
@@ -1056,8 +1036,8 @@ func TestPlanReloadProfiles(t *testing.T) {
 		g, err := New(Options{ModulePath: module, HomeDir: profile})
 		require.NoError(t, err)
 		moved := commit(t, dir, "run_agent.py", "class AIAgent: revision = 2\n")
-		writeMarker(t, filepath.Join(root, hermesMarker), os.Getpid(), time.Now())
-		writeFile(t, filepath.Join(receiptsDir(profile), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", moved, time.Now())))
+		gittest.WriteMarker(t, filepath.Join(root, hermesMarker), os.Getpid(), time.Now())
+		writeFile(t, filepath.Join(receiptsDir(profile), "latest.json"), string(gittest.HermesReceipt(t, "gen1-update-id-success.json", moved, time.Now())))
 		_, err = g.PlanReload(context.Background())
 		assert.ErrorContains(t, err, "the update marker "+filepath.Join(root, hermesMarker))
 		assert.Equal(t, UpdateActive, g.Observe().State, "the root's marker counts in the profile's diagnostic")
@@ -1113,7 +1093,7 @@ func TestStaleCheckReadsNoReceipt(t *testing.T) {
 	g, err := newGuard(Options{ModulePath: module, HomeDir: home}, &e)
 	require.NoError(t, err)
 	moved := commit(t, dir, "run_agent.py", "class AIAgent: revision = 2\n")
-	writeFile(t, filepath.Join(receiptsDir(home), "latest.json"), string(hermesReceipt(t, "gen1-300-steps-success.json", moved, time.Now())))
+	writeFile(t, filepath.Join(receiptsDir(home), "latest.json"), string(gittest.HermesReceipt(t, "gen1-300-steps-success.json", moved, time.Now())))
 	for i := 0; i < 50; i++ {
 		require.ErrorIs(t, g.EnsureCurrent(), ErrStale)
 	}
@@ -1139,17 +1119,17 @@ func TestPlanReloadManyProfiles(t *testing.T) {
 		write func(t *testing.T, c *reloadCase, last string)
 	}{
 		{"marker in the last profile", func(t *testing.T, c *reloadCase, last string) {
-			writeMarker(t, filepath.Join(last, hermesMarker), os.Getpid(), time.Now())
+			gittest.WriteMarker(t, filepath.Join(last, hermesMarker), os.Getpid(), time.Now())
 		}},
 		{"newer failure in the last profile", func(t *testing.T, c *reloadCase, last string) {
 			writeFile(t, filepath.Join(receiptsDir(last), "latest.json"),
-				string(hermesReceipt(t, "gen1-update-id-failed.json", c.moved, time.Now().Add(time.Second))))
+				string(gittest.HermesReceipt(t, "gen1-update-id-failed.json", c.moved, time.Now().Add(time.Second))))
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newReloadCase(t)
 			writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"),
-				string(hermesReceipt(t, "gen3-correlation-success-latest.json", c.moved, time.Now())))
+				string(gittest.HermesReceipt(t, "gen3-correlation-success-latest.json", c.moved, time.Now())))
 			r, err := c.g.PlanReload(context.Background())
 			require.NoError(t, err, "the root's receipt proves, with no profile")
 			r.Release()
@@ -1176,7 +1156,7 @@ func TestPlanReloadProfilesWithFullHistories(t *testing.T) {
 	tmp := tempDir(t)
 	dir, root := filepath.Join(tmp, "hermes", "hermes-agent"), filepath.Join(tmp, "hermes")
 	module, _ := agentRepo(t, dir)
-	old := hermesReceipt(t, "gen1-update-id-failed.json", strings.Repeat("0", 40), time.Now().Add(-time.Hour))
+	old := gittest.HermesReceipt(t, "gen1-update-id-failed.json", strings.Repeat("0", 40), time.Now().Add(-time.Hour))
 	for p := range 13 {
 		for i := range 20 {
 			writeFile(t, filepath.Join(receiptsDir(filepath.Join(root, "profiles", fmt.Sprintf("p%02d", p))), fmt.Sprintf("update_2026%04d_1.json", i)), string(old))
@@ -1185,7 +1165,7 @@ func TestPlanReloadProfilesWithFullHistories(t *testing.T) {
 	g, err := New(Options{ModulePath: module, HomeDir: root})
 	require.NoError(t, err)
 	moved := commit(t, dir, "run_agent.py", "class AIAgent: revision = 2\n")
-	writeFile(t, filepath.Join(receiptsDir(root), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", moved, time.Now())))
+	writeFile(t, filepath.Join(receiptsDir(root), "latest.json"), string(gittest.HermesReceipt(t, "gen1-update-id-success.json", moved, time.Now())))
 	r, err := g.PlanReload(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, moved, r.To)

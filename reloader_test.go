@@ -125,7 +125,7 @@ func TestReloaderWaitsForTheProof(t *testing.T) {
 	require.Equal(t, c.loaded, c.get(t, "/").body)
 
 	marker := filepath.Join(c.home, hermesMarker)
-	writeMarker(t, marker, os.Getpid(), time.Now()) // the updater runs
+	gittest.WriteMarker(t, marker, os.Getpid(), time.Now()) // the updater runs
 	c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
 	require.Eventually(t, func() bool {
 		a := c.get(t, "/")
@@ -138,7 +138,7 @@ func TestReloaderWaitsForTheProof(t *testing.T) {
 	assert.Equal(t, int32(0), c.restarts.Load(), "no restart while the update runs")
 
 	// The updater finishes: its receipt, then its marker removed.
-	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen2-no-id-success.json", c.moved, time.Now())))
+	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(gittest.HermesReceipt(t, "gen2-no-id-success.json", c.moved, time.Now())))
 	require.NoError(t, os.Remove(marker))
 	require.Eventually(t, func() bool { return c.get(t, "/").code == http.StatusOK }, 10*time.Second, 5*time.Millisecond)
 	assert.Equal(t, c.moved, c.get(t, "/").body)
@@ -146,10 +146,10 @@ func TestReloaderWaitsForTheProof(t *testing.T) {
 	assert.Equal(t, [2]uint64{1, 0}, [2]uint64{c.g.Stats().Reloads, c.g.Stats().ReloadsAbandoned})
 
 	// And the next update reloads again.
-	writeMarker(t, marker, os.Getpid(), time.Now())
+	gittest.WriteMarker(t, marker, os.Getpid(), time.Now())
 	third := commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 3\n")
 	require.Eventually(t, func() bool { return c.get(t, "/").code == http.StatusConflict }, 10*time.Second, 5*time.Millisecond)
-	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen3-correlation-success-latest.json", third, time.Now())))
+	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(gittest.HermesReceipt(t, "gen3-correlation-success-latest.json", third, time.Now())))
 	require.NoError(t, os.Remove(marker))
 	require.Eventually(t, func() bool { return c.get(t, "/").body == third }, 10*time.Second, 5*time.Millisecond)
 	assert.Equal(t, [2]uint64{2, 0}, [2]uint64{c.g.Stats().Reloads, c.g.Stats().ReloadsAbandoned})
@@ -161,7 +161,7 @@ func TestReloaderFailedUpdate(t *testing.T) {
 	var hooked atomic.Int32
 	c := newReloaderCase(t, func(r *http.Request, se *StaleError) { hooked.Add(1) })
 	c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
-	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-failed.json", c.moved, time.Now())))
+	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(gittest.HermesReceipt(t, "gen1-update-id-failed.json", c.moved, time.Now())))
 	require.Eventually(t, func() bool {
 		a := c.get(t, "/")
 		return a.code == http.StatusConflict && a.payload.Error == defaultMessage
@@ -180,7 +180,7 @@ func TestReloaderDrains(t *testing.T) {
 	go func() { slow <- c.get(t, "/slow") }()
 	<-c.entered
 	c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
-	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
+	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(gittest.HermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
 	var a answer
 	require.Eventually(t, func() bool {
 		a = c.get(t, "/")
@@ -200,7 +200,7 @@ func TestReloaderRestartFails(t *testing.T) {
 	c := newReloaderCase(t, nil)
 	c.fail.Store(true)
 	c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
-	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
+	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(gittest.HermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
 	require.Eventually(t, func() bool { return c.g.Stats().ReloadsAbandoned == 1 }, 10*time.Second, 5*time.Millisecond)
 	a := c.get(t, "/")
 	assert.Equal(t, http.StatusConflict, a.code)
@@ -260,7 +260,7 @@ func TestMiddlewareHookAndRetryAfter(t *testing.T) {
 	require.Len(t, seen, 1)
 	assert.Equal(t, moved, seen[0].Current)
 
-	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", moved, time.Now())))
+	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(gittest.HermesReceipt(t, "gen1-update-id-success.json", moved, time.Now())))
 	plan, err := c.g.PlanReload(context.Background())
 	require.NoError(t, err)
 	defer plan.Release()
@@ -279,7 +279,7 @@ func TestReloaderRestartPanics(t *testing.T) {
 	c := newReloaderCase(t, nil)
 	c.panics.Store(true)
 	c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
-	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
+	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(gittest.HermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
 	require.Eventually(t, func() bool { return c.g.Stats().ReloadsAbandoned == 1 }, 10*time.Second, 5*time.Millisecond)
 	a := c.get(t, "/")
 	assert.Equal(t, http.StatusConflict, a.code)
@@ -289,7 +289,7 @@ func TestReloaderRestartPanics(t *testing.T) {
 
 	c.panics.Store(false)
 	third := commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 3\n")
-	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen3-correlation-success-latest.json", third, time.Now())))
+	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(gittest.HermesReceipt(t, "gen3-correlation-success-latest.json", third, time.Now())))
 	require.Eventually(t, func() bool { return c.get(t, "/").body == third }, 10*time.Second, 5*time.Millisecond)
 	assert.Equal(t, [2]uint64{1, 1}, [2]uint64{c.g.Stats().Reloads, c.g.Stats().ReloadsAbandoned})
 }
@@ -307,7 +307,7 @@ func TestReloaderRetriesAfterDrainDeadline(t *testing.T) {
 	go func() { slow <- c.get(t, "/slow") }()
 	<-c.entered
 	c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
-	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
+	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(gittest.HermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
 	require.Eventually(t, func() bool { return c.g.Stats().ReloadsAbandoned >= 2 }, 10*time.Second, 5*time.Millisecond,
 		"the attempt is abandoned at the deadline, and tried again")
 	assert.Equal(t, int32(0), c.restarts.Load(), "no restart while guarded work runs")
@@ -326,7 +326,7 @@ func TestReloaderRetriesAfterDrainDeadline(t *testing.T) {
 func TestReloaderLeavesNoGoroutine(t *testing.T) {
 	c := newReloadCase(t) // moved, no receipt: every Reloader awaits the proof
 	restart := func(context.Context, *Plan) error { return nil }
-	writeMarker(t, filepath.Join(c.home, hermesMarker), os.Getpid(), time.Now())
+	gittest.WriteMarker(t, filepath.Join(c.home, hermesMarker), os.Getpid(), time.Now())
 	start := func(ctx context.Context) *Reloader {
 		rl, err := NewReloader(ctx, c.g, ReloaderOptions{Restart: restart, ProofInterval: time.Millisecond})
 		require.NoError(t, err)
@@ -368,7 +368,7 @@ func TestReloaderLeavesNoGoroutine(t *testing.T) {
 func TestReloaderStormDoesNotPlanPerRequest(t *testing.T) {
 	const interval = 100 * time.Millisecond
 	c := newReloaderCaseWith(t, nil, func(o *ReloaderOptions) { o.ProofInterval = interval })
-	writeMarker(t, filepath.Join(c.home, hermesMarker), os.Getpid(), time.Now()) // the updater runs
+	gittest.WriteMarker(t, filepath.Join(c.home, hermesMarker), os.Getpid(), time.Now()) // the updater runs
 	c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
 	require.Eventually(t, func() bool { return c.get(t, "/").code == http.StatusConflict }, 10*time.Second, 5*time.Millisecond)
 	startPlans, start := c.rl.plans.Load(), time.Now()
@@ -494,11 +494,11 @@ func TestNotifyAcrossAReload(t *testing.T) {
 	assert.Equal(t, []string{"READY=1", "STATUS=serving " + c.loaded[:12]}, next())
 
 	marker := filepath.Join(c.home, hermesMarker)
-	writeMarker(t, marker, os.Getpid(), time.Now())
+	gittest.WriteMarker(t, marker, os.Getpid(), time.Now())
 	c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
 	assert.Equal(t, []string{"STATUS=serving " + c.loaded[:12] + ", stale: the checkout moved; reloading once the update is proven"}, next())
 
-	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen2-no-id-success.json", c.moved, time.Now())))
+	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(gittest.HermesReceipt(t, "gen2-no-id-success.json", c.moved, time.Now())))
 	require.NoError(t, os.Remove(marker))
 	assert.Equal(t, []string{"RELOADING=1", "MONOTONIC_USEC=", "STATUS=reloading " + c.loaded[:12] + " to " + c.moved[:12]}, next())
 	assert.Equal(t, []string{"READY=1", "STATUS=serving " + c.moved[:12] + ", reloaded from " + c.loaded[:12]}, next())
@@ -518,10 +518,10 @@ func TestNotifyAbandonedReload(t *testing.T) {
 	// The update runs under its marker, as the updater's does: its move
 	// waits for the proof rather than ask for a manual restart.
 	marker := filepath.Join(c.home, hermesMarker)
-	writeMarker(t, marker, os.Getpid(), time.Now())
+	gittest.WriteMarker(t, marker, os.Getpid(), time.Now())
 	c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
 	assert.Contains(t, next()[0], "reloading once the update is proven")
-	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
+	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(gittest.HermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
 	require.NoError(t, os.Remove(marker))
 	assert.Equal(t, "RELOADING=1", next()[0])
 	assert.Equal(t, []string{"READY=1", "STATUS=serving " + c.loaded[:12] + ", stale: reload abandoned: the restart failed"}, next())
@@ -583,7 +583,7 @@ func TestReloaderWithAStuckServiceManager(t *testing.T) {
 	var logs lockedBuffer
 	c := newReloaderCaseWith(t, nil, func(o *ReloaderOptions) { o.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
 	c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
-	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
+	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(gittest.HermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
 	require.Eventually(t, func() bool { return c.g.Stats().Reloads == 1 }, 10*time.Second, 5*time.Millisecond, "the reload waits on the service manager")
 	assert.Equal(t, c.moved, c.get(t, "/").body)
 	notTold := func() int {
@@ -618,7 +618,7 @@ func TestNotifyPostponedReload(t *testing.T) {
 	go func() { slow <- c.get(t, "/slow") }()
 	<-c.entered
 	c.moved = commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 2\n")
-	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(hermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
+	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(gittest.HermesReceipt(t, "gen1-update-id-success.json", c.moved, time.Now())))
 	msg := next()
 	if msg[0] != "RELOADING=1" { // the move was seen before the receipt
 		msg = next()
@@ -685,7 +685,7 @@ func TestReloaderNoRevisionPromisesNothing(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				c := newReloaderCase(t, nil)
 				if running {
-					writeMarker(t, filepath.Join(c.home, hermesMarker), os.Getpid(), time.Now())
+					gittest.WriteMarker(t, filepath.Join(c.home, hermesMarker), os.Getpid(), time.Now())
 				}
 				w.move(t, c.dir)
 				require.ErrorIs(t, c.g.EnsureCurrent(), ErrStale)

@@ -1906,7 +1906,7 @@ func TestClosedGuardsHoldNothing(t *testing.T) {
 			tmp := tempDir(t)
 			dir, home := filepath.Join(tmp, "home", "hermes-agent"), filepath.Join(tmp, "home")
 			module, _ := agentRepo(t, dir)
-			writeMarker(t, filepath.Join(home, hermesMarker), live.Process.Pid, time.Now())
+			gittest.WriteMarker(t, filepath.Join(home, hermesMarker), live.Process.Pid, time.Now())
 			g, err := New(Options{ModulePath: module, HomeDir: home})
 			require.NoError(t, err)
 			for j := 0; j < 3 && !onWatchPath(g); j++ {
@@ -2159,10 +2159,10 @@ func BenchmarkStaleCheckWatch(b *testing.B) {
 			if tc.moved {
 				moved := commit(b, dir, "run_agent.py", "class AIAgent: revision = 2\n")
 				if tc.receipts {
-					writeFile(b, filepath.Join(receiptsDir(home), "latest.json"), string(hermesReceipt(b, "gen1-300-steps-success.json", moved, time.Now())))
+					writeFile(b, filepath.Join(receiptsDir(home), "latest.json"), string(gittest.HermesReceipt(b, "gen1-300-steps-success.json", moved, time.Now())))
 				}
 				if tc.marker {
-					writeMarker(b, filepath.Join(home, hermesMarker), os.Getpid(), time.Now())
+					gittest.WriteMarker(b, filepath.Join(home, hermesMarker), os.Getpid(), time.Now())
 				}
 				want = ErrStale
 			}
@@ -2266,7 +2266,7 @@ func sleeper(t *testing.T) *exec.Cmd {
 func TestStaleAnswerMarkerRewritten(t *testing.T) {
 	c := newStaleCase(t)
 	live := sleeper(t)
-	writeMarker(t, c.marker, live.Process.Pid, time.Now())
+	gittest.WriteMarker(t, c.marker, live.Process.Pid, time.Now())
 	assert.Equal(t, UpdateActive, c.state(t))
 	assert.Equal(t, UpdateActive, c.state(t))
 
@@ -2293,7 +2293,7 @@ func TestStaleAnswerMarkerRewritten(t *testing.T) {
 func TestStaleAnswerMarkerProcessDies(t *testing.T) {
 	c := newStaleCase(t)
 	live := sleeper(t)
-	writeMarker(t, c.marker, live.Process.Pid, time.Now())
+	gittest.WriteMarker(t, c.marker, live.Process.Pid, time.Now())
 	assert.Equal(t, UpdateActive, c.state(t))
 	assert.Equal(t, UpdateActive, c.state(t))
 	require.NoError(t, live.Process.Kill())
@@ -2307,7 +2307,7 @@ func TestStaleAnswerMarkerProcessDies(t *testing.T) {
 func TestStaleAnswersShareARecentRead(t *testing.T) {
 	c := newStaleCase(t)
 	live := sleeper(t)
-	writeMarker(t, c.marker, live.Process.Pid, time.Now())
+	gittest.WriteMarker(t, c.marker, live.Process.Pid, time.Now())
 	assert.Equal(t, UpdateActive, c.state(t))
 	for tries := 0; ; tries++ {
 		start := time.Now()
@@ -2338,7 +2338,7 @@ func TestStaleAnswersShareARecentRead(t *testing.T) {
 // same facts are stale.
 func TestStaleAnswerMarkerAges(t *testing.T) {
 	c := newStaleCase(t)
-	writeMarker(t, c.marker, os.Getpid(), time.Now())
+	gittest.WriteMarker(t, c.marker, os.Getpid(), time.Now())
 	assert.Equal(t, UpdateActive, c.state(t))
 	assert.Equal(t, UpdateActive, c.state(t))
 	c.ahead.Store(int64(DefaultMaxMarkerAge + time.Minute))
@@ -2370,7 +2370,7 @@ func TestStaleAnswerReleaseTombstone(t *testing.T) {
 	assert.Equal(t, UpdateUnverified, c.state(t))
 	releaser := sleeper(t)
 	tomb := fmt.Sprintf("%s%s%d-%s", c.marker, updater.ReleaseInfix, releaser.Process.Pid, "6f1c2a8e")
-	writeMarker(t, tomb, releaser.Process.Pid, time.Now())
+	gittest.WriteMarker(t, tomb, releaser.Process.Pid, time.Now())
 	assert.Equal(t, UpdateActive, c.state(t))
 	require.NoError(t, releaser.Process.Kill())
 	_, _ = releaser.Process.Wait()
@@ -2391,7 +2391,7 @@ func TestStaleAnswerProfileHomeAppears(t *testing.T) {
 	work := filepath.Join(profiles, "work")
 	require.NoError(t, os.Mkdir(work, 0o755))
 	assert.Equal(t, UpdateUnverified, c.state(t))
-	writeMarker(t, filepath.Join(work, hermesMarker), live.Process.Pid, time.Now())
+	gittest.WriteMarker(t, filepath.Join(work, hermesMarker), live.Process.Pid, time.Now())
 	assert.Equal(t, UpdateActive, c.state(t), "a profile's update runs")
 	require.NoError(t, os.Remove(filepath.Join(work, hermesMarker)))
 	assert.Equal(t, UpdateUnverified, c.state(t))
@@ -2399,7 +2399,7 @@ func TestStaleAnswerProfileHomeAppears(t *testing.T) {
 	// A profile home made with its marker already in it, then moved in.
 	other := filepath.Join(c.home, "elsewhere")
 	require.NoError(t, os.Mkdir(other, 0o755))
-	writeMarker(t, filepath.Join(other, hermesMarker), live.Process.Pid, time.Now())
+	gittest.WriteMarker(t, filepath.Join(other, hermesMarker), live.Process.Pid, time.Now())
 	assert.Equal(t, UpdateUnverified, c.state(t))
 	require.NoError(t, os.Rename(other, filepath.Join(profiles, "moved-in")))
 	assert.Equal(t, UpdateActive, c.state(t), "a profile home moved in with its marker")
@@ -2453,7 +2453,7 @@ func TestStaleAnswerProfileHomeLinkTargetAppears(t *testing.T) {
 	assert.Equal(t, UpdateUnverified, c.state(t))
 
 	require.NoError(t, os.MkdirAll(target, 0o755))
-	writeMarker(t, filepath.Join(target, hermesMarker), live.Process.Pid, time.Now())
+	gittest.WriteMarker(t, filepath.Join(target, hermesMarker), live.Process.Pid, time.Now())
 	assert.Equal(t, UpdateActive, c.state(t), "the linked profile's update runs")
 	fresh, err := New(Options{ModulePath: c.g.bound.Load().configured, HomeDir: c.home, Check: "stat"})
 	require.NoError(t, err)

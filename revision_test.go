@@ -629,7 +629,7 @@ func TestErrorsPrefixedOnce(t *testing.T) {
 	}
 	cases["ExpectReceipt while an update runs"] = func() error {
 		home := tempDir(t)
-		writeMarker(t, filepath.Join(home, hermesMarker), os.Getpid(), time.Now())
+		gittest.WriteMarker(t, filepath.Join(home, hermesMarker), os.Getpid(), time.Now())
 		_, err := New(Options{ModulePath: mod, HomeDir: home, ExpectRevision: g.Identity().Revision, ExpectReceipt: "update_id:x"})
 		assert.ErrorIs(t, err, ErrNotReady)
 		return err

@@ -426,7 +426,7 @@ func TestWatchPrintsChangesAndStopsOnSignal(t *testing.T) {
 	assert.Contains(t, next(), " stale "+moved+" update_state=unverified")
 	again := gittest.Commit(t, dir, "run_agent.py", "class AIAgent: changed = 2\n")
 	assert.Contains(t, next(), " stale "+again+" update_state=unverified")
-	writeMarkerFile(t, filepath.Join(home, ".hermes-update-in-progress"), os.Getpid(), time.Now())
+	gittest.WriteMarker(t, filepath.Join(home, ".hermes-update-in-progress"), os.Getpid(), time.Now())
 	assert.Contains(t, next(), " stale update_state=active")
 	git(t, dir, "reset", "-q", "--hard", rev)
 	assert.Contains(t, next(), " current "+rev)
@@ -811,7 +811,7 @@ func TestUpdateWithoutLockIsExclusive(t *testing.T) {
 		if round%2 == 1 {
 			// A stale marker (its process is gone) is replaced as
 			// exclusively as an absent one is created.
-			writeMarkerFile(t, filepath.Join(c.home, ".hermes-update-in-progress"), exitedPID(t), time.Now())
+			gittest.WriteMarker(t, filepath.Join(c.home, ".hermes-update-in-progress"), exitedPID(t), time.Now())
 		}
 		var wg sync.WaitGroup
 		results := make([]result, 4)
@@ -919,12 +919,6 @@ func exitedPID(t *testing.T) int {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	require.NoError(t, cmd.Run())
 	return cmd.ProcessState.Pid()
-}
-
-// writeMarkerFile writes an update marker for pid, started at started.
-func writeMarkerFile(t *testing.T, path string, pid int, started time.Time) {
-	t.Helper()
-	require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf("%d\n%.6f\n", pid, float64(started.UnixNano())/1e9)), 0o644))
 }
 
 // A watch stopped at any moment ends as a stopped one, with 0: also when

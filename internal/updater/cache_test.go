@@ -19,7 +19,7 @@ import (
 func TestCacheSparesReads(t *testing.T) {
 	later := time.Now().Add(time.Hour) // every stamp settled
 	path := filepath.Join(tempDir(t), markerName)
-	writeMarker(t, path, os.Getpid(), later.Add(-time.Minute))
+	gittest.WriteMarker(t, path, os.Getpid(), later.Add(-time.Minute))
 	var opens, probes int
 	e := probedEnv(func(pid int64) ProcInfo {
 		probes++
@@ -41,7 +41,7 @@ func TestCacheSparesReads(t *testing.T) {
 	}
 
 	child := gittest.LongChild(t)
-	writeMarker(t, path, child.Process.Pid, later.Add(-time.Minute))
+	gittest.WriteMarker(t, path, child.Process.Pid, later.Add(-time.Minute))
 	require.Equal(t, Live, e.ClassifyMarker(path, defaultMaxAge).Life)
 	assert.Equal(t, 2, opens, "a rewritten marker is read again")
 	require.NoError(t, child.Process.Kill())

@@ -136,7 +136,7 @@ func TestMarkerLiveness(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(tempDir(t), markerName)
-			writeMarker(t, path, 4242, started)
+			gittest.WriteMarker(t, path, 4242, started)
 			var asked int64
 			e := probedEnv(func(pid int64) ProcInfo { asked = pid; return tc.probe })
 			assert.Equal(t, tc.want, e.ClassifyMarker(path, defaultMaxAge).Life)
@@ -147,7 +147,7 @@ func TestMarkerLiveness(t *testing.T) {
 
 func TestMarkerAgeIsCheckedBeforeLiveness(t *testing.T) {
 	path := filepath.Join(tempDir(t), markerName)
-	writeMarker(t, path, 4242, time.Now().Add(-defaultMaxAge-time.Second))
+	gittest.WriteMarker(t, path, 4242, time.Now().Add(-defaultMaxAge-time.Second))
 	e := probedEnv(func(int64) ProcInfo {
 		t.Error("liveness was asked for an over-age marker")
 		return ProcInfo{State: ProcessAlive}
@@ -213,19 +213,19 @@ func TestMarkerRelease(t *testing.T) {
 	assert.Equal(t, NoUpdate, e.ClassifyMarker(path, defaultMaxAge).Life)
 
 	live := fmt.Sprintf("%s%s%d-%s", path, ReleaseInfix, os.Getpid(), "6f1c2a8e-0d3b-4b1e-9a55-3f1e2d4c5b6a")
-	writeMarker(t, live, os.Getpid(), time.Now())
+	gittest.WriteMarker(t, live, os.Getpid(), time.Now())
 	m := e.ClassifyMarker(path, defaultMaxAge)
 	assert.Equal(t, Live, m.Life, "a release in flight, the marker gone: %s", m.Reason)
 	assert.Contains(t, m.Reason, "releasing")
-	writeMarker(t, path, gittest.ExitedPID(t, processGone), time.Now())
+	gittest.WriteMarker(t, path, gittest.ExitedPID(t, processGone), time.Now())
 	assert.Equal(t, Live, e.ClassifyMarker(path, defaultMaxAge).Life, "a stale marker and a live release")
 	require.NoError(t, os.Remove(path))
 	require.NoError(t, os.Remove(live))
 
 	dead := fmt.Sprintf("%s%s%d-%s", path, ReleaseInfix, gittest.ExitedPID(t, processGone), "x")
-	writeMarker(t, dead, os.Getpid(), time.Now())
+	gittest.WriteMarker(t, dead, os.Getpid(), time.Now())
 	assert.Equal(t, NoUpdate, e.ClassifyMarker(path, defaultMaxAge).Life, "a release whose process is gone")
-	writeMarker(t, path, os.Getpid(), time.Now())
+	gittest.WriteMarker(t, path, os.Getpid(), time.Now())
 	assert.Equal(t, Live, e.ClassifyMarker(path, defaultMaxAge).Life)
 	require.NoError(t, os.Remove(path))
 	require.NoError(t, os.Remove(dead))
@@ -349,7 +349,7 @@ func FuzzReadUpdateMarker(f *testing.F) {
 // platform says when a process started, that start time.
 func BenchmarkReadUpdateActive(b *testing.B) {
 	path := filepath.Join(tempDir(b), markerName)
-	writeMarker(b, path, os.Getpid(), time.Now())
+	gittest.WriteMarker(b, path, os.Getpid(), time.Now())
 	if got := readMarker(path); got != Live {
 		b.Fatalf("readMarker(%q) = %q, want %q", path, got, Live)
 	}

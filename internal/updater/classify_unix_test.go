@@ -72,7 +72,7 @@ func TestFactsAreJudgedNow(t *testing.T) {
 	path := filepath.Join(tempDir(t), markerName)
 	child := gittest.LongChild(t)
 	start := time.Now()
-	writeMarker(t, path, child.Process.Pid, start)
+	gittest.WriteMarker(t, path, child.Process.Pid, start)
 	e := testEnv()
 	e.Cache = new(Cache) // as a guard's
 	var now time.Time
@@ -120,7 +120,7 @@ func readWithin(t *testing.T, path string) Life {
 
 func TestFIFOMarkerIsUnknownWithoutBlocking(t *testing.T) {
 	fifo := filepath.Join(tempDir(t), markerName)
-	mkfifo(t, fifo)
+	gittest.Mkfifo(t, fifo)
 	assert.Equal(t, Unsure, readWithin(t, fifo), "no writer")
 
 	// A writer holds it open, with data waiting.
@@ -135,7 +135,7 @@ func TestFIFOMarkerIsUnknownWithoutBlocking(t *testing.T) {
 func TestSymlinkMarkerIsNotFollowed(t *testing.T) {
 	dir := tempDir(t)
 	target := filepath.Join(dir, "real-marker")
-	writeMarker(t, target, os.Getpid(), time.Now())
+	gittest.WriteMarker(t, target, os.Getpid(), time.Now())
 	require.Equal(t, Live, readMarker(target))
 	link := filepath.Join(dir, markerName)
 	require.NoError(t, os.Symlink(target, link))
@@ -181,7 +181,7 @@ func TestReusedPIDMarker(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(tempDir(t), markerName)
-			writeMarker(t, path, cmd.Process.Pid, tc.written)
+			gittest.WriteMarker(t, path, cmd.Process.Pid, tc.written)
 			got := readMarker(path)
 			assert.Equal(t, tc.want, got, "readMarker(%q) = %q, want %q (marker time %v before Start was called, which took %v)",
 				path, got, tc.want, before.Sub(tc.written), after.Sub(before))

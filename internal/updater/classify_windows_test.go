@@ -19,7 +19,7 @@ import (
 func TestWindowsMarkerKinds(t *testing.T) {
 	dir := tempDir(t)
 	regular := filepath.Join(dir, markerName)
-	writeMarker(t, regular, os.Getpid(), time.Now())
+	gittest.WriteMarker(t, regular, os.Getpid(), time.Now())
 	assert.Equal(t, Live, readMarker(regular), "a regular file")
 	assert.Equal(t, NoUpdate, readMarker(filepath.Join(dir, "missing")))
 	assert.Equal(t, NoUpdate, readMarker(filepath.Join(dir, "no-dir", "missing")))
@@ -35,7 +35,7 @@ func TestWindowsMarkerKinds(t *testing.T) {
 func TestWindowsSymlinkMarkerIsNotFollowed(t *testing.T) {
 	dir := tempDir(t)
 	target := filepath.Join(dir, "real-marker")
-	writeMarker(t, target, os.Getpid(), time.Now())
+	gittest.WriteMarker(t, target, os.Getpid(), time.Now())
 	link := filepath.Join(dir, markerName)
 	if err := os.Symlink(target, link); err != nil {
 		t.Skipf("this host cannot make a symbolic link: %v", err)
@@ -57,8 +57,8 @@ func TestWindowsReusedPIDMarkerIsStale(t *testing.T) {
 	defer func() { _ = stdin.Close(); _ = child.Wait() }()
 
 	path := filepath.Join(tempDir(t), markerName)
-	writeMarker(t, path, child.Process.Pid, written)
+	gittest.WriteMarker(t, path, child.Process.Pid, written)
 	assert.Equal(t, Ended, readMarker(path))
-	writeMarker(t, path, child.Process.Pid, time.Now())
+	gittest.WriteMarker(t, path, child.Process.Pid, time.Now())
 	assert.Equal(t, Live, readMarker(path))
 }

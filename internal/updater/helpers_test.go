@@ -1,7 +1,6 @@
 package updater
 
 import (
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -21,12 +20,6 @@ const (
 	incomplete = ".update-incomplete"
 	lazy       = ".lazy-refresh-incomplete"
 )
-
-// writeMarker writes an update marker for pid, started at the given time.
-func writeMarker(t testing.TB, path string, pid int, started time.Time) {
-	t.Helper()
-	writeFile(t, path, fmt.Sprintf("%d\n%.6f\n", pid, float64(started.UnixNano())/1e9))
-}
 
 // testEnv is a copy of the system environment, for a test to change.
 func testEnv() *Env {

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/runtimeguard/runtimeguard/internal/durable"
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
 // linkAt puts a link at name to a file target elsewhere that holds
@@ -91,7 +92,7 @@ func callIf(f func()) {
 func TestLocksRefuseSpecialFiles(t *testing.T) {
 	dir := tempDir(t)
 	fifo := filepath.Join(dir, "fifo.lock")
-	mkfifo(t, fifo)
+	gittest.Mkfifo(t, fifo)
 	sub := filepath.Join(dir, "dir.lock")
 	require.NoError(t, os.Mkdir(sub, 0o755))
 	for _, p := range []string{fifo, sub} {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/runtimeguard/runtimeguard/internal/fsread"
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
 func TestInstallRoots(t *testing.T) {
@@ -42,7 +43,7 @@ func TestInstallRoots(t *testing.T) {
 func TestLstatOnlyNeverOpens(t *testing.T) {
 	dir := tempDir(t)
 	present := filepath.Join(dir, "present-marker")
-	writeMarker(t, present, os.Getpid(), time.Now())
+	gittest.WriteMarker(t, present, os.Getpid(), time.Now())
 	for path, want := range map[string]FileKind{present: FileUnusable, filepath.Join(dir, "missing"): FileAbsent, dir: FileUnusable} {
 		body, kind, _ := lstatOnly(path, MaxMarkerBytes)
 		assert.Nil(t, body, "lstatOnly(%q)", path)

@@ -16,16 +16,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
 )
 
 // recoveryNames are the Hermes updater's recovery markers.
 var recoveryNames = []string{incomplete, lazy}
-
-// mkfifo makes a FIFO at path.
-func mkfifo(t *testing.T, path string) {
-	t.Helper()
-	require.NoError(t, unix.Mkfifo(path, 0o644))
-}
 
 // A FIFO at the path is unusable and never waited on: SafeOpen refuses it
 // on its lstat, and where a FIFO is swapped in after the lstat, the open
@@ -33,7 +29,7 @@ func mkfifo(t *testing.T, path string) {
 // on a FIFO no writer holds).
 func TestSafeOpenRejectsFIFODescriptor(t *testing.T) {
 	fifo := filepath.Join(tempDir(t), "fifo")
-	mkfifo(t, fifo)
+	gittest.Mkfifo(t, fifo)
 	done := make(chan FileKind, 1)
 	go func() { _, kind, _ := SafeOpen(fifo, MaxMarkerBytes); done <- kind }()
 	select {
@@ -109,13 +105,13 @@ func openKind(path string) string {
 // marker as the control.
 func setupPermissionCases(t *testing.T, dir string) {
 	t.Helper()
-	writeMarker(t, filepath.Join(dir, "unreadable-marker"), 1, time.Now())
+	gittest.WriteMarker(t, filepath.Join(dir, "unreadable-marker"), 1, time.Now())
 	require.NoError(t, os.Chmod(filepath.Join(dir, "unreadable-marker"), 0))
-	writeMarker(t, filepath.Join(dir, "locked-home", markerName), 1, time.Now())
+	gittest.WriteMarker(t, filepath.Join(dir, "locked-home", markerName), 1, time.Now())
 	require.NoError(t, os.Chmod(filepath.Join(dir, "locked-home"), 0))
 	writeFile(t, filepath.Join(dir, "locked-root", incomplete), "")
 	require.NoError(t, os.Chmod(filepath.Join(dir, "locked-root"), 0))
-	writeMarker(t, filepath.Join(dir, "open-home", "readable-marker"), 1, time.Now().Add(-48*time.Hour))
+	gittest.WriteMarker(t, filepath.Join(dir, "open-home", "readable-marker"), 1, time.Now().Add(-48*time.Hour))
 	t.Cleanup(func() {
 		for _, p := range []string{"locked-home", "locked-root"} {
 			_ = os.Chmod(filepath.Join(dir, p), 0o755)
@@ -184,7 +180,7 @@ func copyFile(t *testing.T, from, to string, mode os.FileMode) {
 func TestListingsOfAFIFOReturn(t *testing.T) {
 	base := tempDir(t)
 	fifo, file := filepath.Join(base, "fifo"), filepath.Join(base, "file")
-	mkfifo(t, fifo)
+	gittest.Mkfifo(t, fifo)
 	require.NoError(t, os.WriteFile(file, nil, 0o644))
 	receipts := func(dir string) func() string {
 		return func() string {

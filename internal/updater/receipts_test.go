@@ -1,8 +1,6 @@
 package updater
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,30 +9,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-)
 
-// hermesReceipt returns the fixture name (written by a generation of the
-// Hermes Agent's own receipt writer), its post_update.sha and times
-// rewritten: the revision to sha, finished_at to finished (started a
-// second before).
-func hermesReceipt(t testing.TB, name, sha string, finished time.Time) []byte {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "hermes-receipts", name))
-	require.NoError(t, err)
-	var m map[string]any
-	require.NoError(t, json.Unmarshal(data, &m))
-	iso := func(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000+00:00") }
-	m["started_at"] = iso(finished.Add(-time.Second))
-	m["finished_at"] = iso(finished)
-	if sha != "" {
-		m["post_update"].(map[string]any)["sha"] = sha
-	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetIndent("", "  ")
-	require.NoError(t, enc.Encode(m))
-	return b.Bytes()
-}
+	"github.com/runtimeguard/runtimeguard/internal/gittest"
+)
 
 // receiptDir is a home's receipts directory with its sources.
 type receiptDir struct {
@@ -68,9 +45,9 @@ func TestNewestReceipt(t *testing.T) {
 
 	t.Run("a lost latest.json", func(t *testing.T) {
 		d := newReceiptDir(t)
-		d.write(t, "latest.json", hermesReceipt(t, "gen1-update-id-success.json", otherSHA, t0))
+		d.write(t, "latest.json", gittest.HermesReceipt(t, "gen1-update-id-success.json", otherSHA, t0))
 		before := ListReceipts(d.sources)
-		p := d.write(t, "update_20261201_081340_12054.json", hermesReceipt(t, "gen2-no-id-success.json", headSHA, t0.Add(time.Minute)))
+		p := d.write(t, "update_20261201_081340_12054.json", gittest.HermesReceipt(t, "gen2-no-id-success.json", headSHA, t0.Add(time.Minute)))
 		r, why := e.NewestReceipt(ListReceipts(d.sources), &before, "")
 		require.Empty(t, why)
 		require.NotNil(t, r)
@@ -81,8 +58,8 @@ func TestNewestReceipt(t *testing.T) {
 	t.Run("a newer retained failure beats latest.json", func(t *testing.T) {
 		d := newReceiptDir(t)
 		before := ListReceipts(d.sources)
-		d.write(t, "latest.json", hermesReceipt(t, "gen3-correlation-success-latest.json", headSHA, t0.Add(time.Minute)))
-		p := d.write(t, "update_20261201_081341_1_x.json", hermesReceipt(t, "gen1-update-id-failed.json", headSHA, t0.Add(2*time.Minute)))
+		d.write(t, "latest.json", gittest.HermesReceipt(t, "gen3-correlation-success-latest.json", headSHA, t0.Add(time.Minute)))
+		p := d.write(t, "update_20261201_081341_1_x.json", gittest.HermesReceipt(t, "gen1-update-id-failed.json", headSHA, t0.Add(2*time.Minute)))
 		r, why := e.NewestReceipt(ListReceipts(d.sources), &before, "")
 		require.Empty(t, why)
 		assert.Equal(t, p, r.Path)
@@ -90,8 +67,8 @@ func TestNewestReceipt(t *testing.T) {
 	})
 	t.Run("nothing written since", func(t *testing.T) {
 		d := newReceiptDir(t)
-		d.write(t, "latest.json", hermesReceipt(t, "gen1-update-id-success.json", headSHA, t0))
-		d.write(t, "update_1.json", hermesReceipt(t, "gen1-update-id-success.json", headSHA, t0))
+		d.write(t, "latest.json", gittest.HermesReceipt(t, "gen1-update-id-success.json", headSHA, t0))
+		d.write(t, "update_1.json", gittest.HermesReceipt(t, "gen1-update-id-success.json", headSHA, t0))
 		before := ListReceipts(d.sources)
 		r, why := e.NewestReceipt(ListReceipts(d.sources), &before, "")
 		assert.Nil(t, r)
@@ -104,8 +81,8 @@ func TestNewestReceipt(t *testing.T) {
 	t.Run("equally new and disagreeing", func(t *testing.T) {
 		d := newReceiptDir(t)
 		before := ListReceipts(d.sources)
-		d.write(t, "latest.json", hermesReceipt(t, "gen1-update-id-success.json", headSHA, t0))
-		d.write(t, "update_2.json", hermesReceipt(t, "gen1-update-id-failed.json", headSHA, t0))
+		d.write(t, "latest.json", gittest.HermesReceipt(t, "gen1-update-id-success.json", headSHA, t0))
+		d.write(t, "update_2.json", gittest.HermesReceipt(t, "gen1-update-id-failed.json", headSHA, t0))
 		r, why := e.NewestReceipt(ListReceipts(d.sources), &before, "")
 		assert.Nil(t, r)
 		assert.Contains(t, why, "disagree")
@@ -113,7 +90,7 @@ func TestNewestReceipt(t *testing.T) {
 	t.Run("a byte-equal copy agrees", func(t *testing.T) {
 		d := newReceiptDir(t)
 		before := ListReceipts(d.sources)
-		data := hermesReceipt(t, "gen1-300-steps-success.json", headSHA, t0)
+		data := gittest.HermesReceipt(t, "gen1-300-steps-success.json", headSHA, t0)
 		require.Greater(t, len(data), 64<<10, "the long receipt is over the old cap")
 		d.write(t, "update_3_cbb7.json", data)
 		latest := d.write(t, "latest.json", data)
@@ -140,7 +117,7 @@ func TestNewestReceiptHalfWritten(t *testing.T) {
 	e := testEnv()
 	e.Cache = new(Cache)
 	before := ListReceipts(d.sources)
-	whole := hermesReceipt(t, "gen2-no-id-success.json", headSHA, time.Now().Add(-time.Minute))
+	whole := gittest.HermesReceipt(t, "gen2-no-id-success.json", headSHA, time.Now().Add(-time.Minute))
 	latest := filepath.Join(d.dir, "latest.json")
 	f, err := os.OpenFile(latest, os.O_WRONLY|os.O_CREATE, 0o644)
 	require.NoError(t, err)
@@ -172,14 +149,14 @@ func TestReceiptParsedOncePerChange(t *testing.T) {
 	// The clock a second ahead: the files written here are old enough for
 	// their stamps to tell a rewrite (Git's racy rule).
 	e.Now = func() time.Time { return time.Now().Add(time.Second) }
-	d.write(t, "latest.json", hermesReceipt(t, "gen1-300-steps-success.json", headSHA, time.Now().Add(-time.Hour)))
+	d.write(t, "latest.json", gittest.HermesReceipt(t, "gen1-300-steps-success.json", headSHA, time.Now().Add(-time.Hour)))
 	for i := 0; i < 5; i++ {
 		r, why := e.NewestReceipt(ListReceipts(d.sources), nil, "")
 		require.Empty(t, why)
 		require.NotNil(t, r)
 	}
 	assert.Equal(t, 1, opens, "five looks at an unchanged receipt")
-	d.write(t, "latest.json", hermesReceipt(t, "gen1-update-id-failed.json", headSHA, time.Now().Add(-time.Minute)))
+	d.write(t, "latest.json", gittest.HermesReceipt(t, "gen1-update-id-failed.json", headSHA, time.Now().Add(-time.Minute)))
 	r, _ := e.NewestReceipt(ListReceipts(d.sources), nil, "")
 	assert.Equal(t, OutcomeFailed, r.Outcome)
 	assert.Equal(t, 2, opens)

@@ -239,7 +239,7 @@ func TestRunRefuses(t *testing.T) {
 		assert.NoFileExists(t, c.receipt(), "a receipt was written")
 		return err
 	}
-	writeMarker(t, c.marker(), os.Getpid(), time.Now())
+	gittest.WriteMarker(t, c.marker(), os.Getpid(), time.Now())
 	err := try()
 	assert.ErrorIs(t, err, ErrRefused)
 	assert.ErrorContains(t, err, "another updater is running")
@@ -266,7 +266,7 @@ func TestRunRefuses(t *testing.T) {
 	assert.NoFileExists(t, ran)
 
 	// A stale marker is no refusal: it is replaced.
-	writeMarker(t, c.marker(), os.Getpid(), time.Now().Add(-time.Hour))
+	gittest.WriteMarker(t, c.marker(), os.Getpid(), time.Now().Add(-time.Hour))
 	res, err := System.Run(context.Background(), c.update(t, "true"))
 	require.NoError(t, err)
 	assert.Empty(t, res.Failure)

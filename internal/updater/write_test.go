@@ -69,7 +69,7 @@ func TestClaimStaleMarkerIsExclusive(t *testing.T) {
 	dir := tempDir(t)
 	for round := 0; round < rounds; round++ {
 		path := filepath.Join(dir, fmt.Sprintf("marker-%d", round))
-		writeMarker(t, path, 99, time.Now().Add(-time.Minute)) // process 99 is gone
+		gittest.WriteMarker(t, path, 99, time.Now().Add(-time.Minute)) // process 99 is gone
 		pids := make([]int64, racers)
 		for i := range pids {
 			pids[i] = int64(1000 + i)
@@ -192,21 +192,21 @@ func TestClaimObeysTheGuardsReading(t *testing.T) {
 		setup func(t *testing.T, path string)
 	}{
 		{"none", func(*testing.T, string) {}},
-		{"a live process", func(t *testing.T, path string) { writeMarker(t, path, os.Getpid(), now) }},
-		{"over age", func(t *testing.T, path string) { writeMarker(t, path, os.Getpid(), now.Add(-time.Hour)) }},
-		{"a gone process", func(t *testing.T, path string) { writeMarker(t, path, gittest.ExitedPID(t, processGone), now) }},
+		{"a live process", func(t *testing.T, path string) { gittest.WriteMarker(t, path, os.Getpid(), now) }},
+		{"over age", func(t *testing.T, path string) { gittest.WriteMarker(t, path, os.Getpid(), now.Add(-time.Hour)) }},
+		{"a gone process", func(t *testing.T, path string) { gittest.WriteMarker(t, path, gittest.ExitedPID(t, processGone), now) }},
 		{"garbage", func(t *testing.T, path string) { writeFile(t, path, "garbage") }},
-		{"a time in the future", func(t *testing.T, path string) { writeMarker(t, path, os.Getpid(), now.Add(time.Hour)) }},
+		{"a time in the future", func(t *testing.T, path string) { gittest.WriteMarker(t, path, os.Getpid(), now.Add(time.Hour)) }},
 		{"a directory", func(t *testing.T, path string) { require.NoError(t, os.Mkdir(path, 0o755)) }},
 		{"a release in flight", func(t *testing.T, path string) {
-			writeMarker(t, fmt.Sprintf("%s%s%d-x", path, ReleaseInfix, os.Getpid()), os.Getpid(), now)
+			gittest.WriteMarker(t, fmt.Sprintf("%s%s%d-x", path, ReleaseInfix, os.Getpid()), os.Getpid(), now)
 		}},
 		{"a stale marker and a release in flight", func(t *testing.T, path string) {
-			writeMarker(t, path, os.Getpid(), now.Add(-time.Hour))
-			writeMarker(t, fmt.Sprintf("%s%s%d-x", path, ReleaseInfix, os.Getpid()), os.Getpid(), now)
+			gittest.WriteMarker(t, path, os.Getpid(), now.Add(-time.Hour))
+			gittest.WriteMarker(t, fmt.Sprintf("%s%s%d-x", path, ReleaseInfix, os.Getpid()), os.Getpid(), now)
 		}},
 		{"a finished release", func(t *testing.T, path string) {
-			writeMarker(t, fmt.Sprintf("%s%s%d-x", path, ReleaseInfix, gittest.ExitedPID(t, processGone)), os.Getpid(), now)
+			gittest.WriteMarker(t, fmt.Sprintf("%s%s%d-x", path, ReleaseInfix, gittest.ExitedPID(t, processGone)), os.Getpid(), now)
 		}},
 		{"an unresolved cleanup", func(t *testing.T, path string) { writeFile(t, path+".cas-claim-1", "") }},
 	}

@@ -73,7 +73,7 @@ type Observation struct {
 	MarkerPath   string      `json:"marker_path"`
 	Marker       MarkerState `json:"update_marker"`
 	MarkerReason string      `json:"update_marker_reason,omitempty"`
-	// RecoveryMarkers are those found in InstallRoots; RecoveryProblem why not all were searched.
+	// InstallRoots are searched for RecoveryMarkers; RecoveryProblem says why one was not.
 	InstallRoots    []string `json:"install_roots"`
 	RecoveryMarkers []string `json:"recovery_markers"`
 	RecoveryProblem string   `json:"recovery_problem,omitempty"`

@@ -15,6 +15,7 @@ import (
 
 	"github.com/runtimeguard/runtimeguard/internal/fusehang"
 	"github.com/runtimeguard/runtimeguard/internal/gittest"
+	"github.com/runtimeguard/runtimeguard/internal/updater"
 )
 
 // Every command whose --module, --home or marker path is on a file system
@@ -84,7 +85,7 @@ func TestCommandsGiveUpOnAHungMount(t *testing.T) {
 			var stdout, stderr gittest.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			require.NoError(t, cmd.Start())
-			took, err := endsOnAHungMount(t, cmd, f, 6*readTimeout, func() string { return stdout.String() + stderr.String() })
+			took, err := endsOnAHungMount(t, cmd, f, 6*readTimeout, func() string { return stdout.String() + stderr.String() }, nil)
 			// One read timeout, not two in a row: a bound on how many it
 			// waits, not on speed.
 			assert.Less(t, took, 2*readTimeout, "the command waited for the hung file system more than once")
@@ -102,44 +103,89 @@ func TestCommandsGiveUpOnAHungMount(t *testing.T) {
 	}
 }
 
-// A home that stops answering while COMMAND runs holds update up for a
-// bounded time, never for good: it gives up on the run's last writes with
-// the timeout's exit code, naming what did not answer, and the receipt the
-// home last took stays "running", naming a writer that is gone.
+// A home that stops answering while COMMAND runs, or a directory on PATH
+// that does not answer as COMMAND is looked for, holds update up for a
+// bounded time, never for good: it gives up with the timeout's exit code,
+// naming what did not answer. Its locks are free at once, though the
+// process cannot end while the mount hangs (a thread of it waits on FUSE);
+// the receipt the home last took stays "running", naming a writer that is
+// gone.
 func TestUpdateGivesUpOnAHomeThatHangsWhileItsCommandRuns(t *testing.T) {
 	t.Parallel() // processes, files and mounts of its own
-	module, _ := checkout(t)
-	home := gittest.TempDir(t)
-	mnt := filepath.Join(gittest.TempDir(t), "mnt")
-	require.NoError(t, os.Mkdir(mnt, 0o755))
-	f := fusehang.Mount(t, mnt, map[string]string{"home": home})
-	signals := gittest.TempDir(t)
-	started, resume := filepath.Join(signals, "started"), filepath.Join(signals, "resume")
-	script := "touch " + started + "; while [ ! -e " + resume + " ]; do sleep 0.01; done"
-	cmd := commandProcess("update", "--module", module, "--home", filepath.Join(mnt, "home"), "--", "sh", "-c", script)
-	cmd.Env = append(cmd.Env, gittest.Env...)
-	var stdout, stderr gittest.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	require.NoError(t, cmd.Start())
-	require.Eventually(t, func() bool { _, err := os.Stat(started); return err == nil }, 30*time.Second, 5*time.Millisecond,
-		"COMMAND never started: %s", stderr.String())
-	receipt := filepath.Join(home, "logs", "update_receipts", "latest.json")
-	running, err := os.ReadFile(receipt)
-	require.NoError(t, err)
-	f.Hang()
-	require.NoError(t, os.WriteFile(resume, nil, 0o644))
-	// The reads after COMMAND give up within one read timeout, and the
-	// writes within another: a bound on a hang, not on speed.
-	took, err := endsOnAHungMount(t, cmd, f, 6*readTimeout, func() string { return stderr.String() })
-	assert.Less(t, took, 3*readTimeout, "stderr %q", stderr.String())
-	var ee *exec.ExitError
-	require.ErrorAs(t, err, &ee, "stderr %q", stderr.String())
-	assert.Equal(t, exitTimeout, ee.ExitCode(), "stderr %q", stderr.String())
-	assert.Contains(t, stderr.String(), "runtimeguard update: gave up: the receipt "+filepath.Join(mnt, "home"))
-	after, err := os.ReadFile(receipt)
-	require.NoError(t, err)
-	assert.Equal(t, string(running), string(after), "the receipt the home last took")
-	assert.Contains(t, string(after), `"outcome": "running"`)
+	for _, tc := range []struct {
+		name string
+		// hangs: the home on the mount, hung while COMMAND runs; else a
+		// directory of PATH on it, hung from the start.
+		home   bool
+		stderr string // after "runtimeguard update: gave up: "; MNT the mount
+		within time.Duration
+	}{
+		// The reads after COMMAND give up within one read timeout, and
+		// the writes within another: a bound on a hang, not on speed.
+		{"home, while COMMAND runs", true, "the receipts' directory MNT/home/logs/update_receipts", 3 * readTimeout},
+		{"PATH, as COMMAND is looked for", false, "the command sh (in ", 2 * readTimeout},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			module, _ := checkout(t)
+			home := gittest.TempDir(t)
+			mnt := filepath.Join(gittest.TempDir(t), "mnt")
+			require.NoError(t, os.Mkdir(mnt, 0o755))
+			f := fusehang.Mount(t, mnt, map[string]string{"home": home, "bin": "/usr/bin"})
+			signals := gittest.TempDir(t)
+			started, resume := filepath.Join(signals, "started"), filepath.Join(signals, "resume")
+			script := "touch " + started + "; while [ ! -e " + resume + " ]; do sleep 0.01; done"
+			homeArg := home
+			if tc.home {
+				homeArg = filepath.Join(mnt, "home")
+			}
+			cmd := commandProcess("update", "--module", module, "--home", homeArg, "--lock", "update.lock", "--", "sh", "-c", script)
+			cmd.Env = append(cmd.Env, gittest.Env...)
+			if !tc.home {
+				cmd.Env = append(cmd.Env, "PATH="+filepath.Join(mnt, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
+				f.Hang()
+			}
+			var stdout, stderr gittest.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			require.NoError(t, cmd.Start())
+			receipt := filepath.Join(home, "logs", "update_receipts", "latest.json")
+			var running []byte
+			if tc.home {
+				require.Eventually(t, func() bool { _, err := os.Stat(started); return err == nil }, 30*time.Second, 5*time.Millisecond,
+					"COMMAND never started: %s", stderr.String())
+				var err error
+				running, err = os.ReadFile(receipt)
+				require.NoError(t, err)
+				f.Hang()
+				require.NoError(t, os.WriteFile(resume, nil, 0o644))
+			}
+			locksFree := func() {
+				lock, err := updater.Lock("", filepath.Join(home, "update.lock"), true)
+				if assert.NoError(t, err, "the layout's lock, once update gave up") {
+					lock.Close()
+				}
+				checkoutLock := filepath.Join(filepath.Dir(module), ".git", updater.HermesCheckoutLock)
+				held, err := updater.LockCheckout(checkoutLock, 0)
+				if assert.NoError(t, err, "the checkout lock, once update gave up") {
+					held.Close()
+				}
+			}
+			took, err := endsOnAHungMount(t, cmd, f, 6*readTimeout, func() string { return stderr.String() }, locksFree)
+			assert.Less(t, took, tc.within, "stderr %q", stderr.String())
+			var ee *exec.ExitError
+			require.ErrorAs(t, err, &ee, "stderr %q", stderr.String())
+			assert.Equal(t, exitTimeout, ee.ExitCode(), "stderr %q", stderr.String())
+			assert.Contains(t, stderr.String(), "runtimeguard update: gave up: "+strings.ReplaceAll(tc.stderr, "MNT", mnt))
+			after, err := os.ReadFile(receipt)
+			require.NoError(t, err)
+			if tc.home {
+				assert.Equal(t, string(running), string(after), "the receipt the home last took")
+			}
+			assert.Contains(t, string(after), `"outcome": "running"`)
+			_, err = os.Stat(started)
+			assert.Equal(t, tc.home, err == nil, "COMMAND ran")
+		})
+	}
 }
 
 // endsOnAHungMount waits for cmd, started, to end while f hangs, and
@@ -147,9 +193,11 @@ func TestUpdateGivesUpOnAHomeThatHangsWhileItsCommandRuns(t *testing.T) {
 // on the hung file system ends, but cannot be reaped until the mount is
 // torn down: it is taken for ended once each of its threads has exited or
 // waits on the file system (a Go process that runs has threads that do
-// neither), and the mount is then torn down. A process still running after
-// limit (a bound on a hang) fails the test, which shows output().
-func endsOnAHungMount(t *testing.T, cmd *exec.Cmd, f *fusehang.FS, limit time.Duration, output func() string) (time.Duration, error) {
+// neither), and the mount is then torn down, after ended (if not nil) has
+// looked at what the process left while the mount still hangs. A process
+// still running after limit (a bound on a hang) fails the test, which
+// shows output().
+func endsOnAHungMount(t *testing.T, cmd *exec.Cmd, f *fusehang.FS, limit time.Duration, output func() string, ended func()) (time.Duration, error) {
 	t.Helper()
 	start := time.Now()
 	exited := func() bool {
@@ -171,10 +219,17 @@ func endsOnAHungMount(t *testing.T, cmd *exec.Cmd, f *fusehang.FS, limit time.Du
 	for {
 		select {
 		case err := <-waited:
-			return time.Since(start), err
+			took := time.Since(start)
+			if ended != nil {
+				ended()
+			}
+			return took, err
 		case <-time.After(time.Millisecond):
 			if exited() {
 				took := time.Since(start)
+				if ended != nil {
+					ended()
+				}
 				f.TearDown()
 				return took, <-waited
 			}

@@ -692,6 +692,37 @@ func TestUpdateFailure(t *testing.T) {
 	var st map[string]any
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st), r.stdout)
 	assert.Contains(t, st["recovery_problem"], root)
+
+	// A relative --python and a COMMAND that removes the directory the
+	// tool was started in: the install root is still searched after it,
+	// and its recovery marker fails the update.
+	tmp := gittest.TempDir(t)
+	gittest.WriteFile(t, filepath.Join(tmp, "install", "venv", "bin", "python"), "")
+	gittest.WriteFile(t, filepath.Join(tmp, "install", ".update-incomplete"), "")
+	started := filepath.Join(tmp, "started")
+	require.NoError(t, os.Mkdir(started, 0o755))
+	cmd = commandProcess("update", "--module", c.module, "--home", c.home, "--python", filepath.Join("..", "install", "venv", "bin", "python"), "--", "rmdir", started)
+	cmd.Dir = started
+	cmd.Env = append(cmd.Env, gittest.Env...)
+	r = runProcess(t, cmd)
+	assert.Equal(t, 1, r.code, r.stderr)
+	assert.Equal(t, "failed", c.receipt(t)["outcome"])
+	assert.Contains(t, r.stderr, filepath.Join(tmp, "install", ".update-incomplete"))
+}
+
+// A --wait past any duration is a wait like another: update waits for the
+// lock another process holds, then runs.
+func TestUpdateWaitOfAnyLength(t *testing.T) {
+	t.Parallel() // processes, files and repositories of its own
+	c := newUpdateCase(t)
+	lock, err := updater.Lock("", filepath.Join(c.home, "update.lock"), true)
+	require.NoError(t, err)
+	go func() { time.Sleep(300 * time.Millisecond); lock.Close() }()
+	cmd := commandProcess("update", "--module", c.module, "--home", c.home, "--lock", "update.lock", "--wait", "2562047h47m16s", "--", "true")
+	cmd.Env = append(cmd.Env, gittest.Env...)
+	r := runProcess(t, cmd)
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "success", c.receipt(t)["outcome"])
 }
 
 // The command runs in the module's worktree, wherever the tool is run.

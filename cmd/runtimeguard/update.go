@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -191,9 +192,26 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	opts := gf.options()
-	observe := func() runtimeguard.Observation {
-		o, _ := runtimeguard.Observe(opts) // the options resolved above
-		return o
+	// The paths made absolute once: a command that removes the directory
+	// the tool was started in leaves the reads after it their paths.
+	opts.HomeDir = paths.Home
+	for _, p := range []*string{&opts.ModulePath, &opts.Python} {
+		if *p != "" {
+			abs, err := filepath.Abs(*p)
+			if err != nil {
+				return fmt.Errorf("%s cannot be made absolute: %w", quote.Text(*p), err)
+			}
+			*p = abs
+		}
+	}
+	// A look at the updater's files that fails proves nothing: the markers
+	// may live, the recovery markers were not looked for.
+	observe := func() (runtimeguard.Observation, string) {
+		o, err := runtimeguard.Observe(opts)
+		if err != nil {
+			return o, "the updater's files cannot be read: " + err.Error()
+		}
+		return o, ""
 	}
 	checkoutLock := opts.Layout.CheckoutLock
 	if checkoutLock != "" {
@@ -225,17 +243,20 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		Judge:        updater.System.Judge(runtimeguard.DefaultMaxMarkerAge),
 		Argv:         c.args, Dir: dir, Env: os.Environ(), Stdin: os.Stdin, Stdout: stdout, Stderr: stderr,
 		Markers: func() (updater.Verdict, string) {
-			o := observe() // every home's marker, where the layout has profiles
+			o, why := observe() // every home's marker, where the layout has profiles
+			if why != "" {
+				return updater.Verdict{Life: updater.Unsure, Reason: why}, paths.Marker
+			}
 			return updater.Verdict{Life: lives[o.Marker], Reason: o.MarkerReason}, o.MarkerPath
 		},
 		Inspect: func() (string, string, string, error) {
 			ck, err := gf.inspect()
 			return ck.Revision, ck.Reason, ck.TopLevel, err
 		},
-		Step: dog.step,
+		Step: dog.step, Holds: dog.hold,
 		Leftover: func() ([]string, string) {
-			o := observe()
-			return o.RecoveryMarkers, o.RecoveryProblem
+			o, why := observe()
+			return o.RecoveryMarkers, cmp.Or(why, o.RecoveryProblem)
 		},
 	})
 	if err != nil && res.Receipt.UpdateID == "" {
@@ -280,16 +301,26 @@ func stateOf(l updater.Life) runtimeguard.MarkerState {
 // watchdog ends the process when a step of an update that touches a file
 // system does not end within readTimeout past its rightful wait for a
 // lock: a write that waits on a file system that stopped answering cannot
-// be called off, and a process that ends releases its locks. The marker
-// and the receipt stay as the file system last took them.
+// be called off, and a process that ends releases its locks. The locks
+// the run holds are closed first: a process one of whose threads waits on
+// a FUSE file system that does not answer does not end until it answers.
+// The marker and the receipt stay as the file system last took them.
 type watchdog struct {
 	stderr io.Writer
 	mu     sync.Mutex
 	timer  *time.Timer
-	steps  int // counts the calls of step: a timer of an earlier one ends nothing
+	steps  int        // counts the calls of step: a timer of an earlier one ends nothing
+	held   []*os.File // the locks the run holds (Update.Holds)
 }
 
 func newWatchdog(stderr io.Writer) *watchdog { return &watchdog{stderr: stderr} }
+
+// hold adds f to the locks closed before the process ends.
+func (w *watchdog) hold(f *os.File) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.held = append(w.held, f)
+}
 
 // step disarms the watchdog and, unless what is "", arms it for the step
 // that touches what and may rightly wait wait for a lock.
@@ -305,11 +336,25 @@ func (w *watchdog) step(what string, wait time.Duration) {
 		return
 	}
 	n := w.steps
-	w.timer = time.AfterFunc(wait+readTimeout, func() {
+	limit := wait + readTimeout
+	if limit < wait {
+		limit = math.MaxInt64 // a wait past any time (--wait 2562047h)
+	}
+	w.timer = time.AfterFunc(limit, func() {
 		w.mu.Lock()
 		if w.steps != n {
 			w.mu.Unlock() // the step ended as the timer fired
 			return
+		}
+		closed := make(chan struct{}, len(w.held))
+		for _, f := range w.held {
+			go func() { f.Close(); closed <- struct{}{} }() // one on the hung file system waits alone
+		}
+		for range w.held {
+			select {
+			case <-closed:
+			case <-time.After(time.Second):
+			}
 		}
 		fmt.Fprintf(w.stderr, "runtimeguard update: %s\n", quote.Text(timeoutError{what}.Error()))
 		os.Exit(exitTimeout)

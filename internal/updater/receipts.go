@@ -238,8 +238,10 @@ func ReceiptFileName(r *Receipt, pid int) string {
 const keepReceipts = 20
 
 // pruneReceipts removes all but the newest keepReceipts files of d named
-// by pattern, by modification time.
-func pruneReceipts(d *durable.Dir, pattern string) {
+// by pattern, by modification time, telling step of each file it reads or
+// removes (see Update.Step).
+func pruneReceipts(d *durable.Dir, pattern string, step func(string, time.Duration)) {
+	step("the receipts' directory "+d.Path(), 0)
 	names, err := d.Names(maxReceiptEntries, func(n string) bool {
 		ok, _ := filepath.Match(pattern, n)
 		return ok
@@ -253,12 +255,14 @@ func pruneReceipts(d *durable.Dir, pattern string) {
 	}
 	var files []file
 	for _, n := range names {
+		step("the receipt "+filepath.Join(d.Path(), n), 0)
 		if fi, err := d.Lstat(n); err == nil && fi.Mode().IsRegular() {
 			files = append(files, file{n, fi.ModTime()})
 		}
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].mtime.After(files[j].mtime) })
 	for _, f := range files[min(keepReceipts, len(files)):] {
+		step("the receipt "+filepath.Join(d.Path(), f.name), 0)
 		_ = d.Remove(f.name)
 	}
 }

@@ -71,6 +71,12 @@ type Update struct {
 	// system does not answer ends the process, which releases the locks
 	// (the receipt last written stays, naming a writer that is gone).
 	Step func(what string, wait time.Duration)
+	// Holds, when not nil, is told of each lock Run holds across steps
+	// (the layout's lock, the checkout lock). A caller that gives up on a
+	// step closes them before it ends the process: a process one of whose
+	// threads waits on a file system that does not answer may not end
+	// (FUSE), and would keep them.
+	Holds func(*os.File)
 	// Leftover lists the recovery markers found once the command ended,
 	// and says why they could not all be looked for ("" when they were):
 	// either makes the run fail. Nil: none is looked for.
@@ -150,6 +156,9 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 		}
 		defer lock.Close()
 		defer step("the lock "+u.Lock, 0) // as it is closed
+		if u.Holds != nil {
+			u.Holds(lock)
+		}
 	}
 	var checkout *os.File
 	if u.CheckoutLock != "" {
@@ -164,6 +173,9 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 		}
 		defer checkout.Close()
 		defer step("the checkout lock "+u.CheckoutLock, 0) // as it is closed
+		if u.Holds != nil {
+			u.Holds(checkout)
+		}
 	}
 	// Read under the lock: another updater may have finished meanwhile.
 	step("", 0)
@@ -210,21 +222,26 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 	var top string
 	step("", 0)
 	r.From, _, top, _ = u.Inspect()
+	if top != "" {
+		step("the checkout "+top, 0)
+	}
 	r.Checkout, r.CheckoutID = checkoutOf(top)
-	step("the receipt "+u.Receipt, 0)
-	if err := writeReceipt(home, u.Receipt, *r, pid); err != nil {
+	if err := writeReceipt(home, u.Receipt, *r, pid, step); err != nil {
 		return res, err
 	}
 
-	step("", 0)
-	res.ExitCode, res.RunErr = runCommand(ctx, &u, lock, checkout)
+	res.ExitCode, res.RunErr = runCommand(ctx, &u, lock, checkout, step)
 	r.FinishedAt = time.Now().UTC()
 	after, none, top, readErr := u.Inspect()
 	r.To = after
+	if top != "" {
+		step("the checkout "+top, 0)
+	}
 	r.Checkout, r.CheckoutID = checkoutOf(top)
 	var left []string
 	var leftWhy string
 	if u.Leftover != nil {
+		step("", 0)
 		left, leftWhy = u.Leftover()
 	}
 	switch {
@@ -247,8 +264,7 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 	if res.Failure != "" {
 		r.Outcome = OutcomeFailed
 	}
-	step("the receipt "+u.Receipt, 0)
-	return res, writeReceipt(home, u.Receipt, *r, pid)
+	return res, writeReceipt(home, u.Receipt, *r, pid, step)
 }
 
 // checkoutOf is the checkout whose top level is top, as a receipt names it,
@@ -262,7 +278,10 @@ func checkoutOf(top string) (dir, id string) {
 
 // runCommand runs u.Argv and returns its exit status. The context's end
 // interrupts the command, which then has thirty seconds to end.
-func runCommand(ctx context.Context, u *Update, lock, checkout *os.File) (int, error) {
+func runCommand(ctx context.Context, u *Update, lock, checkout *os.File, step func(string, time.Duration)) (int, error) {
+	// Finding the command on PATH, its directory and its file are reads of
+	// file systems too: announced until it started, the wait for it not.
+	step("the command "+u.Argv[0]+" (in "+u.Dir+")", 0)
 	cmd := exec.CommandContext(ctx, u.Argv[0], u.Argv[1:]...)
 	cmd.Dir, cmd.Env = u.Dir, u.Env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = u.Stdin, u.Stdout, u.Stderr
@@ -285,7 +304,11 @@ func runCommand(ctx context.Context, u *Update, lock, checkout *os.File) (int, e
 		return cmd.Process.Signal(os.Interrupt)
 	}
 	cmd.WaitDelay = 30 * time.Second
-	err := cmd.Run()
+	err := cmd.Start()
+	step("", 0)
+	if err == nil {
+		err = cmd.Wait()
+	}
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
 		return exit.ExitCode(), nil

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,13 +110,20 @@ func TestRunSuccess(t *testing.T) {
 
 // Run tells its Step of every step that touches a file system it does
 // not leave to the caller: each names what it touches (with the wait a
-// lock there may rightly take), and the command and the caller's own
+// lock there may rightly take), down to each receipt it writes, reads or
+// prunes and the lookup of the command; the command and the caller's own
 // reads (Inspect, Leftover, Markers) run with "" told before them, so that
-// a caller that gives up on a step never gives up on the command.
+// a caller that gives up on a step never gives up on the command. Holds
+// is told of the locks Run holds across steps.
 func TestRunTellsEachStep(t *testing.T) {
 	c := newRunCase(t)
 	u := c.update(t, "true")
 	u.CheckoutLock = filepath.Join(c.dir, ".git", HermesCheckoutLock)
+	receipts := filepath.Dir(c.receipt())
+	for i := range keepReceipts + 1 { // one more than kept: with the run's own, two are pruned
+		old := filepath.Join(receipts, fmt.Sprintf("update_2020010%dT000000Z_1_%02d.json", i%9+1, i))
+		gittest.WriteFile(t, old, "{}\n")
+	}
 	var steps []string
 	u.Step = func(what string, wait time.Duration) {
 		if wait != 0 {
@@ -123,36 +131,59 @@ func TestRunTellsEachStep(t *testing.T) {
 		}
 		steps = append(steps, what)
 	}
+	var held []string
+	u.Holds = func(f *os.File) { held = append(held, f.Name()) }
 	inspect, leftover := u.Inspect, u.Leftover
 	u.Inspect = func() (string, string, string, error) {
 		steps = append(steps, "[inspect]")
-		return inspect()
+		rev, none, _, err := inspect()
+		return rev, none, c.dir, err
 	}
 	u.Leftover = func() ([]string, string) {
 		steps = append(steps, "[leftover]")
 		return leftover()
 	}
-	u.Argv = []string{"sh", "-c", "echo '[command]' > " + filepath.Join(c.home, "ran")}
 	res, err := System.Run(context.Background(), u)
 	require.NoError(t, err)
 	require.Empty(t, res.Failure)
-	assert.Equal(t, []string{
+	own := filepath.Join(receipts, ReceiptFileName(&res.Receipt, os.Getpid()))
+	before := []string{
 		"the lock " + u.Lock + " (100ms)",
 		"the checkout lock " + u.CheckoutLock + fmt.Sprintf(" (%v)", CheckoutContentionWait),
 		"", // Markers: Judge.Read, read by Run itself, names the marker
 		"the marker " + c.marker(),
-		"the receipts' directory " + filepath.Dir(c.receipt()),
+		"the receipts' directory " + receipts,
 		"the home " + c.home,
 		"the marker " + c.marker() + fmt.Sprintf(" (%v)", claimLockWait),
-		"", "[inspect]",
+		"", "[inspect]", "the checkout " + c.dir,
+		"the receipts' directory " + receipts,
 		"the receipt " + c.receipt(),
-		"", "[inspect]", "[leftover]",
+		"the command true (in " + c.dir + ")",
+		"", "[inspect]", "the checkout " + c.dir,
+		"", "[leftover]",
+		"the receipts' directory " + receipts,
+		"the receipt " + own,
 		"the receipt " + c.receipt(),
+		"the receipts' directory " + receipts, // pruned
+	}
+	after := []string{
 		"the marker " + c.marker() + fmt.Sprintf(" (%v)", claimLockWait),
 		"the checkout lock " + u.CheckoutLock,
 		"the lock " + u.Lock,
-	}, steps)
-	assert.FileExists(t, filepath.Join(c.home, "ran"))
+	}
+	require.Greater(t, len(steps), len(before)+len(after), "%q", steps)
+	assert.Equal(t, before, steps[:len(before)])
+	assert.Equal(t, after, steps[len(steps)-len(after):])
+	// The pruning: each history receipt read, then each of the two removed.
+	pruned := steps[len(before) : len(steps)-len(after)]
+	assert.Len(t, pruned, keepReceipts+2+2, "%q", pruned)
+	for _, s := range pruned {
+		assert.True(t, strings.HasPrefix(s, "the receipt "+receipts+string(filepath.Separator)+"update_"), "%q", s)
+	}
+	names, err := filepath.Glob(filepath.Join(receipts, ReceiptHistoryPattern))
+	require.NoError(t, err)
+	assert.Len(t, names, keepReceipts)
+	assert.Equal(t, []string{u.Lock, u.CheckoutLock}, held)
 }
 
 // The command runs in the environment the Update gives, whatever this

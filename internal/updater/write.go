@@ -244,11 +244,12 @@ func NewUpdateID() string {
 // write and removal made in it, as durable.OpenIn opens it: nothing is
 // written or removed where a link below home leads.
 func WriteReceipt(home, latest string, r Receipt, pid int) error {
-	return writeReceipt(durable.Root{Path: home}, latest, r, pid)
+	return writeReceipt(durable.Root{Path: home}, latest, r, pid, func(string, time.Duration) {})
 }
 
-// writeReceipt is WriteReceipt in the root home, which may be pinned.
-func writeReceipt(home durable.Root, latest string, r Receipt, pid int) error {
+// writeReceipt is WriteReceipt in the root home, which may be pinned,
+// telling step of each write and removal (see Update.Step).
+func writeReceipt(home durable.Root, latest string, r Receipt, pid int, step func(string, time.Duration)) error {
 	f := receiptFile{
 		Schema: ReceiptSchema, UpdateID: r.UpdateID, CorrelationID: r.CorrelationID, Outcome: r.Outcome,
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
@@ -263,17 +264,22 @@ func writeReceipt(home durable.Root, latest string, r Receipt, pid int) error {
 		return err
 	}
 	data = append(data, '\n')
-	d, err := home.OpenIn(filepath.Dir(latest), true)
+	dir := filepath.Dir(latest)
+	step("the receipts' directory "+dir, 0)
+	d, err := home.OpenIn(dir, true)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
 	if !r.FinishedAt.IsZero() {
-		if err := d.WriteFile(ReceiptFileName(&r, pid), data, 0o644); err != nil {
+		own := ReceiptFileName(&r, pid)
+		step("the receipt "+filepath.Join(dir, own), 0)
+		if err := d.WriteFile(own, data, 0o644); err != nil {
 			return err
 		}
-		defer pruneReceipts(d, ReceiptHistoryPattern)
+		defer pruneReceipts(d, ReceiptHistoryPattern, step)
 	}
+	step("the receipt "+latest, 0)
 	return d.WriteFile(filepath.Base(latest), data, 0o644)
 }
 

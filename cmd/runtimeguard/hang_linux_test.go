@@ -74,11 +74,9 @@ func TestCommandsGiveUpOnAHungMount(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			module, _ := checkout(t)
-			home := gittest.TempDir(t)
-			mnt := filepath.Join(gittest.TempDir(t), "mnt")
-			require.NoError(t, os.Mkdir(mnt, 0o755))
-			f := fusehang.Mount(t, mnt, map[string]string{"agent": filepath.Dir(module)})
+			module, home, mnt, f := hungMountCase(t, func(module, _ string) map[string]string {
+				return map[string]string{"agent": filepath.Dir(module)}
+			})
 			f.Hang()
 			cmd := commandProcess(tc.args(mnt, module, home)...)
 			cmd.Env = append(cmd.Env, gittest.Env...)
@@ -99,6 +97,49 @@ func TestCommandsGiveUpOnAHungMount(t *testing.T) {
 			assert.Equal(t, tc.code, code, "stdout %q, stderr %q", stdout.String(), stderr.String())
 			assert.Contains(t, stderr.String(), strings.ReplaceAll(tc.stderr, "MNT", mnt))
 			assert.Contains(t, stdout.String(), strings.ReplaceAll(tc.stdout, "MNT", mnt))
+		})
+	}
+}
+
+// A command started in a directory reached through a mount that stopped
+// answering ($PWD, which os.Getwd stats first) with a path flag relative to
+// it gives up within one read timeout, saying so, where it waited for good.
+func TestCommandsGiveUpOnAHungWorkingDirectory(t *testing.T) {
+	t.Parallel() // processes, files and mounts of its own
+	for _, args := range [][]string{
+		{"status", "--python", "venv/bin/python"},
+		{"update", "--python", "venv/bin/python", "--", "true"},
+		{"check", "--python", "venv/bin/python", "--expect", strings.Repeat("0", 40)},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			t.Parallel()
+			module, home, mnt, f := hungMountCase(t, func(module, _ string) map[string]string {
+				return map[string]string{"agent": filepath.Dir(module)}
+			})
+			resume := filepath.Join(gittest.TempDir(t), "resume")
+			full := append([]string{args[0], "--module", module, "--home", home}, args[1:]...)
+			self := commandProcess(full...)
+			// The shell enters the directory through the mount, then waits
+			// for the mount to hang before it runs the command there.
+			script := `cd "$1" && while [ ! -e "$2" ]; do sleep 0.01; done; shift 2; exec "$@"`
+			cmd := exec.Command("sh", append([]string{"-c", script, "sh", filepath.Join(mnt, "agent"), resume}, self.Args...)...)
+			cmd.Env = append(self.Env, gittest.Env...)
+			var stdout, stderr gittest.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			require.NoError(t, cmd.Start())
+			// The shell is in the directory once it waits for resume.
+			require.Eventually(t, func() bool {
+				cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", cmd.Process.Pid))
+				return err == nil && cwd == filepath.Dir(module)
+			}, 30*time.Second, 5*time.Millisecond)
+			f.Hang()
+			require.NoError(t, os.WriteFile(resume, nil, 0o644))
+			took, err := endsOnAHungMount(t, cmd, f, 6*readTimeout, func() string { return stderr.String() }, nil)
+			assert.Less(t, took, 2*readTimeout, "stderr %q", stderr.String())
+			var ee *exec.ExitError
+			require.ErrorAs(t, err, &ee, "stderr %q", stderr.String())
+			assert.Equal(t, exitTimeout, ee.ExitCode(), "stdout %q, stderr %q", stdout.String(), stderr.String())
+			assert.Contains(t, stderr.String(), "gave up: the working directory did not answer within 5s")
 		})
 	}
 }
@@ -127,11 +168,9 @@ func TestUpdateGivesUpOnAHomeThatHangsWhileItsCommandRuns(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			module, _ := checkout(t)
-			home := gittest.TempDir(t)
-			mnt := filepath.Join(gittest.TempDir(t), "mnt")
-			require.NoError(t, os.Mkdir(mnt, 0o755))
-			f := fusehang.Mount(t, mnt, map[string]string{"home": home, "bin": "/usr/bin"})
+			module, home, mnt, f := hungMountCase(t, func(_, home string) map[string]string {
+				return map[string]string{"home": home, "bin": "/usr/bin"}
+			})
 			signals := gittest.TempDir(t)
 			started, resume := filepath.Join(signals, "started"), filepath.Join(signals, "resume")
 			script := "touch " + started + "; while [ ! -e " + resume + " ]; do sleep 0.01; done"
@@ -186,6 +225,17 @@ func TestUpdateGivesUpOnAHomeThatHangsWhileItsCommandRuns(t *testing.T) {
 			assert.Equal(t, tc.home, err == nil, "COMMAND ran")
 		})
 	}
+}
+
+// hungMountCase makes a checkout tracking run_agent.py (module), a home,
+// and a FUSE mount at mnt serving the links that links names for them.
+func hungMountCase(t *testing.T, links func(module, home string) map[string]string) (module, home, mnt string, f *fusehang.FS) {
+	t.Helper()
+	module, _ = checkout(t)
+	home = gittest.TempDir(t)
+	mnt = filepath.Join(gittest.TempDir(t), "mnt")
+	require.NoError(t, os.Mkdir(mnt, 0o755))
+	return module, home, mnt, fusehang.Mount(t, mnt, links(module, home))
 }
 
 // endsOnAHungMount waits for cmd, started, to end while f hangs, and

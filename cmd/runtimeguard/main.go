@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -327,6 +328,10 @@ type guardFlags struct {
 	marker, receipt      string
 	lock, recovery       string
 	fs                   *flag.FlagSet // where they are registered
+	// cwd is the working directory, read once (see anchor) where a path
+	// flag is relative: the library is given absolute paths, so that no
+	// read of the working directory it would make waits unbounded.
+	cwd string
 }
 
 func (f *guardFlags) register(fs *flag.FlagSet) {
@@ -360,7 +365,41 @@ func (f *guardFlags) checkHome() error {
 	if f.home == "" && f.fs != nil && set(f.fs, "home") {
 		return usagef("--home is empty: leave it out for the default home")
 	}
-	return nil
+	return f.anchor()
+}
+
+// anchor reads the working directory, within readTimeout, where a path
+// flag is relative: a working directory on a file system that stopped
+// answering ($PWD, which os.Getwd stats first, or "." itself) is a
+// timeoutError, not a wait.
+func (f *guardFlags) anchor() error {
+	if f.cwd != "" || !slices.ContainsFunc([]string{f.module, f.home, f.python}, isRelative) {
+		return nil
+	}
+	type found struct {
+		dir string
+		err error
+	}
+	r, err := touch("the working directory", ".", func() (r found) {
+		r.dir, r.err = os.Getwd()
+		return r
+	})
+	if err == nil {
+		err = r.err
+	}
+	f.cwd = r.dir
+	return err
+}
+
+// isRelative reports whether p is a path relative to the working directory.
+func isRelative(p string) bool { return p != "" && !filepath.IsAbs(p) }
+
+// abs is p made absolute with the working directory anchor read.
+func (f *guardFlags) abs(p string) string {
+	if isRelative(p) && f.cwd != "" {
+		return filepath.Join(f.cwd, p)
+	}
+	return p
 }
 
 // resolveFlags is resolve for the options the flags describe, with those
@@ -446,8 +485,8 @@ func (f *guardFlags) inspect() (gitread.Checkout, error) {
 		ck  gitread.Checkout
 		err error
 	}
-	r, terr := touch("the checkout of --module "+quote.Text(f.module), f.module, func() (r read) {
-		r.ck, r.err = gitread.Inspect(f.module)
+	r, terr := touch("the checkout of --module "+quote.Text(f.module), f.abs(f.module), func() (r read) {
+		r.ck, r.err = gitread.Inspect(f.abs(f.module))
 		return r
 	})
 	if terr != nil {
@@ -486,7 +525,7 @@ func (f *guardFlags) options() runtimeguard.Options {
 			layout.RecoveryMarkers = append(layout.RecoveryMarkers, name)
 		}
 	}
-	return runtimeguard.Options{ModulePath: f.module, HomeDir: f.home, Python: f.python, Layout: layout, Logger: discard}
+	return runtimeguard.Options{ModulePath: f.abs(f.module), HomeDir: f.abs(f.home), Python: f.abs(f.python), Layout: layout, Logger: discard}
 }
 
 // discard is the guards' logger: a command's own lines say what the

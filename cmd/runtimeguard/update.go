@@ -172,7 +172,7 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		return fmt.Errorf("--module %s is in no Git worktree (%s)", quote.Text(gf.module), quote.Text(ck.Reason))
 	}
-	dir := cmp.Or(*workDir, ck.TopLevel)
+	dir := cmp.Or(gf.abs(*workDir), ck.TopLevel)
 	if fi, err := stat("the directory "+quote.Text(dir)+" COMMAND runs in", dir); errors.As(err, &te) {
 		return err
 	} else if err != nil {
@@ -192,18 +192,9 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	opts := gf.options()
-	// The paths made absolute once: a command that removes the directory
-	// the tool was started in leaves the reads after it their paths.
+	// The paths are absolute (anchor), so that a command that removes the
+	// directory the tool was started in leaves the reads after it theirs.
 	opts.HomeDir = paths.Home
-	for _, p := range []*string{&opts.ModulePath, &opts.Python} {
-		if *p != "" {
-			abs, err := filepath.Abs(*p)
-			if err != nil {
-				return fmt.Errorf("%s cannot be made absolute: %w", quote.Text(*p), err)
-			}
-			*p = abs
-		}
-	}
 	// A look at the updater's files that fails proves nothing: the markers
 	// may live, the recovery markers were not looked for.
 	observe := func() (runtimeguard.Observation, string) {
@@ -356,7 +347,15 @@ func (w *watchdog) step(what string, wait time.Duration) {
 			case <-time.After(time.Second):
 			}
 		}
-		fmt.Fprintf(w.stderr, "runtimeguard update: %s\n", quote.Text(timeoutError{what}.Error()))
+		said := make(chan struct{})
+		go func() { // stderr may be a file on the hung file system too
+			fmt.Fprintf(w.stderr, "runtimeguard update: %s\n", quote.Text(timeoutError{what}.Error()))
+			close(said)
+		}()
+		select {
+		case <-said:
+		case <-time.After(time.Second):
+		}
 		os.Exit(exitTimeout)
 	})
 }

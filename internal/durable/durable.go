@@ -63,6 +63,11 @@ type Dir struct {
 	rootID string   // the identity the root must have (see Root); "" for any
 	rel    []string // the directories from root down to it
 	handle          // on Unix, the directory itself, held open
+
+	// Flushing, when not nil, is called before each flush a write waits
+	// on (the file's, then the directory's): a caller that bounds each
+	// wait on the file system counts each flush as one.
+	Flushing func()
 }
 
 // OpenIn opens the directory dir for writes. Where root is not empty and
@@ -177,6 +182,7 @@ func (d *Dir) CreateFile(name string, data []byte, perm os.FileMode) error {
 		return err
 	}
 	if _, err = f.Write(data); err == nil {
+		d.flushing()
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
@@ -186,6 +192,7 @@ func (d *Dir) CreateFile(name string, data []byte, perm os.FileMode) error {
 		_ = d.Remove(name)
 		return err
 	}
+	d.flushing()
 	return d.sync()
 }
 
@@ -209,6 +216,7 @@ func (d *Dir) write(name string, data []byte, perm os.FileMode, place func(tmp s
 	if _, err := f.Write(data); err != nil {
 		return err
 	}
+	d.flushing()
 	if err := f.Sync(); err != nil {
 		return err
 	}
@@ -218,7 +226,15 @@ func (d *Dir) write(name string, data []byte, perm os.FileMode, place func(tmp s
 	if err := place(tmp); err != nil {
 		return err
 	}
+	d.flushing()
 	return d.sync()
+}
+
+// flushing calls d.Flushing, if set.
+func (d *Dir) flushing() {
+	if d.Flushing != nil {
+		d.Flushing()
+	}
 }
 
 // createTemp creates a new entry whose name starts with prefix, for

@@ -58,7 +58,7 @@ func TestLocksNeverThroughALink(t *testing.T) {
 				return err
 			}
 			defer d.Close()
-			unlock, err := lockMarker(d, strings.TrimSuffix(filepath.Base(p), MarkerLockSuffix))
+			unlock, err := lockMarker(d, strings.TrimSuffix(filepath.Base(p), MarkerLockSuffix), nil)
 			callIf(unlock)
 			return err
 		},

@@ -128,6 +128,7 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 	if step == nil {
 		step = func(string, time.Duration) {}
 	}
+	defer step("", 0) // the last of the deferred: nothing of Run is left to bound
 	markers := u.Markers
 	if markers == nil {
 		markers = func() (Verdict, string) {
@@ -207,7 +208,7 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 	// Claimed exclusively, where none was and where a stale one was: of
 	// two updaters started at once, one goes on.
 	step("the marker "+u.Marker, claimLockWait)
-	if err := claimMarker(home, u.Marker, pid, start, u.Judge); err != nil {
+	if err := claimMarker(home, u.Marker, pid, start, u.Judge, u.Holds); err != nil {
 		if errors.Is(err, ErrMarkerHeld) {
 			return Result{}, fmt.Errorf("%w: another updater holds the marker (%w)", ErrRefused, err)
 		}
@@ -215,7 +216,7 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 	}
 	defer func() {
 		step("the marker "+u.Marker, claimLockWait)
-		removeMarkerIn(home, u.Marker, pid, start) // ours only
+		removeMarkerIn(home, u.Marker, pid, start, u.Holds) // ours only
 	}()
 	res := Result{Receipt: Receipt{UpdateID: NewUpdateID(), Outcome: OutcomeRunning, StartedAt: start.UTC()}}
 	r := &res.Receipt

@@ -113,8 +113,11 @@ func TestRunSuccess(t *testing.T) {
 // lock there may rightly take), down to each receipt it writes, reads or
 // prunes and the lookup of the command; the command and the caller's own
 // reads (Inspect, Leftover, Markers) run with "" told before them, so that
-// a caller that gives up on a step never gives up on the command. Holds
-// is told of the locks Run holds across steps.
+// a caller that gives up on a step never gives up on the command; "" is
+// told last, as Run returns. A step is told again before each flush of a
+// write (a wait of its own). Holds is told of each lock Run holds: the
+// layout's, the checkout's, and the marker's sidecar as it is claimed and
+// released.
 func TestRunTellsEachStep(t *testing.T) {
 	c := newRunCase(t)
 	u := c.update(t, "true")
@@ -128,6 +131,9 @@ func TestRunTellsEachStep(t *testing.T) {
 	u.Step = func(what string, wait time.Duration) {
 		if wait != 0 {
 			what += fmt.Sprintf(" (%v)", wait)
+		}
+		if n := len(steps); n > 0 && steps[n-1] == what && what != "" {
+			what += " again" // a flush of the write told before it
 		}
 		steps = append(steps, what)
 	}
@@ -157,19 +163,20 @@ func TestRunTellsEachStep(t *testing.T) {
 		"the marker " + c.marker() + fmt.Sprintf(" (%v)", claimLockWait),
 		"", "[inspect]", "the checkout " + c.dir,
 		"the receipts' directory " + receipts,
-		"the receipt " + c.receipt(),
+		"the receipt " + c.receipt(), "the receipt " + c.receipt() + " again", "the receipt " + c.receipt(),
 		"the command true (in " + c.dir + ")",
 		"", "[inspect]", "the checkout " + c.dir,
 		"", "[leftover]",
 		"the receipts' directory " + receipts,
-		"the receipt " + own,
-		"the receipt " + c.receipt(),
+		"the receipt " + own, "the receipt " + own + " again", "the receipt " + own,
+		"the receipt " + c.receipt(), "the receipt " + c.receipt() + " again", "the receipt " + c.receipt(),
 		"the receipts' directory " + receipts, // pruned
 	}
 	after := []string{
 		"the marker " + c.marker() + fmt.Sprintf(" (%v)", claimLockWait),
 		"the checkout lock " + u.CheckoutLock,
 		"the lock " + u.Lock,
+		"",
 	}
 	require.Greater(t, len(steps), len(before)+len(after), "%q", steps)
 	assert.Equal(t, before, steps[:len(before)])
@@ -183,7 +190,8 @@ func TestRunTellsEachStep(t *testing.T) {
 	names, err := filepath.Glob(filepath.Join(receipts, ReceiptHistoryPattern))
 	require.NoError(t, err)
 	assert.Len(t, names, keepReceipts)
-	assert.Equal(t, []string{u.Lock, u.CheckoutLock}, held)
+	sidecar := c.marker() + MarkerLockSuffix
+	assert.Equal(t, []string{u.Lock, u.CheckoutLock, sidecar, sidecar}, held)
 }
 
 // The command runs in the environment the Update gives, whatever this

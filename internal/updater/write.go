@@ -52,11 +52,11 @@ type Judge interface {
 // (made where missing), and every write made in it, as durable.OpenIn
 // opens it: nothing is written where a link below home leads.
 func ClaimMarker(home, path string, pid int, started time.Time, judge Judge) error {
-	return claimMarker(durable.Root{Path: home}, path, pid, started, judge)
+	return claimMarker(durable.Root{Path: home}, path, pid, started, judge, nil)
 }
 
 // claimMarker is ClaimMarker in the root home, which may be pinned.
-func claimMarker(home durable.Root, path string, pid int, started time.Time, judge Judge) error {
+func claimMarker(home durable.Root, path string, pid int, started time.Time, judge Judge, holds func(*os.File)) error {
 	d, err := home.OpenIn(filepath.Dir(path), true)
 	if err != nil {
 		return err
@@ -70,7 +70,7 @@ func claimMarker(home durable.Root, path string, pid int, started time.Time, jud
 	// claims at a time could both win. An updater that takes no such lock
 	// (Hermes's Python updater) is not serialized by it, and the renames
 	// and comparisons below are all it has.
-	unlock, err := lockMarker(d, name)
+	unlock, err := lockMarker(d, name, holds)
 	if err != nil {
 		return err
 	}
@@ -178,18 +178,18 @@ func markerBodyOf(pid int, started time.Time) []byte {
 // ErrMarkerHeld). Its directory is opened from home as ClaimMarker opens
 // it. It reports whether it removed the marker.
 func RemoveMarker(home, path string, pid int, started time.Time) (bool, error) {
-	return removeMarkerIn(durable.Root{Path: home}, path, pid, started)
+	return removeMarkerIn(durable.Root{Path: home}, path, pid, started, nil)
 }
 
 // removeMarkerIn is RemoveMarker in the root home, which may be pinned.
-func removeMarkerIn(home durable.Root, path string, pid int, started time.Time) (bool, error) {
+func removeMarkerIn(home durable.Root, path string, pid int, started time.Time, holds func(*os.File)) (bool, error) {
 	d, err := home.OpenIn(filepath.Dir(path), false)
 	if err != nil {
 		return false, err
 	}
 	defer d.Close()
 	name := filepath.Base(path)
-	unlock, err := lockMarker(d, name)
+	unlock, err := lockMarker(d, name, holds)
 	if err != nil {
 		return false, err
 	}
@@ -272,14 +272,16 @@ func writeReceipt(home durable.Root, latest string, r Receipt, pid int, step fun
 	}
 	defer d.Close()
 	if !r.FinishedAt.IsZero() {
-		own := ReceiptFileName(&r, pid)
-		step("the receipt "+filepath.Join(dir, own), 0)
-		if err := d.WriteFile(own, data, 0o644); err != nil {
+		own := filepath.Join(dir, ReceiptFileName(&r, pid))
+		step("the receipt "+own, 0)
+		d.Flushing = func() { step("the receipt "+own, 0) } // each flush a wait of its own
+		if err := d.WriteFile(filepath.Base(own), data, 0o644); err != nil {
 			return err
 		}
 		defer pruneReceipts(d, ReceiptHistoryPattern, step)
 	}
 	step("the receipt "+latest, 0)
+	d.Flushing = func() { step("the receipt "+latest, 0) }
 	return d.WriteFile(filepath.Base(latest), data, 0o644)
 }
 
@@ -296,13 +298,17 @@ const MarkerLockSuffix = ".lock"
 var claimLockWait = 10 * time.Second
 
 // lockMarker takes the sidecar lock of the marker name of d exclusively,
-// waiting at most claimLockWait for another holder to let it go.
-func lockMarker(d *durable.Dir, marker string) (func(), error) {
+// waiting at most claimLockWait for another holder to let it go, and
+// tells holds (if not nil) of the file it holds (see Update.Holds).
+func lockMarker(d *durable.Dir, marker string, holds func(*os.File)) (func(), error) {
 	name := marker + MarkerLockSuffix
 	deadline := time.Now().Add(claimLockWait)
 	for {
 		f, err := lockIn(d, name, true)
 		if err == nil {
+			if holds != nil {
+				holds(f)
+			}
 			return func() { f.Close() }, nil
 		}
 		if !errors.Is(err, ErrLocked) {

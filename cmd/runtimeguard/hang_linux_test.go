@@ -110,20 +110,25 @@ func TestCommandsGiveUpOnAHungWorkingDirectory(t *testing.T) {
 		{"status", "--python", "venv/bin/python"},
 		{"update", "--python", "venv/bin/python", "--", "true"},
 		{"check", "--python", "venv/bin/python", "--expect", strings.Repeat("0", 40)},
+		{"status", "HERMES_HOME=relhome"}, // no --home: the variable's, relative
 	} {
-		t.Run(args[0], func(t *testing.T) {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			t.Parallel()
 			module, home, mnt, f := hungMountCase(t, func(module, _ string) map[string]string {
 				return map[string]string{"agent": filepath.Dir(module)}
 			})
 			resume := filepath.Join(gittest.TempDir(t), "resume")
 			full := append([]string{args[0], "--module", module, "--home", home}, args[1:]...)
+			var env []string
+			if v, ok := strings.CutPrefix(args[len(args)-1], "HERMES_HOME="); ok {
+				full, env = []string{args[0], "--module", module}, []string{"HERMES_HOME=" + v}
+			}
 			self := commandProcess(full...)
 			// The shell enters the directory through the mount, then waits
 			// for the mount to hang before it runs the command there.
 			script := `cd "$1" && while [ ! -e "$2" ]; do sleep 0.01; done; shift 2; exec "$@"`
 			cmd := exec.Command("sh", append([]string{"-c", script, "sh", filepath.Join(mnt, "agent"), resume}, self.Args...)...)
-			cmd.Env = append(self.Env, gittest.Env...)
+			cmd.Env = append(append(self.Env, gittest.Env...), env...)
 			var stdout, stderr gittest.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			require.NoError(t, cmd.Start())

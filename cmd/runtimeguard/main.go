@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -369,11 +370,12 @@ func (f *guardFlags) checkHome() error {
 }
 
 // anchor reads the working directory, within readTimeout, where a path
-// flag is relative: a working directory on a file system that stopped
-// answering ($PWD, which os.Getwd stats first, or "." itself) is a
-// timeoutError, not a wait.
+// flag (or the home's variable, where --home is not given) is relative: a
+// working directory on a file system that stopped answering ($PWD, which
+// os.Getwd stats first on Unix, or "." itself) is a timeoutError, not a
+// wait. Windows asks the system for it, and reads no file.
 func (f *guardFlags) anchor() error {
-	if f.cwd != "" || !slices.ContainsFunc([]string{f.module, f.home, f.python}, isRelative) {
+	if f.cwd != "" || runtime.GOOS == "windows" || !slices.ContainsFunc([]string{f.module, f.homeGiven(), f.python}, isRelative) {
 		return nil
 	}
 	type found struct {
@@ -394,12 +396,24 @@ func (f *guardFlags) anchor() error {
 // isRelative reports whether p is a path relative to the working directory.
 func isRelative(p string) bool { return p != "" && !filepath.IsAbs(p) }
 
-// abs is p made absolute with the working directory anchor read.
+// abs is p made absolute with the working directory anchor read, not
+// cleaned: a ".." after a symbolic link leads to the parent of the link's
+// target, as the system resolves p from the working directory (and as
+// gitread.Abs keeps it). Without one read, p is as given.
 func (f *guardFlags) abs(p string) string {
 	if isRelative(p) && f.cwd != "" {
-		return filepath.Join(f.cwd, p)
+		return f.cwd + string(filepath.Separator) + p
 	}
 	return p
+}
+
+// homeGiven is --home, or where it is not given, the value of the home's
+// variable (--home-env).
+func (f *guardFlags) homeGiven() string {
+	if f.home == "" && f.homeEnv != "" {
+		return os.Getenv(f.homeEnv)
+	}
+	return f.home
 }
 
 // resolveFlags is resolve for the options the flags describe, with those
@@ -525,7 +539,11 @@ func (f *guardFlags) options() runtimeguard.Options {
 			layout.RecoveryMarkers = append(layout.RecoveryMarkers, name)
 		}
 	}
-	return runtimeguard.Options{ModulePath: f.abs(f.module), HomeDir: f.abs(f.home), Python: f.abs(f.python), Layout: layout, Logger: discard}
+	opts := runtimeguard.Options{ModulePath: f.abs(f.module), HomeDir: f.abs(f.home), Python: f.abs(f.python), Layout: layout, Logger: discard}
+	if home := f.homeGiven(); f.home == "" && isRelative(home) && f.cwd != "" {
+		opts.HomeDir = f.abs(home) // the variable's, anchored
+	}
+	return opts
 }
 
 // discard is the guards' logger: a command's own lines say what the

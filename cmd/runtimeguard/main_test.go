@@ -710,6 +710,32 @@ func TestUpdateFailure(t *testing.T) {
 	assert.Contains(t, r.stderr, filepath.Join(tmp, "install", ".update-incomplete"))
 }
 
+// A relative --module with ".." after a symbolic link names what the
+// system resolves from the working directory (the parent of the link's
+// target), not the text cleaned, whatever other path flag is relative: the
+// command runs in that checkout, and status reads it.
+func TestUpdateModuleThroughALinkAndDotDot(t *testing.T) {
+	t.Parallel() // processes, files and repositories of its own
+	tmp := gittest.TempDir(t)
+	repo := filepath.Join(tmp, "repo")
+	gittest.Init(t, repo, map[string]string{"pkg/mod.py": "x = 1\n"})
+	gittest.Init(t, filepath.Join(tmp, "pkg"), map[string]string{"mod.py": "x = 2\n"}) // the text cleaned would name this one
+	require.NoError(t, os.Symlink(filepath.Join(repo, "pkg"), filepath.Join(tmp, "link")))
+	require.NoError(t, os.Mkdir(filepath.Join(tmp, "home"), 0o755))
+	module := "link/../pkg/mod.py" // not filepath.Join, which cleans it
+	run := func(args ...string) result {
+		cmd := commandProcess(args...)
+		cmd.Dir = tmp
+		cmd.Env = append(cmd.Env, gittest.Env...)
+		return runProcess(t, cmd)
+	}
+	r := run("update", "--module", module, "--home", "home", "--", "sh", "-c", "pwd -P")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, repo, strings.TrimSpace(r.stdout), "the directory COMMAND ran in")
+	r = run("status", "--module", module, "--home", "home")
+	assert.Contains(t, r.stdout, "worktree:          "+repo+"\n")
+}
+
 // A --wait past any duration is a wait like another: update waits for the
 // lock another process holds, then runs.
 func TestUpdateWaitOfAnyLength(t *testing.T) {

@@ -50,8 +50,9 @@ Git worktree is refused before anything runs. The tool exits with
 COMMAND's exit status when it ran and failed; 1 when it could not run,
 was killed by a signal, or the receipt says failed for another reason; 7
 when a file system did not answer within 5s (past any wait for a lock):
-before anything ran, or, once it ran, at a write, whose receipt then
-stays "running" and names a writer that is gone; 0 for a success receipt.
+before anything ran, or, once it ran, at a read or write, leaving the
+receipt as it was last written (if "running", naming a writer that is
+gone) and the marker; 0 for a success receipt.
 
 The home must be a directory that exists, and so must the directories of
 the marker and the lock file: update makes none of them (a typo in --home
@@ -172,7 +173,7 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		return fmt.Errorf("--module %s is in no Git worktree (%s)", quote.Text(gf.module), quote.Text(ck.Reason))
 	}
-	dir := cmp.Or(gf.abs(*workDir), ck.TopLevel)
+	dir := cmp.Or(*workDir, ck.TopLevel)
 	if fi, err := stat("the directory "+quote.Text(dir)+" COMMAND runs in", dir); errors.As(err, &te) {
 		return err
 	} else if err != nil {
@@ -232,7 +233,7 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		Marker: paths.Marker, Receipt: paths.Receipt, Lock: paths.Lock, LockWait: *wait,
 		CheckoutLock: checkoutLock,
 		Judge:        updater.System.Judge(runtimeguard.DefaultMaxMarkerAge),
-		Argv:         c.args, Dir: dir, Env: os.Environ(), Stdin: os.Stdin, Stdout: stdout, Stderr: stderr,
+		Argv:         c.args, Dir: gf.abs(dir), Env: os.Environ(), Stdin: os.Stdin, Stdout: stdout, Stderr: stderr,
 		Markers: func() (updater.Verdict, string) {
 			o, why := observe() // every home's marker, where the layout has profiles
 			if why != "" {

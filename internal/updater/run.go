@@ -208,7 +208,7 @@ func (e *Env) Run(ctx context.Context, u Update) (Result, error) {
 	// Claimed exclusively, where none was and where a stale one was: of
 	// two updaters started at once, one goes on.
 	step("the marker "+u.Marker, claimLockWait)
-	if err := claimMarker(home, u.Marker, pid, start, u.Judge, u.Holds); err != nil {
+	if err := claimMarker(home, u.Marker, pid, start, u.Judge, u.Holds, step); err != nil {
 		if errors.Is(err, ErrMarkerHeld) {
 			return Result{}, fmt.Errorf("%w: another updater holds the marker (%w)", ErrRefused, err)
 		}

@@ -161,6 +161,7 @@ func TestRunTellsEachStep(t *testing.T) {
 		"the receipts' directory " + receipts,
 		"the home " + c.home,
 		"the marker " + c.marker() + fmt.Sprintf(" (%v)", claimLockWait),
+		"the marker " + c.marker(), "the marker " + c.marker() + " again", "the marker " + c.marker(), // the sidecar held; the flushes
 		"", "[inspect]", "the checkout " + c.dir,
 		"the receipts' directory " + receipts,
 		"the receipt " + c.receipt(), "the receipt " + c.receipt() + " again", "the receipt " + c.receipt(),

@@ -52,11 +52,13 @@ type Judge interface {
 // (made where missing), and every write made in it, as durable.OpenIn
 // opens it: nothing is written where a link below home leads.
 func ClaimMarker(home, path string, pid int, started time.Time, judge Judge) error {
-	return claimMarker(durable.Root{Path: home}, path, pid, started, judge, nil)
+	return claimMarker(durable.Root{Path: home}, path, pid, started, judge, nil, func(string, time.Duration) {})
 }
 
-// claimMarker is ClaimMarker in the root home, which may be pinned.
-func claimMarker(home durable.Root, path string, pid int, started time.Time, judge Judge, holds func(*os.File)) error {
+// claimMarker is ClaimMarker in the root home, which may be pinned, telling
+// holds of the sidecar lock it takes and step again once it holds it and
+// before each flush (see Update).
+func claimMarker(home durable.Root, path string, pid int, started time.Time, judge Judge, holds func(*os.File), step func(string, time.Duration)) error {
 	d, err := home.OpenIn(filepath.Dir(path), true)
 	if err != nil {
 		return err
@@ -75,6 +77,8 @@ func claimMarker(home durable.Root, path string, pid int, started time.Time, jud
 		return err
 	}
 	defer unlock()
+	step("the marker "+path, 0) // the wait for the sidecar is over
+	d.Flushing = func() { step("the marker "+path, 0) }
 	body := markerBodyOf(pid, started)
 	for try := 0; try < 3; try++ {
 		// The bytes judged are the bytes compared after the rename, not

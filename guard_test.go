@@ -432,46 +432,6 @@ func TestExpectRevisionCatchesMoveBeforeNew(t *testing.T) {
 	assert.ErrorContains(t, err, "needs a ModulePath")
 }
 
-func TestObserveReportsWhatItRead(t *testing.T) {
-	tmp := tempDir(t)
-	home, venv := filepath.Join(tmp, "home"), filepath.Join(tmp, "install")
-	module, _ := agentRepo(t, filepath.Join(tmp, "agent"))
-	require.NoError(t, os.MkdirAll(home, 0o755))
-	g, err := New(Options{ModulePath: module, HomeDir: home, Python: filepath.Join(venv, ".venv", "bin", "python")})
-	require.NoError(t, err)
-	writeFile(t, filepath.Join(venv, hermesIncomplete), "")
-	gittest.WriteMarker(t, filepath.Join(home, hermesMarker), os.Getpid(), time.Now())
-
-	o := g.Observe()
-	assert.Equal(t, filepath.Join(home, hermesMarker), o.MarkerPath)
-	assert.Equal(t, MarkerActive, o.Marker)
-	assert.Equal(t, []string{resolved(t, filepath.Join(tmp, "agent")), venv}, o.InstallRoots)
-	assert.Equal(t, []string{filepath.Join(venv, hermesIncomplete)}, o.RecoveryMarkers)
-	assert.Equal(t, UpdateIncomplete, o.State)
-	assert.Equal(t, o.State, g.Observe().State)
-}
-
-// Observe without a guard reports the updater's files when New cannot
-// bind, also for a module path that leads nowhere.
-func TestObserveWithoutAGuard(t *testing.T) {
-	tmp := tempDir(t)
-	home := filepath.Join(tmp, "home")
-	require.NoError(t, os.MkdirAll(home, 0o755))
-	gittest.WriteMarker(t, filepath.Join(home, hermesMarker), os.Getpid(), time.Now())
-	for _, module := range []string{filepath.Join(tmp, "nope", "run_agent.py"), filepath.Join(tmp, "run_agent.py")} {
-		opts := Options{ModulePath: module, HomeDir: home}
-		_, err := New(opts)
-		require.ErrorIs(t, err, ErrNoModule)
-		o, err := Observe(opts)
-		require.NoError(t, err, module)
-		assert.Equal(t, filepath.Join(home, hermesMarker), o.MarkerPath)
-		assert.Equal(t, MarkerActive, o.Marker)
-		assert.Equal(t, UpdateActive, o.State)
-	}
-	_, err := Observe(Options{ModulePath: filepath.Join(tmp, "m.py"), HomeDir: home, Layout: Layout{HomeEnv: "X"}})
-	assert.Error(t, err, "a layout with no marker describes no install")
-}
-
 // recordHandler keeps the records a logger hands it.
 type recordHandler struct {
 	mu      sync.Mutex
@@ -541,54 +501,6 @@ func TestLoggerWarnsOnceThenDebugs(t *testing.T) {
 	git(t, dir, "reset", "-q", "--hard", moved)
 	require.Error(t, g.EnsureCurrent())
 	assert.Equal(t, []slog.Level{slog.LevelWarn, slog.LevelInfo, slog.LevelWarn}, h.levels())
-}
-
-func TestMiddlewareNegotiatesProblemDetails(t *testing.T) {
-	dir := tempDir(t)
-	module, _ := agentRepo(t, dir)
-	for _, problem := range []bool{false, true} {
-		g, err := New(Options{ModulePath: module, HomeDir: dir, ProblemDetails: problem})
-		require.NoError(t, err)
-		calls := 0
-		h := g.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { calls++ }))
-		serve := func(accept string) *httptest.ResponseRecorder {
-			rec := httptest.NewRecorder()
-			req := httptest.NewRequest("POST", "/api/chat/start", nil)
-			if accept != "" {
-				req.Header.Set("Accept", accept)
-			}
-			h.ServeHTTP(rec, req)
-			return rec
-		}
-		assert.Equal(t, 200, serve("").Code)
-		require.Equal(t, 1, calls)
-		commit(t, dir, "run_agent.py", fmt.Sprintf("x = %v\n", problem))
-
-		rec := serve("application/problem+json")
-		assert.Equal(t, 409, rec.Code)
-		var body map[string]any
-		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body))
-		if problem {
-			assert.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"))
-			assert.Equal(t, ProblemType, body["type"])
-			assert.Equal(t, float64(409), body["status"])
-			assert.Equal(t, PayloadType, body["stale_type"])
-			assert.Equal(t, true, body["retryable"])
-			assert.Equal(t, false, body["restart_scheduled"])
-		} else {
-			assert.Equal(t, "application/json", rec.Header().Get("Content-Type"))
-			assert.Equal(t, PayloadType, body["type"])
-		}
-		// The body depends on Accept exactly where it is negotiated.
-		if problem {
-			assert.Equal(t, "Accept", rec.Header().Get("Vary"))
-		} else {
-			assert.Empty(t, rec.Header().Values("Vary"))
-		}
-		rec = serve("application/json")
-		assert.Equal(t, "application/json", rec.Header().Get("Content-Type"), "the legacy body stays the default")
-		assert.Equal(t, 1, calls, "a stale runtime reached the handler")
-	}
 }
 
 func TestZeroGuardIsUsable(t *testing.T) {
@@ -1287,42 +1199,6 @@ func TestInertGuardSaysWhy(t *testing.T) {
 	}
 }
 
-func TestStaleErrorSaysWhyNoRevision(t *testing.T) {
-	for _, tc := range noRevisionCases {
-		for _, path := range []string{"watch or stat", "read"} {
-			t.Run(tc.name+"/"+path, func(t *testing.T) {
-				t.Parallel() // git and a guard on a repository of its own
-				dir := tempDir(t)
-				mod, rev := agentRepo(t, dir)
-				g, err := New(Options{ModulePath: mod, Check: map[bool]string{true: "read"}[path == "read"]})
-				require.NoError(t, err)
-				require.NoError(t, g.EnsureCurrent())
-				if tc.name == "untracked module" {
-					// The bound module itself leaves the index.
-					git(t, dir, "rm", "-q", "--cached", filepath.Base(mod))
-				} else {
-					tc.make(t, dir, mod)
-				}
-				for range 2 { // the read, then the answer kept
-					err = g.EnsureCurrent()
-					var se *StaleError
-					require.ErrorAs(t, err, &se)
-					assert.Equal(t, rev, se.Captured)
-					assert.Empty(t, se.Current)
-					require.Error(t, se.Err, "the stale answer carries why there is no revision")
-					assert.ErrorIs(t, err, ErrNotCheckout)
-					assert.Contains(t, se.Err.Error(), tc.reason)
-					assert.Contains(t, err.Error(), tc.reason)
-					assert.NotContains(t, err.Error(), "has no revision")
-					p := se.Payload()
-					assert.Equal(t, Payload{Error: se.Message, Type: PayloadType, Retryable: true, AgentUpdateState: se.State}, p, "the payload is unchanged")
-				}
-				assert.False(t, errors.Is(err, ErrReadTimeout))
-			})
-		}
-	}
-}
-
 // TestEveryRejectedOptionIsAnOptionError: each field New rejects, of
 // Options and of its Layout, comes back as an *OptionError naming that
 // field, the value given and why, and the message says all three once,
@@ -1389,37 +1265,6 @@ func TestEveryRejectedOptionIsAnOptionError(t *testing.T) {
 			assert.Equal(t, 1, strings.Count(msg, "runtimeguard:"), "%s: the prefix once: %q", name, msg)
 			assert.Contains(t, msg, oe.Reason, name)
 		}
-	}
-}
-
-// TestReloaderOptionErrors: the Reloader's options are named the same way.
-func TestReloaderOptionErrors(t *testing.T) {
-	g, err := New(Options{})
-	require.NoError(t, err)
-	restart := func(context.Context, *Plan) error { return nil }
-	for _, c := range []struct {
-		opts  ReloaderOptions
-		field string
-		value any
-	}{
-		{ReloaderOptions{Restart: restart, DrainTimeout: -time.Second}, "ReloaderOptions.DrainTimeout", -time.Second},
-		{ReloaderOptions{Restart: restart, ProofInterval: -time.Second}, "ReloaderOptions.ProofInterval", -time.Second},
-		{ReloaderOptions{}, "ReloaderOptions.Restart", nil},
-		{ReloaderOptions{Restart: restart, Handover: restart}, "ReloaderOptions.Restart", nil},
-	} {
-		_, err := NewReloader(context.Background(), g, c.opts)
-		var oe *OptionError
-		require.ErrorAs(t, err, &oe, c.field)
-		assert.Equal(t, c.field, oe.Field)
-		assert.Equal(t, c.value, oe.Value)
-		// The value as it is (a func has none worth printing), the field
-		// and why, with the prefix once.
-		want := "runtimeguard: " + c.field + " " + fmt.Sprint(c.value) + ": "
-		if c.value == nil {
-			want = "runtimeguard: " + c.field + ": "
-		}
-		assert.True(t, strings.HasPrefix(err.Error(), want), "%q", err)
-		assert.Contains(t, err.Error(), oe.Reason)
 	}
 }
 
@@ -2494,4 +2339,111 @@ func TestWatchRejectsIntervalZeroOnEitherPath(t *testing.T) {
 		}
 		require.NoError(t, g.Close())
 	}
+}
+
+// Watch fires Changed without a request.
+func TestWatchFiresChanged(t *testing.T) {
+	dir := tempDir(t)
+	module, _ := agentRepo(t, dir)
+	g, err := New(Options{ModulePath: module, HomeDir: dir})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Watch(ctx, 10*time.Millisecond) }()
+	commit(t, dir, "run_agent.py", "moved\n")
+	select {
+	case <-g.Changed():
+	case <-time.After(30 * time.Second):
+		t.Fatal("Changed did not fire while Watch ran")
+	}
+	cancel()
+	assert.ErrorIs(t, <-done, context.Canceled)
+	assert.Error(t, g.Watch(context.Background(), 0))
+}
+
+// Changed, asked before the guard is bound, fires for the binding Capture
+// then makes.
+func TestChangedBeforeCapture(t *testing.T) {
+	dir := tempDir(t)
+	module, _ := agentRepo(t, dir)
+	g, err := New(Options{HomeDir: dir})
+	require.NoError(t, err)
+	changed := g.Changed()
+	require.NoError(t, g.Capture(module))
+	commit(t, dir, "run_agent.py", "moved\n")
+	require.ErrorIs(t, g.EnsureCurrent(), ErrStale)
+	select {
+	case <-changed:
+	default:
+		t.Fatal("the channel from before Capture did not fire")
+	}
+	var r *Plan
+	assert.ErrorContains(t, r.Bind(context.Background()), "not made by Guard.PlanReload")
+	assert.ErrorContains(t, new(Plan).Bind(context.Background()), "not made by Guard.PlanReload")
+}
+
+// On the watch path, Watch waits on inotify events: with an interval of an
+// hour, a commit still fires Changed at once.
+func TestWatchIsEventDriven(t *testing.T) {
+	dir := tempDir(t)
+	module, _ := agentRepo(t, dir)
+	g, err := newGuard(Options{ModulePath: module, HomeDir: dir}, testEnv(nil))
+	require.NoError(t, err)
+	for i := 0; i < 3; i++ {
+		require.NoError(t, g.EnsureCurrent())
+	}
+	if g.Observe().Check != "watch" {
+		t.Skipf("not on the watch path here: %s", g.Observe().CheckReason)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Watch(ctx, time.Hour) }()
+	commit(t, dir, "run_agent.py", "moved\n")
+	select {
+	case <-g.Changed():
+	case <-time.After(30 * time.Second):
+		t.Fatal("Changed did not fire: Watch polls instead of waiting on events")
+	}
+	cancel()
+	assert.ErrorIs(t, <-done, context.Canceled)
+}
+
+// A stale guard's Watch rests: a Debug logger writing into a directory the
+// guard watches (an ancestor of the checkout) does not make it check, log
+// and wake again without end.
+func TestWatchRestsOnceStale(t *testing.T) {
+	tmp := tempDir(t)
+	dir := filepath.Join(tmp, "agent")
+	module, _ := agentRepo(t, dir)
+	logFile, err := os.Create(filepath.Join(tmp, "server.log"))
+	require.NoError(t, err)
+	defer logFile.Close()
+	h := &recordHandler{}
+	logger := slog.New(slog.NewTextHandler(io.MultiWriter(logFile, countingWriter{h}), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	g, err := newGuard(Options{ModulePath: module, HomeDir: tmp, Logger: logger}, testEnv(nil))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Watch(ctx, 10*time.Millisecond) }()
+	commit(t, dir, "run_agent.py", "moved\n")
+	<-g.Changed()
+	before := h.count()
+	for i := 0; i < 50; i++ { // writes beside the checkout, as a log does
+		_, err := logFile.WriteString("unrelated\n")
+		require.NoError(t, err)
+		time.Sleep(2 * time.Millisecond)
+	}
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	assert.LessOrEqual(t, h.count()-before, 2, "log lines after the guard went stale")
+}
+
+// A closed guard: Close again is nil, and a check still answers, on the
+// stat path, for the checkout as it is.
+func TestCloseTwiceThenCheck(t *testing.T) {
+	c := newReloadCase(t)
+	require.NoError(t, c.g.Close())
+	require.NoError(t, c.g.Close())
+	assert.ErrorIs(t, c.g.EnsureCurrent(), ErrStale)
+	assert.NotEqual(t, "watch", c.g.Observe().Check)
 }

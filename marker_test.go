@@ -158,3 +158,43 @@ func TestProfileHomeBehindALink(t *testing.T) {
 		})
 	}
 }
+
+func TestObserveReportsWhatItRead(t *testing.T) {
+	tmp := tempDir(t)
+	home, venv := filepath.Join(tmp, "home"), filepath.Join(tmp, "install")
+	module, _ := agentRepo(t, filepath.Join(tmp, "agent"))
+	require.NoError(t, os.MkdirAll(home, 0o755))
+	g, err := New(Options{ModulePath: module, HomeDir: home, Python: filepath.Join(venv, ".venv", "bin", "python")})
+	require.NoError(t, err)
+	writeFile(t, filepath.Join(venv, hermesIncomplete), "")
+	gittest.WriteMarker(t, filepath.Join(home, hermesMarker), os.Getpid(), time.Now())
+
+	o := g.Observe()
+	assert.Equal(t, filepath.Join(home, hermesMarker), o.MarkerPath)
+	assert.Equal(t, MarkerActive, o.Marker)
+	assert.Equal(t, []string{resolved(t, filepath.Join(tmp, "agent")), venv}, o.InstallRoots)
+	assert.Equal(t, []string{filepath.Join(venv, hermesIncomplete)}, o.RecoveryMarkers)
+	assert.Equal(t, UpdateIncomplete, o.State)
+	assert.Equal(t, o.State, g.Observe().State)
+}
+
+// Observe without a guard reports the updater's files when New cannot
+// bind, also for a module path that leads nowhere.
+func TestObserveWithoutAGuard(t *testing.T) {
+	tmp := tempDir(t)
+	home := filepath.Join(tmp, "home")
+	require.NoError(t, os.MkdirAll(home, 0o755))
+	gittest.WriteMarker(t, filepath.Join(home, hermesMarker), os.Getpid(), time.Now())
+	for _, module := range []string{filepath.Join(tmp, "nope", "run_agent.py"), filepath.Join(tmp, "run_agent.py")} {
+		opts := Options{ModulePath: module, HomeDir: home}
+		_, err := New(opts)
+		require.ErrorIs(t, err, ErrNoModule)
+		o, err := Observe(opts)
+		require.NoError(t, err, module)
+		assert.Equal(t, filepath.Join(home, hermesMarker), o.MarkerPath)
+		assert.Equal(t, MarkerActive, o.Marker)
+		assert.Equal(t, UpdateActive, o.State)
+	}
+	_, err := Observe(Options{ModulePath: filepath.Join(tmp, "m.py"), HomeDir: home, Layout: Layout{HomeEnv: "X"}})
+	assert.Error(t, err, "a layout with no marker describes no install")
+}

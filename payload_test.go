@@ -372,3 +372,118 @@ func TestProblemTypeResolvesToAFile(t *testing.T) {
 		assert.Contains(t, string(body), key)
 	}
 }
+
+// The guard's middleware hands every stale answer to the OnStale hook, and
+// says Retry-After while a reload is scheduled.
+func TestMiddlewareHookAndRetryAfter(t *testing.T) {
+	c := newReloadCase(t)
+	var seen []*StaleError
+	var err error
+	c.g, err = New(Options{ModulePath: c.module, HomeDir: c.home, OnStale: func(r *http.Request, se *StaleError) {
+		seen = append(seen, se)
+	}})
+	require.NoError(t, err)
+	moved := commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 3\n")
+	h := c.g.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { t.Error("a stale request reached the handler") }))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	assert.Equal(t, http.StatusConflict, rec.Code)
+	assert.Empty(t, rec.Header().Get("Retry-After"))
+	require.Len(t, seen, 1)
+	assert.Equal(t, moved, seen[0].Current)
+
+	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(gittest.HermesReceipt(t, "gen1-update-id-success.json", moved, time.Now())))
+	plan, err := c.g.PlanReload(context.Background())
+	require.NoError(t, err)
+	defer plan.Release()
+	require.NoError(t, plan.Schedule())
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	assert.Equal(t, "1", rec.Header().Get("Retry-After"))
+	require.Len(t, seen, 2)
+	assert.True(t, seen[1].RestartScheduled)
+}
+
+func TestMiddlewareNegotiatesProblemDetails(t *testing.T) {
+	dir := tempDir(t)
+	module, _ := agentRepo(t, dir)
+	for _, problem := range []bool{false, true} {
+		g, err := New(Options{ModulePath: module, HomeDir: dir, ProblemDetails: problem})
+		require.NoError(t, err)
+		calls := 0
+		h := g.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { calls++ }))
+		serve := func(accept string) *httptest.ResponseRecorder {
+			rec := httptest.NewRecorder()
+			req := httptest.NewRequest("POST", "/api/chat/start", nil)
+			if accept != "" {
+				req.Header.Set("Accept", accept)
+			}
+			h.ServeHTTP(rec, req)
+			return rec
+		}
+		assert.Equal(t, 200, serve("").Code)
+		require.Equal(t, 1, calls)
+		commit(t, dir, "run_agent.py", fmt.Sprintf("x = %v\n", problem))
+
+		rec := serve("application/problem+json")
+		assert.Equal(t, 409, rec.Code)
+		var body map[string]any
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body))
+		if problem {
+			assert.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"))
+			assert.Equal(t, ProblemType, body["type"])
+			assert.Equal(t, float64(409), body["status"])
+			assert.Equal(t, PayloadType, body["stale_type"])
+			assert.Equal(t, true, body["retryable"])
+			assert.Equal(t, false, body["restart_scheduled"])
+		} else {
+			assert.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+			assert.Equal(t, PayloadType, body["type"])
+		}
+		// The body depends on Accept exactly where it is negotiated.
+		if problem {
+			assert.Equal(t, "Accept", rec.Header().Get("Vary"))
+		} else {
+			assert.Empty(t, rec.Header().Values("Vary"))
+		}
+		rec = serve("application/json")
+		assert.Equal(t, "application/json", rec.Header().Get("Content-Type"), "the legacy body stays the default")
+		assert.Equal(t, 1, calls, "a stale runtime reached the handler")
+	}
+}
+
+func TestStaleErrorSaysWhyNoRevision(t *testing.T) {
+	for _, tc := range noRevisionCases {
+		for _, path := range []string{"watch or stat", "read"} {
+			t.Run(tc.name+"/"+path, func(t *testing.T) {
+				t.Parallel() // git and a guard on a repository of its own
+				dir := tempDir(t)
+				mod, rev := agentRepo(t, dir)
+				g, err := New(Options{ModulePath: mod, Check: map[bool]string{true: "read"}[path == "read"]})
+				require.NoError(t, err)
+				require.NoError(t, g.EnsureCurrent())
+				if tc.name == "untracked module" {
+					// The bound module itself leaves the index.
+					git(t, dir, "rm", "-q", "--cached", filepath.Base(mod))
+				} else {
+					tc.make(t, dir, mod)
+				}
+				for range 2 { // the read, then the answer kept
+					err = g.EnsureCurrent()
+					var se *StaleError
+					require.ErrorAs(t, err, &se)
+					assert.Equal(t, rev, se.Captured)
+					assert.Empty(t, se.Current)
+					require.Error(t, se.Err, "the stale answer carries why there is no revision")
+					assert.ErrorIs(t, err, ErrNotCheckout)
+					assert.Contains(t, se.Err.Error(), tc.reason)
+					assert.Contains(t, err.Error(), tc.reason)
+					assert.NotContains(t, err.Error(), "has no revision")
+					p := se.Payload()
+					assert.Equal(t, Payload{Error: se.Message, Type: PayloadType, Retryable: true, AgentUpdateState: se.State}, p, "the payload is unchanged")
+				}
+				assert.False(t, errors.Is(err, ErrReadTimeout))
+			})
+		}
+	}
+}

@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -451,103 +449,6 @@ func TestNoReloadStorm(t *testing.T) {
 	assert.ErrorContains(t, err, "already scheduled")
 }
 
-// Watch fires Changed without a request.
-func TestWatchFiresChanged(t *testing.T) {
-	dir := tempDir(t)
-	module, _ := agentRepo(t, dir)
-	g, err := New(Options{ModulePath: module, HomeDir: dir})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Watch(ctx, 10*time.Millisecond) }()
-	commit(t, dir, "run_agent.py", "moved\n")
-	select {
-	case <-g.Changed():
-	case <-time.After(30 * time.Second):
-		t.Fatal("Changed did not fire while Watch ran")
-	}
-	cancel()
-	assert.ErrorIs(t, <-done, context.Canceled)
-	assert.Error(t, g.Watch(context.Background(), 0))
-}
-
-// Changed, asked before the guard is bound, fires for the binding Capture
-// then makes.
-func TestChangedBeforeCapture(t *testing.T) {
-	dir := tempDir(t)
-	module, _ := agentRepo(t, dir)
-	g, err := New(Options{HomeDir: dir})
-	require.NoError(t, err)
-	changed := g.Changed()
-	require.NoError(t, g.Capture(module))
-	commit(t, dir, "run_agent.py", "moved\n")
-	require.ErrorIs(t, g.EnsureCurrent(), ErrStale)
-	select {
-	case <-changed:
-	default:
-		t.Fatal("the channel from before Capture did not fire")
-	}
-	var r *Plan
-	assert.ErrorContains(t, r.Bind(context.Background()), "not made by Guard.PlanReload")
-	assert.ErrorContains(t, new(Plan).Bind(context.Background()), "not made by Guard.PlanReload")
-}
-
-// On the watch path, Watch waits on inotify events: with an interval of an
-// hour, a commit still fires Changed at once.
-func TestWatchIsEventDriven(t *testing.T) {
-	dir := tempDir(t)
-	module, _ := agentRepo(t, dir)
-	g, err := newGuard(Options{ModulePath: module, HomeDir: dir}, testEnv(nil))
-	require.NoError(t, err)
-	for i := 0; i < 3; i++ {
-		require.NoError(t, g.EnsureCurrent())
-	}
-	if g.Observe().Check != "watch" {
-		t.Skipf("not on the watch path here: %s", g.Observe().CheckReason)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Watch(ctx, time.Hour) }()
-	commit(t, dir, "run_agent.py", "moved\n")
-	select {
-	case <-g.Changed():
-	case <-time.After(30 * time.Second):
-		t.Fatal("Changed did not fire: Watch polls instead of waiting on events")
-	}
-	cancel()
-	assert.ErrorIs(t, <-done, context.Canceled)
-}
-
-// A stale guard's Watch rests: a Debug logger writing into a directory the
-// guard watches (an ancestor of the checkout) does not make it check, log
-// and wake again without end.
-func TestWatchRestsOnceStale(t *testing.T) {
-	tmp := tempDir(t)
-	dir := filepath.Join(tmp, "agent")
-	module, _ := agentRepo(t, dir)
-	logFile, err := os.Create(filepath.Join(tmp, "server.log"))
-	require.NoError(t, err)
-	defer logFile.Close()
-	h := &recordHandler{}
-	logger := slog.New(slog.NewTextHandler(io.MultiWriter(logFile, countingWriter{h}), &slog.HandlerOptions{Level: slog.LevelDebug}))
-	g, err := newGuard(Options{ModulePath: module, HomeDir: tmp, Logger: logger}, testEnv(nil))
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Watch(ctx, 10*time.Millisecond) }()
-	commit(t, dir, "run_agent.py", "moved\n")
-	<-g.Changed()
-	before := h.count()
-	for i := 0; i < 50; i++ { // writes beside the checkout, as a log does
-		_, err := logFile.WriteString("unrelated\n")
-		require.NoError(t, err)
-		time.Sleep(2 * time.Millisecond)
-	}
-	cancel()
-	require.ErrorIs(t, <-done, context.Canceled)
-	assert.LessOrEqual(t, h.count()-before, 2, "log lines after the guard went stale")
-}
-
 // countingWriter counts the lines a logger writes.
 type countingWriter struct{ h *recordHandler }
 
@@ -599,16 +500,6 @@ func TestPlanBindsOnce(t *testing.T) {
 	assert.ErrorContains(t, r.Bind(context.Background()), "released or carried out")
 	assert.Equal(t, c2.loaded, c2.g.Identity().Revision)
 	assert.ErrorIs(t, c2.g.EnsureCurrent(), ErrStale)
-}
-
-// A closed guard: Close again is nil, and a check still answers, on the
-// stat path, for the checkout as it is.
-func TestCloseTwiceThenCheck(t *testing.T) {
-	c := newReloadCase(t)
-	require.NoError(t, c.g.Close())
-	require.NoError(t, c.g.Close())
-	assert.ErrorIs(t, c.g.EnsureCurrent(), ErrStale)
-	assert.NotEqual(t, "watch", c.g.Observe().Check)
 }
 
 // twoClones are two clones of one upstream that share one updater's

@@ -241,37 +241,6 @@ func TestNewReloaderOptions(t *testing.T) {
 	<-rl.Done()
 }
 
-// The guard's middleware hands every stale answer to the OnStale hook, and
-// says Retry-After while a reload is scheduled.
-func TestMiddlewareHookAndRetryAfter(t *testing.T) {
-	c := newReloadCase(t)
-	var seen []*StaleError
-	var err error
-	c.g, err = New(Options{ModulePath: c.module, HomeDir: c.home, OnStale: func(r *http.Request, se *StaleError) {
-		seen = append(seen, se)
-	}})
-	require.NoError(t, err)
-	moved := commit(t, c.dir, "run_agent.py", "class AIAgent: revision = 3\n")
-	h := c.g.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { t.Error("a stale request reached the handler") }))
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
-	assert.Equal(t, http.StatusConflict, rec.Code)
-	assert.Empty(t, rec.Header().Get("Retry-After"))
-	require.Len(t, seen, 1)
-	assert.Equal(t, moved, seen[0].Current)
-
-	writeFile(t, filepath.Join(receiptsDir(c.home), "latest.json"), string(gittest.HermesReceipt(t, "gen1-update-id-success.json", moved, time.Now())))
-	plan, err := c.g.PlanReload(context.Background())
-	require.NoError(t, err)
-	defer plan.Release()
-	require.NoError(t, plan.Schedule())
-	rec = httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
-	assert.Equal(t, "1", rec.Header().Get("Retry-After"))
-	require.Len(t, seen, 2)
-	assert.True(t, seen[1].RestartScheduled)
-}
-
 // A restart that panics abandons the reload as one that failed: the
 // process goes on, on the old code and stale, the panic is logged, no
 // request waits on a gate left closed, and the next update reloads.
@@ -706,5 +675,36 @@ func TestReloaderNoRevisionPromisesNothing(t *testing.T) {
 				assert.Equal(t, int32(0), c.restarts.Load())
 			})
 		}
+	}
+}
+
+// TestReloaderOptionErrors: the Reloader's options are named the same way.
+func TestReloaderOptionErrors(t *testing.T) {
+	g, err := New(Options{})
+	require.NoError(t, err)
+	restart := func(context.Context, *Plan) error { return nil }
+	for _, c := range []struct {
+		opts  ReloaderOptions
+		field string
+		value any
+	}{
+		{ReloaderOptions{Restart: restart, DrainTimeout: -time.Second}, "ReloaderOptions.DrainTimeout", -time.Second},
+		{ReloaderOptions{Restart: restart, ProofInterval: -time.Second}, "ReloaderOptions.ProofInterval", -time.Second},
+		{ReloaderOptions{}, "ReloaderOptions.Restart", nil},
+		{ReloaderOptions{Restart: restart, Handover: restart}, "ReloaderOptions.Restart", nil},
+	} {
+		_, err := NewReloader(context.Background(), g, c.opts)
+		var oe *OptionError
+		require.ErrorAs(t, err, &oe, c.field)
+		assert.Equal(t, c.field, oe.Field)
+		assert.Equal(t, c.value, oe.Value)
+		// The value as it is (a func has none worth printing), the field
+		// and why, with the prefix once.
+		want := "runtimeguard: " + c.field + " " + fmt.Sprint(c.value) + ": "
+		if c.value == nil {
+			want = "runtimeguard: " + c.field + ": "
+		}
+		assert.True(t, strings.HasPrefix(err.Error(), want), "%q", err)
+		assert.Contains(t, err.Error(), oe.Reason)
 	}
 }

@@ -226,8 +226,7 @@ func cmdUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		checkoutLock = l.Path
 	}
-	dog := newWatchdog(stderr)
-	defer dog.step("", 0)
+	dog := newWatchdog(stderr) // Run disarms it as it returns
 	res, err := updater.System.Run(ctx, updater.Update{
 		Home:   paths.Home,
 		Marker: paths.Marker, Receipt: paths.Receipt, Lock: paths.Lock, LockWait: *wait,
@@ -338,23 +337,18 @@ func (w *watchdog) step(what string, wait time.Duration) {
 			w.mu.Unlock() // the step ended as the timer fired
 			return
 		}
-		closed := make(chan struct{}, len(w.held))
+		// The locks closed and the line said aside, each of which may
+		// wait on the hung file system (stderr may be a file there too),
+		// for a second at most.
+		var wg sync.WaitGroup
 		for _, f := range w.held {
-			go func() { f.Close(); closed <- struct{}{} }() // one on the hung file system waits alone
+			wg.Go(func() { f.Close() })
 		}
-		for range w.held {
-			select {
-			case <-closed:
-			case <-time.After(time.Second):
-			}
-		}
-		said := make(chan struct{})
-		go func() { // stderr may be a file on the hung file system too
-			fmt.Fprintf(w.stderr, "runtimeguard update: %s\n", quote.Text(timeoutError{what}.Error()))
-			close(said)
-		}()
+		wg.Go(func() { fmt.Fprintf(w.stderr, "runtimeguard update: %s\n", quote.Text(timeoutError{what}.Error())) })
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
 		select {
-		case <-said:
+		case <-done:
 		case <-time.After(time.Second):
 		}
 		os.Exit(exitTimeout)
